@@ -1,0 +1,153 @@
+//! The validated spec: what both engines execute.
+
+use crate::units::Limit;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// The file the spec was read from (for messages and the output).
+    pub file: String,
+    pub machine: Machine,
+    pub features: Features,
+    pub sysctl: Sysctl,
+    pub sysfs: Sysfs,
+    /// Every knob in force, with the value it had, in `[section] key = value`
+    /// form: what the oracle applies and what an output records.
+    pub knobs: Vec<(String, String)>,
+    pub swap: Vec<SwapDevice>,
+    pub cgroups: Vec<Cgroup>,
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Machine {
+    /// What the machine has (QEMU's -m), bytes.
+    pub memory: u64,
+    pub cpus: u32,
+    /// Behaviour preset; only "6.1" exists.
+    pub kernel: String,
+}
+
+/// The seed mechanisms (DESIGN.md "Features"), resolved against the preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    pub wp_reuse_swapcache: bool,
+    pub shmem_skip_swapcache: bool,
+    pub used_once_mapped_file: bool,
+    pub batched_rmap_unmap: bool,
+    pub swapoff_readahead_stats: bool,
+}
+
+impl Features {
+    /// Linux 6.1's behaviour.
+    pub const LINUX_6_1: Features = Features {
+        wp_reuse_swapcache: true,
+        shmem_skip_swapcache: false,
+        used_once_mapped_file: true,
+        batched_rmap_unmap: false,
+        swapoff_readahead_stats: true,
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sysctl {
+    /// vm.swappiness, 0..=200.
+    pub swappiness: u32,
+    /// vm.watermark_scale_factor, 1..=3000.
+    pub watermark_scale_factor: u32,
+    /// vm.min_free_kbytes; None = the kernel computes it from memory size.
+    pub min_free_kbytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sysfs {
+    /// kernel/mm/transparent_hugepage/enabled. Only `never` is modelled.
+    pub thp_never: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwapKind {
+    Zram,
+}
+
+impl SwapKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SwapKind::Zram => "zram",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwapDevice {
+    pub kind: SwapKind,
+    /// Bytes.
+    pub size: u64,
+    /// swapon priority; None = the kernel's decreasing negative default.
+    pub priority: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cgroup {
+    pub name: String,
+    pub memory_max: Limit,
+    pub memory_high: Limit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub name: String,
+    /// Index into `Spec::cgroups`; None = the root cgroup.
+    pub cgroup: Option<usize>,
+    pub instances: u32,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Line of the step in the spec file (for run-time messages).
+    pub line: usize,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapKind {
+    /// MAP_PRIVATE | MAP_ANONYMOUS.
+    Anon,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Seq,
+    Rev,
+    Shuffle,
+    Uniform,
+    Zipf,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Touch {
+    pub region: String,
+    pub order: Order,
+    /// Zipf exponent (only for `zipf`).
+    pub theta: f64,
+    /// Total accesses; None = passes × pages.
+    pub count: Option<u64>,
+    pub passes: u64,
+    /// Fraction of accesses that write, 0..=1.
+    pub write: f64,
+    /// Sub-range start within the region, pages.
+    pub offset: u64,
+    /// Sub-range length, pages; None = to the end of the region.
+    pub length: Option<u64>,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Mmap { name: String, kind: MapKind, pages: u64 },
+    Munmap { region: String },
+    Touch(Touch),
+    Sleep { ns: u64 },
+    Phase { name: String },
+    Repeat { times: u64, steps: Vec<Step> },
+}

@@ -1,0 +1,364 @@
+//! Access streams of a `touch` step, generated lazily in batches and never
+//! materialised whole. The simulator and the native runner both draw from
+//! here, so both touch exactly the same pages in the same order.
+//!
+//! Orders (n = pages in the touched range, indices relative to its start):
+//! - `seq`: 0, 1, …, n−1, once per pass.
+//! - `rev`: n−1, …, 0, once per pass.
+//! - `shuffle`: a fresh pseudo-random permutation of 0..n per pass: a 4-round
+//!   Feistel network over the smallest even power of two ≥ n, keyed by
+//!   (seed, instance, pass), with cycle-walking to stay below n.
+//! - `uniform`: independent uniform draws in 0..n.
+//! - `zipf`: independent draws of rank k ∈ 1..=n with P(k) ∝ k^−theta, by
+//!   Hörmann & Derflinger's rejection-inversion (libm, so bit-identical on
+//!   every platform); page = k − 1, so the hottest pages open the range.
+//!
+//! The number of accesses is `count` if given, else `passes × n`; a `seq`,
+//! `rev` or `shuffle` stream with a `count` keeps cycling passes until it has
+//! made `count` accesses. Each access is a write with probability `write`
+//! (decided by a stream of its own, so the write fraction never changes
+//! which pages are touched); 0 and 1 draw nothing.
+
+use crate::model::{Order, Touch};
+use crate::rng::{splitmix64, stream_seed, Rng};
+
+const SALT_ORDER: u64 = 0x6f72_6465_72;
+const SALT_WRITE: u64 = 0x7772_6974_65;
+const SALT_PASS: u64 = 0x7061_7373;
+
+/// One access: `page << 1 | write`.
+pub type Access = u64;
+
+#[inline]
+pub fn access_page(a: Access) -> u64 {
+    a >> 1
+}
+
+#[inline]
+pub fn access_is_write(a: Access) -> bool {
+    a & 1 == 1
+}
+
+pub struct TouchStream {
+    first: u64,
+    n: u64,
+    remaining: u64,
+    pos_in_pass: u64,
+    pass: u64,
+    seed: u64,
+    instance: u32,
+    order: OrderGen,
+    write: WriteGen,
+}
+
+enum OrderGen {
+    Seq,
+    Rev,
+    Shuffle(Feistel),
+    Uniform(Rng),
+    Zipf(Box<Zipf>, Rng),
+}
+
+enum WriteGen {
+    Never,
+    Always,
+    Fraction { threshold: u64, rng: Rng },
+}
+
+impl TouchStream {
+    /// `first` and `n`: the touched sub-range of the region, in pages.
+    pub fn new(t: &Touch, first: u64, n: u64, instance: u32) -> Self {
+        let seed = t.seed;
+        let order = match t.order {
+            Order::Seq => OrderGen::Seq,
+            Order::Rev => OrderGen::Rev,
+            Order::Shuffle => OrderGen::Shuffle(Feistel::new(n, stream_seed(seed, instance, SALT_PASS))),
+            Order::Uniform => OrderGen::Uniform(Rng::new(stream_seed(seed, instance, SALT_ORDER))),
+            Order::Zipf => OrderGen::Zipf(
+                Box::new(Zipf::new(n, t.theta)),
+                Rng::new(stream_seed(seed, instance, SALT_ORDER)),
+            ),
+        };
+        let write = if t.write <= 0.0 {
+            WriteGen::Never
+        } else if t.write >= 1.0 {
+            WriteGen::Always
+        } else {
+            WriteGen::Fraction {
+                threshold: (t.write * (1u64 << 53) as f64) as u64,
+                rng: Rng::new(stream_seed(seed, instance, SALT_WRITE)),
+            }
+        };
+        let total = t.count.unwrap_or(t.passes * n);
+        TouchStream {
+            first,
+            n,
+            remaining: if n == 0 { 0 } else { total },
+            pos_in_pass: 0,
+            pass: 0,
+            seed,
+            instance,
+            order,
+            write,
+        }
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Appends up to `max` accesses to `buf` (pages relative to the region).
+    /// Returns how many; 0 once the stream is exhausted.
+    pub fn next_batch(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        let k = (max as u64).min(self.remaining) as usize;
+        for _ in 0..k {
+            let page = self.next_page();
+            let w = self.next_write() as u64;
+            buf.push((self.first + page) << 1 | w);
+        }
+        self.remaining -= k as u64;
+        k
+    }
+
+    #[inline]
+    fn next_page(&mut self) -> u64 {
+        let i = self.pos_in_pass;
+        let page = match &mut self.order {
+            OrderGen::Seq => i,
+            OrderGen::Rev => self.n - 1 - i,
+            OrderGen::Shuffle(f) => f.permute(i),
+            OrderGen::Uniform(r) => r.below(self.n),
+            OrderGen::Zipf(z, r) => z.sample(r) - 1,
+        };
+        self.pos_in_pass += 1;
+        if self.pos_in_pass == self.n {
+            self.pos_in_pass = 0;
+            self.pass += 1;
+            if let OrderGen::Shuffle(f) = &mut self.order {
+                let key = stream_seed(self.seed, self.instance, SALT_PASS ^ splitmix64(self.pass));
+                *f = Feistel::new(self.n, key);
+            }
+        }
+        page
+    }
+
+    #[inline]
+    fn next_write(&mut self) -> bool {
+        match &mut self.write {
+            WriteGen::Never => false,
+            WriteGen::Always => true,
+            WriteGen::Fraction { threshold, rng } => (rng.next_u64() >> 11) < *threshold,
+        }
+    }
+}
+
+/// A keyed pseudo-random permutation of `0..n`.
+struct Feistel {
+    n: u64,
+    half_bits: u32,
+    keys: [u64; 4],
+}
+
+impl Feistel {
+    fn new(n: u64, key: u64) -> Self {
+        let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2);
+        let bits = bits + (bits & 1);
+        let mut keys = [0; 4];
+        let mut k = key;
+        for slot in keys.iter_mut() {
+            k = splitmix64(k);
+            *slot = k;
+        }
+        Feistel {
+            n,
+            half_bits: bits / 2,
+            keys,
+        }
+    }
+
+    fn round(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half_bits) - 1;
+        let (mut l, mut r) = (x >> self.half_bits, x & mask);
+        for k in self.keys {
+            let f = splitmix64(r ^ k) & mask;
+            (l, r) = (r, l ^ f);
+        }
+        l << self.half_bits | r
+    }
+
+    fn permute(&self, i: u64) -> u64 {
+        let mut x = self.round(i);
+        while x >= self.n {
+            x = self.round(x);
+        }
+        x
+    }
+}
+
+/// Zipf over ranks 1..=n with exponent theta, by rejection-inversion
+/// (W. Hörmann, G. Derflinger, "Rejection-inversion to generate variates
+/// from monotone discrete distributions", ACM TOMACS 6(3), 1996).
+pub struct Zipf {
+    n: f64,
+    exponent: f64,
+    h_integral_x1: f64,
+    h_integral_n: f64,
+    s: f64,
+}
+
+impl Zipf {
+    pub fn new(n: u64, theta: f64) -> Self {
+        let mut z = Zipf {
+            n: n as f64,
+            exponent: theta,
+            h_integral_x1: 0.0,
+            h_integral_n: 0.0,
+            s: 0.0,
+        };
+        z.h_integral_x1 = z.h_integral(1.5) - 1.0;
+        z.h_integral_n = z.h_integral(n as f64 + 0.5);
+        z.s = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
+        z
+    }
+
+    pub fn sample(&self, rng: &mut Rng) -> u64 {
+        loop {
+            let u = self.h_integral_n + rng.unit() * (self.h_integral_x1 - self.h_integral_n);
+            let x = self.h_integral_inverse(u);
+            let mut k = libm::floor(x + 0.5);
+            if k < 1.0 {
+                k = 1.0;
+            } else if k > self.n {
+                k = self.n;
+            }
+            if k - x <= self.s || u >= self.h_integral(k + 0.5) - self.h(k) {
+                return k as u64;
+            }
+        }
+    }
+
+    fn h(&self, x: f64) -> f64 {
+        libm::exp(-self.exponent * libm::log(x))
+    }
+
+    fn h_integral(&self, x: f64) -> f64 {
+        let log_x = libm::log(x);
+        helper2((1.0 - self.exponent) * log_x) * log_x
+    }
+
+    fn h_integral_inverse(&self, x: f64) -> f64 {
+        let mut t = x * (1.0 - self.exponent);
+        if t < -1.0 {
+            t = -1.0;
+        }
+        libm::exp(helper1(t) * x)
+    }
+}
+
+/// log1p(x)/x, continuous at 0.
+fn helper1(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        libm::log1p(x) / x
+    } else {
+        1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x))
+    }
+}
+
+/// expm1(x)/x, continuous at 0.
+fn helper2(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        libm::expm1(x) / x
+    } else {
+        1.0 + x * 0.5 * (1.0 + x * (1.0 / 3.0) * (1.0 + 0.25 * x))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Touch;
+
+    fn touch(order: Order) -> Touch {
+        Touch {
+            region: "r".into(),
+            order,
+            theta: 0.99,
+            count: None,
+            passes: 1,
+            write: 0.0,
+            offset: 0,
+            length: None,
+            seed: 1,
+        }
+    }
+
+    fn collect(t: &Touch, n: u64) -> Vec<Access> {
+        let mut s = TouchStream::new(t, 0, n, 0);
+        let mut v = Vec::new();
+        while s.next_batch(&mut v, 7) > 0 {}
+        v
+    }
+
+    #[test]
+    fn seq_and_rev() {
+        let v = collect(&touch(Order::Seq), 5);
+        assert_eq!(v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        let v = collect(&touch(Order::Rev), 5);
+        assert_eq!(v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(), [4, 3, 2, 1, 0]);
+    }
+
+    #[test]
+    fn shuffle_is_a_permutation_per_pass() {
+        for n in [1u64, 2, 3, 17, 1000, 4097] {
+            let mut t = touch(Order::Shuffle);
+            t.passes = 2;
+            let v = collect(&t, n);
+            assert_eq!(v.len() as u64, 2 * n);
+            for pass in v.chunks(n as usize) {
+                let mut p: Vec<u64> = pass.iter().map(|&a| access_page(a)).collect();
+                p.sort_unstable();
+                assert_eq!(p, (0..n).collect::<Vec<_>>());
+            }
+            if n > 16 {
+                assert_ne!(v[..n as usize], v[n as usize..], "passes must differ");
+            }
+        }
+    }
+
+    #[test]
+    fn zipf_is_skewed_and_in_range() {
+        let mut t = touch(Order::Zipf);
+        t.count = Some(100_000);
+        let v = collect(&t, 1000);
+        let mut hist = vec![0u32; 1000];
+        for a in v {
+            hist[access_page(a) as usize] += 1;
+        }
+        // Rank 1 vs rank 10 should be about 10^0.99 ≈ 9.8 times as frequent.
+        let ratio = hist[0] as f64 / hist[9] as f64;
+        assert!((7.0..13.0).contains(&ratio), "ratio {ratio}");
+        assert!(hist[0] > hist[999]);
+    }
+
+    #[test]
+    fn write_fraction() {
+        let mut t = touch(Order::Uniform);
+        t.count = Some(10_000);
+        t.write = 0.25;
+        let v = collect(&t, 100);
+        let w = v.iter().filter(|&&a| access_is_write(a)).count();
+        assert!((2200..2800).contains(&w), "{w}");
+        // The write fraction does not change which pages are touched.
+        t.write = 0.75;
+        let v2 = collect(&t, 100);
+        assert!(v.iter().zip(&v2).all(|(a, b)| access_page(*a) == access_page(*b)));
+    }
+
+    #[test]
+    fn count_cycles_passes() {
+        let mut t = touch(Order::Seq);
+        t.count = Some(7);
+        let v = collect(&t, 3);
+        assert_eq!(v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(), [0, 1, 2, 0, 1, 2, 0]);
+    }
+}
