@@ -1,1 +1,213 @@
-fn main() {}
+//! The `mmsim` command.
+
+use clap::{Parser, Subcommand};
+use mmsim_sim::output::RunResult;
+use mmsim_sim::{RunOptions, SimError};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "mmsim", version, about = "A deterministic simulator of the Linux 6.1 memory-management subsystem")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a workload spec in the simulator.
+    Run {
+        /// The spec (TOML).
+        spec: PathBuf,
+        /// Print the JSON result document instead of the summary.
+        #[arg(long)]
+        json: bool,
+        /// Check the simulated kernel's invariants as it runs.
+        #[arg(long)]
+        check: bool,
+        /// Override a spec key, e.g. --set sysctl."vm.swappiness"=100
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Also write the JSON document to this file (atomically).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Run { spec, json, check, sets, output } => cmd_run(&spec, json, check, &sets, output.as_deref()),
+    }
+}
+
+fn cmd_run(path: &Path, json: bool, check: bool, sets: &[String], output: Option<&Path>) -> ExitCode {
+    let spec = match mmsim_spec::load(path, sets) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let progress = move |f: f64| {
+        if bar.is_none() && started.elapsed() > Duration::from_secs(1) {
+            let b = indicatif::ProgressBar::with_draw_target(Some(1000), indicatif::ProgressDrawTarget::stderr())
+                .with_elapsed(started.elapsed());
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} simulating [{bar:40}] {percent}% ({elapsed})")
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+            bar = Some(b);
+        }
+        if let Some(b) = &bar {
+            b.set_position((f * 1000.0) as u64);
+            if f >= 1.0 {
+                b.finish_and_clear();
+            }
+        }
+    };
+    let opts = RunOptions {
+        check,
+        progress: Some(Box::new(progress)),
+    };
+    let result = match mmsim_sim::run(&spec, opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mmsim: {}: {e}", path.display());
+            return ExitCode::from(match e {
+                SimError::Unmodelled(_) | SimError::Spec(_) => 2,
+                SimError::Oom | SimError::Invariant(_) => 1,
+            });
+        }
+    };
+    let doc = serde_json::to_string_pretty(&result).expect("result serialises");
+    if let Some(out) = output {
+        if let Err(e) = write_atomically(out, doc.as_bytes()) {
+            eprintln!("mmsim: cannot write {}: {e}", out.display());
+            return ExitCode::from(1);
+        }
+    }
+    let text = if json { doc + "\n" } else { summary(&result) };
+    let mut stdout = std::io::stdout().lock();
+    if stdout.write_all(text.as_bytes()).is_err() {
+        return ExitCode::from(1);
+    }
+    if result.integrity.violations > 0 {
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Writes to a temporary file beside `path`, then renames it into place.
+fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// The counters the summary shows, in this order.
+const MAIN_COUNTERS: &[&str] = &[
+    "pgfault",
+    "pgmajfault",
+    "pgreuse",
+    "pswpin",
+    "pswpout",
+    "pgscan_anon",
+    "pgsteal_anon",
+    "pgscan_kswapd",
+    "pgscan_direct",
+    "pgsteal_kswapd",
+    "pgsteal_direct",
+    "pgrefill",
+    "pgactivate",
+    "pgdeactivate",
+    "workingset_refault_anon",
+    "workingset_activate_anon",
+    "workingset_restore_anon",
+    "allocstall_dma32",
+    "allocstall_normal",
+    "pageoutrun",
+];
+
+fn summary(r: &RunResult) -> String {
+    let mut s = String::new();
+    s += &format!("mmsim {} — {}\n", r.engine.version, r.spec);
+    s += &format!(
+        "machine: {} MiB, {} cpu(s), MemTotal {} MiB, free at start {} MiB, min_free_kbytes {}\n",
+        r.machine.memory_bytes >> 20,
+        r.machine.cpus,
+        r.machine.mem_total_bytes >> 20,
+        r.machine.mem_free_at_start_bytes >> 20,
+        r.machine.min_free_kbytes
+    );
+    s += &format!("simulated time: {}\n\n", ms(r.elapsed_ns));
+    for t in &r.tasks {
+        s += &format!("task {}{}: {}\n", t.name, if t.cgroup.is_empty() { String::new() } else { format!(" (cgroup {})", t.cgroup) }, ms(t.end_ns - t.start_ns));
+        for p in &t.phases {
+            s += &format!(
+                "  phase {:<12} {:>14}   pgfault {:>9}  pgmajfault {:>9}  pswpin {:>9}  pswpout {:>9}\n",
+                p.name,
+                ms(p.end_ns - p.start_ns),
+                p.vmstat["pgfault"],
+                p.vmstat["pgmajfault"],
+                p.vmstat["pswpin"],
+                p.vmstat["pswpout"]
+            );
+        }
+    }
+    s += "\nvmstat (whole run):\n";
+    for c in MAIN_COUNTERS {
+        if let Some(v) = r.vmstat.get(*c) {
+            s += &format!("  {c:<28} {v:>12}\n");
+        }
+    }
+    for (name, cg) in &r.cgroups {
+        s += &format!(
+            "\ncgroup {name}: memory.current {} MiB (peak {} MiB), memory.swap.current {} MiB, events max {} high {} oom {}\n",
+            cg.memory_current >> 20,
+            cg.memory_peak >> 20,
+            cg.memory_swap_current >> 20,
+            cg.memory_events["max"],
+            cg.memory_events["high"],
+            cg.memory_events["oom"]
+        );
+        for k in ["pgscan", "pgsteal", "pgrefill", "pgactivate", "pgdeactivate", "workingset_refault_anon"] {
+            s += &format!("  {k:<28} {:>12}\n", cg.memory_stat[k]);
+        }
+    }
+    let verdict = if r.integrity.violations == 0 { "OK" } else { "VIOLATED" };
+    s += &format!(
+        "\nintegrity: {verdict} ({} pages checked, {} violations)\n",
+        r.integrity.pages_checked, r.integrity.violations
+    );
+    let total: u64 = r.profile.values().sum();
+    if total > 0 {
+        s += "\nprofile (simulated time):\n";
+        let mut v: Vec<_> = r.profile.iter().collect();
+        v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (f, ns) in v {
+            s += &format!("  {:>6.2}%  {f}\n", *ns as f64 * 100.0 / total as f64);
+        }
+    }
+    s
+}

@@ -1,0 +1,268 @@
+//! The invariant checker (`mmsim run --check`, always on in tests).
+//!
+//! At a quiescent point (between user accesses) the simulated kernel must
+//! account for every frame, reference, mapping, swap count and charge.
+
+use crate::kernel::Kernel;
+use crate::mm::folio::*;
+use crate::mm::pgtable::*;
+use crate::mm::swapfile::{swp_entry, swp_offset, swp_type, SWAP_COUNT_MASK, SWAP_HAS_CACHE};
+use crate::vmstat::{Mc, Vm};
+use crate::SimError;
+use std::collections::HashMap;
+
+fn fail(msg: String) -> Result<(), SimError> {
+    Err(SimError::Invariant(msg))
+}
+
+pub fn check_all(k: &Kernel) -> Result<(), SimError> {
+    check_frames(k)?;
+    check_mappings(k)?;
+    check_swap(k)?;
+    check_memcg(k)?;
+    Ok(())
+}
+
+/// Every frame is free, on exactly one LRU list, in a per-CPU batch, or
+/// the kernel's; list lengths and gauges agree.
+fn check_frames(k: &Kernel) -> Result<(), SimError> {
+    let n = k.folios.len();
+    let mut seen = vec![0u8; n];
+    for (zi, z) in k.zones.iter().enumerate() {
+        let _ = zi;
+        let mut count = 0;
+        let mut p = zone_free_head(k, z);
+        while p != NIL {
+            let f = k.folios.get(p);
+            if !f.test(PG_BUDDY) || f.refcount != 0 {
+                return fail(format!("free frame {p} is not a clean buddy page"));
+            }
+            seen[p as usize] += 1;
+            count += 1;
+            p = f.next;
+        }
+        if count != z.nr_free {
+            return fail(format!("zone {} counts {} free but lists {count}", z.name(), z.nr_free));
+        }
+    }
+    if k.vm.get(Vm::NrFreePages) as u64 != k.nr_free_pages() {
+        return fail("nr_free_pages disagrees with the zones".into());
+    }
+    for (m, lv) in k.lruvecs.iter().enumerate() {
+        for (lru, list) in lv.lists.iter().enumerate() {
+            let (mut count, mut prev, mut p) = (0u64, NIL, list.head);
+            while p != NIL {
+                let f = k.folios.get(p);
+                if f.prev != prev || f.lru as usize != lru || f.memcg as usize != m || !f.test(PG_LRU) {
+                    return fail(format!("frame {p} misplaced on memcg {m} list {lru}: {f:?}"));
+                }
+                if f.lru_list() as usize != lru {
+                    return fail(format!("frame {p} on list {lru} but its flags say {}", f.lru_list()));
+                }
+                seen[p as usize] += 1;
+                count += f.nr_pages() as u64;
+                prev = p;
+                p = f.next;
+            }
+            if count != list.len || prev != list.tail {
+                return fail(format!("memcg {m} list {lru}: length {} tail {} but walked {count} ending {prev}", list.len, list.tail));
+            }
+        }
+    }
+    for (c, cpu) in k.cpus.iter().enumerate() {
+        for &p in &cpu.lru_add {
+            if !k.folios.get(p).test(PG_LRU_BATCH) {
+                return fail(format!("frame {p} in cpu {c}'s lru_add batch lacks PG_LRU_BATCH"));
+            }
+            seen[p as usize] += 1;
+        }
+    }
+    for (p, f) in k.folios.f.iter().enumerate() {
+        if f.test(PG_KERNEL) {
+            seen[p] += 1;
+        }
+        if seen[p] != 1 {
+            return fail(format!("frame {p} is accounted {} times: {f:?}", seen[p]));
+        }
+        if f.test(PG_ISOLATED) {
+            return fail(format!("frame {p} still isolated at a quiescent point"));
+        }
+    }
+    let lists = [Vm::NrInactiveAnon, Vm::NrActiveAnon, Vm::NrInactiveFile, Vm::NrActiveFile, Vm::NrUnevictable];
+    for (lru, item) in lists.iter().enumerate() {
+        let total: u64 = k.lruvecs.iter().map(|l| l.lists[lru].len).sum();
+        if k.vm.get(*item) as u64 != total {
+            return fail(format!("{item:?} = {} but the lists hold {total}", k.vm.get(*item)));
+        }
+    }
+    Ok(())
+}
+
+fn zone_free_head(k: &Kernel, z: &crate::mm::page_alloc::Zone) -> Pfn {
+    // The head is private to page_alloc; find it as the one free frame of
+    // the zone no other free frame points to.
+    let mut pointed = vec![false; (z.end - z.start) as usize];
+    let mut any = NIL;
+    for p in z.start..z.end {
+        let f = k.folios.get(p);
+        if f.test(PG_BUDDY) {
+            any = p;
+            if f.next != NIL {
+                pointed[(f.next - z.start) as usize] = true;
+            }
+        }
+    }
+    if any == NIL {
+        return NIL;
+    }
+    (z.start..z.end)
+        .find(|&p| k.folios.get(p).test(PG_BUDDY) && !pointed[(p - z.start) as usize])
+        .unwrap_or(NIL)
+}
+
+/// Mapcounts equal the PTEs that map each folio; refcounts equal the
+/// references the kernel holds; RSS counters and rmap gauges agree.
+fn check_mappings(k: &Kernel) -> Result<(), SimError> {
+    let mut maps = vec![0u32; k.folios.len()];
+    let mut rss = vec![(0u64, 0u64); k.mms.len()];
+    for (vi, v) in k.vmas.iter().enumerate() {
+        if !v.live {
+            continue;
+        }
+        for (idx, &pte) in v.ptes.iter().enumerate() {
+            if pte_present(pte) && pte & PTE_ZERO == 0 {
+                let p = pte_pfn(pte);
+                let f = k.folios.get(p);
+                if f.test(PG_BUDDY) || !f.test(PG_ANON) {
+                    return fail(format!("vma {vi} page {idx} maps frame {p} which is not an anon folio: {f:?}"));
+                }
+                if f.index as u64 != v.pgoff + idx as u64 || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32)) {
+                    return fail(format!("frame {p}'s rmap does not lead back to vma {vi} page {idx}"));
+                }
+                maps[p as usize] += 1;
+                rss[v.mm as usize].0 += 1;
+            } else if is_swap_pte(pte) {
+                rss[v.mm as usize].1 += 1;
+            }
+        }
+    }
+    let mut anon_mapped = 0;
+    for (p, f) in k.folios.f.iter().enumerate() {
+        if f.test(PG_BUDDY) || f.test(PG_KERNEL) {
+            continue;
+        }
+        if f.mapcount != maps[p] {
+            return fail(format!("frame {p} mapcount {} but {} PTEs map it", f.mapcount, maps[p]));
+        }
+        let expected = f.mapcount + f.test(PG_SWAPCACHE) as u32 + f.test(PG_LRU_BATCH) as u32;
+        if f.refcount != expected {
+            return fail(format!("frame {p} refcount {} but expected {expected}: {f:?}", f.refcount));
+        }
+        if f.refcount == 0 {
+            return fail(format!("frame {p} has no references but is not free"));
+        }
+        if f.mapcount > 0 {
+            anon_mapped += 1;
+        }
+    }
+    if k.vm.get(Vm::NrAnonPages) != anon_mapped {
+        return fail(format!("nr_anon_pages {} but {anon_mapped} anon pages are mapped", k.vm.get(Vm::NrAnonPages)));
+    }
+    for (i, mm) in k.mms.iter().enumerate() {
+        if (mm.rss_anon, mm.swapents) != rss[i] {
+            return fail(format!("mm {i}: MM_ANONPAGES/MM_SWAPENTS {}/{} but PTEs say {:?}", mm.rss_anon, mm.swapents, rss[i]));
+        }
+    }
+    Ok(())
+}
+
+/// swap_map counts equal swap PTEs; SWAP_HAS_CACHE is set exactly for
+/// slots with a swap-cache folio or held by the per-CPU slot caches.
+fn check_swap(k: &Kernel) -> Result<(), SimError> {
+    let mut refs: HashMap<u32, u32> = HashMap::new();
+    for v in k.vmas.iter().filter(|v| v.live) {
+        for &pte in &v.ptes {
+            if is_swap_pte(pte) {
+                *refs.entry(pte_swp_entry(pte)).or_default() += 1;
+            }
+        }
+    }
+    let cached: std::collections::HashSet<u32> = k.slots_in_caches().collect();
+    let mut swapcached = 0;
+    let mut free = 0;
+    for (ty, si) in k.swap.iter().enumerate() {
+        let mut inuse = 0;
+        for off in 1..si.max {
+            let e = swp_entry(ty, off);
+            let m = si.swap_map[off as usize];
+            if m != 0 {
+                inuse += 1;
+            }
+            let count = (m & SWAP_COUNT_MASK) as u32;
+            let want = refs.get(&e).copied().unwrap_or(0);
+            if count != want {
+                return fail(format!("swap slot {ty}:{off} count {count} but {want} PTEs reference it"));
+            }
+            let folio = k.swap_folio_of(e);
+            let has_cache = m & SWAP_HAS_CACHE != 0;
+            let expect_cache = folio.is_some() || cached.contains(&e);
+            if has_cache != expect_cache {
+                return fail(format!("swap slot {ty}:{off} HAS_CACHE {has_cache} but folio {folio:?}, in a slot cache {}", cached.contains(&e)));
+            }
+            if let Some(p) = folio {
+                let f = k.folios.get(p);
+                if !f.test(PG_SWAPCACHE) || f.swap != e {
+                    return fail(format!("swap cache of {ty}:{off} holds frame {p} which does not point back"));
+                }
+                swapcached += 1;
+            }
+            if cached.contains(&e) && count != 0 {
+                return fail(format!("slot {ty}:{off} is in a slot cache but referenced"));
+            }
+        }
+        if inuse != si.inuse_pages {
+            return fail(format!("swap {ty}: inuse_pages {} but {inuse} slots in use", si.inuse_pages));
+        }
+        free += (si.pages - si.inuse_pages) as u64;
+    }
+    if free != k.nr_swap_pages {
+        return fail(format!("nr_swap_pages {} but {free} slots free", k.nr_swap_pages));
+    }
+    let in_cache = k.folios.f.iter().filter(|f| f.test(PG_SWAPCACHE)).count() as i64;
+    if in_cache != swapcached || k.vm.get(Vm::NrSwapcached) != in_cache {
+        return fail(format!("nr_swapcached {} vs {in_cache} flagged folios vs {swapcached} cache entries", k.vm.get(Vm::NrSwapcached)));
+    }
+    let _ = (swp_type(0), swp_offset(0));
+    Ok(())
+}
+
+/// memory.current of every cgroup equals the folios charged to it and its
+/// descendants plus what the per-CPU stocks hold for them.
+fn check_memcg(k: &Kernel) -> Result<(), SimError> {
+    let mut charged = vec![0u64; k.memcgs.len()];
+    let mut anon = vec![0i64; k.memcgs.len()];
+    for f in &k.folios.f {
+        if f.test(PG_BUDDY) || f.test(PG_KERNEL) {
+            continue;
+        }
+        charged[f.memcg as usize] += f.nr_pages() as u64;
+        if f.mapcount > 0 {
+            anon[f.memcg as usize] += 1;
+        }
+    }
+    for cpu in &k.cpus {
+        if let Some(m) = cpu.stock.cached {
+            charged[m as usize] += cpu.stock.nr_pages;
+        }
+    }
+    for m in 1..k.memcgs.len() {
+        let want: u64 = (0..k.memcgs.len()).filter(|&d| k.is_descendant(d as u16, m as u16)).map(|d| charged[d]).sum();
+        if k.memcgs[m].memory.usage != want {
+            return fail(format!("memcg {} memory.current {} pages but {want} are charged", k.memcgs[m].name, k.memcgs[m].memory.usage));
+        }
+        if k.memcgs[m].stat.get(Mc::Anon) != anon[m] {
+            return fail(format!("memcg {} anon {} but {} mapped anon pages", k.memcgs[m].name, k.memcgs[m].stat.get(Mc::Anon), anon[m]));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! The cost model: simulated CPU time of each kernel primitive, in ns.
+//!
+//! Every constant states where its value comes from. None is fitted to a
+//! seed's published result: the seeds are the test, not the training set.
+//! "First principles" here means an estimate from the hardware's documented
+//! or commonly measured latencies and throughputs on a current x86-64
+//! server core (~3 GHz, DDR4/DDR5, ~80-100 ns DRAM latency, ~10-20 GB/s
+//! single-core memset/memcpy bandwidth); `benches/primitives.rs` measures
+//! the host-side ones (4 KiB clear and copy) so the estimate can be checked.
+
+/// A user access to one byte of a resident, mapped page, one per 4 KiB
+/// page as `touch` does: every access is a new page, so it pays a TLB miss
+/// (a page walk served mostly from cache, ~20-30 ns) and a cache miss to
+/// DRAM (~80 ns). 100 ns.
+pub const TOUCH_NS: u64 = 100;
+
+/// Exception entry and exit for a page fault, plus `handle_mm_fault`'s
+/// walk and PTE lock: a minimal minor fault (e.g. mapping the zero page)
+/// measures ~0.5-1 µs on current x86-64 with the usual speculation
+/// mitigations. 600 ns.
+pub const FAULT_ENTRY_NS: u64 = 600;
+
+/// `clear_page` (rep stosb) of 4 KiB at ~12 GB/s: ~340 ns. 350 ns.
+pub const CLEAR_PAGE_NS: u64 = 350;
+
+/// `copy_page` of 4 KiB at ~8 GB/s (read plus write streams): ~500 ns.
+pub const COPY_PAGE_NS: u64 = 500;
+
+/// Taking an order-0 page off a free list (`rmqueue`, zone lock or pcp
+/// list, `prep_new_page`): ~100 ns; a handful of cache misses on
+/// struct page and the list heads.
+pub const ALLOC_PAGE_NS: u64 = 100;
+
+/// Returning an order-0 page (`free_unref_page`): ~80 ns, as above.
+pub const FREE_PAGE_NS: u64 = 80;
+
+/// `mem_cgroup_charge` served from the per-CPU stock: ~30 ns; a
+/// `page_counter_try_charge` walk of one or two levels adds ~50 ns.
+pub const MEMCG_CHARGE_NS: u64 = 40;
+pub const PAGE_COUNTER_NS: u64 = 50;
+
+/// Adding a folio to the per-CPU lru_add batch and its share of the batch
+/// flush under the lruvec lock (15 folios a flush): ~60 ns.
+pub const LRU_ADD_NS: u64 = 60;
+
+/// Rmap add or remove on an order-0 folio plus its lruvec stat update
+/// (`page_add_new_anon_rmap`, `__lruvec_stat_mod_folio`): ~40 ns.
+pub const RMAP_NS: u64 = 40;
+
+/// Setting or changing one PTE under the PTE lock: ~20 ns.
+pub const PTE_NS: u64 = 20;
+
+/// Flushing one user TLB entry on the local CPU (`invlpg`): ~100 ns.
+pub const TLB_FLUSH_NS: u64 = 100;
+
+/// Isolating or putting back one folio on an LRU list (list ops and flag
+/// updates under the lruvec lock): ~30 ns.
+pub const LRU_MOVE_NS: u64 = 30;
+
+/// `folio_referenced` for an order-0 folio mapped once: anon_vma lock,
+/// `page_vma_mapped_walk` to the PTE, test-and-clear young: ~150 ns.
+pub const FOLIO_REFERENCED_NS: u64 = 150;
+
+/// `try_to_unmap_one` for an order-0 folio mapped once: walk, PTE clear,
+/// swap entry install, rmap removal, stats; TLB flush batched at the end
+/// of `shrink_folio_list` (charged as TLB_FLUSH_NS once per batch): ~250 ns.
+pub const UNMAP_ONE_NS: u64 = 250;
+
+/// Swap slot allocation from the per-CPU slot cache, `add_to_swap_cache`
+/// (xarray store) and the matching deletion: ~150 ns together.
+pub const SWAP_SLOT_NS: u64 = 150;
+
+/// Compressing one 4 KiB page with lzo-rle in zram. The pages this
+/// simulator writes are zero but for a small content token, the best case
+/// for lzo-rle's zero-run handling; published lzo-rle figures for such
+/// highly compressible data are ~2-4 GB/s, i.e. ~1-2 µs per page. 1500 ns.
+pub const ZRAM_COMPRESS_NS: u64 = 1500;
+
+/// Decompressing the same page: lzo decompression runs at ~3x the
+/// compression speed on such data, plus the zsmalloc map/unmap. 700 ns.
+pub const ZRAM_DECOMPRESS_NS: u64 = 700;
+
+/// Compressed size of one such page in zram's pool: lzo-rle output for a
+/// 4 KiB page holding one token is ~20-30 bytes, stored in zsmalloc's
+/// smallest size class (32 bytes).
+pub const ZRAM_STORED_BYTES: u64 = 32;
+
+/// Per-folio overhead of the reclaim loop around a folio beyond the above
+/// (trylock, flag tests, list handling in `shrink_folio_list`): ~50 ns.
+pub const SHRINK_FOLIO_NS: u64 = 50;
+
+/// A scheduler time slice between runnable tasks on one CPU: CFS's
+/// `sched_min_granularity` is 0.75 ms scaled by 1 + log2(cpus), ~1-3 ms.
+pub const SLICE_NS: u64 = 1_000_000;
+
+/// How far one entity may run ahead of another ready one before the
+/// scheduler switches: the granularity at which concurrently running tasks
+/// (and kswapd) interleave. A few faults' worth: 10 µs. A simulation
+/// parameter, not a kernel cost; it bounds how stale one CPU's view of
+/// another's progress can be.
+pub const QUANTUM_NS: u64 = 10_000;
+
+/// Where simulated time goes, for the profile (like `perf report`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Fn {
+    User,
+    FaultEntry,
+    DoAnonymousPage,
+    DoWpPage,
+    DoSwapPage,
+    PageAlloc,
+    PageFree,
+    MemcgCharge,
+    LruAdd,
+    ShrinkActiveList,
+    ShrinkInactiveList,
+    ShrinkFolioList,
+    FolioReferenced,
+    TryToUnmap,
+    AddToSwap,
+    ZramWrite,
+    ZramRead,
+    Unmap,
+}
+
+pub const FN_NAMES: &[&str] = &[
+    "user",
+    "fault_entry",
+    "do_anonymous_page",
+    "do_wp_page",
+    "do_swap_page",
+    "__alloc_pages",
+    "free_unref_page",
+    "mem_cgroup_charge",
+    "folio_add_lru",
+    "shrink_active_list",
+    "shrink_inactive_list",
+    "shrink_folio_list",
+    "folio_referenced",
+    "try_to_unmap_one",
+    "add_to_swap",
+    "zram_write_page",
+    "zram_read_page",
+    "unmap_page_range",
+];
+pub const NR_FNS: usize = FN_NAMES.len();
+
+/// A system call's entry and exit (mmap, munmap) beyond its own work:
+/// ~100-300 ns on current x86-64 with speculation mitigations. 250 ns.
+pub const SYSCALL_NS: u64 = 250;

@@ -1,0 +1,2 @@
+//! Swap and block device models.
+pub mod zram;

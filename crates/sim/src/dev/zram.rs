@@ -1,0 +1,88 @@
+//! zram: a compressed RAM block device with `rw_page`, so swap on it is
+//! SWP_SYNCHRONOUS_IO: reads and writes complete in the calling task, which
+//! pays the (de)compression time.
+//!
+//! The compressed copies live in zsmalloc's pool, which takes real page
+//! frames from the page allocator. Simplification: every stored page
+//! compresses to `cost::ZRAM_STORED_BYTES` (the pages this simulator
+//! writes hold one content token) and the pool grows and shrinks page by
+//! page with no zspage fragmentation; at that size the pool is ~1% of the
+//! data swapped, so the error on free memory is a fraction of that.
+
+use crate::cost;
+use crate::kernel::Kernel;
+use crate::mm::folio::{Pfn, PG_KERNEL};
+use crate::mm::page_alloc::Gfp;
+
+pub struct Zram {
+    /// Content token of each stored slot; `stored` marks which hold data.
+    pub version: Vec<u32>,
+    pub stored: Vec<bool>,
+    pub nr_stored: u64,
+    pub pool: Vec<Pfn>,
+}
+
+impl Zram {
+    pub fn new(slots: u32) -> Self {
+        Zram {
+            version: vec![0; slots as usize],
+            stored: vec![false; slots as usize],
+            nr_stored: 0,
+            pool: Vec::new(),
+        }
+    }
+
+    fn pool_pages_needed(&self) -> usize {
+        (self.nr_stored * cost::ZRAM_STORED_BYTES).div_ceil(4096) as usize
+    }
+}
+
+impl Kernel {
+    /// `zram_rw_page` write: compress and store. False if the pool could not
+    /// grow (the write fails with -ENOMEM and the folio stays dirty).
+    pub fn zram_write_page(&mut self, ty: usize, offset: u32, version: u32) -> bool {
+        self.charge_cost(cost::Fn::ZramWrite, cost::ZRAM_COMPRESS_NS);
+        let z = &mut self.swap[ty].zram;
+        if !z.stored[offset as usize] {
+            z.nr_stored += 1;
+            if z.pool_pages_needed() > z.pool.len() {
+                match self.alloc_page(Gfp::Memalloc) {
+                    Some(p) => {
+                        self.folios.get_mut(p).set(PG_KERNEL);
+                        self.swap[ty].zram.pool.push(p);
+                    }
+                    None => {
+                        self.swap[ty].zram.nr_stored -= 1;
+                        return false;
+                    }
+                }
+            }
+        }
+        let z = &mut self.swap[ty].zram;
+        z.stored[offset as usize] = true;
+        z.version[offset as usize] = version;
+        true
+    }
+
+    /// `zram_rw_page` read: decompress; returns the stored content token.
+    pub fn zram_read_page(&mut self, ty: usize, offset: u32) -> u32 {
+        self.charge_cost(cost::Fn::ZramRead, cost::ZRAM_DECOMPRESS_NS);
+        let z = &self.swap[ty].zram;
+        debug_assert!(z.stored[offset as usize], "read of an empty zram slot");
+        z.version[offset as usize]
+    }
+
+    /// `zram_slot_free_notify`: the slot was freed; drop the stored copy.
+    pub fn zram_slot_free_notify(&mut self, ty: usize, offset: u32) {
+        let z = &mut self.swap[ty].zram;
+        if !z.stored[offset as usize] {
+            return;
+        }
+        z.stored[offset as usize] = false;
+        z.nr_stored -= 1;
+        if z.pool_pages_needed() < z.pool.len() {
+            let p = z.pool.pop().expect("pool page");
+            self.free_page(p);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The simulated kernel's state: one struct, with the mechanisms in the
+//! files the kernel would put them in (`impl Kernel` blocks under mm/).
+
+use crate::cost::{self, NR_FNS};
+use crate::mm::folio::*;
+use crate::mm::lruvec::Lruvec;
+use crate::mm::memcontrol::{Memcg, MemcgStock};
+use crate::mm::mmap::{AnonVma, Mm, Vma};
+use crate::mm::page_alloc::{Zone, ZoneType};
+use crate::mm::swapfile::{SwapInfo, SwapSlotsCache};
+use crate::vmstat::VmStat;
+use mmsim_spec::{Features, Spec, Sysctl};
+
+/// Per simulated CPU state the kernel keeps per CPU.
+#[derive(Default)]
+pub struct Cpu {
+    /// The lru_add folio batch (PAGEVEC_SIZE entries at most).
+    pub lru_add: Vec<Pfn>,
+    pub stock: MemcgStock,
+    pub slots: SwapSlotsCache,
+}
+
+/// Kernel-side state of a task (what `task_struct` carries for mm).
+pub struct KTask {
+    pub mm: u32,
+    pub memcg: u16,
+    /// `memcg_nr_pages_over_high`, settled on return to user space.
+    pub nr_pages_over_high: u64,
+}
+
+/// Content-integrity results.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Integrity {
+    pub pages_checked: u64,
+    pub violations: u64,
+}
+
+pub struct Kernel {
+    pub features: Features,
+    pub sysctl: Sysctl,
+    pub folios: FolioTable,
+    pub zones: Vec<Zone>,
+    pub vm: VmStat,
+    pub memcgs: Vec<Memcg>,
+    pub lruvecs: Vec<Lruvec>,
+    pub swap: Vec<SwapInfo>,
+    pub nr_swap_pages: u64,
+    pub total_swap_pages: u64,
+    pub swap_slot_cache_active: bool,
+    pub mms: Vec<Mm>,
+    pub vmas: Vec<Vma>,
+    pub anon_vmas: Vec<AnonVma>,
+    pub cpus: Vec<Cpu>,
+    pub cur_cpu: usize,
+    pub tasks: Vec<KTask>,
+    /// The task on whose behalf the kernel runs now (None: kswapd).
+    pub cur_task: Option<usize>,
+    /// Simulated time the current context has consumed and not yet been
+    /// charged to its clock.
+    pub pending_ns: u64,
+    /// The current context's clock when it was last scheduled.
+    pub clock_base: u64,
+    /// Set when a task wakes kswapd: the time of the wakeup.
+    pub kswapd_wake_at: Option<u64>,
+    pub profile: [u64; NR_FNS],
+    pub integrity: Integrity,
+    pub kswapd: crate::mm::vmscan::Kswapd,
+    /// vm.min_free_kbytes in force.
+    pub min_free_kbytes: u64,
+    /// Zero page content token: never written.
+    pub zero_pfn: Pfn,
+    /// Scratch lists for reclaim, reused to avoid allocation.
+    pub scratch: Vec<Vec<Pfn>>,
+}
+
+/// Boot-time reservation of the 6.1 kernel outside the page allocator
+/// (memmap at 64 bytes per 4 KiB page, kernel image, firmware holes), so
+/// that MemTotal matches the real kernel: Linux 6.1.0 (Debian) under QEMU
+/// reports MemTotal ≈ 457 MiB at -m 512M (DESIGN.md "Oracle"), which is
+/// memory/64 for the memmap plus 47 MiB.
+pub fn boot_reserved_bytes(memory: u64) -> u64 {
+    memory / 64 + (47 << 20)
+}
+
+/// Pages the booted kernel holds before the workload starts (slab, per-CPU
+/// areas, kernel stacks, the initramfs unpacked into rootfs, zram's table of
+/// 16 bytes per slot). An estimate until the oracle measures MemFree after
+/// boot (issue 3): 24 MiB plus zram's table.
+pub fn boot_used_bytes(spec: &Spec) -> u64 {
+    let zram_table: u64 = spec.swap.iter().map(|s| s.size / 4096 * 16).sum();
+    (24 << 20) + zram_table
+}
+
+/// DMA zone: the first 16 MiB, less the first MiB of firmware areas.
+const DMA_MANAGED_PAGES: u64 = 3840;
+/// DMA32 ends at 3 GiB of RAM on QEMU's pc machine (the PCI hole above).
+const DMA32_END_BYTES: u64 = 3 << 30;
+
+impl Kernel {
+    pub fn new(spec: &Spec) -> Kernel {
+        let memory = spec.machine.memory;
+        let managed = (memory - boot_reserved_bytes(memory)) / 4096;
+        let dma = DMA_MANAGED_PAGES.min(managed);
+        let dma32_end = (DMA32_END_BYTES.min(memory) - boot_reserved_bytes(memory).min(DMA32_END_BYTES.min(memory))) / 4096;
+        let dma32 = dma32_end.saturating_sub(dma).min(managed - dma);
+        let normal = managed - dma - dma32;
+        let mut zones = vec![
+            Zone::new(ZoneType::Dma, 0, dma as Pfn),
+            Zone::new(ZoneType::Dma32, dma as Pfn, (dma + dma32) as Pfn),
+        ];
+        if normal > 0 {
+            zones.push(Zone::new(ZoneType::Normal, (dma + dma32) as Pfn, managed as Pfn));
+        }
+        let cpus = spec.machine.cpus as usize;
+        let mut memcgs = vec![Memcg::new("", None)];
+        for cg in &spec.cgroups {
+            let mut m = Memcg::new(&cg.name, Some(0));
+            m.memory.max = cg.memory_max.pages();
+            m.memory.high = cg.memory_high.pages();
+            memcgs.push(m);
+        }
+        let nmemcg = memcgs.len();
+        let mut k = Kernel {
+            features: spec.features,
+            sysctl: spec.sysctl,
+            folios: FolioTable::new(managed as u32),
+            zones,
+            vm: VmStat::default(),
+            memcgs,
+            lruvecs: vec![Lruvec::default(); nmemcg],
+            swap: Vec::new(),
+            nr_swap_pages: 0,
+            total_swap_pages: 0,
+            swap_slot_cache_active: false,
+            mms: Vec::new(),
+            vmas: Vec::new(),
+            anon_vmas: Vec::new(),
+            cpus: (0..cpus).map(|_| Cpu::default()).collect(),
+            cur_cpu: 0,
+            tasks: Vec::new(),
+            cur_task: None,
+            pending_ns: 0,
+            clock_base: 0,
+            kswapd_wake_at: None,
+            profile: [0; NR_FNS],
+            integrity: Integrity::default(),
+            kswapd: Default::default(),
+            min_free_kbytes: 0,
+            zero_pfn: NIL,
+            scratch: Vec::new(),
+        };
+        for pfn in (0..managed as u32).rev() {
+            k.add_free_at_boot(pfn);
+        }
+        k.boot_watermarks(spec);
+        k.boot_kernel_usage(boot_used_bytes(spec) / 4096);
+        for (i, s) in spec.swap.iter().enumerate() {
+            // Without -p, each swapon takes the next lower negative priority.
+            let prio = s.priority.unwrap_or(-2 - i as i32);
+            let si = SwapInfo::new(s.kind, s.size, prio, cpus);
+            k.nr_swap_pages += si.pages as u64;
+            k.total_swap_pages += si.pages as u64;
+            k.swap.push(si);
+        }
+        // enable_swap_slots_cache at the first swapon.
+        k.swap_slot_cache_active = !k.swap.is_empty();
+        k.pending_ns = 0;
+        k.profile = [0; NR_FNS];
+        k.vm = {
+            // Boot allocations are not part of any run's counters.
+            let mut v = VmStat::default();
+            v.add(crate::vmstat::Vm::NrFreePages, k.nr_free_pages() as i64);
+            v
+        };
+        k
+    }
+
+    /// Debian's 6.1 boots with THP "always", so khugepaged raises
+    /// min_free_kbytes; writing "never" (as the oracle does) recomputes it
+    /// from the watermarks then in force. An explicit vm.min_free_kbytes
+    /// is applied last, as sysctl does.
+    fn boot_watermarks(&mut self, spec: &Spec) {
+        let base = self.calculate_min_free_kbytes();
+        self.setup_per_zone_wmarks(base);
+        self.min_free_kbytes = base;
+        // hugepage_init leaves THP off on machines under 512 MiB of RAM, and
+        // then khugepaged never raises the watermarks.
+        let managed: u64 = self.zones.iter().map(|z| z.managed).sum();
+        if managed >= 512 << 8 {
+            let raised = self.thp_recommended_min_free_kbytes().max(base);
+            self.setup_per_zone_wmarks(raised);
+            self.min_free_kbytes = self.calculate_min_free_kbytes();
+            self.setup_per_zone_wmarks(self.min_free_kbytes);
+        }
+        if let Some(kb) = spec.sysctl.min_free_kbytes {
+            self.min_free_kbytes = kb;
+            self.setup_per_zone_wmarks(kb);
+        }
+    }
+
+    fn boot_kernel_usage(&mut self, pages: u64) {
+        for _ in 0..pages {
+            match self.alloc_page(crate::mm::page_alloc::Gfp::NoDirectReclaim) {
+                Some(p) => self.folios.get_mut(p).set(PG_KERNEL),
+                None => break,
+            }
+        }
+    }
+
+    /// Accounts simulated CPU time to the current context and the profile.
+    #[inline]
+    pub fn charge_cost(&mut self, f: cost::Fn, ns: u64) {
+        self.pending_ns += ns;
+        self.profile[f as usize] += ns;
+    }
+
+    /// The current context's simulated time.
+    pub fn now(&self) -> u64 {
+        self.clock_base + self.pending_ns
+    }
+
+    pub fn current_task_over_high(&mut self, pages: u64) {
+        if let Some(t) = self.cur_task {
+            self.tasks[t].nr_pages_over_high += pages;
+        }
+    }
+
+    pub fn current_is_kswapd(&self) -> bool {
+        self.cur_task.is_none()
+    }
+}

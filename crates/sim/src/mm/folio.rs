@@ -1,0 +1,170 @@
+//! The folio table: one compact record per page frame.
+//!
+//! A frame that heads a folio carries the folio's state; the record keeps an
+//! `order` so large folios can come without a new layout (today every folio
+//! is order 0). Links are u32 frame numbers, so LRU lists and the free lists
+//! are intrusive and cost no allocation.
+
+pub type Pfn = u32;
+/// "No frame" in links and lookups.
+pub const NIL: u32 = u32::MAX;
+
+// Folio flags, named after the kernel's PG_* bits.
+pub const PG_LOCKED: u32 = 1 << 0;
+pub const PG_REFERENCED: u32 = 1 << 1;
+pub const PG_UPTODATE: u32 = 1 << 2;
+pub const PG_DIRTY: u32 = 1 << 3;
+pub const PG_LRU: u32 = 1 << 4;
+pub const PG_ACTIVE: u32 = 1 << 5;
+pub const PG_WORKINGSET: u32 = 1 << 6;
+pub const PG_SWAPBACKED: u32 = 1 << 7;
+pub const PG_SWAPCACHE: u32 = 1 << 8;
+pub const PG_WRITEBACK: u32 = 1 << 9;
+pub const PG_RECLAIM: u32 = 1 << 10;
+pub const PG_UNEVICTABLE: u32 = 1 << 11;
+pub const PG_READAHEAD: u32 = 1 << 12;
+/// PageAnon: `mapping` names an anon_vma, not a file.
+pub const PG_ANON: u32 = 1 << 13;
+/// PageAnonExclusive (on the head page of an order-0 folio).
+pub const PG_ANON_EXCLUSIVE: u32 = 1 << 14;
+// States the kernel expresses otherwise (buddy lists, page_type, the per-CPU
+// batch's reference); kept as bits so the invariant checker can see them.
+/// In the buddy allocator.
+pub const PG_BUDDY: u32 = 1 << 20;
+/// Queued in a per-CPU lru_add batch (holds a reference, not yet PG_lru).
+pub const PG_LRU_BATCH: u32 = 1 << 21;
+/// Isolated from its LRU by reclaim (holds a reference).
+pub const PG_ISOLATED: u32 = 1 << 22;
+/// Used by the kernel itself (boot reservation, zram's pool).
+pub const PG_KERNEL: u32 = 1 << 23;
+
+/// LRU list numbers as `enum lru_list` orders them.
+pub const LRU_INACTIVE_ANON: u8 = 0;
+pub const LRU_ACTIVE_ANON: u8 = 1;
+pub const LRU_INACTIVE_FILE: u8 = 2;
+pub const LRU_ACTIVE_FILE: u8 = 3;
+pub const LRU_UNEVICTABLE: u8 = 4;
+pub const NR_LRU_LISTS: usize = 5;
+/// Not on any LRU list.
+pub const LRU_NONE: u8 = 0xff;
+
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct Folio {
+    pub flags: u32,
+    pub refcount: u32,
+    /// Number of PTEs mapping the folio (the kernel's _mapcount + 1).
+    pub mapcount: u32,
+    /// LRU or free-list neighbours.
+    pub prev: u32,
+    pub next: u32,
+    /// anon_vma id for anon folios.
+    pub mapping: u32,
+    /// Linear page index within the mapping (vma->vm_pgoff based).
+    pub index: u32,
+    /// Swap entry while PG_swapcache.
+    pub swap: u32,
+    /// Content token: the version of the last write to this page's data.
+    pub version: u32,
+    pub memcg: u16,
+    pub order: u8,
+    /// Which LRU list the folio is on, or LRU_NONE.
+    pub lru: u8,
+}
+
+impl Folio {
+    pub const FREE: Folio = Folio {
+        flags: PG_BUDDY,
+        refcount: 0,
+        mapcount: 0,
+        prev: NIL,
+        next: NIL,
+        mapping: NIL,
+        index: 0,
+        swap: 0,
+        version: 0,
+        memcg: 0,
+        order: 0,
+        lru: LRU_NONE,
+    };
+
+    #[inline]
+    pub fn test(&self, f: u32) -> bool {
+        self.flags & f != 0
+    }
+    #[inline]
+    pub fn set(&mut self, f: u32) {
+        self.flags |= f;
+    }
+    #[inline]
+    pub fn clear(&mut self, f: u32) {
+        self.flags &= !f;
+    }
+    #[inline]
+    pub fn nr_pages(&self) -> u32 {
+        1 << self.order
+    }
+    /// `folio_is_file_lru`: not swap-backed.
+    #[inline]
+    pub fn is_file_lru(&self) -> bool {
+        !self.test(PG_SWAPBACKED)
+    }
+    /// `folio_lru_list`: the list the folio's flags say it belongs on.
+    pub fn lru_list(&self) -> u8 {
+        if self.test(PG_UNEVICTABLE) {
+            return LRU_UNEVICTABLE;
+        }
+        let base = if self.is_file_lru() { LRU_INACTIVE_FILE } else { LRU_INACTIVE_ANON };
+        base + self.test(PG_ACTIVE) as u8
+    }
+}
+
+pub struct FolioTable {
+    pub f: Vec<Folio>,
+}
+
+impl FolioTable {
+    pub fn new(frames: u32) -> Self {
+        FolioTable {
+            f: vec![Folio::FREE; frames as usize],
+        }
+    }
+    #[inline]
+    pub fn get(&self, pfn: Pfn) -> &Folio {
+        &self.f[pfn as usize]
+    }
+    #[inline]
+    pub fn get_mut(&mut self, pfn: Pfn) -> &mut Folio {
+        &mut self.f[pfn as usize]
+    }
+    pub fn len(&self) -> usize {
+        self.f.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.f.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folio_record_is_compact() {
+        // The host-memory target (48 bytes per frame, DESIGN.md) rests on this.
+        assert_eq!(std::mem::size_of::<Folio>(), 40);
+    }
+
+    #[test]
+    fn lru_list_from_flags() {
+        let mut f = Folio::FREE;
+        f.flags = PG_SWAPBACKED;
+        assert_eq!(f.lru_list(), LRU_INACTIVE_ANON);
+        f.set(PG_ACTIVE);
+        assert_eq!(f.lru_list(), LRU_ACTIVE_ANON);
+        f.flags = PG_ACTIVE;
+        assert_eq!(f.lru_list(), LRU_ACTIVE_FILE);
+        f.set(PG_UNEVICTABLE);
+        assert_eq!(f.lru_list(), LRU_UNEVICTABLE);
+    }
+}

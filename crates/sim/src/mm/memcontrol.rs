@@ -1,0 +1,393 @@
+//! Memory cgroups (v2): page counters, charging with the per-CPU stock,
+//! memory.max reclaim in the charging task, memory.high reclaim and
+//! throttling on return to user space, swap accounting.
+
+use crate::kernel::Kernel;
+use crate::vmstat::{MemcgStat, Mc};
+
+/// MEMCG_CHARGE_BATCH: pages pre-charged into a CPU's stock at a time.
+pub const MEMCG_CHARGE_BATCH: u64 = 64;
+/// MAX_RECLAIM_RETRIES.
+pub const MAX_RECLAIM_RETRIES: u32 = 16;
+/// CONFIG_HZ of Debian's 6.1 kernel.
+pub const HZ: u64 = 250;
+const MEMCG_DELAY_PRECISION_SHIFT: u32 = 20;
+const MEMCG_DELAY_SCALING_SHIFT: u32 = 14;
+const MEMCG_MAX_HIGH_DELAY_JIFFIES: u64 = 2 * HZ;
+
+pub const ROOT_MEMCG: u16 = 0;
+
+#[derive(Clone, Copy, Default, Debug)]
+pub struct PageCounter {
+    pub usage: u64,
+    /// None = "max".
+    pub max: Option<u64>,
+    pub high: Option<u64>,
+    /// Highest usage seen (memory.peak).
+    pub peak: u64,
+}
+
+#[derive(Clone, Copy, Default, Debug)]
+pub struct MemcgEvents {
+    pub low: u64,
+    pub high: u64,
+    pub max: u64,
+    pub oom: u64,
+    pub oom_kill: u64,
+}
+
+pub struct Memcg {
+    pub name: String,
+    pub parent: Option<u16>,
+    pub memory: PageCounter,
+    pub swap: PageCounter,
+    pub stat: MemcgStat,
+    pub events: MemcgEvents,
+}
+
+impl Memcg {
+    pub fn new(name: &str, parent: Option<u16>) -> Self {
+        Memcg {
+            name: name.to_string(),
+            parent,
+            memory: PageCounter::default(),
+            swap: PageCounter::default(),
+            stat: MemcgStat::default(),
+            events: MemcgEvents::default(),
+        }
+    }
+}
+
+/// A CPU's `memcg_stock_pcp`: pages charged in advance to one memcg.
+#[derive(Clone, Copy, Default)]
+pub struct MemcgStock {
+    pub cached: Option<u16>,
+    pub nr_pages: u64,
+}
+
+/// Outcome of a charge.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Charge {
+    Ok,
+    /// memory.max could not be met even after reclaim: the memcg OOM path.
+    Oom,
+}
+
+fn calculate_overage(usage: u64, high: u64) -> u64 {
+    if usage <= high {
+        return 0;
+    }
+    let high = high.max(1);
+    ((usage - high) << MEMCG_DELAY_PRECISION_SHIFT) / high
+}
+
+fn calculate_high_delay(nr_pages: u64, max_overage: u64) -> u64 {
+    if max_overage == 0 {
+        return 0;
+    }
+    let mut penalty = max_overage.saturating_mul(max_overage).saturating_mul(HZ);
+    penalty >>= MEMCG_DELAY_PRECISION_SHIFT;
+    penalty >>= MEMCG_DELAY_SCALING_SHIFT;
+    penalty * nr_pages / MEMCG_CHARGE_BATCH
+}
+
+impl Kernel {
+    pub fn is_root(&self, memcg: u16) -> bool {
+        memcg == ROOT_MEMCG
+    }
+
+    /// The memcg and its ancestors, excluding the root.
+    fn ancestors(&self, memcg: u16) -> impl Iterator<Item = u16> + '_ {
+        let mut cur = Some(memcg);
+        std::iter::from_fn(move || {
+            let m = cur?;
+            if m == ROOT_MEMCG {
+                return None;
+            }
+            cur = self.memcgs[m as usize].parent;
+            Some(m)
+        })
+    }
+
+    /// `page_counter_try_charge` on memory: all levels or none. Returns the
+    /// memcg whose limit refused.
+    fn page_counter_try_charge(&mut self, memcg: u16, nr: u64) -> Result<(), u16> {
+        let levels: Vec<u16> = self.ancestors(memcg).collect();
+        for &m in &levels {
+            let c = &self.memcgs[m as usize].memory;
+            if let Some(max) = c.max {
+                if c.usage + nr > max {
+                    return Err(m);
+                }
+            }
+        }
+        for &m in &levels {
+            let c = &mut self.memcgs[m as usize].memory;
+            c.usage += nr;
+            c.peak = c.peak.max(c.usage);
+        }
+        self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::PAGE_COUNTER_NS);
+        Ok(())
+    }
+
+    pub fn page_counter_uncharge(&mut self, memcg: u16, nr: u64) {
+        let mut cur = Some(memcg);
+        while let Some(m) = cur {
+            if m == ROOT_MEMCG {
+                break;
+            }
+            let c = &mut self.memcgs[m as usize].memory;
+            debug_assert!(c.usage >= nr, "memcg {m} usage underflow");
+            c.usage -= nr;
+            cur = self.memcgs[m as usize].parent;
+        }
+    }
+
+    fn consume_stock(&mut self, memcg: u16, nr: u64) -> bool {
+        if nr > MEMCG_CHARGE_BATCH {
+            return false;
+        }
+        let stock = &mut self.cpus[self.cur_cpu].stock;
+        if stock.cached == Some(memcg) && stock.nr_pages >= nr {
+            stock.nr_pages -= nr;
+            return true;
+        }
+        false
+    }
+
+    fn drain_stock(&mut self, cpu: usize) {
+        let stock = self.cpus[cpu].stock;
+        if let Some(old) = stock.cached {
+            if stock.nr_pages > 0 {
+                self.page_counter_uncharge(old, stock.nr_pages);
+            }
+        }
+        self.cpus[cpu].stock = MemcgStock::default();
+    }
+
+    fn refill_stock(&mut self, memcg: u16, nr: u64) {
+        let cpu = self.cur_cpu;
+        if self.cpus[cpu].stock.cached != Some(memcg) {
+            self.drain_stock(cpu);
+            self.cpus[cpu].stock.cached = Some(memcg);
+        }
+        self.cpus[cpu].stock.nr_pages += nr;
+        if self.cpus[cpu].stock.nr_pages > MEMCG_CHARGE_BATCH {
+            self.drain_stock(cpu);
+        }
+    }
+
+    /// `drain_all_stock`: every CPU's stock of a memcg in `root`'s subtree.
+    fn drain_all_stock(&mut self, root: u16) {
+        for cpu in 0..self.cpus.len() {
+            if let Some(m) = self.cpus[cpu].stock.cached {
+                if self.is_descendant(m, root) {
+                    self.drain_stock(cpu);
+                }
+            }
+        }
+    }
+
+    pub fn is_descendant(&self, memcg: u16, root: u16) -> bool {
+        let mut cur = Some(memcg);
+        while let Some(m) = cur {
+            if m == root {
+                return true;
+            }
+            cur = self.memcgs[m as usize].parent;
+        }
+        false
+    }
+
+    fn mem_cgroup_margin(&self, memcg: u16) -> u64 {
+        let c = &self.memcgs[memcg as usize].memory;
+        match c.max {
+            None => u64::MAX,
+            Some(max) => max.saturating_sub(c.usage),
+        }
+    }
+
+    /// `try_charge_memcg`: charge `nr` pages to `memcg` from the current
+    /// task, reclaiming from the memcg over its limit as the kernel does.
+    pub fn try_charge(&mut self, memcg: u16, nr: u64) -> Charge {
+        self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::MEMCG_CHARGE_NS);
+        if self.is_root(memcg) {
+            return Charge::Ok;
+        }
+        let mut batch = MEMCG_CHARGE_BATCH.max(nr);
+        let mut nr_retries = MAX_RECLAIM_RETRIES;
+        let mut drained = false;
+        let mut passed_oom = false;
+        loop {
+            if self.consume_stock(memcg, nr) {
+                return Charge::Ok;
+            }
+            let over = match self.page_counter_try_charge(memcg, batch) {
+                Ok(()) => {
+                    self.done_restock(memcg, nr, batch);
+                    return Charge::Ok;
+                }
+                Err(m) => m,
+            };
+            if batch > nr {
+                batch = nr;
+                continue;
+            }
+            self.memcgs[over as usize].events.max += 1;
+            let reclaimed = self.try_to_free_mem_cgroup_pages(over, nr);
+            if self.mem_cgroup_margin(over) >= nr {
+                continue;
+            }
+            if !drained {
+                self.drain_all_stock(over);
+                drained = true;
+                continue;
+            }
+            // PAGE_ALLOC_COSTLY_ORDER = 3: small charges retry on any progress.
+            if reclaimed > 0 && nr <= 8 {
+                continue;
+            }
+            if nr_retries > 0 {
+                nr_retries -= 1;
+                continue;
+            }
+            if passed_oom {
+                return Charge::Oom;
+            }
+            // mem_cgroup_oom: the simulator does not kill tasks; it reports
+            // the event and fails the charge (the spec asked for more
+            // memory than the limit allows and nothing is reclaimable).
+            self.memcgs[over as usize].events.oom += 1;
+            passed_oom = true;
+            nr_retries = MAX_RECLAIM_RETRIES;
+        }
+    }
+
+    /// After a successful page-counter charge: restock, and note pages
+    /// charged above memory.high for `mem_cgroup_handle_over_high`.
+    fn done_restock(&mut self, memcg: u16, nr: u64, batch: u64) {
+        if batch > nr {
+            self.refill_stock(memcg, batch - nr);
+        }
+        let over_high = self.ancestors(memcg).any(|m| {
+            let c = &self.memcgs[m as usize].memory;
+            c.high.is_some_and(|h| c.usage > h)
+        });
+        if over_high {
+            self.current_task_over_high(batch);
+        }
+    }
+
+    /// `mem_cgroup_handle_over_high`, run on return to user space: reclaim
+    /// from every level above memory.high, then a throttling sleep that
+    /// grows with the square of the overage. Returns the sleep in ns.
+    pub fn mem_cgroup_handle_over_high(&mut self, memcg: u16, nr_pages: u64) -> u64 {
+        if nr_pages == 0 {
+            return 0;
+        }
+        let mut nr_retries = MAX_RECLAIM_RETRIES;
+        let mut in_retry = false;
+        loop {
+            let reclaimed = self.reclaim_high(memcg, if in_retry { 32 } else { nr_pages });
+            let max_overage = self
+                .ancestors(memcg)
+                .map(|m| {
+                    let c = &self.memcgs[m as usize].memory;
+                    c.high.map_or(0, |h| calculate_overage(c.usage, h))
+                })
+                .max()
+                .unwrap_or(0);
+            let penalty = calculate_high_delay(nr_pages, max_overage).min(MEMCG_MAX_HIGH_DELAY_JIFFIES);
+            if penalty <= HZ / 100 {
+                return 0;
+            }
+            if reclaimed > 0 || nr_retries > 0 {
+                if reclaimed == 0 {
+                    nr_retries -= 1;
+                }
+                in_retry = true;
+                continue;
+            }
+            return penalty * (1_000_000_000 / HZ);
+        }
+    }
+
+    fn reclaim_high(&mut self, memcg: u16, nr_pages: u64) -> u64 {
+        let levels: Vec<u16> = self.ancestors(memcg).collect();
+        let mut reclaimed = 0;
+        for m in levels {
+            let c = &self.memcgs[m as usize].memory;
+            if c.high.is_none_or(|h| c.usage <= h) {
+                continue;
+            }
+            self.memcgs[m as usize].events.high += 1;
+            reclaimed += self.try_to_free_mem_cgroup_pages(m, nr_pages);
+        }
+        reclaimed
+    }
+
+    /// `mem_cgroup_uncharge` of a freed folio.
+    pub fn mem_cgroup_uncharge(&mut self, memcg: u16, nr: u64) {
+        if !self.is_root(memcg) {
+            self.page_counter_uncharge(memcg, nr);
+        }
+    }
+
+    /// `mem_cgroup_try_charge_swap` (v2: the swap counter; no swap.max
+    /// modelled yet, so it always succeeds).
+    pub fn mem_cgroup_charge_swap(&mut self, memcg: u16, nr: u64) {
+        let mut cur = Some(memcg);
+        while let Some(m) = cur {
+            if m == ROOT_MEMCG {
+                break;
+            }
+            self.memcgs[m as usize].swap.usage += nr;
+            cur = self.memcgs[m as usize].parent;
+        }
+    }
+
+    pub fn mem_cgroup_uncharge_swap(&mut self, memcg: u16, nr: u64) {
+        let mut cur = Some(memcg);
+        while let Some(m) = cur {
+            if m == ROOT_MEMCG {
+                break;
+            }
+            self.memcgs[m as usize].swap.usage -= nr;
+            cur = self.memcgs[m as usize].parent;
+        }
+    }
+
+    /// Adds to a memcg's own memory.stat (summed over the hierarchy when read).
+    #[inline]
+    pub fn memcg_stat(&mut self, memcg: u16, item: Mc, n: i64) {
+        self.memcgs[memcg as usize].stat.add(item, n);
+    }
+
+    /// memory.stat as the kernel prints it: the memcg's own and all its
+    /// descendants' counts.
+    pub fn memory_stat(&self, memcg: u16) -> MemcgStat {
+        let mut s = MemcgStat::default();
+        for (i, m) in self.memcgs.iter().enumerate() {
+            if self.is_descendant(i as u16, memcg) {
+                s.add_all(&m.stat);
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overage_and_delay() {
+        assert_eq!(calculate_overage(100, 100), 0);
+        // 10% over: overage = 0.1 * 2^20.
+        let o = calculate_overage(110, 100);
+        assert_eq!(o, (10u64 << 20) / 100);
+        // penalty = o² * HZ >> 34, scaled by nr_pages / 64.
+        assert_eq!(calculate_high_delay(64, o), o * o * HZ >> 34);
+        assert_eq!(calculate_high_delay(64, 0), 0);
+    }
+}

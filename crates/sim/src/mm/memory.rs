@@ -1,0 +1,309 @@
+//! mm/memory.c: the page-fault paths for private anonymous memory —
+//! `handle_mm_fault`, `do_anonymous_page` (with the shared zero page),
+//! `do_swap_page` (the SWP_SYNCHRONOUS_IO path that skips the swap cache),
+//! `do_wp_page` with `wp_page_reuse` and `wp_page_copy`.
+
+use super::folio::*;
+use super::page_alloc::Gfp;
+use super::pgtable::*;
+use super::swapfile::{swp_offset, swp_type, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO};
+use crate::cost::{self, Fn};
+use crate::kernel::Kernel;
+use crate::vmstat::{Mc, Vm};
+use crate::SimError;
+
+/// Why a fault could not be satisfied.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FaultError {
+    /// VM_FAULT_OOM: no memory, or the memcg could not be charged.
+    Oom,
+    /// A path this version of the simulator does not model yet.
+    Unmodelled(&'static str),
+}
+
+impl From<FaultError> for SimError {
+    fn from(e: FaultError) -> SimError {
+        match e {
+            FaultError::Oom => SimError::Oom,
+            FaultError::Unmodelled(what) => SimError::Unmodelled(what.to_string()),
+        }
+    }
+}
+
+type Fault = Result<(), FaultError>;
+
+impl Kernel {
+    /// A user access to page `idx` of `vma`: the MMU's view first (young
+    /// and dirty bits set in hardware), a fault when the PTE does not
+    /// allow the access. Every access checks the page's content token.
+    #[inline]
+    pub fn user_access(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), SimError> {
+        loop {
+            let pte = self.vmas[vma as usize].ptes[idx];
+            if pte_present(pte) && (!write || pte & PTE_WRITE != 0) {
+                self.access_present(vma, idx, pte, write);
+                return Ok(());
+            }
+            self.handle_mm_fault(vma, idx, write)?;
+        }
+    }
+
+    #[inline]
+    fn access_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
+        let v = &mut self.vmas[vma as usize];
+        v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
+        let expected = v.user_version[idx];
+        let found = if pte & PTE_ZERO != 0 { 0 } else { self.folios.get(pte_pfn(pte)).version };
+        self.integrity.pages_checked += 1;
+        if found != expected {
+            self.integrity.violations += 1;
+        }
+        if write {
+            let next = expected.wrapping_add(1).max(1);
+            self.vmas[vma as usize].user_version[idx] = next;
+            self.folios.get_mut(pte_pfn(pte)).version = next;
+        }
+        self.charge_cost(Fn::User, cost::TOUCH_NS);
+    }
+
+    /// `handle_mm_fault` → `handle_pte_fault`'s dispatch.
+    fn handle_mm_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
+        self.charge_cost(Fn::FaultEntry, cost::FAULT_ENTRY_NS);
+        let memcg = self.vma_memcg(vma);
+        self.vm.inc(Vm::Pgfault);
+        self.memcg_stat(memcg, Mc::Pgfault, 1);
+        let pte = self.vmas[vma as usize].ptes[idx];
+        if pte_none(pte) {
+            return self.do_anonymous_page(vma, idx, write);
+        }
+        if is_swap_pte(pte) {
+            return self.do_swap_page(vma, idx, pte, write);
+        }
+        debug_assert!(write && pte & PTE_WRITE == 0);
+        self.do_wp_page(vma, idx, pte)
+    }
+
+    fn vma_memcg(&self, vma: u32) -> u16 {
+        self.mms[self.vmas[vma as usize].mm as usize].memcg
+    }
+
+    /// A new order-0 anon folio charged to `memcg`, or OOM.
+    fn alloc_anon_folio(&mut self, memcg: u16) -> Result<Pfn, FaultError> {
+        let pfn = self.alloc_page(Gfp::HighUserMovable).ok_or(FaultError::Oom)?;
+        self.folios.get_mut(pfn).memcg = memcg;
+        if self.try_charge(memcg, 1) != super::memcontrol::Charge::Ok {
+            self.free_page(pfn);
+            return Err(FaultError::Oom);
+        }
+        self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
+        Ok(pfn)
+    }
+
+    /// `page_add_new_anon_rmap` / `page_add_anon_rmap` for an order-0 page.
+    fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
+        self.charge_cost(Fn::DoAnonymousPage, cost::RMAP_NS);
+        let v = &self.vmas[vma as usize];
+        let (av, index) = (v.anon_vma, (v.pgoff + idx as u64) as u32);
+        let f = self.folios.get_mut(pfn);
+        f.set(PG_ANON);
+        f.mapping = av;
+        f.index = index;
+        if exclusive {
+            f.set(PG_ANON_EXCLUSIVE);
+        }
+        f.mapcount += 1;
+        if f.mapcount == 1 {
+            let memcg = f.memcg;
+            self.vm.inc(Vm::NrAnonPages);
+            self.memcg_stat(memcg, Mc::Anon, 1);
+        }
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_anon += 1;
+    }
+
+    fn do_anonymous_page(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
+        if !write {
+            // The shared zero page: no folio, no charge, no LRU.
+            self.charge_cost(Fn::DoAnonymousPage, cost::PTE_NS);
+            self.vmas[vma as usize].ptes[idx] = mk_pte(NIL, PTE_ZERO | PTE_YOUNG);
+            return Ok(());
+        }
+        let memcg = self.vma_memcg(vma);
+        let pfn = self.alloc_anon_folio(memcg)?;
+        self.charge_cost(Fn::DoAnonymousPage, cost::CLEAR_PAGE_NS + cost::PTE_NS);
+        self.folios.get_mut(pfn).version = 0;
+        self.page_add_anon_rmap(pfn, vma, idx, true);
+        self.folio_add_lru(pfn);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, PTE_WRITE | PTE_YOUNG | PTE_DIRTY);
+        Ok(())
+    }
+
+    /// `do_swap_page`. Only the SWP_SYNCHRONOUS_IO path with a swap count of
+    /// 1 can arise with the devices and ops modelled so far (zram, no fork);
+    /// a swap-cache hit is handled as the kernel does.
+    fn do_swap_page(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
+        let entry = pte_swp_entry(pte);
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        let memcg = self.vma_memcg(vma);
+        let (pfn, skip_swapcache) = match self.swap_folio_of(entry) {
+            Some(pfn) => {
+                // swap_cache_get_folio's reference becomes the PTE's.
+                let f = self.folios.get_mut(pfn);
+                f.refcount += 1;
+                if f.test(PG_READAHEAD) {
+                    f.clear(PG_READAHEAD);
+                    self.vm.inc(Vm::SwapRaHit);
+                }
+                (pfn, false)
+            }
+            None => {
+                let si = &self.swap[ty];
+                if si.flags & SWP_SYNCHRONOUS_IO == 0 || si.swap_count(off) != 1 {
+                    return Err(FaultError::Unmodelled("swap-in through the swap cache with readahead (issue 5)"));
+                }
+                let pfn = self.swapin_skip_swapcache(entry, memcg)?;
+                self.vm.inc(Vm::Pgmajfault);
+                self.memcg_stat(memcg, Mc::Pgmajfault, 1);
+                (pfn, true)
+            }
+        };
+        self.charge_cost(Fn::DoSwapPage, cost::PTE_NS);
+        let exclusive = skip_swapcache || pte & PTE_SWP_EXCLUSIVE != 0;
+        self.swap_free(entry);
+        let f = *self.folios.get(pfn);
+        if f.test(PG_SWAPCACHE) && (self.vm_swap_full() || (write && f.refcount == 2)) {
+            self.folio_free_swap(pfn);
+        }
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].swapents -= 1;
+        let f = *self.folios.get(pfn);
+        let reuse = exclusive || f.refcount == 1;
+        let mut flags = PTE_YOUNG;
+        let mut write_pending = write;
+        if reuse && write {
+            flags |= PTE_WRITE | PTE_DIRTY;
+            write_pending = false;
+        }
+        self.page_add_anon_rmap(pfn, vma, idx, reuse);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, flags);
+        if skip_swapcache {
+            // swapcache_clear: the slot's last user is gone.
+            self.put_swap_folio(entry);
+        }
+        if write_pending {
+            let pte = self.vmas[vma as usize].ptes[idx];
+            return self.do_wp_page(vma, idx, pte);
+        }
+        Ok(())
+    }
+
+    /// The skip-swapcache read: claim the slot with SWAP_HAS_CACHE, a new
+    /// folio charged to the swap's memcg, refault detection from the
+    /// shadow, onto the LRU, and a synchronous read from zram.
+    fn swapin_skip_swapcache(&mut self, entry: u32, mm_memcg: u16) -> Result<Pfn, FaultError> {
+        let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
+        // swapcache_prepare: nobody else can hold the slot in a sequential
+        // simulation of one fault at a time.
+        debug_assert_eq!(self.swap[ty].swap_map[off] & SWAP_HAS_CACHE, 0);
+        self.swap[ty].swap_map[off] |= SWAP_HAS_CACHE;
+        let swap_memcg = self.swap[ty].cgroup[off];
+        let memcg = if (swap_memcg as usize) < self.memcgs.len() { swap_memcg } else { mm_memcg };
+        let pfn = match self.alloc_anon_folio(memcg) {
+            Ok(p) => p,
+            Err(e) => {
+                self.swap[ty].swap_map[off] &= !SWAP_HAS_CACHE;
+                return Err(e);
+            }
+        };
+        if let Some(shadow) = self.get_shadow_from_swap_cache(entry) {
+            self.workingset_refault(pfn, shadow);
+        }
+        self.folio_add_lru(pfn);
+        let version = self.zram_read_page(ty, off as u32);
+        self.folios.get_mut(pfn).version = version;
+        self.vm.inc(Vm::Pswpin);
+        Ok(pfn)
+    }
+
+    /// `do_wp_page` for a write to a present, read-only PTE.
+    fn do_wp_page(&mut self, vma: u32, idx: usize, pte: Pte) -> Fault {
+        self.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+        if pte & PTE_ZERO != 0 {
+            return self.wp_page_copy(vma, idx, None);
+        }
+        let pfn = pte_pfn(pte);
+        if self.wp_can_reuse_anon(pfn) {
+            self.wp_page_reuse(vma, idx, pte);
+            return Ok(());
+        }
+        self.wp_page_copy(vma, idx, Some(pfn))
+    }
+
+    /// The anon reuse decision. With wp_reuse_swapcache (6.1): reuse a
+    /// PageAnonExclusive page at once; otherwise drain the LRU batch, drop
+    /// an unneeded swap-cache copy, and reuse if nothing else holds the
+    /// page. Without it (5.10): reuse only if the refcount is exactly 1.
+    fn wp_can_reuse_anon(&mut self, pfn: Pfn) -> bool {
+        if !self.features.wp_reuse_swapcache {
+            let f = self.folios.get(pfn);
+            return f.refcount == 1 && f.mapcount == 1;
+        }
+        let f = *self.folios.get(pfn);
+        if f.test(PG_ANON_EXCLUSIVE) {
+            return true;
+        }
+        if f.refcount > 3 {
+            return false;
+        }
+        if !f.test(PG_LRU) {
+            self.lru_add_drain();
+        }
+        let f = *self.folios.get(pfn);
+        if f.refcount > 1 + f.test(PG_SWAPCACHE) as u32 {
+            return false;
+        }
+        if f.test(PG_SWAPCACHE) {
+            self.folio_free_swap(pfn);
+        }
+        if self.folios.get(pfn).refcount != 1 {
+            return false;
+        }
+        // page_move_anon_rmap
+        self.folios.get_mut(pfn).set(PG_ANON_EXCLUSIVE);
+        true
+    }
+
+    fn wp_page_reuse(&mut self, vma: u32, idx: usize, pte: Pte) {
+        self.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+        self.vmas[vma as usize].ptes[idx] = pte | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+        self.vm.inc(Vm::Pgreuse);
+    }
+
+    /// `wp_page_copy`: a new private page (zeroed for the zero page, else a
+    /// copy) replaces the old mapping; the copy starts inactive and loses
+    /// the old page's LRU history.
+    fn wp_page_copy(&mut self, vma: u32, idx: usize, old: Option<Pfn>) -> Fault {
+        let memcg = self.vma_memcg(vma);
+        let new = self.alloc_anon_folio(memcg)?;
+        let (work, version) = match old {
+            None => (cost::CLEAR_PAGE_NS, 0),
+            Some(o) => (cost::COPY_PAGE_NS, self.folios.get(o).version),
+        };
+        self.charge_cost(Fn::DoWpPage, work + cost::PTE_NS + cost::TLB_FLUSH_NS);
+        self.folios.get_mut(new).version = version;
+        self.page_add_anon_rmap(new, vma, idx, true);
+        self.folio_add_lru(new);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(new, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+        if let Some(o) = old {
+            let mm = self.vmas[vma as usize].mm as usize;
+            self.mms[mm].rss_anon -= 1;
+            self.page_remove_rmap(o);
+            // free_swap_cache: the old page's swap copy, if now unmapped.
+            if self.folios.get(o).test(PG_SWAPCACHE) && self.folios.get(o).mapcount == 0 {
+                self.folio_free_swap(o);
+            }
+            self.folio_put(o);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! Address spaces: per-task mm, VMAs with dense PTE arrays, anon_vmas for
+//! the reverse map; mmap and munmap of private anonymous memory.
+
+use super::folio::*;
+use super::pgtable::*;
+use crate::cost;
+use crate::kernel::Kernel;
+use crate::vmstat::{Mc, Vm};
+
+pub const VM_READ: u32 = 1 << 0;
+pub const VM_WRITE: u32 = 1 << 1;
+pub const VM_EXEC: u32 = 1 << 2;
+pub const VM_SHARED: u32 = 1 << 3;
+pub const VM_LOCKED: u32 = 1 << 13;
+
+pub struct Mm {
+    pub memcg: u16,
+    pub vmas: Vec<u32>,
+    /// Next free virtual page number for a new mapping.
+    pub next_vpn: u64,
+    /// MM_ANONPAGES and MM_SWAPENTS.
+    pub rss_anon: u64,
+    pub swapents: u64,
+}
+
+pub struct Vma {
+    pub mm: u32,
+    pub start_vpn: u64,
+    pub pages: u64,
+    /// vm_pgoff: linear index of the first page (anon: start_vpn at mmap).
+    pub pgoff: u64,
+    pub flags: u32,
+    pub anon_vma: u32,
+    pub ptes: Vec<Pte>,
+    /// What the user last wrote to each page (0 = never written, reads as
+    /// zeros). User-space knowledge, kept beside the PTEs for the integrity
+    /// check; the kernel never reads it.
+    pub user_version: Vec<u32>,
+    pub live: bool,
+}
+
+/// `anon_vma`: the VMAs an anon folio's rmap walk visits.
+#[derive(Default)]
+pub struct AnonVma {
+    pub vmas: Vec<u32>,
+}
+
+impl Kernel {
+    pub fn mm_alloc(&mut self, memcg: u16) -> u32 {
+        self.mms.push(Mm {
+            memcg,
+            vmas: Vec::new(),
+            next_vpn: 0x1000,
+            rss_anon: 0,
+            swapents: 0,
+        });
+        (self.mms.len() - 1) as u32
+    }
+
+    /// mmap(MAP_PRIVATE|MAP_ANONYMOUS, PROT_READ|PROT_WRITE). The anon_vma
+    /// is set up here rather than at the first fault (`anon_vma_prepare`);
+    /// nothing observable depends on when.
+    pub fn mmap_anon(&mut self, mm: u32, pages: u64) -> u32 {
+        let start = self.mms[mm as usize].next_vpn;
+        // A guard gap between mappings, as the kernel's top-down allocator
+        // would rarely place them adjacent; keeps VMAs apart for readahead.
+        self.mms[mm as usize].next_vpn = start + pages + 512;
+        let av = self.anon_vmas.len() as u32;
+        let id = self.vmas.len() as u32;
+        self.anon_vmas.push(AnonVma { vmas: vec![id] });
+        self.vmas.push(Vma {
+            mm,
+            start_vpn: start,
+            pages,
+            pgoff: start,
+            flags: VM_READ | VM_WRITE,
+            anon_vma: av,
+            ptes: vec![0; pages as usize],
+            user_version: vec![0; pages as usize],
+            live: true,
+        });
+        self.mms[mm as usize].vmas.push(id);
+        id
+    }
+
+    /// munmap of a whole VMA: `zap_pte_range` over every PTE, then the VMA
+    /// goes away.
+    pub fn munmap(&mut self, vma: u32) {
+        let n = self.vmas[vma as usize].pages;
+        for idx in 0..n {
+            let pte = self.vmas[vma as usize].ptes[idx as usize];
+            if pte_none(pte) {
+                continue;
+            }
+            self.vmas[vma as usize].ptes[idx as usize] = 0;
+            self.zap_pte(vma, pte);
+        }
+        let v = &mut self.vmas[vma as usize];
+        v.live = false;
+        v.ptes = Vec::new();
+        v.user_version = Vec::new();
+        let (mm, av) = (v.mm, v.anon_vma);
+        self.mms[mm as usize].vmas.retain(|&x| x != vma);
+        self.anon_vmas[av as usize].vmas.retain(|&x| x != vma);
+    }
+
+    /// One PTE of `zap_pte_range`: drop the mapping or the swap reference.
+    fn zap_pte(&mut self, vma: u32, pte: Pte) {
+        self.charge_cost(cost::Fn::Unmap, cost::PTE_NS);
+        let mm = self.vmas[vma as usize].mm as usize;
+        if is_swap_pte(pte) {
+            self.mms[mm].swapents -= 1;
+            self.free_swap_and_cache(pte_swp_entry(pte));
+            return;
+        }
+        if pte & PTE_ZERO != 0 {
+            return;
+        }
+        let pfn = pte_pfn(pte);
+        self.mms[mm].rss_anon -= 1;
+        self.page_remove_rmap(pfn);
+        // free_pages_and_swap_cache: drop the swap cache of an unmapped page.
+        if self.folios.get(pfn).test(PG_SWAPCACHE) && self.folios.get(pfn).mapcount == 0 {
+            self.folio_free_swap(pfn);
+        }
+        self.folio_put(pfn);
+    }
+
+    /// `page_remove_rmap` for an order-0 anon page.
+    pub fn page_remove_rmap(&mut self, pfn: Pfn) {
+        self.charge_cost(cost::Fn::Unmap, cost::RMAP_NS);
+        let f = self.folios.get_mut(pfn);
+        debug_assert!(f.mapcount > 0);
+        f.mapcount -= 1;
+        if f.mapcount == 0 {
+            let memcg = f.memcg;
+            f.clear(PG_ANON_EXCLUSIVE);
+            self.vm.add(Vm::NrAnonPages, -1);
+            self.memcg_stat(memcg, Mc::Anon, -1);
+        }
+    }
+
+    /// Drops a reference; the last one frees the folio (`folio_put`).
+    pub fn folio_put(&mut self, pfn: Pfn) {
+        let f = self.folios.get_mut(pfn);
+        debug_assert!(f.refcount > 0);
+        f.refcount -= 1;
+        if f.refcount == 0 {
+            self.free_folio(pfn);
+        }
+    }
+
+    /// `__folio_put`: off the LRU if still there, uncharge, free.
+    pub fn free_folio(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if f.test(PG_LRU) {
+            self.lruvec_del_folio(pfn);
+        }
+        debug_assert!(!f.test(PG_SWAPCACHE));
+        if f.test(PG_SWAPBACKED) || f.test(PG_ANON) {
+            self.mem_cgroup_uncharge(f.memcg, f.nr_pages() as u64);
+        }
+        self.free_page(pfn);
+    }
+}

@@ -1,0 +1,81 @@
+//! mm/swap.c: the per-CPU lru_add batch, `lru_add_drain`, `lru_note_cost`.
+
+use super::folio::*;
+use crate::cost;
+use crate::kernel::Kernel;
+
+/// PAGEVEC_SIZE: folios a per-CPU batch holds before it is flushed.
+pub const PAGEVEC_SIZE: usize = 15;
+
+impl Kernel {
+    /// `folio_add_lru`: queue in this CPU's lru_add batch (taking a
+    /// reference); a full batch is flushed onto the LRU lists. Until then
+    /// the folio is invisible to reclaim, as in the kernel.
+    pub fn folio_add_lru(&mut self, pfn: Pfn) {
+        self.charge_cost(cost::Fn::LruAdd, cost::LRU_ADD_NS);
+        let f = self.folios.get_mut(pfn);
+        debug_assert!(!f.test(PG_LRU | PG_LRU_BATCH));
+        f.refcount += 1;
+        f.set(PG_LRU_BATCH);
+        let cpu = self.cur_cpu;
+        self.cpus[cpu].lru_add.push(pfn);
+        // Large folios never wait in a batch.
+        if self.cpus[cpu].lru_add.len() >= PAGEVEC_SIZE || self.folios.get(pfn).order > 0 {
+            self.lru_add_drain_cpu(cpu);
+        }
+    }
+
+    /// `lru_add_fn` over a CPU's batch, then drop the batch references.
+    pub fn lru_add_drain_cpu(&mut self, cpu: usize) {
+        let batch = std::mem::take(&mut self.cpus[cpu].lru_add);
+        for &pfn in &batch {
+            let f = self.folios.get_mut(pfn);
+            f.clear(PG_LRU_BATCH);
+            f.set(PG_LRU);
+            self.lruvec_add_folio(pfn);
+            self.folio_put(pfn);
+        }
+        let mut batch = batch;
+        batch.clear();
+        self.cpus[cpu].lru_add = batch;
+    }
+
+    /// `lru_add_drain`: the local CPU's batches.
+    pub fn lru_add_drain(&mut self) {
+        self.lru_add_drain_cpu(self.cur_cpu);
+    }
+
+    /// `lru_note_cost`: charge reclaim cost to a type, on the lruvec and
+    /// every ancestor, halving both when they outgrow a quarter of the LRU.
+    pub fn lru_note_cost(&mut self, memcg: u16, file: bool, nr_pages: u64) {
+        let mut cur = Some(memcg);
+        while let Some(m) = cur {
+            let lrusize: u64 = (0..4).map(|l| self.lruvec_page_state(m, l)).sum();
+            let lv = &mut self.lruvecs[m as usize];
+            if file {
+                lv.file_cost += nr_pages;
+            } else {
+                lv.anon_cost += nr_pages;
+            }
+            if lv.file_cost + lv.anon_cost > lrusize / 4 {
+                lv.file_cost /= 2;
+                lv.anon_cost /= 2;
+            }
+            cur = self.memcgs[m as usize].parent;
+        }
+    }
+
+    /// `lruvec_page_state` for an LRU size: the memcg's hierarchical count
+    /// (for the root, the whole node). Simplification: the kernel reads
+    /// rstat-flushed values that may lag by up to 2 s or 64×CPUs updates;
+    /// we read exact ones.
+    pub fn lruvec_page_state(&self, memcg: u16, lru: u8) -> u64 {
+        if memcg == crate::mm::memcontrol::ROOT_MEMCG {
+            return self.lruvecs.iter().map(|l| l.size(lru)).sum();
+        }
+        (0..self.memcgs.len())
+            .filter(|&i| self.is_descendant(i as u16, memcg))
+            .map(|i| self.lruvecs[i].size(lru))
+            .sum()
+    }
+}

@@ -1,0 +1,334 @@
+//! Swap devices: swap_map counts, cluster slot allocation, the per-CPU
+//! slot caches of swap_slots.c, and freeing.
+
+use super::folio::Pfn;
+use crate::dev::zram::Zram;
+use crate::kernel::Kernel;
+use mmsim_spec::SwapKind;
+use std::collections::VecDeque;
+
+/// A swap entry: device type in the top 5 bits, slot offset below.
+pub type SwpEntry = u32;
+const TYPE_SHIFT: u32 = 27;
+const OFFSET_MASK: u32 = (1 << TYPE_SHIFT) - 1;
+
+pub fn swp_entry(ty: usize, offset: u32) -> SwpEntry {
+    (ty as u32) << TYPE_SHIFT | offset
+}
+pub fn swp_type(e: SwpEntry) -> usize {
+    (e >> TYPE_SHIFT) as usize
+}
+pub fn swp_offset(e: SwpEntry) -> u32 {
+    e & OFFSET_MASK
+}
+pub const MAX_SWAP_OFFSET: u64 = OFFSET_MASK as u64;
+
+/// swap_map: count of PTE/shmem references in the low 6 bits.
+pub const SWAP_COUNT_MASK: u8 = 0x3f;
+/// A folio for the slot is (being) in the swap cache; also a lock.
+pub const SWAP_HAS_CACHE: u8 = 0x40;
+/// Highest plain count (above it the kernel chains continuation pages).
+pub const SWAP_MAP_MAX: u8 = 0x3e;
+
+/// SWAPFILE_CLUSTER with CONFIG_THP_SWAP (Debian).
+pub const SWAPFILE_CLUSTER: u32 = 512;
+/// SWAP_SLOTS_CACHE_SIZE (= SWAP_BATCH).
+pub const SWAP_SLOTS_CACHE_SIZE: usize = 64;
+
+// si->flags
+pub const SWP_WRITEOK: u32 = 1 << 1;
+pub const SWP_SOLIDSTATE: u32 = 1 << 4;
+pub const SWP_SYNCHRONOUS_IO: u32 = 1 << 12;
+
+pub struct SwapInfo {
+    pub kind: SwapKind,
+    pub prio: i32,
+    pub flags: u32,
+    /// Slots including the header slot 0.
+    pub max: u32,
+    pub pages: u32,
+    pub inuse_pages: u32,
+    pub swap_map: Vec<u8>,
+    /// The swap cache's xarray for this device: 0 empty, a folio, or a
+    /// workingset shadow (see swap_state.rs for the encoding).
+    pub cache: Vec<u64>,
+    /// swap_cgroup: the memcg each slot's swap charge belongs to.
+    pub cgroup: Vec<u16>,
+    /// Per-cluster count of slots in use, and the free clusters in order.
+    cluster_used: Vec<u16>,
+    free_clusters: VecDeque<u32>,
+    /// Per-CPU cluster being handed out: (next offset, end).
+    percpu_cluster: Vec<Option<(u32, u32)>>,
+    /// Linear-scan hint once no free cluster remains.
+    cluster_next: u32,
+    pub zram: Zram,
+}
+
+/// Per-CPU `swap_slots_cache`.
+#[derive(Default, Clone)]
+pub struct SwapSlotsCache {
+    pub slots: Vec<SwpEntry>,
+    pub slots_ret: Vec<SwpEntry>,
+}
+
+impl SwapInfo {
+    pub fn new(kind: SwapKind, size_bytes: u64, prio: i32, cpus: usize) -> Self {
+        let max = (size_bytes / 4096).min(MAX_SWAP_OFFSET) as u32;
+        let nclusters = max.div_ceil(SWAPFILE_CLUSTER);
+        let mut cluster_used = vec![0u16; nclusters as usize];
+        let mut swap_map = vec![0u8; max as usize];
+        // Slot 0 holds the swap header and is never allocated.
+        swap_map[0] = 0x3f;
+        cluster_used[0] = 1;
+        // A partial last cluster is usable; the kernel marks the tail bad.
+        let flags = SWP_WRITEOK
+            | match kind {
+                // zram: non-rotational queue and a rw_page method.
+                SwapKind::Zram => SWP_SOLIDSTATE | SWP_SYNCHRONOUS_IO,
+            };
+        SwapInfo {
+            kind,
+            prio,
+            flags,
+            max,
+            pages: max - 1,
+            inuse_pages: 0,
+            swap_map,
+            cache: vec![0; max as usize],
+            cgroup: vec![0; max as usize],
+            cluster_used,
+            free_clusters: (0..nclusters).collect(),
+            percpu_cluster: vec![None; cpus],
+            cluster_next: 1,
+            zram: Zram::new(max),
+        }
+    }
+
+    pub fn swap_count(&self, offset: u32) -> u8 {
+        self.swap_map[offset as usize] & SWAP_COUNT_MASK
+    }
+
+    /// `scan_swap_map_slots` for a solid-state device: slots in increasing
+    /// order inside the CPU's current cluster, a new free cluster when it
+    /// runs out, a linear scan when no free cluster is left.
+    fn scan_swap_map_slots(&mut self, cpu: usize, want: usize, out: &mut Vec<u32>) {
+        while out.len() < want && self.inuse_pages < self.pages {
+            let offset = match self.next_in_cluster(cpu) {
+                Some(o) => o,
+                None => match self.linear_scan() {
+                    Some(o) => o,
+                    None => break,
+                },
+            };
+            self.swap_map[offset as usize] = SWAP_HAS_CACHE;
+            self.inuse_pages += 1;
+            let c = (offset / SWAPFILE_CLUSTER) as usize;
+            if self.cluster_used[c] == 0 {
+                self.free_clusters.retain(|&x| x as usize != c);
+            }
+            self.cluster_used[c] += 1;
+            out.push(offset);
+        }
+    }
+
+    fn next_in_cluster(&mut self, cpu: usize) -> Option<u32> {
+        loop {
+            if let Some((next, end)) = self.percpu_cluster[cpu] {
+                let mut o = next;
+                while o < end && self.swap_map[o as usize] != 0 {
+                    o += 1;
+                }
+                if o < end {
+                    self.percpu_cluster[cpu] = Some((o + 1, end));
+                    return Some(o);
+                }
+                self.percpu_cluster[cpu] = None;
+            }
+            let c = self.free_clusters.pop_front()?;
+            let start = c * SWAPFILE_CLUSTER;
+            self.percpu_cluster[cpu] = Some((start, (start + SWAPFILE_CLUSTER).min(self.max)));
+        }
+    }
+
+    fn linear_scan(&mut self) -> Option<u32> {
+        for i in 0..self.max {
+            let o = (self.cluster_next + i) % self.max;
+            if o != 0 && self.swap_map[o as usize] == 0 {
+                self.cluster_next = o + 1;
+                return Some(o);
+            }
+        }
+        None
+    }
+
+    /// The slot's last user is gone: back to the allocator.
+    fn release_slot(&mut self, offset: u32) {
+        self.swap_map[offset as usize] = 0;
+        self.inuse_pages -= 1;
+        let c = (offset / SWAPFILE_CLUSTER) as usize;
+        self.cluster_used[c] -= 1;
+        if self.cluster_used[c] == 0 {
+            self.free_clusters.push_back(c as u32);
+        }
+    }
+}
+
+impl Kernel {
+    /// `vm_swap_full`: less than half of all swap space is free.
+    pub fn vm_swap_full(&self) -> bool {
+        self.nr_swap_pages * 2 < self.total_swap_pages
+    }
+
+    /// `get_swap_pages`: up to `n` slots from the highest-priority device
+    /// that has room; slots come back marked SWAP_HAS_CACHE.
+    fn get_swap_pages(&mut self, n: usize, out: &mut Vec<SwpEntry>) {
+        let cpu = self.cur_cpu;
+        let mut order: Vec<usize> = (0..self.swap.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.swap[i].prio));
+        for ty in order {
+            let si = &mut self.swap[ty];
+            if si.flags & SWP_WRITEOK == 0 {
+                continue;
+            }
+            let mut offs = Vec::with_capacity(n);
+            si.scan_swap_map_slots(cpu, n, &mut offs);
+            self.nr_swap_pages -= offs.len() as u64;
+            out.extend(offs.into_iter().map(|o| swp_entry(ty, o)));
+            if !out.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// `check_cache_active`: the slot caches run only while free swap is
+    /// plentiful (more than 5×64 slots per CPU on, below 2×64 off).
+    fn check_cache_active(&mut self) -> bool {
+        let cpus = self.cpus.len() as u64;
+        let size = SWAP_SLOTS_CACHE_SIZE as u64;
+        if !self.swap_slot_cache_active {
+            if self.nr_swap_pages > cpus * 5 * size {
+                self.swap_slot_cache_active = true;
+            }
+        } else if self.nr_swap_pages < cpus * 2 * size {
+            self.swap_slot_cache_active = false;
+            for cpu in 0..self.cpus.len() {
+                self.drain_slots_cache(cpu);
+            }
+        }
+        self.swap_slot_cache_active
+    }
+
+    /// Returns every slot a CPU's caches hold to the devices.
+    pub fn drain_slots_cache(&mut self, cpu: usize) {
+        let slots = std::mem::take(&mut self.cpus[cpu].slots.slots);
+        let ret = std::mem::take(&mut self.cpus[cpu].slots.slots_ret);
+        self.swapcache_free_entries(&slots);
+        self.swapcache_free_entries(&ret);
+    }
+
+    /// `folio_alloc_swap` for an order-0 folio: a slot from the per-CPU
+    /// cache (refilled 64 at a time) or straight from the device, then the
+    /// memcg swap charge. None = no swap space.
+    pub fn folio_alloc_swap(&mut self, memcg: u16) -> Option<SwpEntry> {
+        let cpu = self.cur_cpu;
+        let entry = if self.check_cache_active() {
+            if self.cpus[cpu].slots.slots.is_empty() {
+                let mut v = Vec::with_capacity(SWAP_SLOTS_CACHE_SIZE);
+                self.get_swap_pages(SWAP_SLOTS_CACHE_SIZE, &mut v);
+                v.reverse();
+                self.cpus[cpu].slots.slots = v;
+            }
+            self.cpus[cpu].slots.slots.pop()
+        } else {
+            let mut v = Vec::with_capacity(1);
+            self.get_swap_pages(1, &mut v);
+            v.pop()
+        }?;
+        self.swap[swp_type(entry)].cgroup[swp_offset(entry) as usize] = memcg;
+        self.mem_cgroup_charge_swap(memcg, 1);
+        Some(entry)
+    }
+
+    /// `swap_duplicate` for a PTE taking a reference to the slot.
+    pub fn swap_duplicate(&mut self, entry: SwpEntry) {
+        let m = &mut self.swap[swp_type(entry)].swap_map[swp_offset(entry) as usize];
+        assert!(*m & SWAP_COUNT_MASK < SWAP_MAP_MAX, "swap count continuation is not modelled");
+        *m += 1;
+    }
+
+    /// `swap_free` / `__swap_entry_free`: drop one reference; a slot whose
+    /// value reaches zero goes to `free_swap_slot`.
+    pub fn swap_free(&mut self, entry: SwpEntry) {
+        let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
+        let m = &mut self.swap[ty].swap_map[off];
+        debug_assert!(*m & SWAP_COUNT_MASK > 0);
+        *m -= 1;
+        if *m == 0 {
+            // Parked as HAS_CACHE until the return batch frees it.
+            *m = SWAP_HAS_CACHE;
+            self.free_swap_slot(entry);
+        }
+    }
+
+    /// `put_swap_folio` / `swapcache_clear`: the swap cache lets go of the
+    /// slot (clears SWAP_HAS_CACHE).
+    pub fn put_swap_folio(&mut self, entry: SwpEntry) {
+        let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
+        let m = &mut self.swap[ty].swap_map[off];
+        debug_assert!(*m & SWAP_HAS_CACHE != 0);
+        *m &= !SWAP_HAS_CACHE;
+        if *m == 0 {
+            *m = SWAP_HAS_CACHE;
+            self.free_swap_slot(entry);
+        }
+    }
+
+    /// `free_swap_slot`: queue in the CPU's return batch of 64, freed
+    /// together when it is full (or at once with the caches off).
+    fn free_swap_slot(&mut self, entry: SwpEntry) {
+        let cpu = self.cur_cpu;
+        if self.swap_slot_cache_active {
+            if self.cpus[cpu].slots.slots_ret.len() >= SWAP_SLOTS_CACHE_SIZE {
+                let ret = std::mem::take(&mut self.cpus[cpu].slots.slots_ret);
+                self.swapcache_free_entries(&ret);
+                self.cpus[cpu].slots.slots_ret = ret;
+                self.cpus[cpu].slots.slots_ret.clear();
+            }
+            self.cpus[cpu].slots.slots_ret.push(entry);
+        } else {
+            self.swapcache_free_entries(&[entry]);
+        }
+    }
+
+    /// `swapcache_free_entries` → `swap_entry_free` → `swap_range_free`:
+    /// the slot is free again; zram drops its copy, the shadow goes, the
+    /// memcg's swap charge is returned.
+    pub fn swapcache_free_entries(&mut self, entries: &[SwpEntry]) {
+        for &e in entries {
+            let (ty, off) = (swp_type(e), swp_offset(e));
+            let memcg = self.swap[ty].cgroup[off as usize];
+            let si = &mut self.swap[ty];
+            debug_assert_eq!(si.swap_map[off as usize], SWAP_HAS_CACHE);
+            si.release_slot(off);
+            // clear_shadow_from_swap_cache
+            if si.cache[off as usize] & 1 == 1 {
+                si.cache[off as usize] = 0;
+            }
+            self.nr_swap_pages += 1;
+            self.zram_slot_free_notify(ty, off);
+            self.mem_cgroup_uncharge_swap(memcg, 1);
+        }
+    }
+
+    /// Slots held by the per-CPU allocation caches (allocated, unused).
+    pub fn slots_in_caches(&self) -> impl Iterator<Item = SwpEntry> + '_ {
+        self.cpus
+            .iter()
+            .flat_map(|c| c.slots.slots.iter().chain(c.slots.slots_ret.iter()).copied())
+    }
+
+    pub fn swap_folio_of(&self, entry: SwpEntry) -> Option<Pfn> {
+        let v = self.swap[swp_type(entry)].cache[swp_offset(entry) as usize];
+        (v & 3 == 2).then_some((v >> 2) as Pfn)
+    }
+}

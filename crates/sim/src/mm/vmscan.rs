@@ -1,0 +1,901 @@
+//! mm/vmscan.c: page reclaim with the classic two-list LRU (MGLRU is off
+//! in Debian's 6.1): memcg-limit reclaim, global direct reclaim, kswapd.
+//!
+//! Not modelled, each with no effect on the workloads the spec can express
+//! today: memory.min/low protection (no spec keys), zone skipping in
+//! isolate_lru_folios (user pages may use every zone), compaction and
+//! high-order reclaim (order-0 only), throttling on congestion or too many
+//! isolated folios (no asynchronous writeback exists yet), slab shrinking
+//! (the simulated kernel has no slab caches to shrink).
+
+use super::folio::*;
+use super::memcontrol::ROOT_MEMCG;
+use super::page_alloc::WMARK_HIGH;
+use super::pgtable::*;
+use super::swapfile::{swp_offset, swp_type};
+use crate::cost::{self, Fn};
+use crate::kernel::Kernel;
+use crate::vmstat::{Mc, Vm};
+
+pub const DEF_PRIORITY: i32 = 12;
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+const DEACTIVATE_ANON: u8 = 1;
+const DEACTIVATE_FILE: u8 = 2;
+
+#[derive(Default, Clone)]
+pub struct ScanControl {
+    pub nr_to_reclaim: u64,
+    pub priority: i32,
+    pub may_writepage: bool,
+    pub may_unmap: bool,
+    pub may_swap: bool,
+    /// Some(memcg) for cgroup reclaim; None for global reclaim.
+    pub target: Option<u16>,
+    pub nr_scanned: u64,
+    pub nr_reclaimed: u64,
+    anon_cost: u64,
+    file_cost: u64,
+    may_deactivate: u8,
+    force_deactivate: bool,
+    skipped_deactivate: bool,
+    cache_trim_mode: bool,
+    file_is_tiny: bool,
+}
+
+impl ScanControl {
+    fn cgroup_reclaim(&self) -> bool {
+        self.target.is_some()
+    }
+    fn target_memcg(&self) -> u16 {
+        self.target.unwrap_or(ROOT_MEMCG)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum FolioRef {
+    Reclaim,
+    ReclaimClean,
+    Keep,
+    Activate,
+}
+
+#[derive(Default, Clone, Copy)]
+struct ReclaimStat {
+    nr_pageout: u64,
+    nr_activate: [u64; 2],
+}
+
+/// kswapd's state between scheduler steps.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KswapdState {
+    /// Asleep until `wakeup_kswapd`.
+    #[default]
+    Sleeping,
+    /// Woken; will start `balance_pgdat` when next scheduled.
+    Woken,
+    /// Inside `balance_pgdat`'s priority loop.
+    Balancing,
+    /// The HZ/10 nap of `kswapd_try_to_sleep`, until the given time.
+    Napping(u64),
+}
+
+#[derive(Default)]
+pub struct Kswapd {
+    pub state: KswapdState,
+    pub sc: ScanControl,
+    /// sc.nr_reclaimed at the start of the current priority pass.
+    pub failures: u32,
+    /// Set by a wakeup during the nap.
+    pub woken_in_nap: bool,
+}
+
+impl Kernel {
+    // ---- entry points -------------------------------------------------
+
+    /// `try_to_free_mem_cgroup_pages`: reclaim from `memcg`'s subtree on
+    /// behalf of a charge (memory.max) or memory.high.
+    pub fn try_to_free_mem_cgroup_pages(&mut self, memcg: u16, nr_pages: u64) -> u64 {
+        let mut sc = ScanControl {
+            nr_to_reclaim: nr_pages.max(SWAP_CLUSTER_MAX),
+            priority: DEF_PRIORITY,
+            may_writepage: true,
+            may_unmap: true,
+            may_swap: true,
+            target: Some(memcg),
+            ..Default::default()
+        };
+        self.do_try_to_free_pages(&mut sc)
+    }
+
+    /// `try_to_free_pages`: global direct reclaim from the allocator.
+    pub fn try_to_free_pages(&mut self) -> u64 {
+        let mut sc = ScanControl {
+            nr_to_reclaim: SWAP_CLUSTER_MAX,
+            priority: DEF_PRIORITY,
+            may_writepage: true,
+            may_unmap: true,
+            may_swap: true,
+            target: None,
+            ..Default::default()
+        };
+        self.do_try_to_free_pages(&mut sc)
+    }
+
+    fn do_try_to_free_pages(&mut self, sc: &mut ScanControl) -> u64 {
+        let initial_priority = sc.priority;
+        loop {
+            if !sc.cgroup_reclaim() {
+                let zone = self.zones[self.highest_zoneidx()].ztype;
+                self.vm.inc(match zone {
+                    super::page_alloc::ZoneType::Dma => Vm::AllocstallDma,
+                    super::page_alloc::ZoneType::Dma32 => Vm::AllocstallDma32,
+                    super::page_alloc::ZoneType::Normal => Vm::AllocstallNormal,
+                });
+            }
+            loop {
+                sc.nr_scanned = 0;
+                self.shrink_node(sc);
+                if sc.nr_reclaimed >= sc.nr_to_reclaim {
+                    break;
+                }
+                if sc.priority < DEF_PRIORITY - 2 {
+                    sc.may_writepage = true;
+                }
+                sc.priority -= 1;
+                if sc.priority < 0 {
+                    break;
+                }
+            }
+            self.snapshot_refaults(sc.target_memcg());
+            if sc.nr_reclaimed > 0 {
+                return sc.nr_reclaimed;
+            }
+            if sc.skipped_deactivate {
+                sc.priority = initial_priority;
+                sc.force_deactivate = true;
+                sc.skipped_deactivate = false;
+                continue;
+            }
+            return 0;
+        }
+    }
+
+    /// `snapshot_refaults`: remember the activation counts reclaim saw.
+    fn snapshot_refaults(&mut self, target: u16) {
+        let s = self.lruvec_stat_hier(target);
+        self.lruvecs[target as usize].refaults = s;
+    }
+
+    /// workingset_activate_{anon,file} of a memcg's subtree (node-wide for root).
+    fn lruvec_stat_hier(&self, memcg: u16) -> [u64; 2] {
+        if memcg == ROOT_MEMCG {
+            return [
+                self.vm.get(Vm::WorkingsetActivateAnon) as u64,
+                self.vm.get(Vm::WorkingsetActivateFile) as u64,
+            ];
+        }
+        let s = self.memory_stat(memcg);
+        [
+            s.get(Mc::WorkingsetActivateAnon) as u64,
+            s.get(Mc::WorkingsetActivateFile) as u64,
+        ]
+    }
+
+    // ---- node and lruvec level ------------------------------------------
+
+    fn shrink_node(&mut self, sc: &mut ScanControl) {
+        self.prepare_scan_count(sc);
+        // shrink_node_memcgs: every memcg of the target's subtree, pre-order.
+        let target = sc.target_memcg();
+        let before = sc.nr_reclaimed;
+        for m in 0..self.memcgs.len() as u16 {
+            if self.is_descendant(m, target) {
+                self.shrink_lruvec(m, sc);
+            }
+        }
+        if sc.nr_reclaimed > before {
+            self.kswapd.failures = 0;
+        }
+    }
+
+    /// `inactive_is_low`: the inactive list is smaller than the active one
+    /// over an int_sqrt(10 × GiB) ratio.
+    fn inactive_is_low(&self, memcg: u16, inactive_lru: u8) -> bool {
+        let inactive = self.lruvec_page_state(memcg, inactive_lru);
+        let active = self.lruvec_page_state(memcg, inactive_lru + 1);
+        let gb = (inactive + active) >> (30 - 12);
+        let ratio = if gb > 0 { super::page_alloc::int_sqrt(10 * gb) } else { 1 };
+        inactive * ratio < active
+    }
+
+    fn prepare_scan_count(&mut self, sc: &mut ScanControl) {
+        let target = sc.target_memcg();
+        sc.anon_cost = self.lruvecs[target as usize].anon_cost;
+        sc.file_cost = self.lruvecs[target as usize].file_cost;
+        if !sc.force_deactivate {
+            let refaults = self.lruvec_stat_hier(target);
+            let snap = self.lruvecs[target as usize].refaults;
+            sc.may_deactivate = 0;
+            if refaults[0] != snap[0] || self.inactive_is_low(target, LRU_INACTIVE_ANON) {
+                sc.may_deactivate |= DEACTIVATE_ANON;
+            }
+            if refaults[1] != snap[1] || self.inactive_is_low(target, LRU_INACTIVE_FILE) {
+                sc.may_deactivate |= DEACTIVATE_FILE;
+            }
+        } else {
+            sc.may_deactivate = DEACTIVATE_ANON | DEACTIVATE_FILE;
+        }
+        let file = self.lruvec_page_state(target, LRU_INACTIVE_FILE);
+        sc.cache_trim_mode = (file >> sc.priority) > 0 && sc.may_deactivate & DEACTIVATE_FILE == 0;
+        if !sc.cgroup_reclaim() {
+            let free = self.nr_free_pages();
+            let file = self.vm.get(Vm::NrActiveFile) as u64 + self.vm.get(Vm::NrInactiveFile) as u64;
+            let total_high: u64 = self.zones.iter().map(|z| z.watermark[WMARK_HIGH]).sum();
+            let anon = self.vm.get(Vm::NrInactiveAnon) as u64;
+            sc.file_is_tiny =
+                file + free <= total_high && sc.may_deactivate & DEACTIVATE_ANON == 0 && (anon >> sc.priority) > 0;
+        }
+    }
+
+    /// `can_reclaim_anon_pages`: there is swap space to put anon pages in.
+    fn can_reclaim_anon_pages(&self, memcg: u16) -> bool {
+        self.mem_cgroup_get_nr_swap_pages(memcg) > 0
+    }
+
+    /// `get_scan_count`: how many pages of each list to scan this pass.
+    fn get_scan_count(&self, memcg: u16, sc: &ScanControl) -> [u64; 4] {
+        #[derive(PartialEq)]
+        enum Balance {
+            Equal,
+            Fract,
+            Anon,
+            File,
+        }
+        let swappiness = self.sysctl.swappiness as u64;
+        let mut fraction = [0u64; 2];
+        let mut denominator = 1u64;
+        let balance = if !sc.may_swap || !self.can_reclaim_anon_pages(memcg) {
+            Balance::File
+        } else if sc.cgroup_reclaim() && swappiness == 0 {
+            Balance::File
+        } else if sc.priority == 0 && swappiness > 0 {
+            Balance::Equal
+        } else if sc.file_is_tiny {
+            Balance::Anon
+        } else if sc.cache_trim_mode {
+            Balance::File
+        } else {
+            let total = sc.anon_cost + sc.file_cost;
+            let anon_cost = total + sc.anon_cost;
+            let file_cost = total + sc.file_cost;
+            let total = anon_cost + file_cost;
+            let ap = swappiness * (total + 1) / (anon_cost + 1);
+            let fp = (200 - swappiness) * (total + 1) / (file_cost + 1);
+            fraction = [ap, fp];
+            denominator = ap + fp;
+            Balance::Fract
+        };
+        let mut nr = [0u64; 4];
+        for lru in 0..4u8 {
+            let file = lru >= LRU_INACTIVE_FILE;
+            let size = self.lruvecs[memcg as usize].size(lru);
+            let mut scan = size >> sc.priority;
+            scan = match balance {
+                Balance::Equal => scan,
+                Balance::Fract => scan * fraction[file as usize] / denominator,
+                Balance::File => {
+                    if file {
+                        scan
+                    } else {
+                        0
+                    }
+                }
+                Balance::Anon => {
+                    if file {
+                        0
+                    } else {
+                        scan
+                    }
+                }
+            };
+            nr[lru as usize] = scan;
+        }
+        nr
+    }
+
+    fn shrink_lruvec(&mut self, memcg: u16, sc: &mut ScanControl) {
+        let mut nr = self.get_scan_count(memcg, sc);
+        let targets = nr;
+        let mut nr_reclaimed = 0;
+        let nr_to_reclaim = sc.nr_to_reclaim;
+        let proportional = !sc.cgroup_reclaim() && !self.current_is_kswapd() && sc.priority == DEF_PRIORITY;
+        const IA: usize = 0;
+        const AA: usize = 1;
+        const IF: usize = 2;
+        const AF: usize = 3;
+        while nr[IA] > 0 || nr[AF] > 0 || nr[IF] > 0 {
+            for lru in 0..4 {
+                if nr[lru] > 0 {
+                    let n = nr[lru].min(SWAP_CLUSTER_MAX);
+                    nr[lru] -= n;
+                    nr_reclaimed += self.shrink_list(lru as u8, n, memcg, sc);
+                }
+            }
+            if nr_reclaimed < nr_to_reclaim || proportional {
+                continue;
+            }
+            let nr_file = nr[IF] + nr[AF];
+            let nr_anon = nr[IA] + nr[AA];
+            if nr_file == 0 || nr_anon == 0 {
+                break;
+            }
+            let (small, other, pct) = if nr_file > nr_anon {
+                (IA, IF, nr_anon * 100 / (targets[IA] + targets[AA] + 1))
+            } else {
+                (IF, IA, nr_file * 100 / (targets[IF] + targets[AF] + 1))
+            };
+            nr[small] = 0;
+            nr[small + 1] = 0;
+            for l in [other, other + 1] {
+                let scanned = targets[l] - nr[l];
+                nr[l] = targets[l] * (100 - pct) / 100;
+                nr[l] -= nr[l].min(scanned);
+            }
+        }
+        sc.nr_reclaimed += nr_reclaimed;
+        if self.total_swap_pages > 0 && self.inactive_is_low(memcg, LRU_INACTIVE_ANON) {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc, LRU_ACTIVE_ANON);
+        }
+    }
+
+    fn shrink_list(&mut self, lru: u8, nr: u64, memcg: u16, sc: &mut ScanControl) -> u64 {
+        if lru == LRU_ACTIVE_ANON || lru == LRU_ACTIVE_FILE {
+            let bit = if lru == LRU_ACTIVE_FILE { DEACTIVATE_FILE } else { DEACTIVATE_ANON };
+            if sc.may_deactivate & bit != 0 {
+                self.shrink_active_list(nr, memcg, sc, lru);
+            } else {
+                sc.skipped_deactivate = true;
+            }
+            return 0;
+        }
+        self.shrink_inactive_list(nr, memcg, sc, lru)
+    }
+
+    // ---- list level -------------------------------------------------------
+
+    /// `isolate_lru_folios`: up to `nr` folios from the tail, oldest first
+    /// in `out`. Returns the number scanned.
+    fn isolate_lru_folios(&mut self, nr: u64, memcg: u16, lru: u8, sc: &ScanControl, out: &mut Vec<Pfn>) -> u64 {
+        let mut scanned = 0;
+        while scanned < nr {
+            let pfn = self.lruvecs[memcg as usize].lists[lru as usize].tail;
+            if pfn == NIL {
+                break;
+            }
+            let f = *self.folios.get(pfn);
+            scanned += f.nr_pages() as u64;
+            if !sc.may_unmap && f.mapcount > 0 {
+                // Stays: rotated to the head as the kernel's `move` does.
+                self.lruvec_del_folio(pfn);
+                self.lruvec_add_folio(pfn);
+                continue;
+            }
+            self.lruvec_del_folio(pfn);
+            let f = self.folios.get_mut(pfn);
+            f.clear(PG_LRU);
+            f.set(PG_ISOLATED);
+            f.refcount += 1;
+            out.push(pfn);
+            self.charge_cost(Fn::ShrinkInactiveList, cost::LRU_MOVE_NS);
+        }
+        let file = lru >= LRU_INACTIVE_FILE;
+        self.vm.add(if file { Vm::NrIsolatedFile } else { Vm::NrIsolatedAnon }, out.len() as i64);
+        scanned
+    }
+
+    /// `move_folios_to_lru`: put isolated folios back (oldest first, each
+    /// at the head), freeing those whose last reference was the isolation.
+    /// Returns the pages moved.
+    fn move_folios_to_lru(&mut self, list: &[Pfn], memcg: u16) -> u64 {
+        let mut moved = 0;
+        for &pfn in list {
+            let f = self.folios.get_mut(pfn);
+            f.clear(PG_ISOLATED);
+            f.set(PG_LRU);
+            f.refcount -= 1;
+            if f.refcount == 0 {
+                f.clear(PG_LRU);
+                self.free_folio(pfn);
+                continue;
+            }
+            let nr = f.nr_pages() as u64;
+            let active = f.test(PG_ACTIVE);
+            self.lruvec_add_folio(pfn);
+            self.charge_cost(Fn::ShrinkInactiveList, cost::LRU_MOVE_NS);
+            moved += nr;
+            if active {
+                self.workingset_age_nonresident(memcg, nr);
+            }
+        }
+        moved
+    }
+
+    fn take_scratch(&mut self) -> Vec<Pfn> {
+        self.scratch.pop().unwrap_or_default()
+    }
+
+    fn give_scratch(&mut self, mut v: Vec<Pfn>) {
+        v.clear();
+        self.scratch.push(v);
+    }
+
+    fn shrink_active_list(&mut self, nr: u64, memcg: u16, sc: &mut ScanControl, lru: u8) {
+        self.lru_add_drain();
+        let file = lru >= LRU_INACTIVE_FILE;
+        let mut hold = self.take_scratch();
+        let scanned = self.isolate_lru_folios(nr, memcg, lru, sc, &mut hold);
+        let nr_taken = hold.len() as i64;
+        if !sc.cgroup_reclaim() {
+            self.vm.add(Vm::Pgrefill, scanned as i64);
+        }
+        self.memcg_stat(memcg, Mc::Pgrefill, scanned as i64);
+        let mut l_active = self.take_scratch();
+        let mut l_inactive = self.take_scratch();
+        for &pfn in &hold {
+            let (referenced, vm_flags) = self.folio_referenced(pfn, sc.target);
+            self.charge_cost(Fn::ShrinkActiveList, cost::SHRINK_FOLIO_NS);
+            if referenced != 0 && vm_flags & super::mmap::VM_EXEC != 0 && self.folios.get(pfn).is_file_lru() {
+                l_active.push(pfn);
+                continue;
+            }
+            let f = self.folios.get_mut(pfn);
+            f.clear(PG_ACTIVE);
+            f.set(PG_WORKINGSET);
+            l_inactive.push(pfn);
+        }
+        self.move_folios_to_lru(&l_active, memcg);
+        let nr_deactivate = self.move_folios_to_lru(&l_inactive, memcg);
+        self.vm.add(Vm::Pgdeactivate, nr_deactivate as i64);
+        self.memcg_stat(memcg, Mc::Pgdeactivate, nr_deactivate as i64);
+        self.vm.add(if file { Vm::NrIsolatedFile } else { Vm::NrIsolatedAnon }, -nr_taken);
+        self.give_scratch(hold);
+        self.give_scratch(l_active);
+        self.give_scratch(l_inactive);
+    }
+
+    fn shrink_inactive_list(&mut self, nr: u64, memcg: u16, sc: &mut ScanControl, lru: u8) -> u64 {
+        self.lru_add_drain();
+        let file = lru >= LRU_INACTIVE_FILE;
+        let mut list = self.take_scratch();
+        let scanned = self.isolate_lru_folios(nr, memcg, lru, sc, &mut list);
+        let nr_taken = list.len() as i64;
+        let kswapd = self.current_is_kswapd();
+        let (scan_item, steal_item) = if kswapd {
+            (Vm::PgscanKswapd, Vm::PgstealKswapd)
+        } else {
+            (Vm::PgscanDirect, Vm::PgstealDirect)
+        };
+        let (mscan, msteal) = if kswapd {
+            (Mc::PgscanKswapd, Mc::PgstealKswapd)
+        } else {
+            (Mc::PgscanDirect, Mc::PgstealDirect)
+        };
+        if !sc.cgroup_reclaim() {
+            self.vm.add(scan_item, scanned as i64);
+        }
+        self.memcg_stat(memcg, mscan, scanned as i64);
+        self.memcg_stat(memcg, Mc::Pgscan, scanned as i64);
+        self.vm.add(if file { Vm::PgscanFile } else { Vm::PgscanAnon }, scanned as i64);
+        if nr_taken == 0 {
+            self.give_scratch(list);
+            return 0;
+        }
+        let mut stat = ReclaimStat::default();
+        let mut kept = self.take_scratch();
+        let reclaimed = self.shrink_folio_list(&list, sc, &mut stat, &mut kept);
+        self.move_folios_to_lru(&kept, memcg);
+        self.vm.add(if file { Vm::NrIsolatedFile } else { Vm::NrIsolatedAnon }, -nr_taken);
+        if !sc.cgroup_reclaim() {
+            self.vm.add(steal_item, reclaimed as i64);
+        }
+        self.memcg_stat(memcg, msteal, reclaimed as i64);
+        self.memcg_stat(memcg, Mc::Pgsteal, reclaimed as i64);
+        self.vm.add(if file { Vm::PgstealFile } else { Vm::PgstealAnon }, reclaimed as i64);
+        self.lru_note_cost(memcg, file, stat.nr_pageout);
+        self.give_scratch(list);
+        self.give_scratch(kept);
+        reclaimed
+    }
+
+    /// `folio_check_references`.
+    fn folio_check_references(&mut self, pfn: Pfn, sc: &ScanControl) -> FolioRef {
+        let (referenced_ptes, vm_flags) = self.folio_referenced(pfn, sc.target);
+        let f = self.folios.get_mut(pfn);
+        let referenced_folio = f.test(PG_REFERENCED);
+        f.clear(PG_REFERENCED);
+        if vm_flags & super::mmap::VM_LOCKED != 0 {
+            return FolioRef::Activate;
+        }
+        if referenced_ptes > 0 {
+            f.set(PG_REFERENCED);
+            if referenced_folio || referenced_ptes > 1 {
+                return FolioRef::Activate;
+            }
+            if vm_flags & super::mmap::VM_EXEC != 0 && f.is_file_lru() {
+                return FolioRef::Activate;
+            }
+            return FolioRef::Keep;
+        }
+        if referenced_folio && f.is_file_lru() {
+            return FolioRef::ReclaimClean;
+        }
+        FolioRef::Reclaim
+    }
+
+    /// `shrink_folio_list` for the isolated folios in `list` (oldest first).
+    /// Folios not freed are appended to `kept`, in order. Returns pages
+    /// reclaimed.
+    fn shrink_folio_list(&mut self, list: &[Pfn], sc: &mut ScanControl, stat: &mut ReclaimStat, kept: &mut Vec<Pfn>) -> u64 {
+        let mut nr_reclaimed = 0;
+        let mut unmapped_any = false;
+        for &pfn in list {
+            self.charge_cost(Fn::ShrinkFolioList, cost::SHRINK_FOLIO_NS);
+            let nr = self.folios.get(pfn).nr_pages() as u64;
+            sc.nr_scanned += nr;
+            match self.shrink_one_folio(pfn, sc, stat, &mut unmapped_any) {
+                true => nr_reclaimed += nr,
+                false => kept.push(pfn),
+            }
+        }
+        if unmapped_any {
+            // try_to_unmap_flush: one batched TLB shootdown for the list.
+            self.charge_cost(Fn::TryToUnmap, cost::TLB_FLUSH_NS);
+        }
+        let act = stat.nr_activate[0] + stat.nr_activate[1];
+        self.vm.add(Vm::Pgactivate, act as i64);
+        nr_reclaimed
+    }
+
+    /// One folio of `shrink_folio_list`; true if it was freed.
+    fn shrink_one_folio(&mut self, pfn: Pfn, sc: &mut ScanControl, stat: &mut ReclaimStat, unmapped_any: &mut bool) -> bool {
+        let f = *self.folios.get(pfn);
+        if f.test(PG_UNEVICTABLE) {
+            return self.activate_locked(pfn, stat);
+        }
+        if !sc.may_unmap && f.mapcount > 0 {
+            return false;
+        }
+        let references = self.folio_check_references(pfn, sc);
+        match references {
+            FolioRef::Activate => return self.activate_locked(pfn, stat),
+            FolioRef::Keep => return false,
+            FolioRef::Reclaim | FolioRef::ReclaimClean => {}
+        }
+        let f = *self.folios.get(pfn);
+        if f.test(PG_ANON) && f.test(PG_SWAPBACKED) && !f.test(PG_SWAPCACHE) && !self.add_to_swap(pfn) {
+            return self.activate_locked(pfn, stat);
+        }
+        if self.folios.get(pfn).mapcount > 0 {
+            self.try_to_unmap(pfn);
+            *unmapped_any = true;
+            if self.folios.get(pfn).mapcount > 0 {
+                return self.activate_locked(pfn, stat);
+            }
+        }
+        if self.folios.get(pfn).test(PG_DIRTY) {
+            if references == FolioRef::ReclaimClean || !sc.may_writepage {
+                return false;
+            }
+            match self.pageout(pfn) {
+                PageOut::Keep => return false,
+                PageOut::Activate => return self.activate_locked(pfn, stat),
+                PageOut::Success => {
+                    stat.nr_pageout += 1;
+                    let f = self.folios.get(pfn);
+                    if f.test(PG_DIRTY) || f.test(PG_WRITEBACK) {
+                        return false;
+                    }
+                }
+            }
+        }
+        self.remove_mapping(pfn, sc.target_memcg())
+    }
+
+    fn activate_locked(&mut self, pfn: Pfn, stat: &mut ReclaimStat) -> bool {
+        let f = *self.folios.get(pfn);
+        if f.test(PG_SWAPCACHE) && self.vm_swap_full() {
+            self.folio_free_swap(pfn);
+        }
+        self.folios.get_mut(pfn).set(PG_ACTIVE);
+        stat.nr_activate[f.is_file_lru() as usize] += 1;
+        self.memcg_stat(f.memcg, Mc::Pgactivate, 1);
+        false
+    }
+
+    /// `add_to_swap`: a slot, the swap cache, and the folio marked dirty.
+    fn add_to_swap(&mut self, pfn: Pfn) -> bool {
+        self.charge_cost(Fn::AddToSwap, cost::SWAP_SLOT_NS);
+        let memcg = self.folios.get(pfn).memcg;
+        let Some(entry) = self.folio_alloc_swap(memcg) else {
+            return false;
+        };
+        // The slot was just allocated, so no shadow can be in it.
+        let _ = self.add_to_swap_cache(pfn, entry);
+        self.folios.get_mut(pfn).set(PG_DIRTY);
+        true
+    }
+
+    /// `pageout` → `swap_writepage` for a swap-cache folio.
+    fn pageout(&mut self, pfn: Pfn) -> PageOut {
+        let f = *self.folios.get(pfn);
+        // is_page_cache_freeable: only the isolation and the cache's refs.
+        if f.refcount != 1 + f.nr_pages() {
+            return PageOut::Keep;
+        }
+        if !f.test(PG_SWAPCACHE) {
+            return PageOut::Activate;
+        }
+        self.folios.get_mut(pfn).clear(PG_DIRTY);
+        // swap_writepage: a stale cache entry no PTE needs is just dropped.
+        if self.folio_free_swap(pfn) {
+            return PageOut::Success;
+        }
+        let entry = f.swap;
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        if !self.zram_write_page(ty, off, f.version) {
+            // -ENOMEM from zram: the write failed, the folio stays dirty.
+            self.folios.get_mut(pfn).set(PG_DIRTY);
+            return PageOut::Activate;
+        }
+        self.vm.inc(Vm::Pswpout);
+        self.vm.inc(Vm::NrVmscanWrite);
+        self.vm.inc(Vm::NrWritten);
+        PageOut::Success
+    }
+
+    /// `__remove_mapping` for a clean swap-cache folio: leave a shadow, let
+    /// go of the slot's cache bit, free the folio.
+    fn remove_mapping(&mut self, pfn: Pfn, target: u16) -> bool {
+        let f = *self.folios.get(pfn);
+        if f.refcount != 1 + f.nr_pages() || f.test(PG_DIRTY) || !f.test(PG_SWAPCACHE) {
+            return false;
+        }
+        let shadow = self.workingset_eviction(pfn, target);
+        let entry = f.swap;
+        self.delete_from_swap_cache_locked(pfn, shadow);
+        self.put_swap_folio(entry);
+        let f = self.folios.get_mut(pfn);
+        f.refcount = 0;
+        f.clear(PG_ISOLATED);
+        self.free_folio(pfn);
+        true
+    }
+
+    /// `try_to_unmap` of an anon folio: every PTE becomes a swap PTE.
+    fn try_to_unmap(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        let av = f.mapping;
+        let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
+        for &v in &vmas {
+            let vma = &self.vmas[v as usize];
+            let idx = (f.index as u64).wrapping_sub(vma.pgoff);
+            if idx >= vma.pages {
+                continue;
+            }
+            let pte = vma.ptes[idx as usize];
+            if !pte_present(pte) || pte & PTE_ZERO != 0 || pte_pfn(pte) != pfn {
+                continue;
+            }
+            self.try_to_unmap_one(pfn, v, idx as usize, pte);
+        }
+        self.anon_vmas[av as usize].vmas = vmas;
+    }
+
+    fn try_to_unmap_one(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) {
+        self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
+        if pte & PTE_DIRTY != 0 {
+            self.folios.get_mut(pfn).set(PG_DIRTY);
+        }
+        let f = *self.folios.get(pfn);
+        let entry = f.swap;
+        debug_assert!(f.test(PG_SWAPCACHE));
+        self.swap_duplicate(entry);
+        let exclusive = f.test(PG_ANON_EXCLUSIVE);
+        self.vmas[vma as usize].ptes[idx] = swp_entry_to_pte(entry, exclusive);
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_anon -= 1;
+        self.mms[mm].swapents += 1;
+        self.page_remove_rmap(pfn);
+        self.folio_put(pfn);
+    }
+
+    /// `folio_referenced`: how many mappings saw the folio young (clearing
+    /// the young bits), and their VMA flags. In cgroup reclaim only the
+    /// target memcg's mms count.
+    pub fn folio_referenced(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
+        self.charge_cost(Fn::FolioReferenced, cost::FOLIO_REFERENCED_NS);
+        let f = *self.folios.get(pfn);
+        if f.mapcount == 0 || !f.test(PG_ANON) {
+            return (0, 0);
+        }
+        let mut referenced = 0;
+        let mut vm_flags = 0;
+        let av = f.mapping;
+        for i in 0..self.anon_vmas[av as usize].vmas.len() {
+            let v = self.anon_vmas[av as usize].vmas[i];
+            let vma = &self.vmas[v as usize];
+            if let Some(t) = target {
+                if !self.is_descendant(self.mms[vma.mm as usize].memcg, t) {
+                    continue;
+                }
+            }
+            let idx = (f.index as u64).wrapping_sub(vma.pgoff);
+            if idx >= vma.pages {
+                continue;
+            }
+            let pte = vma.ptes[idx as usize];
+            if !pte_present(pte) || pte & PTE_ZERO != 0 || pte_pfn(pte) != pfn {
+                continue;
+            }
+            if vma.flags & super::mmap::VM_LOCKED != 0 {
+                return (referenced, vm_flags | super::mmap::VM_LOCKED);
+            }
+            if pte & PTE_YOUNG != 0 {
+                let flags = vma.flags;
+                self.vmas[v as usize].ptes[idx as usize] = pte & !PTE_YOUNG;
+                referenced += 1;
+                vm_flags |= flags;
+            }
+        }
+        (referenced, vm_flags)
+    }
+}
+
+enum PageOut {
+    Keep,
+    Activate,
+    Success,
+}
+
+/// kswapd sleeps for HZ/10 before a full sleep.
+pub const KSWAPD_NAP_NS: u64 = 100_000_000;
+/// MAX_RECLAIM_RETRIES: kswapd gives up on a node after this many
+/// fruitless `balance_pgdat` runs.
+const KSWAPD_MAX_FAILURES: u32 = 16;
+
+/// What the scheduler should do with kswapd after a step.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KswapdNext {
+    /// Run again as soon as it gets a CPU.
+    Run,
+    /// Nap until this time (the waker may cut it short).
+    NapUntil(u64),
+    /// Asleep until woken.
+    Sleep,
+}
+
+impl Kernel {
+    /// `pgdat_balanced`: some eligible zone is above its high watermark.
+    pub fn pgdat_balanced(&self) -> bool {
+        let highest = self.highest_zoneidx();
+        self.zones[..=highest]
+            .iter()
+            .filter(|z| z.managed > 0)
+            .any(|z| z.watermark_ok(z.watermark[WMARK_HIGH], highest))
+    }
+
+    /// `wakeup_kswapd` from the allocator's slow path.
+    pub fn wakeup_kswapd(&mut self) {
+        match self.kswapd.state {
+            KswapdState::Sleeping | KswapdState::Napping(_) => {}
+            KswapdState::Woken | KswapdState::Balancing => return,
+        }
+        if self.kswapd.failures >= KSWAPD_MAX_FAILURES || self.pgdat_balanced() {
+            return;
+        }
+        if let KswapdState::Napping(_) = self.kswapd.state {
+            self.kswapd.woken_in_nap = true;
+        }
+        self.kswapd.state = KswapdState::Woken;
+        self.kswapd_wake_at = Some(self.now());
+    }
+
+    /// One step of kswapd: start `balance_pgdat`, run one pass of its
+    /// priority loop, or decide how to sleep.
+    pub fn kswapd_step(&mut self) -> KswapdNext {
+        match self.kswapd.state {
+            KswapdState::Sleeping => KswapdNext::Sleep,
+            KswapdState::Napping(until) => self.kswapd_nap_over(until),
+            KswapdState::Woken => {
+                if std::mem::take(&mut self.kswapd.woken_in_nap) {
+                    self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
+                }
+                self.vm.inc(Vm::Pageoutrun);
+                self.kswapd.sc = ScanControl {
+                    priority: DEF_PRIORITY,
+                    may_writepage: true,
+                    may_unmap: true,
+                    may_swap: true,
+                    target: None,
+                    ..Default::default()
+                };
+                self.kswapd.state = KswapdState::Balancing;
+                KswapdNext::Run
+            }
+            KswapdState::Balancing => self.balance_pgdat_pass(),
+        }
+    }
+
+    fn balance_pgdat_pass(&mut self) -> KswapdNext {
+        if self.pgdat_balanced() {
+            return self.balance_pgdat_done();
+        }
+        let mut sc = std::mem::take(&mut self.kswapd.sc);
+        self.kswapd_age_node(&mut sc);
+        if sc.priority < DEF_PRIORITY - 2 {
+            sc.may_writepage = true;
+        }
+        sc.nr_scanned = 0;
+        let before = sc.nr_reclaimed;
+        let highest = self.highest_zoneidx();
+        sc.nr_to_reclaim = self.zones[..=highest]
+            .iter()
+            .filter(|z| z.managed > 0)
+            .map(|z| z.watermark[WMARK_HIGH].max(SWAP_CLUSTER_MAX))
+            .sum();
+        self.shrink_node(&mut sc);
+        let raise_priority = sc.nr_scanned < sc.nr_to_reclaim;
+        let nr = sc.nr_reclaimed - before;
+        if raise_priority || nr == 0 {
+            sc.priority -= 1;
+        }
+        let done = sc.priority < 1;
+        let total = sc.nr_reclaimed;
+        self.kswapd.sc = sc;
+        if done {
+            if total == 0 {
+                self.kswapd.failures += 1;
+            }
+            return self.balance_pgdat_done();
+        }
+        KswapdNext::Run
+    }
+
+    /// `kswapd_age_node`: keep the inactive anon list from running low.
+    fn kswapd_age_node(&mut self, sc: &mut ScanControl) {
+        if self.total_swap_pages == 0 || !self.inactive_is_low(ROOT_MEMCG, LRU_INACTIVE_ANON) {
+            return;
+        }
+        for m in 0..self.memcgs.len() as u16 {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, m, sc, LRU_ACTIVE_ANON);
+        }
+    }
+
+    /// End of `balance_pgdat`, then the first half of `kswapd_try_to_sleep`.
+    fn balance_pgdat_done(&mut self) -> KswapdNext {
+        self.snapshot_refaults(ROOT_MEMCG);
+        if self.prepare_kswapd_sleep() {
+            let until = self.now() + KSWAPD_NAP_NS;
+            self.kswapd.state = KswapdState::Napping(until);
+            return KswapdNext::NapUntil(until);
+        }
+        self.vm.inc(Vm::KswapdHighWmarkHitQuickly);
+        self.kswapd.state = KswapdState::Woken;
+        KswapdNext::Run
+    }
+
+    fn prepare_kswapd_sleep(&self) -> bool {
+        self.kswapd.failures >= KSWAPD_MAX_FAILURES || self.pgdat_balanced()
+    }
+
+    /// The nap ran out without a wakeup: sleep for good if still balanced.
+    fn kswapd_nap_over(&mut self, _until: u64) -> KswapdNext {
+        if self.prepare_kswapd_sleep() {
+            self.kswapd.state = KswapdState::Sleeping;
+            return KswapdNext::Sleep;
+        }
+        self.vm.inc(Vm::KswapdHighWmarkHitQuickly);
+        self.kswapd.state = KswapdState::Woken;
+        KswapdNext::Run
+    }
+}

@@ -1,0 +1,390 @@
+//! Tasks on simulated CPUs and the event clock.
+//!
+//! Every task and kswapd has its own clock. The scheduler always advances
+//! the entity that is ready earliest, on the CPU that frees up first, for
+//! at most one time slice; with more runnable entities than CPUs they take
+//! turns, slice by slice. A task that wakes kswapd ends its slice so that
+//! kswapd starts at the moment of the wakeup. Everything is deterministic:
+//! ties go to the lower entity number (tasks in spec order, kswapd last).
+
+use crate::cost;
+use crate::kernel::Kernel;
+use crate::mm::vmscan::KswapdNext;
+use crate::vmstat::VmStat;
+use crate::SimError;
+use mmsim_spec::stream::{access_is_write, access_page, TouchStream};
+use mmsim_spec::{Op, Spec, Step};
+use std::collections::HashMap;
+
+/// Accesses generated per batch from a touch stream.
+const BATCH: usize = 4096;
+
+/// One task instance being run.
+pub struct TaskRun<'s> {
+    pub name: String,
+    pub cgroup: String,
+    pub ktask: usize,
+    pub instance: u32,
+    pub clock: u64,
+    pub start: u64,
+    pub state: TaskState,
+    frames: Vec<Frame<'s>>,
+    regions: HashMap<String, u32>,
+    touch: Option<TouchRun>,
+    pub phases: Vec<PhaseRun>,
+    open_phase: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Ready,
+    /// Sleeping until the given time.
+    Sleeping(u64),
+    Done,
+}
+
+struct Frame<'s> {
+    steps: &'s [Step],
+    next: usize,
+    /// Further passes over `steps` after this one (repeat).
+    again: u64,
+}
+
+struct TouchRun {
+    stream: TouchStream,
+    vma: u32,
+    buf: Vec<u64>,
+    pos: usize,
+}
+
+pub struct PhaseRun {
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    pub vm_start: VmStat,
+    pub vm_delta: VmStat,
+}
+
+/// What one slice of a task ended with.
+enum SliceEnd {
+    /// Used its slice, or yielded to a woken kswapd.
+    Preempted,
+    Sleep(u64),
+    Done,
+}
+
+pub struct Scheduler<'s> {
+    pub tasks: Vec<TaskRun<'s>>,
+    cpu_free_at: Vec<u64>,
+    kswapd_ready: Option<u64>,
+    /// Called after each slice with the run's progress (0..=1).
+    pub on_progress: Option<Box<dyn FnMut(f64) + 's>>,
+    total_accesses: u64,
+    done_accesses: u64,
+    /// Run the invariant checker at every phase mark.
+    pub check: bool,
+}
+
+impl<'s> Scheduler<'s> {
+    pub fn new(spec: &'s Spec, k: &mut Kernel) -> Self {
+        let mut tasks = Vec::new();
+        for t in &spec.tasks {
+            let memcg = t.cgroup.map_or(0, |c| (c + 1) as u16);
+            let cgroup = t.cgroup.map_or(String::new(), |c| spec.cgroups[c].name.clone());
+            for i in 0..t.instances {
+                let mm = k.mm_alloc(memcg);
+                k.tasks.push(crate::kernel::KTask {
+                    mm,
+                    memcg,
+                    nr_pages_over_high: 0,
+                });
+                let name = if t.instances == 1 { t.name.clone() } else { format!("{}#{i}", t.name) };
+                tasks.push(TaskRun {
+                    name,
+                    cgroup: cgroup.clone(),
+                    ktask: k.tasks.len() - 1,
+                    instance: i,
+                    clock: 0,
+                    start: 0,
+                    state: TaskState::Ready,
+                    frames: vec![Frame {
+                        steps: &t.steps,
+                        next: 0,
+                        again: 0,
+                    }],
+                    regions: HashMap::new(),
+                    touch: None,
+                    phases: Vec::new(),
+                    open_phase: None,
+                });
+            }
+        }
+        let total_accesses: u64 = spec.tasks.iter().map(|t| t.instances as u64 * count_accesses(&t.steps, &mut HashMap::new())).sum();
+        Scheduler {
+            tasks,
+            cpu_free_at: vec![0; spec.machine.cpus as usize],
+            kswapd_ready: None,
+            on_progress: None,
+            total_accesses: total_accesses.max(1),
+            done_accesses: 0,
+            check: false,
+        }
+    }
+
+    /// Runs every task to completion. `at_end` is called once when the
+    /// last task has finished its steps, before it exits.
+    pub fn run(&mut self, k: &mut Kernel, mut at_end: impl FnMut(&Kernel)) -> Result<u64, SimError> {
+        let mut last_end = 0;
+        loop {
+            let Some((entity, ready)) = self.pick() else { break };
+            let cpu = (0..self.cpu_free_at.len()).min_by_key(|&c| (self.cpu_free_at[c], c)).unwrap();
+            let start = ready.max(self.cpu_free_at[cpu]);
+            k.cur_cpu = cpu;
+            k.clock_base = start;
+            k.pending_ns = 0;
+            let end = if entity < self.tasks.len() {
+                k.cur_task = Some(self.tasks[entity].ktask);
+                let remaining = self.tasks.iter().filter(|t| t.state != TaskState::Done).count();
+                // Stay in step with whatever else is ready to run: run at
+                // most a quantum past the next entity's ready time.
+                let others = self.next_ready_except(entity).map_or(u64::MAX, |t| t.max(start).saturating_add(cost::QUANTUM_NS));
+                let slice_end = others.min(start + cost::SLICE_NS);
+                let end = self.run_task_slice(entity, k, slice_end)?;
+                if self.tasks[entity].state == TaskState::Done {
+                    if remaining == 1 {
+                        at_end(k);
+                    }
+                    self.exit_task(entity, k);
+                }
+                end.max(k.now())
+            } else {
+                k.cur_task = None;
+                let next = k.kswapd_step();
+                let now = k.now();
+                self.kswapd_ready = match next {
+                    KswapdNext::Run => Some(now),
+                    KswapdNext::NapUntil(t) => Some(t),
+                    KswapdNext::Sleep => None,
+                };
+                now
+            };
+            if let Some(t) = k.kswapd_wake_at.take() {
+                self.kswapd_ready = Some(t);
+            }
+            // A task sleeping (memory.high throttle, sleep op) frees its CPU.
+            self.cpu_free_at[cpu] = k.now().max(start);
+            last_end = last_end.max(end);
+            if let Some(cb) = self.on_progress.as_mut() {
+                cb(self.done_accesses as f64 / self.total_accesses as f64);
+            }
+        }
+        Ok(last_end)
+    }
+
+    /// The entity ready earliest: tasks, then kswapd. None when all tasks
+    /// are done (kswapd's remaining work does not outlive the workload).
+    fn pick(&self) -> Option<(usize, u64)> {
+        let mut best: Option<(usize, u64)> = None;
+        for (i, t) in self.tasks.iter().enumerate() {
+            let ready = match t.state {
+                TaskState::Ready => t.clock,
+                TaskState::Sleeping(until) => until,
+                TaskState::Done => continue,
+            };
+            if best.is_none_or(|(_, b)| ready < b) {
+                best = Some((i, ready));
+            }
+        }
+        best?;
+        if let Some(kr) = self.kswapd_ready {
+            if best.is_some_and(|(_, b)| kr < b) {
+                return Some((self.tasks.len(), kr));
+            }
+        }
+        best
+    }
+
+    /// The earliest ready time of any entity but `me`.
+    fn next_ready_except(&self, me: usize) -> Option<u64> {
+        let tasks = self.tasks.iter().enumerate().filter(|&(i, _)| i != me).filter_map(|(_, t)| match t.state {
+            TaskState::Ready => Some(t.clock),
+            TaskState::Sleeping(until) => Some(until),
+            TaskState::Done => None,
+        });
+        tasks.chain(self.kswapd_ready).min()
+    }
+
+    fn run_task_slice(&mut self, i: usize, k: &mut Kernel, slice_end: u64) -> Result<u64, SimError> {
+        let t = &mut self.tasks[i];
+        if let TaskState::Sleeping(_) = t.state {
+            t.state = TaskState::Ready;
+        }
+        let end = loop {
+            match self.step_task(i, k, slice_end)? {
+                Some(SliceEnd::Preempted) => break k.now(),
+                Some(SliceEnd::Sleep(until)) => {
+                    self.tasks[i].state = TaskState::Sleeping(until);
+                    break k.now();
+                }
+                Some(SliceEnd::Done) => {
+                    self.tasks[i].state = TaskState::Done;
+                    break k.now();
+                }
+                None => {}
+            }
+        };
+        let t = &mut self.tasks[i];
+        t.clock = match t.state {
+            TaskState::Sleeping(until) => until,
+            _ => end,
+        };
+        Ok(end)
+    }
+
+    /// Advances a task by one step (or a run of accesses). Some(_) ends the slice.
+    fn step_task(&mut self, i: usize, k: &mut Kernel, slice_end: u64) -> Result<Option<SliceEnd>, SimError> {
+        if self.tasks[i].touch.is_some() {
+            return self.run_touch(i, k, slice_end);
+        }
+        let t = &mut self.tasks[i];
+        let Some(frame) = t.frames.last_mut() else {
+            close_phase(t, k);
+            return Ok(Some(SliceEnd::Done));
+        };
+        if frame.next == frame.steps.len() {
+            if frame.again > 0 {
+                frame.again -= 1;
+                frame.next = 0;
+            } else {
+                t.frames.pop();
+            }
+            return Ok(None);
+        }
+        let step = &frame.steps[frame.next];
+        frame.next += 1;
+        let ktask = t.ktask;
+        let mm = k.tasks[ktask].mm;
+        match &step.op {
+            Op::Mmap { name, pages, .. } => {
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                let vma = k.mmap_anon(mm, *pages);
+                t.regions.insert(name.clone(), vma);
+            }
+            Op::Munmap { region } => {
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                let vma = t.regions.remove(region).ok_or_else(|| unknown_region(step, region))?;
+                k.munmap(vma);
+            }
+            Op::Touch(touch) => {
+                let vma = *t.regions.get(&touch.region).ok_or_else(|| unknown_region(step, &touch.region))?;
+                let pages = k.vmas[vma as usize].pages;
+                let n = touch.length.unwrap_or(pages - touch.offset);
+                t.touch = Some(TouchRun {
+                    stream: TouchStream::new(touch, touch.offset, n, t.instance),
+                    vma,
+                    buf: Vec::with_capacity(BATCH),
+                    pos: 0,
+                });
+            }
+            Op::Sleep { ns } => return Ok(Some(SliceEnd::Sleep(k.now() + ns))),
+            Op::Phase { name } => {
+                if self.check {
+                    crate::check::check_all(k)?;
+                }
+                let t = &mut self.tasks[i];
+                close_phase(t, k);
+                t.phases.push(PhaseRun {
+                    name: name.clone(),
+                    start: k.now(),
+                    end: 0,
+                    vm_start: k.vm.clone(),
+                    vm_delta: VmStat::default(),
+                });
+                t.open_phase = Some(t.phases.len() - 1);
+            }
+            Op::Repeat { times, steps } => {
+                t.frames.push(Frame {
+                    steps,
+                    next: 0,
+                    again: times - 1,
+                });
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs accesses of the current touch until the slice ends.
+    fn run_touch(&mut self, i: usize, k: &mut Kernel, slice_end: u64) -> Result<Option<SliceEnd>, SimError> {
+        let ktask = self.tasks[i].ktask;
+        let tr = self.tasks[i].touch.as_mut().expect("touch in progress");
+        loop {
+            if tr.pos == tr.buf.len() {
+                tr.buf.clear();
+                tr.pos = 0;
+                if tr.stream.next_batch(&mut tr.buf, BATCH) == 0 {
+                    self.tasks[i].touch = None;
+                    return Ok(None);
+                }
+            }
+            let a = tr.buf[tr.pos];
+            tr.pos += 1;
+            self.done_accesses += 1;
+            k.user_access(tr.vma, access_page(a) as usize, access_is_write(a))?;
+            // Return to user space: settle memory.high debt.
+            let debt = std::mem::take(&mut k.tasks[ktask].nr_pages_over_high);
+            if debt > 0 {
+                let memcg = k.tasks[ktask].memcg;
+                let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
+                if sleep > 0 {
+                    return Ok(Some(SliceEnd::Sleep(k.now() + sleep)));
+                }
+            }
+            if k.kswapd_wake_at.is_some() || k.now() >= slice_end {
+                return Ok(Some(SliceEnd::Preempted));
+            }
+        }
+    }
+
+    /// exit_mmap: every mapping goes.
+    fn exit_task(&mut self, i: usize, k: &mut Kernel) {
+        let t = &mut self.tasks[i];
+        let mut vmas: Vec<u32> = t.regions.drain().map(|(_, v)| v).collect();
+        vmas.sort_unstable();
+        for v in vmas {
+            k.munmap(v);
+        }
+        t.clock = k.now();
+    }
+}
+
+fn close_phase(t: &mut TaskRun, k: &Kernel) {
+    if let Some(p) = t.open_phase.take() {
+        let ph = &mut t.phases[p];
+        ph.end = k.now();
+        ph.vm_delta = k.vm.delta(&ph.vm_start);
+    }
+}
+
+fn unknown_region(step: &Step, region: &str) -> SimError {
+    SimError::Spec(format!("line {}: region \"{region}\" is not mapped at this point", step.line))
+}
+
+/// Accesses a list of steps will make (for the progress bar only).
+fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
+    let mut n = 0;
+    for s in steps {
+        match &s.op {
+            Op::Mmap { name, pages, .. } => {
+                sizes.insert(name.clone(), *pages);
+            }
+            Op::Touch(t) => {
+                let pages = sizes.get(&t.region).copied().unwrap_or(0);
+                let len = t.length.unwrap_or(pages.saturating_sub(t.offset));
+                n += t.count.unwrap_or(t.passes * len);
+            }
+            Op::Repeat { times, steps } => n += times * count_accesses(steps, sizes),
+            _ => {}
+        }
+    }
+    n
+}

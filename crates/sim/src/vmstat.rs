@@ -1,0 +1,208 @@
+//! Counters under their /proc/vmstat and memory.stat names.
+//!
+//! Events only increase; gauges (`nr_*`) go up and down. Both are kept in
+//! flat arrays indexed by an enum, so an increment is one add.
+
+macro_rules! items {
+    ($name:ident, $count:ident, $names:ident { $($variant:ident = $text:literal,)* }) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[allow(non_camel_case_types)]
+        #[repr(usize)]
+        pub enum $name { $($variant,)* }
+        pub const $count: usize = [$($text,)*].len();
+        pub const $names: [&str; $count] = [$($text,)*];
+    };
+}
+
+items!(Vm, NR_VM_ITEMS, VM_NAMES {
+    // Gauges (node and zone state), in /proc/vmstat order.
+    NrFreePages = "nr_free_pages",
+    NrZoneInactiveAnon = "nr_zone_inactive_anon",
+    NrZoneActiveAnon = "nr_zone_active_anon",
+    NrZoneInactiveFile = "nr_zone_inactive_file",
+    NrZoneActiveFile = "nr_zone_active_file",
+    NrZoneUnevictable = "nr_zone_unevictable",
+    NrInactiveAnon = "nr_inactive_anon",
+    NrActiveAnon = "nr_active_anon",
+    NrInactiveFile = "nr_inactive_file",
+    NrActiveFile = "nr_active_file",
+    NrUnevictable = "nr_unevictable",
+    NrIsolatedAnon = "nr_isolated_anon",
+    NrIsolatedFile = "nr_isolated_file",
+    WorkingsetRefaultAnon = "workingset_refault_anon",
+    WorkingsetRefaultFile = "workingset_refault_file",
+    WorkingsetActivateAnon = "workingset_activate_anon",
+    WorkingsetActivateFile = "workingset_activate_file",
+    WorkingsetRestoreAnon = "workingset_restore_anon",
+    WorkingsetRestoreFile = "workingset_restore_file",
+    NrAnonPages = "nr_anon_pages",
+    NrMapped = "nr_mapped",
+    NrFilePages = "nr_file_pages",
+    NrDirty = "nr_dirty",
+    NrWriteback = "nr_writeback",
+    NrShmem = "nr_shmem",
+    NrVmscanWrite = "nr_vmscan_write",
+    NrDirtied = "nr_dirtied",
+    NrWritten = "nr_written",
+    NrSwapcached = "nr_swapcached",
+    // Events.
+    Pgpgin = "pgpgin",
+    Pgpgout = "pgpgout",
+    Pswpin = "pswpin",
+    Pswpout = "pswpout",
+    PgallocDma = "pgalloc_dma",
+    PgallocDma32 = "pgalloc_dma32",
+    PgallocNormal = "pgalloc_normal",
+    AllocstallDma = "allocstall_dma",
+    AllocstallDma32 = "allocstall_dma32",
+    AllocstallNormal = "allocstall_normal",
+    PgskipDma = "pgskip_dma",
+    PgskipDma32 = "pgskip_dma32",
+    PgskipNormal = "pgskip_normal",
+    Pgfree = "pgfree",
+    Pgactivate = "pgactivate",
+    Pgdeactivate = "pgdeactivate",
+    Pgfault = "pgfault",
+    Pgmajfault = "pgmajfault",
+    Pgrefill = "pgrefill",
+    Pgreuse = "pgreuse",
+    PgstealKswapd = "pgsteal_kswapd",
+    PgstealDirect = "pgsteal_direct",
+    PgscanKswapd = "pgscan_kswapd",
+    PgscanDirect = "pgscan_direct",
+    PgscanDirectThrottle = "pgscan_direct_throttle",
+    PgscanAnon = "pgscan_anon",
+    PgscanFile = "pgscan_file",
+    PgstealAnon = "pgsteal_anon",
+    PgstealFile = "pgsteal_file",
+    Pageoutrun = "pageoutrun",
+    Pgrotated = "pgrotated",
+    KswapdLowWmarkHitQuickly = "kswapd_low_wmark_hit_quickly",
+    KswapdHighWmarkHitQuickly = "kswapd_high_wmark_hit_quickly",
+    OomKill = "oom_kill",
+    SwapRa = "swap_ra",
+    SwapRaHit = "swap_ra_hit",
+});
+
+impl Vm {
+    /// Gauges come first in the enum; everything from `Pgpgin` on is an event.
+    pub fn is_event(self) -> bool {
+        self as usize >= Vm::Pgpgin as usize
+    }
+}
+
+/// Node-wide /proc/vmstat.
+#[derive(Clone)]
+pub struct VmStat {
+    v: [i64; NR_VM_ITEMS],
+}
+
+impl Default for VmStat {
+    fn default() -> Self {
+        VmStat { v: [0; NR_VM_ITEMS] }
+    }
+}
+
+impl VmStat {
+    #[inline]
+    pub fn add(&mut self, item: Vm, n: i64) {
+        self.v[item as usize] += n;
+    }
+    #[inline]
+    pub fn inc(&mut self, item: Vm) {
+        self.v[item as usize] += 1;
+    }
+    #[inline]
+    pub fn get(&self, item: Vm) -> i64 {
+        self.v[item as usize]
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        VM_NAMES.iter().copied().zip(self.v.iter().copied())
+    }
+    /// Counter-by-counter difference `self − earlier`.
+    pub fn delta(&self, earlier: &VmStat) -> VmStat {
+        let mut d = VmStat::default();
+        for i in 0..NR_VM_ITEMS {
+            d.v[i] = self.v[i] - earlier.v[i];
+        }
+        d
+    }
+}
+
+items!(Mc, NR_MC_ITEMS, MC_NAMES {
+    // memory.stat, 6.1 order. Sizes are kept in pages and printed in bytes.
+    Anon = "anon",
+    File = "file",
+    Shmem = "shmem",
+    FileMapped = "file_mapped",
+    FileDirty = "file_dirty",
+    FileWriteback = "file_writeback",
+    Swapcached = "swapcached",
+    InactiveAnon = "inactive_anon",
+    ActiveAnon = "active_anon",
+    InactiveFile = "inactive_file",
+    ActiveFile = "active_file",
+    Unevictable = "unevictable",
+    WorkingsetRefaultAnon = "workingset_refault_anon",
+    WorkingsetRefaultFile = "workingset_refault_file",
+    WorkingsetActivateAnon = "workingset_activate_anon",
+    WorkingsetActivateFile = "workingset_activate_file",
+    WorkingsetRestoreAnon = "workingset_restore_anon",
+    WorkingsetRestoreFile = "workingset_restore_file",
+    WorkingsetNodereclaim = "workingset_nodereclaim",
+    Pgscan = "pgscan",
+    Pgsteal = "pgsteal",
+    PgscanKswapd = "pgscan_kswapd",
+    PgscanDirect = "pgscan_direct",
+    PgstealKswapd = "pgsteal_kswapd",
+    PgstealDirect = "pgsteal_direct",
+    Pgfault = "pgfault",
+    Pgmajfault = "pgmajfault",
+    Pgrefill = "pgrefill",
+    Pgactivate = "pgactivate",
+    Pgdeactivate = "pgdeactivate",
+    Pglazyfree = "pglazyfree",
+    Pglazyfreed = "pglazyfreed",
+});
+
+impl Mc {
+    /// Items up to `Unevictable` are sizes (pages internally, bytes in memory.stat).
+    pub fn is_size(self) -> bool {
+        self as usize <= Mc::Unevictable as usize
+    }
+}
+
+/// One cgroup's memory.stat (its own, not yet summed over descendants).
+#[derive(Clone)]
+pub struct MemcgStat {
+    v: [i64; NR_MC_ITEMS],
+}
+
+impl Default for MemcgStat {
+    fn default() -> Self {
+        MemcgStat { v: [0; NR_MC_ITEMS] }
+    }
+}
+
+impl MemcgStat {
+    #[inline]
+    pub fn add(&mut self, item: Mc, n: i64) {
+        self.v[item as usize] += n;
+    }
+    #[inline]
+    pub fn get(&self, item: Mc) -> i64 {
+        self.v[item as usize]
+    }
+    pub fn add_all(&mut self, other: &MemcgStat) {
+        for i in 0..NR_MC_ITEMS {
+            self.v[i] += other.v[i];
+        }
+    }
+    /// memory.stat lines: (name, value) with sizes in bytes.
+    pub fn lines(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        MC_NAMES.iter().enumerate().map(|(i, &n)| {
+            let size = i <= Mc::Unevictable as usize;
+            (n, if size { self.v[i] * 4096 } else { self.v[i] })
+        })
+    }
+}

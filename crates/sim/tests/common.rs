@@ -1,0 +1,59 @@
+//! Helpers shared by the simulator's integration tests.
+#![allow(dead_code)]
+
+use mmsim_sim::output::RunResult;
+use mmsim_sim::{run, RunOptions, SimError};
+
+pub fn spec(text: &str) -> mmsim_spec::Spec {
+    mmsim_spec::parse_str(text, "test.toml", &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs with the invariant checker on; panics on any simulator error.
+pub fn run_checked(text: &str) -> RunResult {
+    try_run(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn try_run(text: &str) -> Result<RunResult, SimError> {
+    let s = spec(text);
+    let r = run(
+        &s,
+        RunOptions {
+            check: true,
+            progress: None,
+        },
+    )?;
+    assert_eq!(r.integrity.violations, 0, "content integrity violated");
+    Ok(r)
+}
+
+pub fn vm(r: &RunResult, name: &str) -> i64 {
+    *r.vmstat.get(name).unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+pub fn phase_vm(r: &RunResult, task: usize, phase: &str, name: &str) -> i64 {
+    let p = r.tasks[task].phases.iter().find(|p| p.name == phase).expect("phase");
+    p.vmstat[name]
+}
+
+/// A machine, zram swap, a cgroup limited to `max`, and `steps`.
+pub fn memcg_spec(max: &str, extra: &str, steps: &str) -> String {
+    format!(
+        r#"
+[machine]
+memory = "512M"
+[sysfs]
+"kernel/mm/transparent_hugepage/enabled" = "never"
+[[swap]]
+device = "zram"
+size = "512M"
+[cgroup.w]
+memory_max = "{max}"
+{extra}
+[task.main]
+cgroup = "w"
+steps = [
+{steps}
+]
+"#
+    )
+}

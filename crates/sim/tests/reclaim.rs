@@ -1,0 +1,110 @@
+//! Reclaim behaviour: memory.max, memory.high, swappiness, global reclaim
+//! with kswapd (../shared/kernel-notes/reclaim.md).
+
+mod common;
+use common::*;
+use mmsim_sim::SimError;
+
+#[test]
+fn memory_max_holds_and_reclaim_is_cgroup_reclaim() {
+    let r = run_checked(&memcg_spec(
+        "20M",
+        "",
+        r#"{ op = "mmap", name = "a", kind = "anon", size = "64M" },
+           { op = "touch", region = "a", order = "uniform", count = 50000, write = 0.7, seed = 11 },"#,
+    ));
+    let cg = &r.cgroups["w"];
+    assert!(cg.memory_peak <= 20 << 20);
+    assert!(cg.memory_events["max"] > 0);
+    // Global direct/kswapd counters stay untouched by memcg reclaim.
+    assert_eq!(vm(&r, "pgscan_direct") + vm(&r, "pgscan_kswapd") + vm(&r, "pgrefill"), 0);
+    assert!(vm(&r, "pgscan_anon") > 0);
+    assert_eq!(cg.memory_stat["pgscan"], vm(&r, "pgscan_anon"));
+    assert_eq!(cg.memory_stat["pgsteal"], vm(&r, "pgsteal_anon"));
+}
+
+#[test]
+fn swappiness_zero_makes_memcg_reclaim_file_only() {
+    // get_scan_count: cgroup reclaim with swappiness 0 scans file only, and
+    // there is no file memory: the charge cannot be met.
+    let text = memcg_spec(
+        "8M",
+        "[sysctl]\n\"vm.swappiness\" = 0",
+        r#"{ op = "mmap", name = "a", kind = "anon", size = "16M" },
+           { op = "touch", region = "a", order = "seq", write = 1.0 },"#,
+    );
+    assert_eq!(try_run(&text).unwrap_err(), SimError::Oom);
+}
+
+#[test]
+fn memory_high_throttles_without_hitting_max() {
+    let r = run_checked(&memcg_spec(
+        "max",
+        "memory_high = \"20M\"",
+        r#"{ op = "mmap", name = "a", kind = "anon", size = "48M" },
+           { op = "touch", region = "a", order = "seq", write = 1.0 },"#,
+    ));
+    let cg = &r.cgroups["w"];
+    assert_eq!(cg.memory_events["max"], 0);
+    assert!(cg.memory_events["high"] > 0);
+    assert!(vm(&r, "pswpout") > 0);
+    // reclaim_high keeps usage close to high: within a charge batch or two
+    // plus one reclaim target.
+    assert!(cg.memory_peak <= (20 << 20) + 4 * 64 * 4096, "peak {}", cg.memory_peak);
+}
+
+#[test]
+fn global_reclaim_wakes_kswapd_and_counts_global_events() {
+    // No cgroup limit, a machine smaller than the workload: the allocator
+    // wakes kswapd at the low watermark and reclaims directly below min.
+    let r = run_checked(
+        r#"
+[machine]
+memory = "192M"
+cpus = 2
+[[swap]]
+device = "zram"
+size = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "a", kind = "anon", size = "160M" },
+  { op = "touch", region = "a", order = "seq", write = 1.0 },
+  { op = "touch", region = "a", order = "seq", write = 0.0 },
+]
+"#,
+    );
+    assert!(vm(&r, "pageoutrun") > 0);
+    assert!(vm(&r, "pgscan_kswapd") > 0);
+    assert!(vm(&r, "pgsteal_kswapd") + vm(&r, "pgsteal_direct") > 0);
+    assert_eq!(vm(&r, "pgsteal_kswapd") + vm(&r, "pgsteal_direct"), vm(&r, "pgsteal_anon"));
+    assert_eq!(vm(&r, "pgscan_kswapd") + vm(&r, "pgscan_direct"), vm(&r, "pgscan_anon"));
+    assert!(vm(&r, "pswpin") > 0);
+}
+
+#[test]
+fn instances_share_a_cgroup_on_two_cpus() {
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+cpus = 2
+[[swap]]
+device = "zram"
+size = "512M"
+[cgroup.w]
+memory_max = "24M"
+[task.t]
+cgroup = "w"
+instances = 3
+steps = [
+  { op = "mmap", name = "a", kind = "anon", size = "12M" },
+  { op = "touch", region = "a", order = "zipf", theta = 0.9, count = 20000, write = 0.5, seed = 5 },
+  { op = "munmap", region = "a" },
+]
+"#,
+    );
+    assert_eq!(r.tasks.len(), 3);
+    assert!(r.cgroups["w"].memory_peak <= 24 << 20);
+    // After munmap everything is uncharged but the per-CPU stocks.
+    assert!(r.cgroups["w"].memory_current <= 2 * 64 * 4096);
+}
