@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
-#[command(name = "mmsim", version, about = "A deterministic simulator of the Linux 6.1 memory-management subsystem")]
+#[command(
+    name = "mmsim",
+    version,
+    about = "A deterministic simulator of the Linux 6.1 memory-management subsystem"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -39,11 +43,23 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { spec, json, check, sets, output } => cmd_run(&spec, json, check, &sets, output.as_deref()),
+        Cmd::Run {
+            spec,
+            json,
+            check,
+            sets,
+            output,
+        } => cmd_run(&spec, json, check, &sets, output.as_deref()),
     }
 }
 
-fn cmd_run(path: &Path, json: bool, check: bool, sets: &[String], output: Option<&Path>) -> ExitCode {
+fn cmd_run(
+    path: &Path,
+    json: bool,
+    check: bool,
+    sets: &[String],
+    output: Option<&Path>,
+) -> ExitCode {
     let spec = match mmsim_spec::load(path, sets) {
         Ok(s) => s,
         Err(e) => {
@@ -55,12 +71,17 @@ fn cmd_run(path: &Path, json: bool, check: bool, sets: &[String], output: Option
     let mut bar: Option<indicatif::ProgressBar> = None;
     let progress = move |f: f64| {
         if bar.is_none() && started.elapsed() > Duration::from_secs(1) {
-            let b = indicatif::ProgressBar::with_draw_target(Some(1000), indicatif::ProgressDrawTarget::stderr())
-                .with_elapsed(started.elapsed());
+            let b = indicatif::ProgressBar::with_draw_target(
+                Some(1000),
+                indicatif::ProgressDrawTarget::stderr(),
+            )
+            .with_elapsed(started.elapsed());
             b.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} simulating [{bar:40}] {percent}% ({elapsed})")
-                    .expect("static template")
-                    .progress_chars("=> "),
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} simulating [{bar:40}] {percent}% ({elapsed})",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
             );
             bar = Some(b);
         }
@@ -105,9 +126,18 @@ fn cmd_run(path: &Path, json: bool, check: bool, sets: &[String], output: Option
 
 /// Writes to a temporary file beside `path`, then renames it into place.
 fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
-    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(data)?;
@@ -162,7 +192,16 @@ fn summary(r: &RunResult) -> String {
     );
     s += &format!("simulated time: {}\n\n", ms(r.elapsed_ns));
     for t in &r.tasks {
-        s += &format!("task {}{}: {}\n", t.name, if t.cgroup.is_empty() { String::new() } else { format!(" (cgroup {})", t.cgroup) }, ms(t.end_ns - t.start_ns));
+        s += &format!(
+            "task {}{}: {}\n",
+            t.name,
+            if t.cgroup.is_empty() {
+                String::new()
+            } else {
+                format!(" (cgroup {})", t.cgroup)
+            },
+            ms(t.end_ns - t.start_ns)
+        );
         for p in &t.phases {
             s += &format!(
                 "  phase {:<12} {:>14}   pgfault {:>9}  pgmajfault {:>9}  pswpin {:>9}  pswpout {:>9}\n",
@@ -191,11 +230,22 @@ fn summary(r: &RunResult) -> String {
             cg.memory_events["high"],
             cg.memory_events["oom"]
         );
-        for k in ["pgscan", "pgsteal", "pgrefill", "pgactivate", "pgdeactivate", "workingset_refault_anon"] {
+        for k in [
+            "pgscan",
+            "pgsteal",
+            "pgrefill",
+            "pgactivate",
+            "pgdeactivate",
+            "workingset_refault_anon",
+        ] {
             s += &format!("  {k:<28} {:>12}\n", cg.memory_stat[k]);
         }
     }
-    let verdict = if r.integrity.violations == 0 { "OK" } else { "VIOLATED" };
+    let verdict = if r.integrity.violations == 0 {
+        "OK"
+    } else {
+        "VIOLATED"
+    };
     s += &format!(
         "\nintegrity: {verdict} ({} pages checked, {} violations)\n",
         r.integrity.pages_checked, r.integrity.violations

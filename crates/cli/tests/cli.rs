@@ -31,8 +31,14 @@ fn run_json(spec: &Path, args: &[&str]) -> Value {
     let mut a = vec!["run", spec.to_str().unwrap(), "--json"];
     a.extend_from_slice(args);
     let o = mmsim(&a);
-    assert_eq!(o.status.code(), Some(0), "mmsim {a:?} failed: {}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{}", stdout(&o)))
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "mmsim {a:?} failed: {}",
+        stderr(&o)
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document: {e}\n{}", stdout(&o)))
 }
 
 /// A fresh directory under the system's temp dir, removed on drop.
@@ -45,7 +51,10 @@ impl TempDir {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!("mmsim-cli-{tag}-{}-{n}-{nanos}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "mmsim-cli-{tag}-{}-{n}-{nanos}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).expect("create temp dir");
         TempDir(dir)
     }
@@ -100,12 +109,24 @@ fn rejected(spec: &Path, args: &[&str]) -> String {
             a.push("--json");
         }
         let o = mmsim(&a);
-        assert_eq!(o.status.code(), Some(2), "mmsim {a:?}: expected status 2; stderr: {}", stderr(&o));
-        assert!(o.stdout.is_empty(), "mmsim {a:?}: expected no stdout, got {}", stdout(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "mmsim {a:?}: expected status 2; stderr: {}",
+            stderr(&o)
+        );
+        assert!(
+            o.stdout.is_empty(),
+            "mmsim {a:?}: expected no stdout, got {}",
+            stdout(&o)
+        );
     }
     let o = mmsim(&a);
     let e = stderr(&o);
-    assert!(!e.trim().is_empty(), "mmsim {a:?}: expected a message on stderr");
+    assert!(
+        !e.trim().is_empty(),
+        "mmsim {a:?}: expected a message on stderr"
+    );
     e
 }
 
@@ -118,7 +139,9 @@ fn summary_of_anon_seq() {
     let mut at = 0;
     for phase in ["write", "read", "rewrite"] {
         let needle = format!("phase {phase} ");
-        let i = out[at..].find(&needle).unwrap_or_else(|| panic!("no line for phase {phase} (in order) in\n{out}"));
+        let i = out[at..]
+            .find(&needle)
+            .unwrap_or_else(|| panic!("no line for phase {phase} (in order) in\n{out}"));
         at += i + needle.len();
     }
     assert!(out.contains("task main (cgroup w)"), "{out}");
@@ -135,12 +158,31 @@ fn json_document_of_anon_seq() {
     assert_eq!(d["format"], 1);
     assert_eq!(d["engine"]["name"], "mmsim");
     assert_eq!(d["engine"]["version"], env!("CARGO_PKG_VERSION"));
-    assert!(d["spec"].as_str().unwrap().ends_with("anon_seq.toml"), "{}", d["spec"]);
-    for key in ["format", "engine", "spec", "knobs", "machine", "elapsed_ns", "tasks", "vmstat", "cgroups", "integrity", "profile"] {
+    assert!(
+        d["spec"].as_str().unwrap().ends_with("anon_seq.toml"),
+        "{}",
+        d["spec"]
+    );
+    for key in [
+        "format",
+        "engine",
+        "spec",
+        "knobs",
+        "machine",
+        "elapsed_ns",
+        "tasks",
+        "vmstat",
+        "cgroups",
+        "integrity",
+        "profile",
+    ] {
         assert!(d.get(key).is_some(), "no field {key}");
     }
     assert_eq!(d["knobs"]["sysctl:vm.swappiness"], "60");
-    assert_eq!(d["knobs"]["sysfs:kernel/mm/transparent_hugepage/enabled"], "never");
+    assert_eq!(
+        d["knobs"]["sysfs:kernel/mm/transparent_hugepage/enabled"],
+        "never"
+    );
     assert_eq!(d["machine"]["memory_bytes"], 512u64 << 20);
     assert_eq!(d["machine"]["cpus"], 1);
     assert!(!d["machine"]["zones"].as_array().unwrap().is_empty());
@@ -150,11 +192,19 @@ fn json_document_of_anon_seq() {
     let t = &tasks[0];
     assert_eq!(t["name"], "main");
     assert_eq!(t["cgroup"], "w");
-    let phases: Vec<&str> = t["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let phases: Vec<&str> = t["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
     assert_eq!(phases, ["write", "read", "rewrite"]);
     let mut prev_end = t["start_ns"].as_u64().unwrap();
     for p in t["phases"].as_array().unwrap() {
-        let (s, e) = (p["start_ns"].as_u64().unwrap(), p["end_ns"].as_u64().unwrap());
+        let (s, e) = (
+            p["start_ns"].as_u64().unwrap(),
+            p["end_ns"].as_u64().unwrap(),
+        );
         assert!(prev_end <= s && s < e, "phase times out of order: {p}");
         prev_end = e;
         // 200 MiB touched once per phase: 51200 faults each.
@@ -165,16 +215,30 @@ fn json_document_of_anon_seq() {
 
     let vm = &d["vmstat"];
     assert!(vm["pgfault"].as_i64().unwrap() > 0);
-    assert!(vm["pswpout"].as_i64().unwrap() > 0, "a 200M heap in a 100M cgroup swaps");
+    assert!(
+        vm["pswpout"].as_i64().unwrap() > 0,
+        "a 200M heap in a 100M cgroup swaps"
+    );
     // The whole-run vmstat is the sum of the phases' for these events (one task).
     for c in ["pgfault", "pgmajfault", "pswpin"] {
-        let sum: i64 = t["phases"].as_array().unwrap().iter().map(|p| p["vmstat"][c].as_i64().unwrap()).sum();
+        let sum: i64 = t["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["vmstat"][c].as_i64().unwrap())
+            .sum();
         assert_eq!(vm[c].as_i64().unwrap(), sum, "{c}");
     }
 
     let w = &d["cgroups"]["w"];
     let stat = w["memory_stat"].as_object().expect("cgroups.w.memory_stat");
-    for k in ["anon", "pgscan", "pgsteal", "pgfault", "workingset_refault_anon"] {
+    for k in [
+        "anon",
+        "pgscan",
+        "pgsteal",
+        "pgfault",
+        "workingset_refault_anon",
+    ] {
         assert!(stat.contains_key(k), "memory_stat has no {k}");
     }
     assert!(w["memory_current"].as_u64().unwrap() <= 100 << 20);
@@ -242,32 +306,57 @@ fn output_file_holds_the_same_document() {
     let dir = TempDir::new("output");
     let file = dir.0.join("result.json");
     let spec = anon_seq();
-    let o = mmsim(&["run", spec.to_str().unwrap(), "--json", "-o", file.to_str().unwrap()]);
+    let o = mmsim(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--json",
+        "-o",
+        file.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let printed: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
-    let written: Value = serde_json::from_slice(&std::fs::read(&file).expect("-o wrote FILE")).expect("FILE is JSON");
+    let written: Value = serde_json::from_slice(&std::fs::read(&file).expect("-o wrote FILE"))
+        .expect("FILE is JSON");
     assert_eq!(printed, written);
-    assert_eq!(dir.entries(), ["result.json"], "a temporary file was left beside FILE");
+    assert_eq!(
+        dir.entries(),
+        ["result.json"],
+        "a temporary file was left beside FILE"
+    );
 
     // Without --json: the summary on stdout, the document in FILE,
     // replacing the one there.
     std::fs::write(&file, "stale").unwrap();
-    let o = mmsim(&["run", spec.to_str().unwrap(), "--output", file.to_str().unwrap()]);
+    let o = mmsim(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--output",
+        file.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("integrity: OK"));
-    let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).expect("FILE is JSON");
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).expect("FILE is JSON");
     assert_eq!(printed, written);
-    assert_eq!(dir.entries(), ["result.json"], "a temporary file was left beside FILE");
+    assert_eq!(
+        dir.entries(),
+        ["result.json"],
+        "a temporary file was left beside FILE"
+    );
 }
 
 #[test]
-#[ignore = "bug: write_atomically leaves .FILE.PID.tmp behind when the rename fails"]
 fn failed_output_leaves_no_temporary_file() {
     let dir = TempDir::new("outfail");
     let spec = dir.write("small.toml", SMALL);
     // FILE is a directory: the temporary file is written, the rename fails.
     std::fs::create_dir(dir.0.join("out")).unwrap();
-    let o = mmsim(&["run", spec.to_str().unwrap(), "-o", dir.0.join("out").to_str().unwrap()]);
+    let o = mmsim(&[
+        "run",
+        spec.to_str().unwrap(),
+        "-o",
+        dir.0.join("out").to_str().unwrap(),
+    ]);
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("cannot write"), "{}", stderr(&o));
     assert_eq!(dir.entries(), ["out", "small.toml"]);
@@ -276,7 +365,10 @@ fn failed_output_leaves_no_temporary_file() {
 #[test]
 fn unknown_key() {
     let dir = TempDir::new("unknown-key");
-    let spec = dir.write("spec.toml", &SMALL.replacen("[machine]\n", "[machine]\nbogus = 1\n", 1));
+    let spec = dir.write(
+        "spec.toml",
+        &SMALL.replacen("[machine]\n", "[machine]\nbogus = 1\n", 1),
+    );
     let e = rejected(&spec, &[]);
     assert!(e.contains(&format!("{}:2:", spec.display())), "{e}");
     assert!(e.contains("machine.bogus"), "{e}");
@@ -285,13 +377,19 @@ fn unknown_key() {
 #[test]
 fn bad_size() {
     let dir = TempDir::new("bad-size");
-    let spec = dir.write("spec.toml", &SMALL.replacen(r#"memory = "512M""#, r#"memory = "512Q""#, 1));
+    let spec = dir.write(
+        "spec.toml",
+        &SMALL.replacen(r#"memory = "512M""#, r#"memory = "512Q""#, 1),
+    );
     let e = rejected(&spec, &[]);
     assert!(e.contains(&format!("{}:2:", spec.display())), "{e}");
     assert!(e.contains("machine.memory"), "{e}");
     assert!(e.contains("512Q"), "{e}");
 
-    let spec = dir.write("step.toml", &SMALL.replacen(r#"size = "16M""#, r#"size = "16Q""#, 1));
+    let spec = dir.write(
+        "step.toml",
+        &SMALL.replacen(r#"size = "16M""#, r#"size = "16Q""#, 1),
+    );
     let e = rejected(&spec, &[]);
     assert!(e.contains(&format!("{}:11:", spec.display())), "{e}");
     assert!(e.contains("task.main.steps[0].size"), "{e}");
@@ -301,7 +399,10 @@ fn bad_size() {
 #[test]
 fn unknown_region() {
     let dir = TempDir::new("unknown-region");
-    let spec = dir.write("spec.toml", &SMALL.replacen(r#"region = "heap""#, r#"region = "stack""#, 1));
+    let spec = dir.write(
+        "spec.toml",
+        &SMALL.replacen(r#"region = "heap""#, r#"region = "stack""#, 1),
+    );
     let e = rejected(&spec, &[]);
     assert!(e.contains(&format!("{}:12:", spec.display())), "{e}");
     assert!(e.contains("task.main.steps[1].region"), "{e}");
@@ -311,7 +412,10 @@ fn unknown_region() {
 #[test]
 fn toml_syntax_error() {
     let dir = TempDir::new("syntax");
-    let spec = dir.write("spec.toml", &SMALL.replacen(r#"memory_max = "32M""#, r#"memory_max = "32M"#, 1));
+    let spec = dir.write(
+        "spec.toml",
+        &SMALL.replacen(r#"memory_max = "32M""#, r#"memory_max = "32M"#, 1),
+    );
     let e = rejected(&spec, &[]);
     assert!(e.contains(&format!("{}:7:", spec.display())), "{e}");
 }
@@ -327,7 +431,10 @@ fn nonexistent_spec() {
 #[test]
 fn unmodelled_feature() {
     let dir = TempDir::new("unmodelled");
-    let spec = dir.write("spec.toml", &format!("{SMALL}[features]\nshmem_skip_swapcache = true\n"));
+    let spec = dir.write(
+        "spec.toml",
+        &format!("{SMALL}[features]\nshmem_skip_swapcache = true\n"),
+    );
     let e = rejected(&spec, &[]);
     assert!(e.contains("not modelled"), "{e}");
     assert!(e.contains("shmem_skip_swapcache"), "{e}");
@@ -347,7 +454,12 @@ fn out_of_memory() {
             .replacen(r#"size = "16M""#, r#"size = "64M""#, 1),
     );
     for json in [false, true] {
-        let mut a = vec!["run", spec.to_str().unwrap(), "--set", r#"sysctl."vm.swappiness"=0"#];
+        let mut a = vec![
+            "run",
+            spec.to_str().unwrap(),
+            "--set",
+            r#"sysctl."vm.swappiness"=0"#,
+        ];
         if json {
             a.push("--json");
         }

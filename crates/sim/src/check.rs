@@ -42,7 +42,11 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             p = f.next;
         }
         if count != z.nr_free {
-            return fail(format!("zone {} counts {} free but lists {count}", z.name(), z.nr_free));
+            return fail(format!(
+                "zone {} counts {} free but lists {count}",
+                z.name(),
+                z.nr_free
+            ));
         }
     }
     if k.vm.get(Vm::NrFreePages) as u64 != k.nr_free_pages() {
@@ -53,11 +57,20 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             let (mut count, mut prev, mut p) = (0u64, NIL, list.head);
             while p != NIL {
                 let f = k.folios.get(p);
-                if f.prev != prev || f.lru as usize != lru || f.memcg as usize != m || !f.test(PG_LRU) {
-                    return fail(format!("frame {p} misplaced on memcg {m} list {lru}: {f:?}"));
+                if f.prev != prev
+                    || f.lru as usize != lru
+                    || f.memcg as usize != m
+                    || !f.test(PG_LRU)
+                {
+                    return fail(format!(
+                        "frame {p} misplaced on memcg {m} list {lru}: {f:?}"
+                    ));
                 }
                 if f.lru_list() as usize != lru {
-                    return fail(format!("frame {p} on list {lru} but its flags say {}", f.lru_list()));
+                    return fail(format!(
+                        "frame {p} on list {lru} but its flags say {}",
+                        f.lru_list()
+                    ));
                 }
                 seen[p as usize] += 1;
                 count += f.nr_pages() as u64;
@@ -65,14 +78,19 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
                 p = f.next;
             }
             if count != list.len || prev != list.tail {
-                return fail(format!("memcg {m} list {lru}: length {} tail {} but walked {count} ending {prev}", list.len, list.tail));
+                return fail(format!(
+                    "memcg {m} list {lru}: length {} tail {} but walked {count} ending {prev}",
+                    list.len, list.tail
+                ));
             }
         }
     }
     for (c, cpu) in k.cpus.iter().enumerate() {
         for &p in &cpu.lru_add {
             if !k.folios.get(p).test(PG_LRU_BATCH) {
-                return fail(format!("frame {p} in cpu {c}'s lru_add batch lacks PG_LRU_BATCH"));
+                return fail(format!(
+                    "frame {p} in cpu {c}'s lru_add batch lacks PG_LRU_BATCH"
+                ));
             }
             seen[p as usize] += 1;
         }
@@ -88,11 +106,20 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             return fail(format!("frame {p} still isolated at a quiescent point"));
         }
     }
-    let lists = [Vm::NrInactiveAnon, Vm::NrActiveAnon, Vm::NrInactiveFile, Vm::NrActiveFile, Vm::NrUnevictable];
+    let lists = [
+        Vm::NrInactiveAnon,
+        Vm::NrActiveAnon,
+        Vm::NrInactiveFile,
+        Vm::NrActiveFile,
+        Vm::NrUnevictable,
+    ];
     for (lru, item) in lists.iter().enumerate() {
         let total: u64 = k.lruvecs.iter().map(|l| l.lists[lru].len).sum();
         if k.vm.get(*item) as u64 != total {
-            return fail(format!("{item:?} = {} but the lists hold {total}", k.vm.get(*item)));
+            return fail(format!(
+                "{item:?} = {} but the lists hold {total}",
+                k.vm.get(*item)
+            ));
         }
     }
     Ok(())
@@ -134,10 +161,16 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
                 let p = pte_pfn(pte);
                 let f = k.folios.get(p);
                 if f.test(PG_BUDDY) || !f.test(PG_ANON) {
-                    return fail(format!("vma {vi} page {idx} maps frame {p} which is not an anon folio: {f:?}"));
+                    return fail(format!(
+                        "vma {vi} page {idx} maps frame {p} which is not an anon folio: {f:?}"
+                    ));
                 }
-                if f.index as u64 != v.pgoff + idx as u64 || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32)) {
-                    return fail(format!("frame {p}'s rmap does not lead back to vma {vi} page {idx}"));
+                if f.index as u64 != v.pgoff + idx as u64
+                    || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32))
+                {
+                    return fail(format!(
+                        "frame {p}'s rmap does not lead back to vma {vi} page {idx}"
+                    ));
                 }
                 maps[p as usize] += 1;
                 rss[v.mm as usize].0 += 1;
@@ -152,11 +185,17 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
             continue;
         }
         if f.mapcount != maps[p] {
-            return fail(format!("frame {p} mapcount {} but {} PTEs map it", f.mapcount, maps[p]));
+            return fail(format!(
+                "frame {p} mapcount {} but {} PTEs map it",
+                f.mapcount, maps[p]
+            ));
         }
         let expected = f.mapcount + f.test(PG_SWAPCACHE) as u32 + f.test(PG_LRU_BATCH) as u32;
         if f.refcount != expected {
-            return fail(format!("frame {p} refcount {} but expected {expected}: {f:?}", f.refcount));
+            return fail(format!(
+                "frame {p} refcount {} but expected {expected}: {f:?}",
+                f.refcount
+            ));
         }
         if f.refcount == 0 {
             return fail(format!("frame {p} has no references but is not free"));
@@ -166,11 +205,17 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         }
     }
     if k.vm.get(Vm::NrAnonPages) != anon_mapped {
-        return fail(format!("nr_anon_pages {} but {anon_mapped} anon pages are mapped", k.vm.get(Vm::NrAnonPages)));
+        return fail(format!(
+            "nr_anon_pages {} but {anon_mapped} anon pages are mapped",
+            k.vm.get(Vm::NrAnonPages)
+        ));
     }
     for (i, mm) in k.mms.iter().enumerate() {
         if (mm.rss_anon, mm.swapents) != rss[i] {
-            return fail(format!("mm {i}: MM_ANONPAGES/MM_SWAPENTS {}/{} but PTEs say {:?}", mm.rss_anon, mm.swapents, rss[i]));
+            return fail(format!(
+                "mm {i}: MM_ANONPAGES/MM_SWAPENTS {}/{} but PTEs say {:?}",
+                mm.rss_anon, mm.swapents, rss[i]
+            ));
         }
     }
     Ok(())
@@ -201,7 +246,9 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             let count = (m & SWAP_COUNT_MASK) as u32;
             let want = refs.get(&e).copied().unwrap_or(0);
             if count != want {
-                return fail(format!("swap slot {ty}:{off} count {count} but {want} PTEs reference it"));
+                return fail(format!(
+                    "swap slot {ty}:{off} count {count} but {want} PTEs reference it"
+                ));
             }
             let folio = k.swap_folio_of(e);
             let has_cache = m & SWAP_HAS_CACHE != 0;
@@ -212,7 +259,9 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             if let Some(p) = folio {
                 let f = k.folios.get(p);
                 if !f.test(PG_SWAPCACHE) || f.swap != e {
-                    return fail(format!("swap cache of {ty}:{off} holds frame {p} which does not point back"));
+                    return fail(format!(
+                        "swap cache of {ty}:{off} holds frame {p} which does not point back"
+                    ));
                 }
                 swapcached += 1;
             }
@@ -221,16 +270,25 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             }
         }
         if inuse != si.inuse_pages {
-            return fail(format!("swap {ty}: inuse_pages {} but {inuse} slots in use", si.inuse_pages));
+            return fail(format!(
+                "swap {ty}: inuse_pages {} but {inuse} slots in use",
+                si.inuse_pages
+            ));
         }
         free += (si.pages - si.inuse_pages) as u64;
     }
     if free != k.nr_swap_pages {
-        return fail(format!("nr_swap_pages {} but {free} slots free", k.nr_swap_pages));
+        return fail(format!(
+            "nr_swap_pages {} but {free} slots free",
+            k.nr_swap_pages
+        ));
     }
     let in_cache = k.folios.f.iter().filter(|f| f.test(PG_SWAPCACHE)).count() as i64;
     if in_cache != swapcached || k.vm.get(Vm::NrSwapcached) != in_cache {
-        return fail(format!("nr_swapcached {} vs {in_cache} flagged folios vs {swapcached} cache entries", k.vm.get(Vm::NrSwapcached)));
+        return fail(format!(
+            "nr_swapcached {} vs {in_cache} flagged folios vs {swapcached} cache entries",
+            k.vm.get(Vm::NrSwapcached)
+        ));
     }
     let _ = (swp_type(0), swp_offset(0));
     Ok(())
@@ -255,13 +313,25 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
             charged[m as usize] += cpu.stock.nr_pages;
         }
     }
+    #[allow(clippy::needless_range_loop)] // m is a memcg id, not just an index
     for m in 1..k.memcgs.len() {
-        let want: u64 = (0..k.memcgs.len()).filter(|&d| k.is_descendant(d as u16, m as u16)).map(|d| charged[d]).sum();
+        let want: u64 = (0..k.memcgs.len())
+            .filter(|&d| k.is_descendant(d as u16, m as u16))
+            .map(|d| charged[d])
+            .sum();
         if k.memcgs[m].memory.usage != want {
-            return fail(format!("memcg {} memory.current {} pages but {want} are charged", k.memcgs[m].name, k.memcgs[m].memory.usage));
+            return fail(format!(
+                "memcg {} memory.current {} pages but {want} are charged",
+                k.memcgs[m].name, k.memcgs[m].memory.usage
+            ));
         }
         if k.memcgs[m].stat.get(Mc::Anon) != anon[m] {
-            return fail(format!("memcg {} anon {} but {} mapped anon pages", k.memcgs[m].name, k.memcgs[m].stat.get(Mc::Anon), anon[m]));
+            return fail(format!(
+                "memcg {} anon {} but {} mapped anon pages",
+                k.memcgs[m].name,
+                k.memcgs[m].stat.get(Mc::Anon),
+                anon[m]
+            ));
         }
     }
     Ok(())

@@ -101,7 +101,9 @@ impl Kernel {
         let memory = spec.machine.memory;
         let managed = (memory - boot_reserved_bytes(memory)) / 4096;
         let dma = DMA_MANAGED_PAGES.min(managed);
-        let dma32_end = (DMA32_END_BYTES.min(memory) - boot_reserved_bytes(memory).min(DMA32_END_BYTES.min(memory))) / 4096;
+        let dma32_end = (DMA32_END_BYTES.min(memory)
+            - boot_reserved_bytes(memory).min(DMA32_END_BYTES.min(memory)))
+            / 4096;
         let dma32 = dma32_end.saturating_sub(dma).min(managed - dma);
         let normal = managed - dma - dma32;
         let mut zones = vec![
@@ -109,7 +111,11 @@ impl Kernel {
             Zone::new(ZoneType::Dma32, dma as Pfn, (dma + dma32) as Pfn),
         ];
         if normal > 0 {
-            zones.push(Zone::new(ZoneType::Normal, (dma + dma32) as Pfn, managed as Pfn));
+            zones.push(Zone::new(
+                ZoneType::Normal,
+                (dma + dma32) as Pfn,
+                managed as Pfn,
+            ));
         }
         let cpus = spec.machine.cpus as usize;
         let mut memcgs = vec![Memcg::new("", None)];

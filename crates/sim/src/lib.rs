@@ -58,14 +58,32 @@ pub struct RunOptions<'a> {
 fn check_features(f: &Features) -> Result<(), SimError> {
     let d = Features::LINUX_6_1;
     let unmodelled = [
-        ("shmem_skip_swapcache", f.shmem_skip_swapcache != d.shmem_skip_swapcache, "shmem is not modelled yet"),
-        ("used_once_mapped_file", f.used_once_mapped_file != d.used_once_mapped_file, "file mappings are not modelled yet"),
-        ("batched_rmap_unmap", f.batched_rmap_unmap != d.batched_rmap_unmap, "large folios are not modelled yet"),
-        ("swapoff_readahead_stats", f.swapoff_readahead_stats != d.swapoff_readahead_stats, "swapoff is not modelled yet"),
+        (
+            "shmem_skip_swapcache",
+            f.shmem_skip_swapcache != d.shmem_skip_swapcache,
+            "shmem is not modelled yet",
+        ),
+        (
+            "used_once_mapped_file",
+            f.used_once_mapped_file != d.used_once_mapped_file,
+            "file mappings are not modelled yet",
+        ),
+        (
+            "batched_rmap_unmap",
+            f.batched_rmap_unmap != d.batched_rmap_unmap,
+            "large folios are not modelled yet",
+        ),
+        (
+            "swapoff_readahead_stats",
+            f.swapoff_readahead_stats != d.swapoff_readahead_stats,
+            "swapoff is not modelled yet",
+        ),
     ];
     for (name, changed, why) in unmodelled {
         if changed {
-            return Err(SimError::Unmodelled(format!("features.{name} away from its 6.1 value ({why})")));
+            return Err(SimError::Unmodelled(format!(
+                "features.{name} away from its 6.1 value ({why})"
+            )));
         }
     }
     Ok(())
@@ -160,8 +178,14 @@ fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
         mmsim_spec::Limit::Bytes(b) => b.to_string(),
     };
     for cg in &spec.cgroups {
-        m.insert(format!("cgroup:{}/memory.max", cg.name), limit(cg.memory_max));
-        m.insert(format!("cgroup:{}/memory.high", cg.name), limit(cg.memory_high));
+        m.insert(
+            format!("cgroup:{}/memory.max", cg.name),
+            limit(cg.memory_max),
+        );
+        m.insert(
+            format!("cgroup:{}/memory.high", cg.name),
+            limit(cg.memory_high),
+        );
     }
     for (i, s) in spec.swap.iter().enumerate() {
         m.insert(format!("swap:{i}"), format!("{} {}", s.kind.name(), s.size));
@@ -207,10 +231,16 @@ fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
                 memory_peak: m.memory.peak * 4096,
                 memory_swap_current: m.swap.usage * 4096,
                 memory_stat: stat.lines().map(|(n, v)| (n.to_string(), v)).collect(),
-                memory_events: [("low", ev.low), ("high", ev.high), ("max", ev.max), ("oom", ev.oom), ("oom_kill", ev.oom_kill)]
-                    .into_iter()
-                    .map(|(n, v)| (n.to_string(), v))
-                    .collect(),
+                memory_events: [
+                    ("low", ev.low),
+                    ("high", ev.high),
+                    ("max", ev.max),
+                    ("oom", ev.oom),
+                    ("oom_kill", ev.oom_kill),
+                ]
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect(),
             },
         );
     }

@@ -90,7 +90,9 @@ impl<'s> Scheduler<'s> {
         let mut tasks = Vec::new();
         for t in &spec.tasks {
             let memcg = t.cgroup.map_or(0, |c| (c + 1) as u16);
-            let cgroup = t.cgroup.map_or(String::new(), |c| spec.cgroups[c].name.clone());
+            let cgroup = t
+                .cgroup
+                .map_or(String::new(), |c| spec.cgroups[c].name.clone());
             for i in 0..t.instances {
                 let mm = k.mm_alloc(memcg);
                 k.tasks.push(crate::kernel::KTask {
@@ -98,7 +100,11 @@ impl<'s> Scheduler<'s> {
                     memcg,
                     nr_pages_over_high: 0,
                 });
-                let name = if t.instances == 1 { t.name.clone() } else { format!("{}#{i}", t.name) };
+                let name = if t.instances == 1 {
+                    t.name.clone()
+                } else {
+                    format!("{}#{i}", t.name)
+                };
                 tasks.push(TaskRun {
                     name,
                     cgroup: cgroup.clone(),
@@ -119,7 +125,11 @@ impl<'s> Scheduler<'s> {
                 });
             }
         }
-        let total_accesses: u64 = spec.tasks.iter().map(|t| t.instances as u64 * count_accesses(&t.steps, &mut HashMap::new())).sum();
+        let total_accesses: u64 = spec
+            .tasks
+            .iter()
+            .map(|t| t.instances as u64 * count_accesses(&t.steps, &mut HashMap::new()))
+            .sum();
         Scheduler {
             tasks,
             cpu_free_at: vec![0; spec.machine.cpus as usize],
@@ -133,21 +143,32 @@ impl<'s> Scheduler<'s> {
 
     /// Runs every task to completion. `at_end` is called once when the
     /// last task has finished its steps, before it exits.
-    pub fn run(&mut self, k: &mut Kernel, mut at_end: impl FnMut(&Kernel)) -> Result<u64, SimError> {
+    pub fn run(
+        &mut self,
+        k: &mut Kernel,
+        mut at_end: impl FnMut(&Kernel),
+    ) -> Result<u64, SimError> {
         let mut last_end = 0;
-        loop {
-            let Some((entity, ready)) = self.pick() else { break };
-            let cpu = (0..self.cpu_free_at.len()).min_by_key(|&c| (self.cpu_free_at[c], c)).unwrap();
+        while let Some((entity, ready)) = self.pick() {
+            let cpu = (0..self.cpu_free_at.len())
+                .min_by_key(|&c| (self.cpu_free_at[c], c))
+                .unwrap();
             let start = ready.max(self.cpu_free_at[cpu]);
             k.cur_cpu = cpu;
             k.clock_base = start;
             k.pending_ns = 0;
             let end = if entity < self.tasks.len() {
                 k.cur_task = Some(self.tasks[entity].ktask);
-                let remaining = self.tasks.iter().filter(|t| t.state != TaskState::Done).count();
+                let remaining = self
+                    .tasks
+                    .iter()
+                    .filter(|t| t.state != TaskState::Done)
+                    .count();
                 // Stay in step with whatever else is ready to run: run at
                 // most a quantum past the next entity's ready time.
-                let others = self.next_ready_except(entity).map_or(u64::MAX, |t| t.max(start).saturating_add(cost::QUANTUM_NS));
+                let others = self
+                    .next_ready_except(entity)
+                    .map_or(u64::MAX, |t| t.max(start).saturating_add(cost::QUANTUM_NS));
                 let slice_end = others.min(start + cost::SLICE_NS);
                 let end = self.run_task_slice(entity, k, slice_end)?;
                 if self.tasks[entity].state == TaskState::Done {
@@ -206,15 +227,25 @@ impl<'s> Scheduler<'s> {
 
     /// The earliest ready time of any entity but `me`.
     fn next_ready_except(&self, me: usize) -> Option<u64> {
-        let tasks = self.tasks.iter().enumerate().filter(|&(i, _)| i != me).filter_map(|(_, t)| match t.state {
-            TaskState::Ready => Some(t.clock),
-            TaskState::Sleeping(until) => Some(until),
-            TaskState::Done => None,
-        });
+        let tasks = self
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != me)
+            .filter_map(|(_, t)| match t.state {
+                TaskState::Ready => Some(t.clock),
+                TaskState::Sleeping(until) => Some(until),
+                TaskState::Done => None,
+            });
         tasks.chain(self.kswapd_ready).min()
     }
 
-    fn run_task_slice(&mut self, i: usize, k: &mut Kernel, slice_end: u64) -> Result<u64, SimError> {
+    fn run_task_slice(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice_end: u64,
+    ) -> Result<u64, SimError> {
         let t = &mut self.tasks[i];
         if let TaskState::Sleeping(_) = t.state {
             t.state = TaskState::Ready;
@@ -242,7 +273,12 @@ impl<'s> Scheduler<'s> {
     }
 
     /// Advances a task by one step (or a run of accesses). Some(_) ends the slice.
-    fn step_task(&mut self, i: usize, k: &mut Kernel, slice_end: u64) -> Result<Option<SliceEnd>, SimError> {
+    fn step_task(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice_end: u64,
+    ) -> Result<Option<SliceEnd>, SimError> {
         if self.tasks[i].touch.is_some() {
             return self.run_touch(i, k, slice_end);
         }
@@ -272,11 +308,17 @@ impl<'s> Scheduler<'s> {
             }
             Op::Munmap { region } => {
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
-                let vma = t.regions.remove(region).ok_or_else(|| unknown_region(step, region))?;
+                let vma = t
+                    .regions
+                    .remove(region)
+                    .ok_or_else(|| unknown_region(step, region))?;
                 k.munmap(vma);
             }
             Op::Touch(touch) => {
-                let vma = *t.regions.get(&touch.region).ok_or_else(|| unknown_region(step, &touch.region))?;
+                let vma = *t
+                    .regions
+                    .get(&touch.region)
+                    .ok_or_else(|| unknown_region(step, &touch.region))?;
                 let pages = k.vmas[vma as usize].pages;
                 let n = touch.length.unwrap_or(pages - touch.offset);
                 t.touch = Some(TouchRun {
@@ -314,7 +356,12 @@ impl<'s> Scheduler<'s> {
     }
 
     /// Runs accesses of the current touch until the slice ends.
-    fn run_touch(&mut self, i: usize, k: &mut Kernel, slice_end: u64) -> Result<Option<SliceEnd>, SimError> {
+    fn run_touch(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice_end: u64,
+    ) -> Result<Option<SliceEnd>, SimError> {
         let ktask = self.tasks[i].ktask;
         let tr = self.tasks[i].touch.as_mut().expect("touch in progress");
         loop {
@@ -366,7 +413,10 @@ fn close_phase(t: &mut TaskRun, k: &Kernel) {
 }
 
 fn unknown_region(step: &Step, region: &str) -> SimError {
-    SimError::Spec(format!("line {}: region \"{region}\" is not mapped at this point", step.line))
+    SimError::Spec(format!(
+        "line {}: region \"{region}\" is not mapped at this point",
+        step.line
+    ))
 }
 
 /// Accesses a list of steps will make (for the progress bar only).

@@ -99,7 +99,9 @@ pub struct VmStat {
 
 impl Default for VmStat {
     fn default() -> Self {
-        VmStat { v: [0; NR_VM_ITEMS] }
+        VmStat {
+            v: [0; NR_VM_ITEMS],
+        }
     }
 }
 
@@ -180,7 +182,9 @@ pub struct MemcgStat {
 
 impl Default for MemcgStat {
     fn default() -> Self {
-        MemcgStat { v: [0; NR_MC_ITEMS] }
+        MemcgStat {
+            v: [0; NR_MC_ITEMS],
+        }
     }
 }
 

@@ -15,12 +15,20 @@ const REAL: &[(&str, f64)] = &[
 
 #[test]
 fn anon_seq_matches_the_real_kernel_within_10_percent() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/anon_seq.toml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/anon_seq.toml"
+    ))
+    .unwrap();
     let r = common::run_checked(&text);
     for &(name, real) in REAL {
         let sim = common::vm(&r, name) as f64;
         let err = (sim - real).abs() / real;
-        assert!(err <= 0.10, "{name}: simulated {sim}, real {real}, error {:.1}%", err * 100.0);
+        assert!(
+            err <= 0.10,
+            "{name}: simulated {sim}, real {real}, error {:.1}%",
+            err * 100.0
+        );
     }
     // The real run had no swap readahead (zram skips the swap cache).
     assert_eq!(common::vm(&r, "swap_ra"), 0);
@@ -30,7 +38,11 @@ fn anon_seq_matches_the_real_kernel_within_10_percent() {
 
 #[test]
 fn anon_seq_phases_follow_from_the_kernel() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/anon_seq.toml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/anon_seq.toml"
+    ))
+    .unwrap();
     let r = common::run_checked(&text);
     // Write pass: every page faults once in do_anonymous_page; nothing is
     // read back, so no major faults; roughly the excess over 100M is
@@ -45,13 +57,24 @@ fn anon_seq_phases_follow_from_the_kernel() {
     for ph in ["read", "rewrite"] {
         assert_eq!(common::phase_vm(&r, 0, ph, "pgmajfault"), 51_200, "{ph}");
         assert_eq!(common::phase_vm(&r, 0, ph, "pswpin"), 51_200, "{ph}");
-        assert_eq!(common::phase_vm(&r, 0, ph, "workingset_refault_anon"), 51_200, "{ph}");
+        assert_eq!(
+            common::phase_vm(&r, 0, ph, "workingset_refault_anon"),
+            51_200,
+            "{ph}"
+        );
         // The refault distance (~51200-25600) exceeds the workingset size
         // (no active pages): nothing is activated.
-        assert_eq!(common::phase_vm(&r, 0, ph, "workingset_activate_anon"), 0, "{ph}");
+        assert_eq!(
+            common::phase_vm(&r, 0, ph, "workingset_activate_anon"),
+            0,
+            "{ph}"
+        );
     }
     // memory.max reclaim is cgroup reclaim: no global pgscan/pgsteal.
-    assert_eq!(common::vm(&r, "pgscan_direct") + common::vm(&r, "pgscan_kswapd"), 0);
+    assert_eq!(
+        common::vm(&r, "pgscan_direct") + common::vm(&r, "pgscan_kswapd"),
+        0
+    );
     assert_eq!(common::vm(&r, "pgsteal_anon"), common::vm(&r, "pswpout"));
     let cg = &r.cgroups["w"];
     assert_eq!(cg.memory_stat["pgsteal"], common::vm(&r, "pgsteal_anon"));
@@ -60,7 +83,11 @@ fn anon_seq_phases_follow_from_the_kernel() {
 
 #[test]
 fn runs_are_deterministic() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/anon_seq.toml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/anon_seq.toml"
+    ))
+    .unwrap();
     let a = serde_json::to_string(&common::run_checked(&text)).unwrap();
     let b = serde_json::to_string(&common::run_checked(&text)).unwrap();
     assert_eq!(a, b);

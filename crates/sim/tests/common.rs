@@ -27,11 +27,17 @@ pub fn try_run(text: &str) -> Result<RunResult, SimError> {
 }
 
 pub fn vm(r: &RunResult, name: &str) -> i64 {
-    *r.vmstat.get(name).unwrap_or_else(|| panic!("no counter {name}"))
+    *r.vmstat
+        .get(name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
 }
 
 pub fn phase_vm(r: &RunResult, task: usize, phase: &str, name: &str) -> i64 {
-    let p = r.tasks[task].phases.iter().find(|p| p.name == phase).expect("phase");
+    let p = r.tasks[task]
+        .phases
+        .iter()
+        .find(|p| p.name == phase)
+        .expect("phase");
     p.vmstat[name]
 }
 

@@ -15,7 +15,10 @@ fn reads_of_never_written_memory_map_the_zero_page() {
            { op = "touch", region = "a", order = "rev", write = 0.0 },"#,
     ));
     assert_eq!(vm(&r, "pgfault"), 1000);
-    assert_eq!(vm(&r, "pgalloc_dma32") + vm(&r, "pgalloc_normal") + vm(&r, "pgalloc_dma"), 0);
+    assert_eq!(
+        vm(&r, "pgalloc_dma32") + vm(&r, "pgalloc_normal") + vm(&r, "pgalloc_dma"),
+        0
+    );
     assert_eq!(r.cgroups["w"].memory_peak, 0);
     assert_eq!(r.integrity.pages_checked, 2000);
 }

@@ -17,7 +17,10 @@ fn memory_max_holds_and_reclaim_is_cgroup_reclaim() {
     assert!(cg.memory_peak <= 20 << 20);
     assert!(cg.memory_events["max"] > 0);
     // Global direct/kswapd counters stay untouched by memcg reclaim.
-    assert_eq!(vm(&r, "pgscan_direct") + vm(&r, "pgscan_kswapd") + vm(&r, "pgrefill"), 0);
+    assert_eq!(
+        vm(&r, "pgscan_direct") + vm(&r, "pgscan_kswapd") + vm(&r, "pgrefill"),
+        0
+    );
     assert!(vm(&r, "pgscan_anon") > 0);
     assert_eq!(cg.memory_stat["pgscan"], vm(&r, "pgscan_anon"));
     assert_eq!(cg.memory_stat["pgsteal"], vm(&r, "pgsteal_anon"));
@@ -50,7 +53,11 @@ fn memory_high_throttles_without_hitting_max() {
     assert!(vm(&r, "pswpout") > 0);
     // reclaim_high keeps usage close to high: within a charge batch or two
     // plus one reclaim target.
-    assert!(cg.memory_peak <= (20 << 20) + 4 * 64 * 4096, "peak {}", cg.memory_peak);
+    assert!(
+        cg.memory_peak <= (20 << 20) + 4 * 64 * 4096,
+        "peak {}",
+        cg.memory_peak
+    );
 }
 
 #[test]
@@ -76,8 +83,14 @@ steps = [
     assert!(vm(&r, "pageoutrun") > 0);
     assert!(vm(&r, "pgscan_kswapd") > 0);
     assert!(vm(&r, "pgsteal_kswapd") + vm(&r, "pgsteal_direct") > 0);
-    assert_eq!(vm(&r, "pgsteal_kswapd") + vm(&r, "pgsteal_direct"), vm(&r, "pgsteal_anon"));
-    assert_eq!(vm(&r, "pgscan_kswapd") + vm(&r, "pgscan_direct"), vm(&r, "pgscan_anon"));
+    assert_eq!(
+        vm(&r, "pgsteal_kswapd") + vm(&r, "pgsteal_direct"),
+        vm(&r, "pgsteal_anon")
+    );
+    assert_eq!(
+        vm(&r, "pgscan_kswapd") + vm(&r, "pgscan_direct"),
+        vm(&r, "pgscan_anon")
+    );
     assert!(vm(&r, "pswpin") > 0);
 }
 

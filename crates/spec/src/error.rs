@@ -1,6 +1,7 @@
 //! Spec errors: every one names the file, the line, the key, what was found
 //! and what was expected, so a user can fix the spec without reading code.
 
+use crate::tree::At;
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,10 +50,23 @@ impl LineIndex {
     }
 }
 
-/// Builds errors for one source file.
+/// The KEY of a `--set KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SetKey {
+    /// As the user wrote it (trimmed): what an error names.
+    pub written: String,
+    /// As the crate writes key paths (`sysctl."vm.swappiness"`).
+    pub canonical: String,
+}
+
+/// Builds errors for one spec: its file, and the `--set` arguments applied
+/// to it. An error at a node that came from a `--set` names that argument
+/// (file `--set`, line 0, key = its KEY), since the file has no line for it.
 pub(crate) struct Reporter<'a> {
     pub file: &'a str,
     pub lines: LineIndex,
+    /// The KEY of each `--set KEY=VALUE`.
+    pub sets: Vec<SetKey>,
 }
 
 impl<'a> Reporter<'a> {
@@ -60,15 +74,42 @@ impl<'a> Reporter<'a> {
         Reporter {
             file,
             lines: LineIndex::new(text),
+            sets: Vec::new(),
         }
     }
 
-    pub fn at(&self, offset: usize, key: impl Into<String>, message: impl Into<String>) -> SpecError {
-        SpecError {
-            file: self.file.to_string(),
-            line: self.lines.line(offset),
-            key: key.into(),
-            message: message.into(),
+    /// The 1-based line of `at`; 0 for a value given by `--set`.
+    pub fn line(&self, at: At) -> usize {
+        match at {
+            At::Text(offset) => self.lines.line(offset),
+            At::Set(_) => 0,
+        }
+    }
+
+    pub fn at(&self, at: At, key: impl Into<String>, message: impl Into<String>) -> SpecError {
+        let key = key.into();
+        let message = message.into();
+        match at {
+            At::Text(offset) => SpecError {
+                file: self.file.to_string(),
+                line: self.lines.line(offset),
+                key,
+                message,
+            },
+            At::Set(i) => {
+                let set = &self.sets[i];
+                let message = if key == set.canonical || key.is_empty() {
+                    message
+                } else {
+                    format!("{message} (at `{key}`)")
+                };
+                SpecError {
+                    file: "--set".to_string(),
+                    line: 0,
+                    key: set.written.clone(),
+                    message,
+                }
+            }
         }
     }
 }

@@ -9,11 +9,12 @@ mod overrides;
 mod parse;
 pub mod rng;
 pub mod stream;
+mod tree;
 pub mod units;
 
 pub use error::SpecError;
 pub use model::*;
-pub use parse::{OPS, SYSCTLS};
+pub use parse::{MAX_ACCESSES, MAX_MAP_BYTES, OPS, SYSCTLS};
 pub use units::{Limit, PAGE_SIZE};
 
 /// Reads, overrides (`--set KEY=VALUE`) and validates a spec file.
@@ -30,6 +31,5 @@ pub fn load(path: &std::path::Path, sets: &[String]) -> Result<Spec, SpecError> 
 
 /// Validates spec text; `file` names it in messages.
 pub fn parse_str(text: &str, file: &str, sets: &[String]) -> Result<Spec, SpecError> {
-    let text = overrides::apply(text, file, sets)?;
-    parse::parse(&text, file)
+    parse::parse(text, file, sets)
 }

@@ -10,8 +10,10 @@ pub struct Spec {
     pub features: Features,
     pub sysctl: Sysctl,
     pub sysfs: Sysfs,
-    /// Every knob in force, with the value it had, in `[section] key = value`
-    /// form: what the oracle applies and what an output records.
+    /// Every knob in force, with the value it had, as `(key, value)` pairs
+    /// whose key is `sysctl:NAME` (e.g. `sysctl:vm.swappiness`) or
+    /// `sysfs:PATH` (e.g. `sysfs:kernel/mm/transparent_hugepage/enabled`):
+    /// what the oracle applies and what an output records.
     pub knobs: Vec<(String, String)>,
     pub swap: Vec<SwapDevice>,
     pub cgroups: Vec<Cgroup>,
@@ -144,10 +146,23 @@ pub struct Touch {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
-    Mmap { name: String, kind: MapKind, pages: u64 },
-    Munmap { region: String },
+    Mmap {
+        name: String,
+        kind: MapKind,
+        pages: u64,
+    },
+    Munmap {
+        region: String,
+    },
     Touch(Touch),
-    Sleep { ns: u64 },
-    Phase { name: String },
-    Repeat { times: u64, steps: Vec<Step> },
+    Sleep {
+        ns: u64,
+    },
+    Phase {
+        name: String,
+    },
+    Repeat {
+        times: u64,
+        steps: Vec<Step>,
+    },
 }

@@ -4,85 +4,176 @@
 //! `sysctl."vm.swappiness"`, `cgroup.w.memory_max`); VALUE is a TOML value
 //! (`true`, `100`, `"50M"`), or, if it does not parse as one, a bare string
 //! (`50M`). Missing tables on the path are created.
+//!
+//! Overrides are applied to the parsed tree ([`crate::tree`]), not to the
+//! text, so the lines of the file stay what they are; every node a `--set`
+//! gives is marked with it, and an error there names the `--set`.
 
-use crate::error::SpecError;
-use toml_edit::{DocumentMut, Item, Table, Value};
+use crate::error::{SetKey, SpecError};
+use crate::tree::{self, At, Entry, Node, Table, Val};
 
-pub fn apply(text: &str, file: &str, sets: &[String]) -> Result<String, SpecError> {
-    if sets.is_empty() {
-        return Ok(text.to_string());
-    }
-    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| SpecError {
-        file: file.to_string(),
-        line: e.span().map(|s| text[..s.start].matches('\n').count() + 1).unwrap_or(0),
-        key: String::new(),
-        message: e.message().trim().to_string(),
-    })?;
-    for set in sets {
-        apply_one(&mut doc, set).map_err(|message| SpecError {
+/// Applies `sets` in order to `root`. Returns the KEY of each, for the
+/// errors of later validation.
+pub(crate) fn apply(root: &mut Node, sets: &[String]) -> Result<Vec<SetKey>, SpecError> {
+    let mut keys = Vec::new();
+    for (i, set) in sets.iter().enumerate() {
+        let key = set.split_once('=').map_or(set.trim(), |(k, _)| k.trim());
+        let canonical = apply_one(root, set, i).map_err(|message| SpecError {
             file: "--set".to_string(),
             line: 0,
-            key: set.clone(),
+            key: key.to_string(),
             message,
         })?;
+        keys.push(SetKey {
+            written: key.to_string(),
+            canonical,
+        });
     }
-    Ok(doc.to_string())
+    Ok(keys)
 }
 
-fn apply_one(doc: &mut DocumentMut, set: &str) -> Result<(), String> {
+/// Returns the key path as the crate writes it.
+fn apply_one(root: &mut Node, set: &str, index: usize) -> Result<String, String> {
     let Some((path, value)) = set.split_once('=') else {
         return Err("found no '=', expected KEY=VALUE".into());
     };
-    let keys = toml_edit::Key::parse(path.trim()).map_err(|e| format!("found the key path \"{path}\", which is not a TOML key: {}", e.message().trim()))?;
-    let value: Value = value
+    let path = path.trim();
+    let keys = toml_edit::Key::parse(path).map_err(|e| {
+        let why = e.message().trim();
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({why})")
+        };
+        format!(
+            "found the key path {path:?}, which is not a TOML key path{why}; expected bare or quoted keys joined by dots, such as features.shmem_skip_swapcache or sysctl.\"vm.swappiness\""
+        )
+    })?;
+    let value: toml_edit::Value = value
         .trim()
         .parse()
-        .unwrap_or_else(|_| Value::from(value.trim().to_string()));
-    let (last, parents) = keys.split_last().ok_or("found an empty key, expected KEY=VALUE")?;
-    let mut table: &mut Table = doc.as_table_mut();
-    let mut walked = Vec::new();
+        .unwrap_or_else(|_| toml_edit::Value::from(value.trim().to_string()));
+    let value = tree::from_set_value(&value, index);
+    let (last, parents) = keys
+        .split_last()
+        .ok_or("found an empty key, expected KEY=VALUE")?;
+    let at = At::Set(index);
+    let mut node = root;
+    let mut walked = String::new();
     for k in parents {
-        walked.push(k.get().to_string());
-        let entry = table.entry(k.get()).or_insert_with(|| {
-            let mut t = Table::new();
-            t.set_implicit(true);
-            Item::Table(t)
-        });
-        if let Some(inline) = entry.as_inline_table_mut() {
-            let t = std::mem::take(inline).into_table();
-            *entry = Item::Table(t);
+        walked = tree::join(&walked, k.get());
+        let Val::Table(table) = &mut node.val else {
+            unreachable!("only tables are descended into")
+        };
+        let entry = table
+            .entries
+            .entry(k.get().to_string())
+            .or_insert_with(|| Entry {
+                key_at: at,
+                node: Node {
+                    val: Val::Table(Table::default()),
+                    at,
+                },
+            });
+        match &entry.node.val {
+            Val::Table(_) => {}
+            Val::Array(_) => {
+                return Err(format!(
+                    "found `{walked}`, which is an array, not a table; expected a key path through tables only (--set cannot address array elements)"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "found `{walked}`, which is {}, not a table; expected a key path through tables only",
+                    entry.node.kind()
+                ))
+            }
         }
-        table = entry
-            .as_table_mut()
-            .ok_or_else(|| format!("found `{}` is not a table, expected a path through tables", walked.join(".")))?;
+        node = &mut entry.node;
     }
-    table.insert(last.get(), Item::Value(value));
-    Ok(())
+    let Val::Table(table) = &mut node.val else {
+        unreachable!("only tables are descended into")
+    };
+    table.entries.insert(
+        last.get().to_string(),
+        Entry {
+            key_at: at,
+            node: value,
+        },
+    );
+    Ok(tree::join(&walked, last.get()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn tree_of(text: &str) -> Node {
+        let doc = toml_edit::ImDocument::parse(text).unwrap();
+        tree::from_document(&doc)
+    }
+
+    fn get<'a>(n: &'a Node, path: &[&str]) -> &'a Node {
+        path.iter()
+            .fold(n, |n, k| &n.table().unwrap().entries[*k].node)
+    }
+
     #[test]
     fn sets_nested_and_quoted_keys() {
-        let text = "[machine]\nmemory = \"512M\"\n[sysctl]\n\"vm.swappiness\" = 60\n";
-        let out = apply(
-            text,
-            "t.toml",
-            &["sysctl.\"vm.swappiness\"=100".into(), "features.wp_reuse_swapcache=false".into(), "machine.memory=1G".into()],
+        let mut root = tree_of("[machine]\nmemory = \"512M\"\n[sysctl]\n\"vm.swappiness\" = 60\n");
+        let keys = apply(
+            &mut root,
+            &[
+                "sysctl.\"vm.swappiness\"=100".into(),
+                "features.wp_reuse_swapcache=false".into(),
+                " machine.memory = 1G".into(),
+            ],
         )
         .unwrap();
-        let v: toml::Value = toml::from_str(&out).unwrap();
-        assert_eq!(v["sysctl"]["vm.swappiness"].as_integer(), Some(100));
-        assert_eq!(v["features"]["wp_reuse_swapcache"].as_bool(), Some(false));
-        assert_eq!(v["machine"]["memory"].as_str(), Some("1G"));
+        let written: Vec<&str> = keys.iter().map(|k| k.written.as_str()).collect();
+        assert_eq!(
+            written,
+            [
+                "sysctl.\"vm.swappiness\"",
+                "features.wp_reuse_swapcache",
+                "machine.memory"
+            ]
+        );
+        let n = get(&root, &["sysctl", "vm.swappiness"]);
+        assert!(matches!(n.val, Val::Int(100)));
+        assert_eq!(n.at, At::Set(0));
+        let n = get(&root, &["features", "wp_reuse_swapcache"]);
+        assert!(matches!(n.val, Val::Bool(false)));
+        assert_eq!(get(&root, &["features"]).at, At::Set(1));
+        let n = get(&root, &["machine", "memory"]);
+        assert!(matches!(&n.val, Val::Str(s) if s == "1G"));
+        // The table the file wrote keeps its place.
+        assert_eq!(get(&root, &["machine"]).at, At::Text(0));
     }
 
     #[test]
     fn rejects_malformed() {
         let text = "[machine]\nmemory = \"512M\"\n";
-        assert!(apply(text, "t", &["machine.memory".into()]).is_err());
-        assert!(apply(text, "t", &["machine.memory.x=1".into()]).is_err());
+        let e = apply(&mut tree_of(text), &["machine.memory".into()]).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.key.as_str()),
+            ("--set", 0, "machine.memory")
+        );
+        let e = apply(&mut tree_of(text), &["machine.memory.x=1".into()]).unwrap_err();
+        assert_eq!(e.key, "machine.memory.x");
+        assert_eq!(
+            e.message,
+            "found `machine.memory`, which is a string, not a table; expected a key path through tables only"
+        );
+        let e = apply(&mut tree_of(text), &["a..b=1".into()]).unwrap_err();
+        assert_eq!(e.key, "a..b");
+        assert!(
+            !e.message.contains(": ;") && !e.message.contains("key path: "),
+            "{}",
+            e.message
+        );
+        let e = apply(&mut tree_of(text), &["=1".into()]).unwrap_err();
+        assert_eq!(e.key, "");
+        assert!(e.message.contains("not a TOML key path"), "{}", e.message);
     }
 }

@@ -1,180 +1,168 @@
 //! TOML → validated [`Spec`]. Every error carries file, line and key.
+//!
+//! The file is parsed once into a [`tree`](crate::tree) that keeps where each
+//! key and value is written; validation walks it section by section, key by
+//! key, so an error names the exact key (`task.main.steps[1].write`) and the
+//! line of its value.
 
 use crate::error::{Reporter, SpecError};
 use crate::model::*;
-use crate::units::{Duration, Limit, Size, PAGE_SIZE};
+use crate::tree::{self, join, At, Node, Table, Val};
+use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
-use serde::Deserialize;
-use toml::Spanned;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSpec {
-    machine: RawMachine,
-    #[serde(default)]
-    features: RawFeatures,
-    #[serde(default)]
-    sysctl: IndexMap<String, Spanned<toml::Value>>,
-    #[serde(default)]
-    sysfs: IndexMap<String, Spanned<toml::Value>>,
-    #[serde(default)]
-    swap: Vec<RawSwap>,
-    #[serde(default)]
-    cgroup: IndexMap<String, Spanned<RawCgroup>>,
-    #[serde(default)]
-    task: IndexMap<String, Spanned<RawTask>>,
-}
-
-fn one_u32() -> u32 {
-    1
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawMachine {
-    memory: Spanned<Size>,
-    #[serde(default = "one_u32")]
-    cpus: u32,
-    kernel: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawFeatures {
-    wp_reuse_swapcache: Option<bool>,
-    shmem_skip_swapcache: Option<bool>,
-    used_once_mapped_file: Option<bool>,
-    batched_rmap_unmap: Option<bool>,
-    swapoff_readahead_stats: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSwap {
-    device: Spanned<String>,
-    size: Spanned<Size>,
-    priority: Option<i32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCgroup {
-    memory_max: Option<Limit>,
-    memory_high: Option<Limit>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTask {
-    cgroup: Option<Spanned<String>>,
-    #[serde(default = "one_u32")]
-    instances: u32,
-    steps: Vec<Spanned<toml::Value>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawMmap {
-    #[allow(dead_code)]
-    op: String,
-    name: String,
-    kind: String,
-    size: Size,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawMunmap {
-    #[allow(dead_code)]
-    op: String,
-    region: String,
-}
-
-fn one_u64() -> u64 {
-    1
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTouch {
-    #[allow(dead_code)]
-    op: String,
-    region: String,
-    #[serde(default = "seq")]
-    order: String,
-    theta: Option<f64>,
-    count: Option<u64>,
-    passes: Option<u64>,
-    #[serde(default)]
-    write: f64,
-    offset: Option<Size>,
-    length: Option<Size>,
-    #[serde(default)]
-    seed: u64,
-}
-
-fn seq() -> String {
-    "seq".into()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSleep {
-    #[allow(dead_code)]
-    op: String,
-    duration: Duration,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPhase {
-    #[allow(dead_code)]
-    op: String,
-    name: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRepeat {
-    #[allow(dead_code)]
-    op: String,
-    #[serde(default = "one_u64")]
-    times: u64,
-    steps: Vec<toml::Value>,
-}
+use std::collections::HashMap;
 
 pub const OPS: &str = "mmap, munmap, touch, sleep, phase, repeat";
 
-/// Parses and validates `text`, read from `file`.
-pub fn parse(text: &str, file: &str) -> Result<Spec, SpecError> {
-    let rep = Reporter::new(file, text);
-    let raw: RawSpec = toml::from_str(text).map_err(|e| toml_error(&rep, text, &e))?;
-    build(&rep, raw)
+/// The most accesses one `touch` step may make (`count`, or `passes` ×
+/// pages): 2^48, far beyond any run, and small enough that every engine can
+/// count them in 64 bits.
+pub const MAX_ACCESSES: u64 = 1 << 48;
+
+/// The largest `mmap`: 128 TiB, x86-64's user address space with 4-level
+/// page tables.
+pub const MAX_MAP_BYTES: u64 = 1 << 47;
+
+/// Parses `text`, read from `file`, and applies `sets` (`--set KEY=VALUE`).
+pub fn parse(text: &str, file: &str, sets: &[String]) -> Result<Spec, SpecError> {
+    let mut rep = Reporter::new(file, text);
+    let doc = toml_edit::ImDocument::parse(text).map_err(|e| toml_error(&rep, text, &e))?;
+    let mut root = tree::from_document(&doc);
+    rep.sets = crate::overrides::apply(&mut root, sets)?;
+    build(&rep, &root)
 }
 
-fn toml_error(rep: &Reporter, text: &str, e: &toml::de::Error) -> SpecError {
+fn toml_error(rep: &Reporter, text: &str, e: &toml_edit::TomlError) -> SpecError {
     let offset = e.span().map(|s| s.start).unwrap_or(0);
-    let mut err = rep.at(offset, key_at(text, offset), e.message().trim().replace('\n', " "));
+    let what: Vec<&str> = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let rest = &text[offset.min(text.len())..];
+    let found = match rest.chars().next() {
+        None => "the end of the file".to_string(),
+        Some('\n' | '\r') => "the end of the line".to_string(),
+        Some(_) => {
+            let token: String = rest
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .take(30)
+                .collect();
+            format!("`{token}`")
+        }
+    };
+    let mut err = rep.at(
+        At::Text(offset),
+        key_at(text, offset),
+        format!("TOML syntax error: {}; found {found}", what.join("; ")),
+    );
     if e.span().is_none() {
         err.line = 0;
     }
     err
 }
 
-/// The dotted key whose line holds `offset`: the last `[table]` header
-/// before it, and the key left of `=` on the line, if there is one.
+/// The name of a `[table]` or `[[array.of.tables]]` header line, with the
+/// index of the entry for an array of tables (`swap[1]`); None if `line` is
+/// not a header.
+fn header_name(line: &str, counts: &mut HashMap<String, usize>) -> Option<String> {
+    let l = line.trim_start();
+    let (body, array) = match l.strip_prefix("[[") {
+        Some(r) => (r, true),
+        None => (l.strip_prefix('[')?, false),
+    };
+    // The header's key runs to the first `]` outside quotes.
+    let mut quote = None;
+    let mut end = None;
+    for (i, c) in body.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, ']') => {
+                end = Some(i);
+                break;
+            }
+            (None, _) => {}
+        }
+    }
+    let end = end?;
+    let inner = &body[..end];
+    let rest = &body[end + 1..];
+    let rest = if array { rest.strip_prefix(']')? } else { rest };
+    let rest = rest.trim_start();
+    if !(rest.is_empty() || rest.starts_with('#')) {
+        return None;
+    }
+    let inner = inner.trim();
+    // A line of a multi-line array (`[1, 2],`, `["a"]`) is not a header.
+    if inner.is_empty() || inner.contains(',') || inner.contains('[') || inner.contains(']') {
+        return None;
+    }
+    let name = match toml_edit::Key::parse(inner) {
+        Ok(keys) => keys.iter().fold(String::new(), |p, k| join(&p, k.get())),
+        Err(_) => inner.to_string(),
+    };
+    if array {
+        let n = counts.entry(name.clone()).or_insert(0);
+        *n += 1;
+        Some(format!("{name}[{}]", *n - 1))
+    } else {
+        Some(name)
+    }
+}
+
+/// The dotted key whose line holds `offset` (for TOML syntax errors, which
+/// come before there is a tree): the `[table]` header on that line or the
+/// last one before it, and the key left of `=` on the line, if there is one.
 fn key_at(text: &str, offset: usize) -> String {
-    let offset = offset.min(text.len());
+    let mut offset = offset.min(text.len());
+    // On a blank line (an error at the end of the file), the line before.
+    while offset > 0
+        && text[..offset]
+            .rsplit('\n')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .is_empty()
+        && text[offset..]
+            .split('\n')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .is_empty()
+    {
+        offset = text[..offset].rfind('\n').unwrap_or(0);
+    }
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     let line = &text[line_start..line_end];
-    let header = text[..line_start]
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['))
-        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
-    let local = line.split_once('=').map(|(k, _)| k.trim().to_string()).filter(|k| !k.starts_with('{') && !k.is_empty());
+    let mut counts = HashMap::new();
+    let mut header = None;
+    for l in text[..line_start].lines() {
+        if let Some(h) = header_name(l, &mut counts) {
+            header = Some(h);
+        }
+    }
+    if let Some(h) = header_name(line, &mut counts) {
+        return h;
+    }
+    if let Some(broken) = line.strip_prefix('[') {
+        // A header that does not parse (`[machine`): its text.
+        let name: String = broken
+            .trim_start_matches('[')
+            .trim()
+            .chars()
+            .take_while(|c| !matches!(c, ']' | '#') && !c.is_whitespace())
+            .collect();
+        return name;
+    }
+    let local = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().to_string())
+        .filter(|k| !k.starts_with('{') && !k.is_empty());
     match (header, local) {
         (Some(h), Some(k)) => format!("{h}.{k}"),
         (Some(h), None) => h,
@@ -183,25 +171,260 @@ fn key_at(text: &str, offset: usize) -> String {
     }
 }
 
-fn build(rep: &Reporter, raw: RawSpec) -> Result<Spec, SpecError> {
+// ------------------------------------------------------------------ helpers
+
+/// A table being read: its key path, where it is, and its entries.
+struct Fields<'a> {
+    rep: &'a Reporter<'a>,
+    key: String,
+    at: At,
+    table: &'a Table,
+}
+
+impl<'a> Fields<'a> {
+    /// `node` must be a table; `expected` says what kind, for the error.
+    fn of(
+        rep: &'a Reporter<'a>,
+        key: String,
+        node: &'a Node,
+        expected: &str,
+    ) -> Result<Self, SpecError> {
+        match node.table() {
+            Some(table) => Ok(Fields {
+                rep,
+                key,
+                at: node.at,
+                table,
+            }),
+            None => Err(rep.at(
+                node.at,
+                key,
+                format!("found {}, expected {expected}", node.show()),
+            )),
+        }
+    }
+
+    fn path(&self, field: &str) -> String {
+        join(&self.key, field)
+    }
+
+    /// Every key must be one of `allowed`; `owner` names the table for the
+    /// message ("[machine]", "op \"mmap\"").
+    fn only(&self, allowed: &[&str], owner: &str) -> Result<(), SpecError> {
+        for (name, e) in &self.table.entries {
+            if !allowed.contains(&name.as_str()) {
+                return Err(self.rep.at(
+                    e.key_at,
+                    self.path(name),
+                    format!(
+                        "found the key `{}`, which {owner} does not take; expected one of {}",
+                        tree::quote(name),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, field: &str) -> Option<&'a Node> {
+        self.table.entries.get(field).map(|e| &e.node)
+    }
+
+    fn require(&self, field: &str, expected: &str) -> Result<&'a Node, SpecError> {
+        self.get(field).ok_or_else(|| self.missing(field, expected))
+    }
+
+    fn missing(&self, field: &str, expected: &str) -> SpecError {
+        self.rep.at(
+            self.at,
+            self.path(field),
+            format!(
+                "`{}` is missing the required key `{}`; expected {expected}",
+                self.key,
+                tree::quote(field)
+            ),
+        )
+    }
+}
+
+fn type_error(rep: &Reporter, node: &Node, key: &str, expected: &str) -> SpecError {
+    rep.at(
+        node.at,
+        key,
+        format!("found {}, expected {expected}", node.show()),
+    )
+}
+
+fn string<'a>(
+    rep: &Reporter,
+    node: &'a Node,
+    key: &str,
+    expected: &str,
+) -> Result<&'a str, SpecError> {
+    match &node.val {
+        Val::Str(s) => Ok(s),
+        _ => Err(type_error(rep, node, key, expected)),
+    }
+}
+
+fn boolean(rep: &Reporter, node: &Node, key: &str) -> Result<bool, SpecError> {
+    match node.val {
+        Val::Bool(b) => Ok(b),
+        _ => Err(type_error(rep, node, key, "a boolean: true or false")),
+    }
+}
+
+/// An integer in `lo..=hi`; `expected` describes the range in words.
+fn integer(
+    rep: &Reporter,
+    node: &Node,
+    key: &str,
+    lo: i64,
+    hi: i64,
+    expected: &str,
+) -> Result<i64, SpecError> {
+    match node.val {
+        Val::Int(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(type_error(rep, node, key, expected)),
+    }
+}
+
+/// A number (integer or float) as f64.
+fn number(rep: &Reporter, node: &Node, key: &str, expected: &str) -> Result<f64, SpecError> {
+    match node.val {
+        Val::Int(n) => Ok(n as f64),
+        Val::Float(f) => Ok(f),
+        _ => Err(type_error(rep, node, key, expected)),
+    }
+}
+
+const SIZE_WORDS: &str =
+    "a size: bytes as an integer, or a string with a unit K, M, G or T (powers of 1024), e.g. \"200M\"";
+
+fn size(rep: &Reporter, node: &Node, key: &str) -> Result<u64, SpecError> {
+    match &node.val {
+        Val::Int(n) => u64::try_from(*n).map_err(|_| {
+            rep.at(
+                node.at,
+                key,
+                format!("found {n}, expected a size of at least 0 bytes"),
+            )
+        }),
+        Val::Str(s) => units::parse_size(s).map_err(|m| rep.at(node.at, key, m)),
+        _ => Err(type_error(rep, node, key, SIZE_WORDS)),
+    }
+}
+
+fn duration(rep: &Reporter, node: &Node, key: &str) -> Result<u64, SpecError> {
+    match &node.val {
+        Val::Int(n) => u64::try_from(*n)
+            .map_err(|_| rep.at(node.at, key, format!("found {n}, expected a duration of at least 0 ns"))),
+        Val::Str(s) => units::parse_duration(s).map_err(|m| rep.at(node.at, key, m)),
+        _ => Err(type_error(
+            rep,
+            node,
+            key,
+            "a duration: nanoseconds as an integer, or a string with a unit ns, us, ms or s, e.g. \"250ms\"",
+        )),
+    }
+}
+
+fn limit(rep: &Reporter, node: &Node, key: &str) -> Result<Limit, SpecError> {
+    let expected = "a size such as \"100M\" or \"max\"";
+    match &node.val {
+        Val::Str(s) if s.trim() == "max" => Ok(Limit::Max),
+        Val::Str(s) => units::parse_size(s)
+            .map(Limit::Bytes)
+            .map_err(|_| type_error(rep, node, key, expected)),
+        Val::Int(n) => u64::try_from(*n).map(Limit::Bytes).map_err(|_| {
+            rep.at(
+                node.at,
+                key,
+                format!("found {n}, expected {expected}, at least 0 bytes"),
+            )
+        }),
+        _ => Err(type_error(rep, node, key, expected)),
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+const NAME_WORDS: &str = "a non-empty name of letters, digits, '_' or '-'";
+
+// ------------------------------------------------------------------ sections
+
+const SECTIONS: &[&str] = &[
+    "machine", "features", "sysctl", "sysfs", "swap", "cgroup", "task",
+];
+
+fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
+    let top = Fields::of(rep, String::new(), root, "a table")?;
+    for (name, e) in &top.table.entries {
+        if !SECTIONS.contains(&name.as_str()) {
+            return Err(rep.at(
+                e.key_at,
+                join("", name),
+                format!(
+                    "found the section `{}`, which mmsim does not know; expected one of {}",
+                    tree::quote(name),
+                    SECTIONS.join(", ")
+                ),
+            ));
+        }
+    }
+    let machine = match top.get("machine") {
+        Some(m) => build_machine(rep, m)?,
+        None => {
+            return Err(rep.at(
+                root.at,
+                "machine",
+                "the spec is missing the required table [machine]; expected one with at least `memory`, e.g. [machine] memory = \"512M\"",
+            ))
+        }
+    };
     let mut knobs = Vec::new();
-    let machine = build_machine(rep, &raw.machine)?;
-    let features = build_features(&raw.features);
-    let sysctl = build_sysctl(rep, &raw.sysctl, &mut knobs)?;
-    let sysfs = build_sysfs(rep, &raw.sysfs, &mut knobs)?;
-    let swap = raw
-        .swap
-        .iter()
-        .enumerate()
-        .map(|(i, s)| build_swap(rep, i, s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let features = match top.get("features") {
+        Some(f) => build_features(rep, f)?,
+        None => Features::LINUX_6_1,
+    };
+    let empty = Node {
+        val: Val::Table(Table::default()),
+        at: root.at,
+    };
+    let sysctl = build_sysctl(rep, top.get("sysctl").unwrap_or(&empty), &mut knobs)?;
+    let sysfs = build_sysfs(rep, top.get("sysfs").unwrap_or(&empty), &mut knobs)?;
+    let swap = match top.get("swap") {
+        Some(s) => build_swaps(rep, s)?,
+        None => Vec::new(),
+    };
     let mut cgroups = Vec::new();
-    for (name, cg) in &raw.cgroup {
-        cgroups.push(build_cgroup(rep, name, cg)?);
+    if let Some(c) = top.get("cgroup") {
+        let f = Fields::of(
+            rep,
+            "cgroup".into(),
+            c,
+            "a table of cgroups, such as [cgroup.w]",
+        )?;
+        for (name, e) in &f.table.entries {
+            cgroups.push(build_cgroup(rep, name, &e.node)?);
+        }
     }
     let mut tasks = Vec::new();
-    for (name, t) in &raw.task {
-        tasks.push(build_task(rep, name, t, &cgroups)?);
+    if let Some(t) = top.get("task") {
+        let f = Fields::of(
+            rep,
+            "task".into(),
+            t,
+            "a table of tasks, such as [task.main]",
+        )?;
+        for (name, e) in &f.table.entries {
+            tasks.push(build_task(rep, name, &e.node, &cgroups)?);
+        }
     }
     if tasks.is_empty() {
         return Err(SpecError {
@@ -224,49 +447,76 @@ fn build(rep: &Reporter, raw: RawSpec) -> Result<Spec, SpecError> {
     })
 }
 
-fn build_machine(rep: &Reporter, m: &RawMachine) -> Result<Machine, SpecError> {
-    let memory = m.memory.get_ref().0;
-    if memory < 64 << 20 || memory % PAGE_SIZE != 0 {
+fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, SpecError> {
+    let m = Fields::of(rep, "machine".into(), node, "a table [machine]")?;
+    m.only(&["memory", "cpus", "kernel"], "[machine]")?;
+    let mem = m.require(
+        "memory",
+        "a size such as \"512M\" (what the machine has, a whole number of 4 KiB pages, at least 64M)",
+    )?;
+    let memory = size(rep, mem, "machine.memory")?;
+    if memory < 64 << 20 || !memory.is_multiple_of(PAGE_SIZE) {
         return Err(rep.at(
-            m.memory.span().start,
+            mem.at,
             "machine.memory",
             format!("found {memory} bytes, expected a whole number of 4 KiB pages, at least 64M"),
         ));
     }
-    if m.cpus == 0 || m.cpus > 1024 {
-        return Err(rep.at(
-            0,
+    let cpus = match m.get("cpus") {
+        None => 1,
+        Some(c) => integer(
+            rep,
+            c,
             "machine.cpus",
-            format!("found {}, expected 1 to 1024", m.cpus),
-        ));
-    }
-    let kernel = match &m.kernel {
+            1,
+            1024,
+            "a whole number from 1 to 1024",
+        )? as u32,
+    };
+    let kernel = match m.get("kernel") {
         None => "6.1".to_string(),
-        Some(k) if k.get_ref() == "6.1" => "6.1".to_string(),
-        Some(k) => {
-            return Err(rep.at(
-                k.span().start,
-                "machine.kernel",
-                format!("found \"{}\", expected \"6.1\" (the only behaviour preset)", k.get_ref()),
-            ))
-        }
+        Some(k) => match &k.val {
+            Val::Str(s) if s == "6.1" => s.clone(),
+            _ => {
+                return Err(type_error(
+                    rep,
+                    k,
+                    "machine.kernel",
+                    "\"6.1\" (the only behaviour preset)",
+                ))
+            }
+        },
     };
     Ok(Machine {
         memory,
-        cpus: m.cpus,
+        cpus,
         kernel,
     })
 }
 
-fn build_features(f: &RawFeatures) -> Features {
-    let d = Features::LINUX_6_1;
-    Features {
-        wp_reuse_swapcache: f.wp_reuse_swapcache.unwrap_or(d.wp_reuse_swapcache),
-        shmem_skip_swapcache: f.shmem_skip_swapcache.unwrap_or(d.shmem_skip_swapcache),
-        used_once_mapped_file: f.used_once_mapped_file.unwrap_or(d.used_once_mapped_file),
-        batched_rmap_unmap: f.batched_rmap_unmap.unwrap_or(d.batched_rmap_unmap),
-        swapoff_readahead_stats: f.swapoff_readahead_stats.unwrap_or(d.swapoff_readahead_stats),
+const FEATURES: &[&str] = &[
+    "wp_reuse_swapcache",
+    "shmem_skip_swapcache",
+    "used_once_mapped_file",
+    "batched_rmap_unmap",
+    "swapoff_readahead_stats",
+];
+
+fn build_features(rep: &Reporter, node: &Node) -> Result<Features, SpecError> {
+    let f = Fields::of(rep, "features".into(), node, "a table [features]")?;
+    f.only(FEATURES, "[features]")?;
+    let mut out = Features::LINUX_6_1;
+    for (name, e) in &f.table.entries {
+        let v = boolean(rep, &e.node, &f.path(name))?;
+        match name.as_str() {
+            "wp_reuse_swapcache" => out.wp_reuse_swapcache = v,
+            "shmem_skip_swapcache" => out.shmem_skip_swapcache = v,
+            "used_once_mapped_file" => out.used_once_mapped_file = v,
+            "batched_rmap_unmap" => out.batched_rmap_unmap = v,
+            _ => out.swapoff_readahead_stats = v,
+        }
     }
+    Ok(out)
 }
 
 /// The sysctls the simulator models, with their range.
@@ -278,34 +528,41 @@ pub const SYSCTLS: &[(&str, i64, i64)] = &[
 
 fn build_sysctl(
     rep: &Reporter,
-    raw: &IndexMap<String, Spanned<toml::Value>>,
+    node: &Node,
     knobs: &mut Vec<(String, String)>,
 ) -> Result<Sysctl, SpecError> {
+    let f = Fields::of(
+        rep,
+        "sysctl".into(),
+        node,
+        "a table [sysctl] of sysctls such as \"vm.swappiness\" = 60",
+    )?;
     let mut s = Sysctl {
         swappiness: 60,
         watermark_scale_factor: 10,
         min_free_kbytes: None,
     };
-    for (key, v) in raw {
-        let path = format!("sysctl.\"{key}\"");
+    for (key, e) in &f.table.entries {
+        let path = f.path(key);
         let Some(&(_, lo, hi)) = SYSCTLS.iter().find(|(k, _, _)| k == key) else {
             let known: Vec<&str> = SYSCTLS.iter().map(|k| k.0).collect();
             return Err(rep.at(
-                v.span().start,
+                e.key_at,
                 path,
-                format!("found the sysctl \"{key}\", which mmsim does not model; expected one of {}", known.join(", ")),
+                format!(
+                    "found the sysctl \"{key}\", which mmsim does not model; expected one of {}",
+                    known.join(", ")
+                ),
             ));
         };
-        let n = match v.get_ref() {
-            toml::Value::Integer(n) if (lo..=hi).contains(n) => *n,
-            other => {
-                return Err(rep.at(
-                    v.span().start,
-                    path,
-                    format!("found {other}, expected an integer from {lo} to {hi}"),
-                ))
-            }
-        };
+        let n = integer(
+            rep,
+            &e.node,
+            &path,
+            lo,
+            hi,
+            &format!("an integer from {lo} to {hi}"),
+        )?;
         match key.as_str() {
             "vm.swappiness" => s.swappiness = n as u32,
             "vm.watermark_scale_factor" => s.watermark_scale_factor = n as u32,
@@ -313,7 +570,10 @@ fn build_sysctl(
         }
     }
     knobs.push(("sysctl:vm.swappiness".into(), s.swappiness.to_string()));
-    knobs.push(("sysctl:vm.watermark_scale_factor".into(), s.watermark_scale_factor.to_string()));
+    knobs.push((
+        "sysctl:vm.watermark_scale_factor".into(),
+        s.watermark_scale_factor.to_string(),
+    ));
     if let Some(m) = s.min_free_kbytes {
         knobs.push(("sysctl:vm.min_free_kbytes".into(), m.to_string()));
     }
@@ -325,27 +585,34 @@ const LRU_GEN_ENABLED: &str = "kernel/mm/lru_gen/enabled";
 
 fn build_sysfs(
     rep: &Reporter,
-    raw: &IndexMap<String, Spanned<toml::Value>>,
+    node: &Node,
     knobs: &mut Vec<(String, String)>,
 ) -> Result<Sysfs, SpecError> {
-    for (key, v) in raw {
-        let path = format!("sysfs.\"{key}\"");
-        let value = match v.get_ref() {
-            toml::Value::String(s) => s.clone(),
-            toml::Value::Boolean(b) => (if *b { "y" } else { "n" }).to_string(),
-            toml::Value::Integer(n) => n.to_string(),
-            other => {
-                return Err(rep.at(v.span().start, path, format!("found {other}, expected a string, boolean or integer")))
-            }
+    let f = Fields::of(
+        rep,
+        "sysfs".into(),
+        node,
+        "a table [sysfs] of knobs such as \"kernel/mm/transparent_hugepage/enabled\" = \"never\"",
+    )?;
+    for (key, e) in &f.table.entries {
+        let path = f.path(key);
+        let v = &e.node;
+        let value = match &v.val {
+            Val::Str(s) => s.clone(),
+            Val::Bool(b) => (if *b { "y" } else { "n" }).to_string(),
+            Val::Int(n) => n.to_string(),
+            _ => return Err(type_error(rep, v, &path, "a string, boolean or integer")),
         };
         let ok = match key.as_str() {
             THP_ENABLED => value == "never",
             LRU_GEN_ENABLED => matches!(value.as_str(), "n" | "0" | "0x0000"),
             _ => {
                 return Err(rep.at(
-                    v.span().start,
+                    e.key_at,
                     path,
-                    format!("found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {LRU_GEN_ENABLED}"),
+                    format!(
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {LRU_GEN_ENABLED}"
+                    ),
                 ))
             }
         };
@@ -355,7 +622,7 @@ fn build_sysfs(
             } else {
                 "false (MGLRU is not modelled; the classic two-list LRU is)"
             };
-            return Err(rep.at(v.span().start, path, format!("found \"{value}\", expected {expected}")));
+            return Err(type_error(rep, v, &path, expected));
         }
     }
     // Debian's 6.1 defaults THP to always; the simulator models the kernel
@@ -365,8 +632,32 @@ fn build_sysfs(
     Ok(Sysfs { thp_never: true })
 }
 
-fn build_swap(rep: &Reporter, i: usize, s: &RawSwap) -> Result<SwapDevice, SpecError> {
-    let kind = match s.device.get_ref().as_str() {
+fn build_swaps(rep: &Reporter, node: &Node) -> Result<Vec<SwapDevice>, SpecError> {
+    let Val::Array(items) = &node.val else {
+        return Err(type_error(
+            rep,
+            node,
+            "swap",
+            "an array of tables, one [[swap]] per device",
+        ));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| build_swap(rep, i, s))
+        .collect()
+}
+
+fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecError> {
+    let s = Fields::of(
+        rep,
+        format!("swap[{i}]"),
+        node,
+        "a table such as { device = \"zram\", size = \"512M\" }",
+    )?;
+    s.only(&["device", "size", "priority"], "[[swap]]")?;
+    let dev = s.require("device", "a string: \"zram\"")?;
+    let kind = match string(rep, dev, &s.path("device"), "a string: \"zram\"")? {
         "zram" => SwapKind::Zram,
         other => {
             let why = if matches!(other, "nvme" | "virtio" | "hdd") {
@@ -375,279 +666,626 @@ fn build_swap(rep: &Reporter, i: usize, s: &RawSwap) -> Result<SwapDevice, SpecE
                 ""
             };
             return Err(rep.at(
-                s.device.span().start,
-                format!("swap[{i}].device"),
+                dev.at,
+                s.path("device"),
                 format!("found \"{other}\"{why}, expected \"zram\""),
             ));
         }
     };
-    let size = s.size.get_ref().0;
-    if size < 2 * PAGE_SIZE || size % PAGE_SIZE != 0 {
+    let sz = s.require(
+        "size",
+        "a size such as \"512M\" (a whole number of 4 KiB pages, at least 8K)",
+    )?;
+    let size = size(rep, sz, &s.path("size"))?;
+    if size < 2 * PAGE_SIZE || !size.is_multiple_of(PAGE_SIZE) {
         return Err(rep.at(
-            s.size.span().start,
-            format!("swap[{i}].size"),
+            sz.at,
+            s.path("size"),
             format!("found {size} bytes, expected a whole number of 4 KiB pages, at least 8K"),
         ));
     }
+    let priority = match s.get("priority") {
+        None => None,
+        Some(p) => Some(integer(
+            rep,
+            p,
+            &s.path("priority"),
+            i32::MIN as i64,
+            i32::MAX as i64,
+            "an integer from -2147483648 to 2147483647",
+        )? as i32),
+    };
     Ok(SwapDevice {
         kind,
         size,
-        priority: s.priority,
+        priority,
     })
 }
 
-fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-fn build_cgroup(rep: &Reporter, name: &str, cg: &Spanned<RawCgroup>) -> Result<Cgroup, SpecError> {
+fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cgroup, SpecError> {
+    let key = join("cgroup", name);
     if !valid_name(name) {
         return Err(rep.at(
-            cg.span().start,
-            format!("cgroup.{name}"),
-            format!("found the cgroup name \"{name}\", expected letters, digits, '_' or '-'"),
+            node.at,
+            key,
+            format!("found the cgroup name {name:?}, expected letters, digits, '_' or '-'"),
         ));
     }
-    let c = cg.get_ref();
+    let c = Fields::of(
+        rep,
+        key,
+        node,
+        "a table of cgroup settings, such as [cgroup.w]",
+    )?;
+    c.only(&["memory_max", "memory_high"], "a [cgroup.NAME] table")?;
+    let lim = |field: &str| -> Result<Limit, SpecError> {
+        match c.get(field) {
+            None => Ok(Limit::Max),
+            Some(v) => limit(rep, v, &c.path(field)),
+        }
+    };
     Ok(Cgroup {
         name: name.to_string(),
-        memory_max: c.memory_max.unwrap_or(Limit::Max),
-        memory_high: c.memory_high.unwrap_or(Limit::Max),
+        memory_max: lim("memory_max")?,
+        memory_high: lim("memory_high")?,
     })
 }
 
-fn build_task(rep: &Reporter, name: &str, t: &Spanned<RawTask>, cgroups: &[Cgroup]) -> Result<Task, SpecError> {
-    let line_of = t.span().start;
+/// Where each step and each field of a step is (by key path), for the
+/// checks that run over the built steps.
+type Locations = HashMap<String, At>;
+
+fn build_task(
+    rep: &Reporter,
+    name: &str,
+    node: &Node,
+    cgroups: &[Cgroup],
+) -> Result<Task, SpecError> {
+    let key = join("task", name);
     if !valid_name(name) {
         return Err(rep.at(
-            line_of,
-            format!("task.{name}"),
-            format!("found the task name \"{name}\", expected letters, digits, '_' or '-'"),
+            node.at,
+            key,
+            format!("found the task name {name:?}, expected letters, digits, '_' or '-'"),
         ));
     }
-    let raw = t.get_ref();
-    let cgroup = match &raw.cgroup {
+    let t = Fields::of(
+        rep,
+        key,
+        node,
+        "a table of task settings, such as [task.main]",
+    )?;
+    t.only(&["cgroup", "instances", "steps"], "a [task.NAME] table")?;
+    let cgroup = match t.get("cgroup") {
         None => None,
-        Some(c) => Some(cgroups.iter().position(|g| &g.name == c.get_ref()).ok_or_else(|| {
-            let known: Vec<&str> = cgroups.iter().map(|g| g.name.as_str()).collect();
-            rep.at(
-                c.span().start,
-                format!("task.{name}.cgroup"),
-                format!(
-                    "found \"{}\", expected the name of a [cgroup.NAME] table ({})",
-                    c.get_ref(),
-                    if known.is_empty() { "none defined".to_string() } else { known.join(", ") }
-                ),
-            )
-        })?),
+        Some(c) => {
+            let path = t.path("cgroup");
+            let want = string(rep, c, &path, "a string: the NAME of a [cgroup.NAME] table")?;
+            Some(cgroups.iter().position(|g| g.name == want).ok_or_else(|| {
+                let known: Vec<&str> = cgroups.iter().map(|g| g.name.as_str()).collect();
+                rep.at(
+                    c.at,
+                    path,
+                    format!(
+                        "found \"{want}\", expected the name of a [cgroup.NAME] table ({})",
+                        if known.is_empty() {
+                            "none defined".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                )
+            })?)
+        }
     };
-    if raw.instances == 0 {
-        return Err(rep.at(line_of, format!("task.{name}.instances"), "found 0, expected at least 1"));
-    }
-    let mut steps = Vec::new();
-    for (i, s) in raw.steps.iter().enumerate() {
-        let line = rep.lines.line(s.span().start);
-        let key = format!("task.{name}.steps[{i}]");
-        steps.push(build_step(rep, line, &key, s.get_ref())?);
-    }
-    let mut regions = IndexMap::new();
-    check_regions(rep, name, &steps, &mut regions)?;
+    let instances = match t.get("instances") {
+        None => 1,
+        Some(n) => integer(
+            rep,
+            n,
+            &t.path("instances"),
+            1,
+            u32::MAX as i64,
+            "a whole number of at least 1 and at most 4294967295",
+        )? as u32,
+    };
+    let steps_node = t.require(
+        "steps",
+        "an array of step tables: steps = [ { op = ... }, ... ] or [[task.NAME.steps]] tables",
+    )?;
+    let steps_key = t.path("steps");
+    let mut locs = Locations::new();
+    let steps = build_steps(rep, steps_node, &steps_key, &mut locs)?;
+    let mut check = RegionCheck {
+        rep,
+        locs: &locs,
+        seen: HashMap::new(),
+    };
+    check.walk(&steps_key, &steps, &mut IndexMap::new())?;
     Ok(Task {
         name: name.to_string(),
         cgroup,
-        instances: raw.instances,
+        instances,
         steps,
     })
 }
 
-fn line_error(rep: &Reporter, line: usize, key: &str, message: impl Into<String>) -> SpecError {
-    SpecError {
-        file: rep.file.to_string(),
-        line,
-        key: key.to_string(),
-        message: message.into(),
+// --------------------------------------------------------------------- steps
+
+fn build_steps(
+    rep: &Reporter,
+    node: &Node,
+    key: &str,
+    locs: &mut Locations,
+) -> Result<Vec<Step>, SpecError> {
+    let Val::Array(items) = &node.val else {
+        return Err(type_error(
+            rep,
+            node,
+            key,
+            "an array of step tables, such as [ { op = \"phase\", name = \"run\" } ]",
+        ));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| build_step(rep, s, &format!("{key}[{i}]"), locs))
+        .collect()
+}
+
+/// The keys each op takes (`op` included) and which of them it requires.
+fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
+    Some(match op {
+        "mmap" => (&["op", "name", "kind", "size"], &["name", "kind", "size"]),
+        "munmap" => (&["op", "region"], &["region"]),
+        "touch" => (
+            &[
+                "op", "region", "order", "theta", "count", "passes", "write", "offset", "length",
+                "seed",
+            ],
+            &["region"],
+        ),
+        "sleep" => (&["op", "duration"], &["duration"]),
+        "phase" => (&["op", "name"], &["name"]),
+        "repeat" => (&["op", "times", "steps"], &["steps"]),
+        _ => return None,
+    })
+}
+
+/// What a field takes, in words (for type errors and missing fields).
+fn field_words(op: &str, field: &str) -> &'static str {
+    match (op, field) {
+        ("mmap", "name") => "a string: a new region name of letters, digits, '_' or '-'",
+        ("mmap", "kind") => "a string: \"anon\"",
+        ("mmap", "size") => SIZE_WORDS,
+        (_, "region") => "a string: the name of a region mapped by an earlier mmap step",
+        ("touch", "order") => "a string: one of seq, rev, shuffle, uniform, zipf",
+        ("sleep", "duration") => "a duration such as \"250ms\"",
+        ("phase", "name") => "a string: a phase name of letters, digits, '_' or '-'",
+        ("repeat", "steps") => "an array of step tables",
+        _ => "a value",
     }
 }
 
-fn step_fields<'de, T: Deserialize<'de>>(rep: &Reporter, line: usize, key: &str, v: &toml::Value) -> Result<T, SpecError> {
-    T::deserialize(v.clone()).map_err(|e| line_error(rep, line, key, e.message().trim().to_string()))
-}
-
-fn build_step(rep: &Reporter, line: usize, key: &str, v: &toml::Value) -> Result<Step, SpecError> {
-    let Some(table) = v.as_table() else {
-        return Err(line_error(rep, line, key, format!("found {v}, expected a table such as {{ op = \"touch\", ... }}")));
+fn build_step(
+    rep: &Reporter,
+    node: &Node,
+    key: &str,
+    locs: &mut Locations,
+) -> Result<Step, SpecError> {
+    let f = Fields::of(
+        rep,
+        key.to_string(),
+        node,
+        "a table such as { op = \"touch\", region = \"heap\" }",
+    )?;
+    locs.insert(key.to_string(), node.at);
+    for (name, e) in &f.table.entries {
+        locs.insert(f.path(name), e.node.at);
+    }
+    let line = rep.line(node.at);
+    let op_node = f
+        .get("op")
+        .ok_or_else(|| f.missing("op", &format!("one of {OPS}")))?;
+    let op_key = f.path("op");
+    let op = match &op_node.val {
+        Val::Str(s) => s.as_str(),
+        _ => return Err(type_error(rep, op_node, &op_key, &format!("one of {OPS}"))),
     };
-    let op = match table.get("op") {
-        Some(toml::Value::String(s)) => s.as_str(),
-        Some(other) => return Err(line_error(rep, line, &format!("{key}.op"), format!("found {other}, expected one of {OPS}"))),
-        None => return Err(line_error(rep, line, &format!("{key}.op"), format!("missing, expected one of {OPS}"))),
+    let Some((allowed, required)) = op_fields(op) else {
+        return Err(type_error(rep, op_node, &op_key, &format!("one of {OPS}")));
+    };
+    f.only(allowed, &format!("op \"{op}\""))?;
+    for r in required {
+        if f.get(r).is_none() {
+            return Err(f.missing(r, field_words(op, r)));
+        }
+    }
+    // Each required field, by now known to be present.
+    let req = |field: &str| f.get(field).expect("required field checked");
+    let name_field = |field: &str| -> Result<String, SpecError> {
+        let n = req(field);
+        let s = string(rep, n, &f.path(field), field_words(op, field))?;
+        if !valid_name(s) {
+            return Err(type_error(rep, n, &f.path(field), NAME_WORDS));
+        }
+        Ok(s.to_string())
     };
     let op = match op {
         "mmap" => {
-            let m: RawMmap = step_fields(rep, line, key, v)?;
-            let kind = match m.kind.as_str() {
+            let name = name_field("name")?;
+            let kind = match string(rep, req("kind"), &f.path("kind"), field_words(op, "kind"))? {
                 "anon" => MapKind::Anon,
-                other => {
-                    return Err(line_error(
+                _ => {
+                    return Err(type_error(
                         rep,
-                        line,
-                        &format!("{key}.kind"),
-                        format!("found \"{other}\", expected \"anon\" (file, shmem and shared mappings are not modelled yet)"),
+                        req("kind"),
+                        &f.path("kind"),
+                        "\"anon\" (file, shmem and shared mappings are not modelled yet)",
                     ))
                 }
             };
-            let pages = m.size.pages();
-            if pages == 0 {
-                return Err(line_error(rep, line, &format!("{key}.size"), "found 0, expected a size of at least one page"));
+            let sz = req("size");
+            let bytes = size(rep, sz, &f.path("size"))?;
+            if bytes == 0 {
+                return Err(rep.at(
+                    sz.at,
+                    f.path("size"),
+                    "found 0, expected a size of at least one page",
+                ));
             }
-            Op::Mmap { name: m.name, kind, pages }
-        }
-        "munmap" => {
-            let m: RawMunmap = step_fields(rep, line, key, v)?;
-            Op::Munmap { region: m.region }
-        }
-        "touch" => Op::Touch(build_touch(rep, line, key, v)?),
-        "sleep" => {
-            let s: RawSleep = step_fields(rep, line, key, v)?;
-            Op::Sleep { ns: s.duration.0 }
-        }
-        "phase" => {
-            let p: RawPhase = step_fields(rep, line, key, v)?;
-            Op::Phase { name: p.name }
-        }
-        "repeat" => {
-            let r: RawRepeat = step_fields(rep, line, key, v)?;
-            if r.times == 0 {
-                return Err(line_error(rep, line, &format!("{key}.times"), "found 0, expected at least 1"));
+            if bytes > MAX_MAP_BYTES {
+                return Err(rep.at(
+                    sz.at,
+                    f.path("size"),
+                    format!(
+                        "found {bytes} bytes, expected at most 128T (x86-64's user address space)"
+                    ),
+                ));
             }
-            let steps = r
-                .steps
-                .iter()
-                .enumerate()
-                .map(|(i, s)| build_step(rep, line, &format!("{key}.steps[{i}]"), s))
-                .collect::<Result<Vec<_>, _>>()?;
-            Op::Repeat { times: r.times, steps }
+            Op::Mmap {
+                name,
+                kind,
+                pages: bytes.div_ceil(PAGE_SIZE),
+            }
         }
-        other => {
-            return Err(line_error(rep, line, &format!("{key}.op"), format!("found \"{other}\", expected one of {OPS}")));
+        "munmap" => Op::Munmap {
+            region: string(
+                rep,
+                req("region"),
+                &f.path("region"),
+                field_words(op, "region"),
+            )?
+            .to_string(),
+        },
+        "touch" => Op::Touch(build_touch(rep, &f)?),
+        "sleep" => Op::Sleep {
+            ns: duration(rep, req("duration"), &f.path("duration"))?,
+        },
+        "phase" => Op::Phase {
+            name: name_field("name")?,
+        },
+        _ => {
+            let times = match f.get("times") {
+                None => 1,
+                Some(t) => integer(
+                    rep,
+                    t,
+                    &f.path("times"),
+                    1,
+                    i64::MAX,
+                    "a whole number of at least 1",
+                )? as u64,
+            };
+            let steps = build_steps(rep, req("steps"), &f.path("steps"), locs)?;
+            Op::Repeat { times, steps }
         }
     };
     Ok(Step { line, op })
 }
 
-fn build_touch(rep: &Reporter, line: usize, key: &str, v: &toml::Value) -> Result<Touch, SpecError> {
-    let t: RawTouch = step_fields(rep, line, key, v)?;
-    let order = match t.order.as_str() {
-        "seq" => Order::Seq,
-        "rev" => Order::Rev,
-        "shuffle" => Order::Shuffle,
-        "uniform" => Order::Uniform,
-        "zipf" => Order::Zipf,
-        other => {
-            return Err(line_error(
-                rep,
-                line,
-                &format!("{key}.order"),
-                format!("found \"{other}\", expected one of seq, rev, shuffle, uniform, zipf"),
-            ))
+fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
+    let region = string(
+        rep,
+        f.get("region").expect("required field checked"),
+        &f.path("region"),
+        field_words("touch", "region"),
+    )?
+    .to_string();
+    let order = match f.get("order") {
+        None => Order::Seq,
+        Some(o) => {
+            let words = field_words("touch", "order");
+            match string(rep, o, &f.path("order"), words)? {
+                "seq" => Order::Seq,
+                "rev" => Order::Rev,
+                "shuffle" => Order::Shuffle,
+                "uniform" => Order::Uniform,
+                "zipf" => Order::Zipf,
+                _ => {
+                    return Err(type_error(
+                        rep,
+                        o,
+                        &f.path("order"),
+                        "one of seq, rev, shuffle, uniform, zipf",
+                    ))
+                }
+            }
         }
     };
-    let theta = match (order, t.theta) {
-        (Order::Zipf, Some(th)) if th > 0.0 && th.is_finite() && th <= 10.0 => th,
-        (Order::Zipf, Some(th)) => {
-            return Err(line_error(rep, line, &format!("{key}.theta"), format!("found {th}, expected a number above 0 and at most 10")))
-        }
-        (Order::Zipf, None) => 0.99,
-        (_, Some(_)) => {
-            return Err(line_error(rep, line, &format!("{key}.theta"), "found theta, which only order = \"zipf\" takes"))
-        }
-        (_, None) => 0.0,
-    };
-    if !(0.0..=1.0).contains(&t.write) {
-        return Err(line_error(rep, line, &format!("{key}.write"), format!("found {}, expected a fraction from 0 to 1", t.write)));
-    }
-    if t.count.is_some() && t.passes.is_some() {
-        return Err(line_error(rep, line, &format!("{key}.passes"), "found both count and passes, expected one of them"));
-    }
-    if t.count == Some(0) || t.passes == Some(0) {
-        return Err(line_error(rep, line, key, "found a count or passes of 0, expected at least 1"));
-    }
-    let page_of = |s: Option<Size>, what: &str| -> Result<Option<u64>, SpecError> {
-        match s {
-            Some(Size(b)) if b % PAGE_SIZE != 0 => Err(line_error(
-                rep,
-                line,
-                &format!("{key}.{what}"),
-                format!("found {b} bytes, expected a multiple of 4096"),
+    let theta_words = "a number above 0 and at most 10";
+    let theta =
+        match (order, f.get("theta")) {
+            (Order::Zipf, Some(th)) => {
+                let v = number(rep, th, &f.path("theta"), theta_words)?;
+                if !(v > 0.0 && v.is_finite() && v <= 10.0) {
+                    return Err(rep.at(
+                        th.at,
+                        f.path("theta"),
+                        format!("found {}, expected {theta_words}", th.show()),
+                    ));
+                }
+                v
+            }
+            (Order::Zipf, None) => 0.99,
+            (_, Some(th)) => return Err(rep.at(
+                th.at,
+                f.path("theta"),
+                "found theta, which only order = \"zipf\" takes; expected no theta with this order",
             )),
-            Some(Size(b)) => Ok(Some(b / PAGE_SIZE)),
-            None => Ok(None),
+            (_, None) => 0.0,
+        };
+    let write = match f.get("write") {
+        None => 0.0,
+        Some(w) => {
+            let words = "a number from 0 to 1 (the fraction of accesses that write)";
+            let v = number(rep, w, &f.path("write"), words)?;
+            if !(0.0..=1.0).contains(&v) {
+                return Err(rep.at(
+                    w.at,
+                    f.path("write"),
+                    format!("found {}, expected a fraction from 0 to 1", w.show()),
+                ));
+            }
+            v
         }
     };
-    let offset = page_of(t.offset, "offset")?.unwrap_or(0);
-    let length = page_of(t.length, "length")?;
-    if length == Some(0) {
-        return Err(line_error(rep, line, &format!("{key}.length"), "found 0, expected at least one page"));
+    let accesses = |field: &str| -> Result<Option<u64>, SpecError> {
+        f.get(field)
+            .map(|n| {
+                integer(
+                    rep,
+                    n,
+                    &f.path(field),
+                    1,
+                    MAX_ACCESSES as i64,
+                    "a whole number of at least 1 and at most 2^48 (281474976710656)",
+                )
+                .map(|v| v as u64)
+            })
+            .transpose()
+    };
+    let count = accesses("count")?;
+    let passes = accesses("passes")?;
+    if let (Some(_), Some(p)) = (count, f.get("passes")) {
+        return Err(rep.at(
+            p.at,
+            f.path("passes"),
+            "found both count and passes, expected one of them",
+        ));
     }
+    let pages_of = |field: &str| -> Result<Option<u64>, SpecError> {
+        let Some(n) = f.get(field) else {
+            return Ok(None);
+        };
+        let b = size(rep, n, &f.path(field))?;
+        if !b.is_multiple_of(PAGE_SIZE) {
+            return Err(rep.at(
+                n.at,
+                f.path(field),
+                format!("found {b} bytes, expected a multiple of 4096"),
+            ));
+        }
+        Ok(Some(b / PAGE_SIZE))
+    };
+    let offset = pages_of("offset")?.unwrap_or(0);
+    let length = pages_of("length")?;
+    if length == Some(0) {
+        let at = f.get("length").expect("length given").at;
+        return Err(rep.at(at, f.path("length"), "found 0, expected at least one page"));
+    }
+    let seed = match f.get("seed") {
+        None => 0,
+        Some(s) => integer(
+            rep,
+            s,
+            &f.path("seed"),
+            0,
+            i64::MAX,
+            "a whole number from 0 to 2^63-1",
+        )? as u64,
+    };
     Ok(Touch {
-        region: t.region,
+        region,
         order,
         theta,
-        count: t.count,
-        passes: t.passes.unwrap_or(1),
-        write: t.write,
+        count,
+        passes: passes.unwrap_or(1),
+        write,
         offset,
         length,
-        seed: t.seed,
+        seed,
     })
 }
 
-/// Every region a step names must be mapped by an earlier step of the task,
-/// and a touched sub-range must lie inside it.
-fn check_regions(rep: &Reporter, task: &str, steps: &[Step], regions: &mut IndexMap<String, u64>) -> Result<(), SpecError> {
-    for (i, s) in steps.iter().enumerate() {
-        let key = format!("task.{task}.steps[{i}]");
-        match &s.op {
-            Op::Mmap { name, pages, .. } => {
-                if regions.insert(name.clone(), *pages).is_some() {
-                    return Err(line_error(rep, s.line, &format!("{key}.name"), format!("found \"{name}\", which is already mapped; expected a new region name")));
-                }
-            }
-            Op::Munmap { region } => {
-                if regions.shift_remove(region).is_none() {
-                    return Err(unknown_region(rep, s.line, &key, region, regions));
-                }
-            }
-            Op::Touch(t) => {
-                let Some(&pages) = regions.get(&t.region) else {
-                    return Err(unknown_region(rep, s.line, &key, &t.region, regions));
-                };
-                let end = t.offset + t.length.unwrap_or(pages.saturating_sub(t.offset));
-                if t.offset >= pages || end > pages {
-                    return Err(line_error(
-                        rep,
-                        s.line,
-                        &format!("{key}.offset"),
-                        format!("found the range of pages {}..{end}, expected it inside region \"{}\" of {pages} pages", t.offset, t.region),
-                    ));
-                }
-            }
-            Op::Repeat { steps, .. } => check_regions(rep, task, steps, regions)?,
-            Op::Sleep { .. } | Op::Phase { .. } => {}
-        }
-    }
-    Ok(())
+// ------------------------------------------------------------------- regions
+
+/// Mapped regions by name, with their size in pages.
+type Regions = IndexMap<String, u64>;
+
+/// Checks that every region a step names is mapped by an earlier step of the
+/// task and not unmapped since, that no mmap reuses a mapped name, and that a
+/// touched sub-range lies inside its region, walking the steps in the order
+/// they run.
+struct RegionCheck<'a> {
+    rep: &'a Reporter<'a>,
+    locs: &'a Locations,
+    /// Repeat bodies already walked from a given state, with the state they
+    /// left: a body is a fixed function of the state, so a second walk from
+    /// the same state would find nothing new.
+    seen: HashMap<(usize, Vec<(String, u64)>), Regions>,
 }
 
-fn unknown_region(rep: &Reporter, line: usize, key: &str, region: &str, regions: &IndexMap<String, u64>) -> SpecError {
-    let known: Vec<&str> = regions.keys().map(|k| k.as_str()).collect();
-    line_error(
-        rep,
-        line,
-        &format!("{key}.region"),
-        format!(
-            "found \"{region}\", expected a region mapped by an earlier mmap step ({})",
-            if known.is_empty() { "none mapped".to_string() } else { known.join(", ") }
-        ),
-    )
+impl RegionCheck<'_> {
+    fn at(&self, key: &str, field: &str) -> At {
+        self.locs
+            .get(&format!("{key}.{field}"))
+            .or_else(|| self.locs.get(key))
+            .copied()
+            .unwrap_or(At::Text(0))
+    }
+
+    fn err(&self, key: &str, field: &str, message: String) -> SpecError {
+        self.rep
+            .at(self.at(key, field), format!("{key}.{field}"), message)
+    }
+
+    /// `prefix`: the key path of the `steps` array (`task.main.steps`,
+    /// `task.main.steps[3].steps`).
+    fn walk(
+        &mut self,
+        prefix: &str,
+        steps: &[Step],
+        regions: &mut Regions,
+    ) -> Result<(), SpecError> {
+        for (i, s) in steps.iter().enumerate() {
+            let key = format!("{prefix}[{i}]");
+            match &s.op {
+                Op::Mmap { name, pages, .. } => {
+                    if regions.contains_key(name) {
+                        return Err(self.err(
+                            &key,
+                            "name",
+                            format!("found \"{name}\", which is already mapped; expected a new region name"),
+                        ));
+                    }
+                    regions.insert(name.clone(), *pages);
+                }
+                Op::Munmap { region } => {
+                    if regions.shift_remove(region).is_none() {
+                        return Err(self.unknown_region(&key, region, regions));
+                    }
+                }
+                Op::Touch(t) => self.touch(&key, t, regions)?,
+                Op::Repeat { times, steps } => {
+                    let body = format!("{key}.steps");
+                    // Every iteration after the first starts from the state
+                    // the first one left (a body maps, unmaps and remaps the
+                    // same names each time), so two walks see every state.
+                    let before = regions.clone();
+                    self.body(&body, steps, regions)?;
+                    if *times >= 2 && *regions != before {
+                        self.body(&body, steps, regions)?;
+                    }
+                }
+                Op::Sleep { .. } | Op::Phase { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn body(
+        &mut self,
+        prefix: &str,
+        steps: &[Step],
+        regions: &mut Regions,
+    ) -> Result<(), SpecError> {
+        let mut state: Vec<(String, u64)> = regions.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        state.sort_unstable();
+        let memo = (steps.as_ptr() as usize, state);
+        if let Some(after) = self.seen.get(&memo) {
+            *regions = after.clone();
+            return Ok(());
+        }
+        self.walk(prefix, steps, regions)?;
+        self.seen.insert(memo, regions.clone());
+        Ok(())
+    }
+
+    fn touch(&self, key: &str, t: &Touch, regions: &Regions) -> Result<(), SpecError> {
+        let Some(&pages) = regions.get(&t.region) else {
+            return Err(self.unknown_region(key, &t.region, regions));
+        };
+        let n = t.length.unwrap_or(pages.saturating_sub(t.offset));
+        let end = t.offset.saturating_add(n);
+        if t.offset >= pages || end > pages {
+            let field = if t.offset >= pages {
+                "offset"
+            } else {
+                "length"
+            };
+            return Err(self.err(
+                key,
+                field,
+                format!(
+                    "found the range of pages {}..{end}, expected it inside region \"{}\" of {pages} pages",
+                    t.offset, t.region
+                ),
+            ));
+        }
+        if t.count.is_none() && t.passes.checked_mul(n).is_none_or(|a| a > MAX_ACCESSES) {
+            return Err(self.err(
+                key,
+                "passes",
+                format!(
+                    "found {} passes over {n} pages, {} accesses; expected at most 2^48 (281474976710656) accesses in one touch",
+                    t.passes,
+                    t.passes as u128 * n as u128
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn unknown_region(&self, key: &str, region: &str, regions: &Regions) -> SpecError {
+        let known: Vec<&str> = regions.keys().map(|k| k.as_str()).collect();
+        self.err(
+            key,
+            "region",
+            format!(
+                "found \"{region}\", expected a region mapped by an earlier mmap step ({})",
+                if known.is_empty() {
+                    "none mapped".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_at_names_the_header_on_the_line() {
+        let text =
+            "[machine]\nmemory = 1\n[bogus]\nx = 1\n[[swap]]\n[[swap]]\ny = 2\n[a.\"b c\"] # c\n";
+        let at = |needle: &str| key_at(text, text.find(needle).unwrap());
+        assert_eq!(at("[bogus]"), "bogus");
+        assert_eq!(at("x = 1"), "bogus.x");
+        assert_eq!(at("memory"), "machine.memory");
+        assert_eq!(at("y = 2"), "swap[1].y");
+        assert_eq!(at("[a."), "a.\"b c\"");
+        // A line of a multi-line array is not a header.
+        let text = "[task.main]\nsteps = [\n  [1, 2],\n]\n";
+        assert_eq!(key_at(text, text.find("[1").unwrap()), "task.main");
+        // A header that does not parse is named by its text.
+        let text = "[machine]\nmemory = 1\n[task.main\n";
+        assert_eq!(key_at(text, text.find("[task").unwrap() + 10), "task.main");
+        // At the end of the file, the last line that says something.
+        let text = "[machine]\nx = [1,\n\n";
+        assert_eq!(key_at(text, text.len()), "machine.x");
+    }
 }

@@ -22,8 +22,8 @@
 use crate::model::{Order, Touch};
 use crate::rng::{splitmix64, stream_seed, Rng};
 
-const SALT_ORDER: u64 = 0x6f72_6465_72;
-const SALT_WRITE: u64 = 0x7772_6974_65;
+const SALT_ORDER: u64 = 0x6f_7264_6572;
+const SALT_WRITE: u64 = 0x77_7269_7465;
 const SALT_PASS: u64 = 0x7061_7373;
 
 /// One access: `page << 1 | write`.
@@ -72,7 +72,9 @@ impl TouchStream {
         let order = match t.order {
             Order::Seq => OrderGen::Seq,
             Order::Rev => OrderGen::Rev,
-            Order::Shuffle => OrderGen::Shuffle(Feistel::new(n, stream_seed(seed, instance, SALT_PASS))),
+            Order::Shuffle => {
+                OrderGen::Shuffle(Feistel::new(n, stream_seed(seed, instance, SALT_PASS)))
+            }
             Order::Uniform => OrderGen::Uniform(Rng::new(stream_seed(seed, instance, SALT_ORDER))),
             Order::Zipf => OrderGen::Zipf(
                 Box::new(Zipf::new(n, t.theta)),
@@ -89,7 +91,7 @@ impl TouchStream {
                 rng: Rng::new(stream_seed(seed, instance, SALT_WRITE)),
             }
         };
-        let total = t.count.unwrap_or(t.passes * n);
+        let total = t.count.unwrap_or_else(|| t.passes.saturating_mul(n));
         TouchStream {
             first,
             n,
@@ -114,7 +116,7 @@ impl TouchStream {
         for _ in 0..k {
             let page = self.next_page();
             let w = self.next_write() as u64;
-            buf.push((self.first + page) << 1 | w);
+            buf.push(self.first.wrapping_add(page) << 1 | w);
         }
         self.remaining -= k as u64;
         k
@@ -302,9 +304,15 @@ mod tests {
     #[test]
     fn seq_and_rev() {
         let v = collect(&touch(Order::Seq), 5);
-        assert_eq!(v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        assert_eq!(
+            v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4]
+        );
         let v = collect(&touch(Order::Rev), 5);
-        assert_eq!(v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(), [4, 3, 2, 1, 0]);
+        assert_eq!(
+            v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(),
+            [4, 3, 2, 1, 0]
+        );
     }
 
     #[test]
@@ -351,7 +359,10 @@ mod tests {
         // The write fraction does not change which pages are touched.
         t.write = 0.75;
         let v2 = collect(&t, 100);
-        assert!(v.iter().zip(&v2).all(|(a, b)| access_page(*a) == access_page(*b)));
+        assert!(v
+            .iter()
+            .zip(&v2)
+            .all(|(a, b)| access_page(*a) == access_page(*b)));
     }
 
     #[test]
@@ -359,6 +370,9 @@ mod tests {
         let mut t = touch(Order::Seq);
         t.count = Some(7);
         let v = collect(&t, 3);
-        assert_eq!(v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(), [0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(
+            v.iter().map(|&a| access_page(a)).collect::<Vec<_>>(),
+            [0, 1, 2, 0, 1, 2, 0]
+        );
     }
 }

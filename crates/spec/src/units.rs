@@ -114,7 +114,7 @@ fn scale(num: &str, mult: u64) -> Option<u64> {
         let frac_v: u128 = frac.parse().ok()?;
         let denom = 10u128.checked_pow(digits)?;
         let part = frac_v * mult as u128;
-        if part % denom != 0 {
+        if !part.is_multiple_of(denom) {
             return None;
         }
         total = total.checked_add(u64::try_from(part / denom).ok()?)?;
@@ -130,7 +130,8 @@ impl Visitor<'_> for SizeVisitor {
         f.write_str("a size such as 4096 or \"200M\"")
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-        u64::try_from(v).map_err(|_| E::custom(format!("found {v}, expected a size of at least 0 bytes")))
+        u64::try_from(v)
+            .map_err(|_| E::custom(format!("found {v}, expected a size of at least 0 bytes")))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
         Ok(v)
@@ -163,9 +164,11 @@ impl Visitor<'_> for LimitVisitor {
         if v.trim() == "max" {
             return Ok(Limit::Max);
         }
-        parse_size(v)
-            .map(Limit::Bytes)
-            .map_err(|_| E::custom(format!("found \"{v}\", expected a size such as \"100M\" or \"max\"")))
+        parse_size(v).map(Limit::Bytes).map_err(|_| {
+            E::custom(format!(
+                "found \"{v}\", expected a size such as \"100M\" or \"max\""
+            ))
+        })
     }
 }
 
@@ -183,7 +186,8 @@ impl Visitor<'_> for DurationVisitor {
         f.write_str("a duration such as \"250ms\"")
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
-        u64::try_from(v).map_err(|_| E::custom(format!("found {v}, expected a duration of at least 0 ns")))
+        u64::try_from(v)
+            .map_err(|_| E::custom(format!("found {v}, expected a duration of at least 0 ns")))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
         Ok(v)

@@ -114,7 +114,11 @@ impl Folio {
         if self.test(PG_UNEVICTABLE) {
             return LRU_UNEVICTABLE;
         }
-        let base = if self.is_file_lru() { LRU_INACTIVE_FILE } else { LRU_INACTIVE_ANON };
+        let base = if self.is_file_lru() {
+            LRU_INACTIVE_FILE
+        } else {
+            LRU_INACTIVE_ANON
+        };
         base + self.test(PG_ACTIVE) as u8
     }
 }

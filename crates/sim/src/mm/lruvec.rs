@@ -61,7 +61,13 @@ const LRU_VM: [(Vm, Vm); NR_LRU_LISTS] = [
     (Vm::NrActiveFile, Vm::NrZoneActiveFile),
     (Vm::NrUnevictable, Vm::NrZoneUnevictable),
 ];
-const LRU_MC: [Mc; NR_LRU_LISTS] = [Mc::InactiveAnon, Mc::ActiveAnon, Mc::InactiveFile, Mc::ActiveFile, Mc::Unevictable];
+const LRU_MC: [Mc; NR_LRU_LISTS] = [
+    Mc::InactiveAnon,
+    Mc::ActiveAnon,
+    Mc::InactiveFile,
+    Mc::ActiveFile,
+    Mc::Unevictable,
+];
 
 impl Kernel {
     /// `update_lru_size`: node, zone and memcg gauges.
@@ -69,7 +75,9 @@ impl Kernel {
         let (node, zone) = LRU_VM[lru as usize];
         self.vm.add(node, n);
         self.vm.add(zone, n);
-        self.memcgs[memcg as usize].stat.add(LRU_MC[lru as usize], n);
+        self.memcgs[memcg as usize]
+            .stat
+            .add(LRU_MC[lru as usize], n);
     }
 
     /// `lruvec_add_folio`: at the head of the list its flags select.

@@ -3,7 +3,7 @@
 //! throttling on return to user space, swap accounting.
 
 use crate::kernel::Kernel;
-use crate::vmstat::{MemcgStat, Mc};
+use crate::vmstat::{Mc, MemcgStat};
 
 /// MEMCG_CHARGE_BATCH: pages pre-charged into a CPU's stock at a time.
 pub const MEMCG_CHARGE_BATCH: u64 = 64;
@@ -297,7 +297,8 @@ impl Kernel {
                 })
                 .max()
                 .unwrap_or(0);
-            let penalty = calculate_high_delay(nr_pages, max_overage).min(MEMCG_MAX_HIGH_DELAY_JIFFIES);
+            let penalty =
+                calculate_high_delay(nr_pages, max_overage).min(MEMCG_MAX_HIGH_DELAY_JIFFIES);
             if penalty <= HZ / 100 {
                 return 0;
             }
@@ -387,7 +388,7 @@ mod tests {
         let o = calculate_overage(110, 100);
         assert_eq!(o, (10u64 << 20) / 100);
         // penalty = o² * HZ >> 34, scaled by nr_pages / 64.
-        assert_eq!(calculate_high_delay(64, o), o * o * HZ >> 34);
+        assert_eq!(calculate_high_delay(64, o), (o * o * HZ) >> 34);
         assert_eq!(calculate_high_delay(64, 0), 0);
     }
 }

@@ -53,7 +53,11 @@ impl Kernel {
         let v = &mut self.vmas[vma as usize];
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
         let expected = v.user_version[idx];
-        let found = if pte & PTE_ZERO != 0 { 0 } else { self.folios.get(pte_pfn(pte)).version };
+        let found = if pte & PTE_ZERO != 0 {
+            0
+        } else {
+            self.folios.get(pte_pfn(pte)).version
+        };
         self.integrity.pages_checked += 1;
         if found != expected {
             self.integrity.violations += 1;
@@ -89,7 +93,9 @@ impl Kernel {
 
     /// A new order-0 anon folio charged to `memcg`, or OOM.
     fn alloc_anon_folio(&mut self, memcg: u16) -> Result<Pfn, FaultError> {
-        let pfn = self.alloc_page(Gfp::HighUserMovable).ok_or(FaultError::Oom)?;
+        let pfn = self
+            .alloc_page(Gfp::HighUserMovable)
+            .ok_or(FaultError::Oom)?;
         self.folios.get_mut(pfn).memcg = memcg;
         if self.try_charge(memcg, 1) != super::memcontrol::Charge::Ok {
             self.free_page(pfn);
@@ -159,7 +165,9 @@ impl Kernel {
             None => {
                 let si = &self.swap[ty];
                 if si.flags & SWP_SYNCHRONOUS_IO == 0 || si.swap_count(off) != 1 {
-                    return Err(FaultError::Unmodelled("swap-in through the swap cache with readahead (issue 5)"));
+                    return Err(FaultError::Unmodelled(
+                        "swap-in through the swap cache with readahead (issue 5)",
+                    ));
                 }
                 let pfn = self.swapin_skip_swapcache(entry, memcg)?;
                 self.vm.inc(Vm::Pgmajfault);
@@ -207,7 +215,11 @@ impl Kernel {
         debug_assert_eq!(self.swap[ty].swap_map[off] & SWAP_HAS_CACHE, 0);
         self.swap[ty].swap_map[off] |= SWAP_HAS_CACHE;
         let swap_memcg = self.swap[ty].cgroup[off];
-        let memcg = if (swap_memcg as usize) < self.memcgs.len() { swap_memcg } else { mm_memcg };
+        let memcg = if (swap_memcg as usize) < self.memcgs.len() {
+            swap_memcg
+        } else {
+            mm_memcg
+        };
         let pfn = match self.alloc_anon_folio(memcg) {
             Ok(p) => p,
             Err(e) => {

@@ -123,7 +123,8 @@ impl Kernel {
         const PAGEBLOCK_PAGES: u64 = 512;
         const MIGRATE_PCPTYPES: u64 = 3;
         let nr_zones = self.zones.iter().filter(|z| z.managed > 0).count() as u64;
-        let rec = PAGEBLOCK_PAGES * nr_zones * 2 + PAGEBLOCK_PAGES * nr_zones * MIGRATE_PCPTYPES * MIGRATE_PCPTYPES;
+        let rec = PAGEBLOCK_PAGES * nr_zones * 2
+            + PAGEBLOCK_PAGES * nr_zones * MIGRATE_PCPTYPES * MIGRATE_PCPTYPES;
         rec.min(self.nr_free_buffer_pages() / 20) * 4
     }
 
@@ -142,7 +143,8 @@ impl Kernel {
             let mut above = 0;
             for j in i + 1..n {
                 above += self.zones[j].managed;
-                self.zones[i].lowmem_reserve[j] = above / LOWMEM_RESERVE_RATIO[self.zones[i].ztype as usize];
+                self.zones[i].lowmem_reserve[j] =
+                    above / LOWMEM_RESERVE_RATIO[self.zones[i].ztype as usize];
             }
         }
     }
@@ -158,7 +160,9 @@ impl Kernel {
         let highest = self.highest_zoneidx();
         for zi in (0..=highest).rev() {
             let z = &self.zones[zi];
-            if z.nr_free == 0 || (mark != NO_WATERMARKS && !z.watermark_ok(z.watermark[mark], highest)) {
+            if z.nr_free == 0
+                || (mark != NO_WATERMARKS && !z.watermark_ok(z.watermark[mark], highest))
+            {
                 continue;
             }
             return Some(self.rmqueue(zi));
@@ -176,7 +180,11 @@ impl Kernel {
         self.vm.add(Vm::NrFreePages, -1);
         self.vm.inc(alloc_counter(ztype));
         let f = self.folios.get_mut(pfn);
-        *f = Folio { flags: 0, refcount: 1, ..Folio::FREE };
+        *f = Folio {
+            flags: 0,
+            refcount: 1,
+            ..Folio::FREE
+        };
         self.charge_cost(crate::cost::Fn::PageAlloc, crate::cost::ALLOC_PAGE_NS);
         pfn
     }
@@ -223,7 +231,10 @@ impl Kernel {
         let head = z.free_head;
         z.free_head = pfn;
         z.nr_free += 1;
-        *self.folios.get_mut(pfn) = Folio { next: head, ..Folio::FREE };
+        *self.folios.get_mut(pfn) = Folio {
+            next: head,
+            ..Folio::FREE
+        };
         self.vm.add(Vm::NrFreePages, 1);
         self.vm.inc(Vm::Pgfree);
         self.charge_cost(crate::cost::Fn::PageFree, crate::cost::FREE_PAGE_NS);
@@ -236,12 +247,18 @@ impl Kernel {
         let head = z.free_head;
         z.free_head = pfn;
         z.nr_free += 1;
-        *self.folios.get_mut(pfn) = Folio { next: head, ..Folio::FREE };
+        *self.folios.get_mut(pfn) = Folio {
+            next: head,
+            ..Folio::FREE
+        };
         self.vm.add(Vm::NrFreePages, 1);
     }
 
     pub fn zone_of(&self, pfn: Pfn) -> usize {
-        self.zones.iter().position(|z| pfn >= z.start && pfn < z.end).expect("pfn in a zone")
+        self.zones
+            .iter()
+            .position(|z| pfn >= z.start && pfn < z.end)
+            .expect("pfn in a zone")
     }
 
     pub fn nr_free_pages(&self) -> u64 {

@@ -252,7 +252,10 @@ impl Kernel {
     /// `swap_duplicate` for a PTE taking a reference to the slot.
     pub fn swap_duplicate(&mut self, entry: SwpEntry) {
         let m = &mut self.swap[swp_type(entry)].swap_map[swp_offset(entry) as usize];
-        assert!(*m & SWAP_COUNT_MASK < SWAP_MAP_MAX, "swap count continuation is not modelled");
+        assert!(
+            *m & SWAP_COUNT_MASK < SWAP_MAP_MAX,
+            "swap count continuation is not modelled"
+        );
         *m += 1;
     }
 
@@ -322,9 +325,13 @@ impl Kernel {
 
     /// Slots held by the per-CPU allocation caches (allocated, unused).
     pub fn slots_in_caches(&self) -> impl Iterator<Item = SwpEntry> + '_ {
-        self.cpus
-            .iter()
-            .flat_map(|c| c.slots.slots.iter().chain(c.slots.slots_ret.iter()).copied())
+        self.cpus.iter().flat_map(|c| {
+            c.slots
+                .slots
+                .iter()
+                .chain(c.slots.slots_ret.iter())
+                .copied()
+        })
     }
 
     pub fn swap_folio_of(&self, entry: SwpEntry) -> Option<Pfn> {

@@ -204,7 +204,11 @@ impl Kernel {
         let inactive = self.lruvec_page_state(memcg, inactive_lru);
         let active = self.lruvec_page_state(memcg, inactive_lru + 1);
         let gb = (inactive + active) >> (30 - 12);
-        let ratio = if gb > 0 { super::page_alloc::int_sqrt(10 * gb) } else { 1 };
+        let ratio = if gb > 0 {
+            super::page_alloc::int_sqrt(10 * gb)
+        } else {
+            1
+        };
         inactive * ratio < active
     }
 
@@ -229,11 +233,13 @@ impl Kernel {
         sc.cache_trim_mode = (file >> sc.priority) > 0 && sc.may_deactivate & DEACTIVATE_FILE == 0;
         if !sc.cgroup_reclaim() {
             let free = self.nr_free_pages();
-            let file = self.vm.get(Vm::NrActiveFile) as u64 + self.vm.get(Vm::NrInactiveFile) as u64;
+            let file =
+                self.vm.get(Vm::NrActiveFile) as u64 + self.vm.get(Vm::NrInactiveFile) as u64;
             let total_high: u64 = self.zones.iter().map(|z| z.watermark[WMARK_HIGH]).sum();
             let anon = self.vm.get(Vm::NrInactiveAnon) as u64;
-            sc.file_is_tiny =
-                file + free <= total_high && sc.may_deactivate & DEACTIVATE_ANON == 0 && (anon >> sc.priority) > 0;
+            sc.file_is_tiny = file + free <= total_high
+                && sc.may_deactivate & DEACTIVATE_ANON == 0
+                && (anon >> sc.priority) > 0;
         }
     }
 
@@ -254,9 +260,12 @@ impl Kernel {
         let swappiness = self.sysctl.swappiness as u64;
         let mut fraction = [0u64; 2];
         let mut denominator = 1u64;
-        let balance = if !sc.may_swap || !self.can_reclaim_anon_pages(memcg) {
-            Balance::File
-        } else if sc.cgroup_reclaim() && swappiness == 0 {
+        // The first rule: no swap to reclaim anon into; the second: cgroup
+        // reclaim with swappiness 0.
+        let balance = if !sc.may_swap
+            || !self.can_reclaim_anon_pages(memcg)
+            || (sc.cgroup_reclaim() && swappiness == 0)
+        {
             Balance::File
         } else if sc.priority == 0 && swappiness > 0 {
             Balance::Equal
@@ -308,12 +317,14 @@ impl Kernel {
         let targets = nr;
         let mut nr_reclaimed = 0;
         let nr_to_reclaim = sc.nr_to_reclaim;
-        let proportional = !sc.cgroup_reclaim() && !self.current_is_kswapd() && sc.priority == DEF_PRIORITY;
+        let proportional =
+            !sc.cgroup_reclaim() && !self.current_is_kswapd() && sc.priority == DEF_PRIORITY;
         const IA: usize = 0;
         const AA: usize = 1;
         const IF: usize = 2;
         const AF: usize = 3;
         while nr[IA] > 0 || nr[AF] > 0 || nr[IF] > 0 {
+            #[allow(clippy::needless_range_loop)] // lru is the list number too
             for lru in 0..4 {
                 if nr[lru] > 0 {
                     let n = nr[lru].min(SWAP_CLUSTER_MAX);
@@ -350,7 +361,11 @@ impl Kernel {
 
     fn shrink_list(&mut self, lru: u8, nr: u64, memcg: u16, sc: &mut ScanControl) -> u64 {
         if lru == LRU_ACTIVE_ANON || lru == LRU_ACTIVE_FILE {
-            let bit = if lru == LRU_ACTIVE_FILE { DEACTIVATE_FILE } else { DEACTIVATE_ANON };
+            let bit = if lru == LRU_ACTIVE_FILE {
+                DEACTIVATE_FILE
+            } else {
+                DEACTIVATE_ANON
+            };
             if sc.may_deactivate & bit != 0 {
                 self.shrink_active_list(nr, memcg, sc, lru);
             } else {
@@ -365,7 +380,14 @@ impl Kernel {
 
     /// `isolate_lru_folios`: up to `nr` folios from the tail, oldest first
     /// in `out`. Returns the number scanned.
-    fn isolate_lru_folios(&mut self, nr: u64, memcg: u16, lru: u8, sc: &ScanControl, out: &mut Vec<Pfn>) -> u64 {
+    fn isolate_lru_folios(
+        &mut self,
+        nr: u64,
+        memcg: u16,
+        lru: u8,
+        sc: &ScanControl,
+        out: &mut Vec<Pfn>,
+    ) -> u64 {
         let mut scanned = 0;
         while scanned < nr {
             let pfn = self.lruvecs[memcg as usize].lists[lru as usize].tail;
@@ -389,7 +411,14 @@ impl Kernel {
             self.charge_cost(Fn::ShrinkInactiveList, cost::LRU_MOVE_NS);
         }
         let file = lru >= LRU_INACTIVE_FILE;
-        self.vm.add(if file { Vm::NrIsolatedFile } else { Vm::NrIsolatedAnon }, out.len() as i64);
+        self.vm.add(
+            if file {
+                Vm::NrIsolatedFile
+            } else {
+                Vm::NrIsolatedAnon
+            },
+            out.len() as i64,
+        );
         scanned
     }
 
@@ -444,7 +473,10 @@ impl Kernel {
         for &pfn in &hold {
             let (referenced, vm_flags) = self.folio_referenced(pfn, sc.target);
             self.charge_cost(Fn::ShrinkActiveList, cost::SHRINK_FOLIO_NS);
-            if referenced != 0 && vm_flags & super::mmap::VM_EXEC != 0 && self.folios.get(pfn).is_file_lru() {
+            if referenced != 0
+                && vm_flags & super::mmap::VM_EXEC != 0
+                && self.folios.get(pfn).is_file_lru()
+            {
                 l_active.push(pfn);
                 continue;
             }
@@ -457,7 +489,14 @@ impl Kernel {
         let nr_deactivate = self.move_folios_to_lru(&l_inactive, memcg);
         self.vm.add(Vm::Pgdeactivate, nr_deactivate as i64);
         self.memcg_stat(memcg, Mc::Pgdeactivate, nr_deactivate as i64);
-        self.vm.add(if file { Vm::NrIsolatedFile } else { Vm::NrIsolatedAnon }, -nr_taken);
+        self.vm.add(
+            if file {
+                Vm::NrIsolatedFile
+            } else {
+                Vm::NrIsolatedAnon
+            },
+            -nr_taken,
+        );
         self.give_scratch(hold);
         self.give_scratch(l_active);
         self.give_scratch(l_inactive);
@@ -485,7 +524,10 @@ impl Kernel {
         }
         self.memcg_stat(memcg, mscan, scanned as i64);
         self.memcg_stat(memcg, Mc::Pgscan, scanned as i64);
-        self.vm.add(if file { Vm::PgscanFile } else { Vm::PgscanAnon }, scanned as i64);
+        self.vm.add(
+            if file { Vm::PgscanFile } else { Vm::PgscanAnon },
+            scanned as i64,
+        );
         if nr_taken == 0 {
             self.give_scratch(list);
             return 0;
@@ -494,13 +536,27 @@ impl Kernel {
         let mut kept = self.take_scratch();
         let reclaimed = self.shrink_folio_list(&list, sc, &mut stat, &mut kept);
         self.move_folios_to_lru(&kept, memcg);
-        self.vm.add(if file { Vm::NrIsolatedFile } else { Vm::NrIsolatedAnon }, -nr_taken);
+        self.vm.add(
+            if file {
+                Vm::NrIsolatedFile
+            } else {
+                Vm::NrIsolatedAnon
+            },
+            -nr_taken,
+        );
         if !sc.cgroup_reclaim() {
             self.vm.add(steal_item, reclaimed as i64);
         }
         self.memcg_stat(memcg, msteal, reclaimed as i64);
         self.memcg_stat(memcg, Mc::Pgsteal, reclaimed as i64);
-        self.vm.add(if file { Vm::PgstealFile } else { Vm::PgstealAnon }, reclaimed as i64);
+        self.vm.add(
+            if file {
+                Vm::PgstealFile
+            } else {
+                Vm::PgstealAnon
+            },
+            reclaimed as i64,
+        );
         self.lru_note_cost(memcg, file, stat.nr_pageout);
         self.give_scratch(list);
         self.give_scratch(kept);
@@ -535,7 +591,13 @@ impl Kernel {
     /// `shrink_folio_list` for the isolated folios in `list` (oldest first).
     /// Folios not freed are appended to `kept`, in order. Returns pages
     /// reclaimed.
-    fn shrink_folio_list(&mut self, list: &[Pfn], sc: &mut ScanControl, stat: &mut ReclaimStat, kept: &mut Vec<Pfn>) -> u64 {
+    fn shrink_folio_list(
+        &mut self,
+        list: &[Pfn],
+        sc: &mut ScanControl,
+        stat: &mut ReclaimStat,
+        kept: &mut Vec<Pfn>,
+    ) -> u64 {
         let mut nr_reclaimed = 0;
         let mut unmapped_any = false;
         for &pfn in list {
@@ -557,7 +619,13 @@ impl Kernel {
     }
 
     /// One folio of `shrink_folio_list`; true if it was freed.
-    fn shrink_one_folio(&mut self, pfn: Pfn, sc: &mut ScanControl, stat: &mut ReclaimStat, unmapped_any: &mut bool) -> bool {
+    fn shrink_one_folio(
+        &mut self,
+        pfn: Pfn,
+        sc: &mut ScanControl,
+        stat: &mut ReclaimStat,
+        unmapped_any: &mut bool,
+    ) -> bool {
         let f = *self.folios.get(pfn);
         if f.test(PG_UNEVICTABLE) {
             return self.activate_locked(pfn, stat);
@@ -572,7 +640,11 @@ impl Kernel {
             FolioRef::Reclaim | FolioRef::ReclaimClean => {}
         }
         let f = *self.folios.get(pfn);
-        if f.test(PG_ANON) && f.test(PG_SWAPBACKED) && !f.test(PG_SWAPCACHE) && !self.add_to_swap(pfn) {
+        if f.test(PG_ANON)
+            && f.test(PG_SWAPBACKED)
+            && !f.test(PG_SWAPCACHE)
+            && !self.add_to_swap(pfn)
+        {
             return self.activate_locked(pfn, stat);
         }
         if self.folios.get(pfn).mapcount > 0 {

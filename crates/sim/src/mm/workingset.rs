@@ -50,14 +50,30 @@ impl Kernel {
         let refault = self.lruvecs[evict_memcg as usize].nonresident_age;
         let distance = refault.wrapping_sub(eviction);
         let (rf, act, rest) = if file {
-            (Vm::WorkingsetRefaultFile, Vm::WorkingsetActivateFile, Vm::WorkingsetRestoreFile)
+            (
+                Vm::WorkingsetRefaultFile,
+                Vm::WorkingsetActivateFile,
+                Vm::WorkingsetRestoreFile,
+            )
         } else {
-            (Vm::WorkingsetRefaultAnon, Vm::WorkingsetActivateAnon, Vm::WorkingsetRestoreAnon)
+            (
+                Vm::WorkingsetRefaultAnon,
+                Vm::WorkingsetActivateAnon,
+                Vm::WorkingsetRestoreAnon,
+            )
         };
         let (mrf, mact, mrest) = if file {
-            (Mc::WorkingsetRefaultFile, Mc::WorkingsetActivateFile, Mc::WorkingsetRestoreFile)
+            (
+                Mc::WorkingsetRefaultFile,
+                Mc::WorkingsetActivateFile,
+                Mc::WorkingsetRestoreFile,
+            )
         } else {
-            (Mc::WorkingsetRefaultAnon, Mc::WorkingsetActivateAnon, Mc::WorkingsetRestoreAnon)
+            (
+                Mc::WorkingsetRefaultAnon,
+                Mc::WorkingsetActivateAnon,
+                Mc::WorkingsetRestoreAnon,
+            )
         };
         self.vm.add(rf, nr as i64);
         self.memcg_stat(f.memcg, mrf, nr as i64);
