@@ -1,5 +1,7 @@
 //! The `mmsim` command.
 
+mod oracle_cmd;
+
 use clap::{Parser, Subcommand};
 use mmsim_sim::output::RunResult;
 use mmsim_sim::{RunOptions, SimError};
@@ -38,6 +40,82 @@ enum Cmd {
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Run specs on a real Linux kernel under QEMU.
+    Oracle {
+        #[command(subcommand)]
+        cmd: OracleCmd,
+    },
+    /// Run a spec on the real kernel and in the simulator; print every
+    /// counter side by side.
+    Compare {
+        spec: PathBuf,
+        /// Real-kernel runs (their median, min and max are shown).
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// Use the results recorded under results/ beside the spec instead
+        /// of booting a kernel.
+        #[arg(long)]
+        recorded: bool,
+        #[arg(long)]
+        json: bool,
+        /// Show every counter, not only the scored ones.
+        #[arg(long)]
+        all: bool,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[command(flatten)]
+        guest: GuestArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct GuestArgs {
+    /// Kernel image (default: the newest /boot/vmlinuz-*).
+    #[arg(long)]
+    kernel: Option<PathBuf>,
+    /// Its modules directory (default: /lib/modules/RELEASE).
+    #[arg(long)]
+    modules: Option<PathBuf>,
+    /// A static mmsim-runner (default: $MMSIM_RUNNER, else built with cargo).
+    #[arg(long)]
+    runner: Option<PathBuf>,
+    /// Give up on a guest after this many seconds.
+    #[arg(long, default_value_t = 3600)]
+    timeout: u64,
+}
+
+impl GuestArgs {
+    fn oracle_args(&self) -> oracle_cmd::OracleArgs {
+        oracle_cmd::OracleArgs {
+            kernel: self.kernel.clone(),
+            modules: self.modules.clone(),
+            runner: self.runner.clone(),
+            timeout_s: self.timeout,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum OracleCmd {
+    /// Run one spec once on the real kernel.
+    Run {
+        spec: PathBuf,
+        #[arg(long)]
+        json: bool,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[command(flatten)]
+        guest: GuestArgs,
+    },
+    /// Run specs on the real kernel and record the results under
+    /// results/<spec name>/ beside each spec.
+    Record {
+        specs: Vec<PathBuf>,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[command(flatten)]
+        guest: GuestArgs,
+    },
 }
 
 fn main() -> ExitCode {
@@ -50,6 +128,35 @@ fn main() -> ExitCode {
             sets,
             output,
         } => cmd_run(&spec, json, check, &sets, output.as_deref()),
+        Cmd::Oracle {
+            cmd:
+                OracleCmd::Run {
+                    spec,
+                    json,
+                    sets,
+                    guest,
+                },
+        } => oracle_cmd::oracle_run(&spec, &sets, json, &guest.oracle_args()),
+        Cmd::Oracle {
+            cmd: OracleCmd::Record { specs, runs, guest },
+        } => oracle_cmd::oracle_record(&specs, runs, &guest.oracle_args()),
+        Cmd::Compare {
+            spec,
+            runs,
+            recorded,
+            json,
+            all,
+            sets,
+            guest,
+        } => oracle_cmd::compare_cmd(
+            &spec,
+            &sets,
+            runs,
+            recorded,
+            json,
+            all,
+            &guest.oracle_args(),
+        ),
     }
 }
 
@@ -125,7 +232,7 @@ fn cmd_run(
 }
 
 /// Writes to a temporary file beside `path`, then renames it into place.
-fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -179,7 +286,7 @@ const MAIN_COUNTERS: &[&str] = &[
     "pageoutrun",
 ];
 
-fn summary(r: &RunResult) -> String {
+pub(crate) fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     s += &format!("mmsim {} — {}\n", r.engine.version, r.spec);
     s += &format!(

@@ -9,11 +9,11 @@ pub mod cost;
 pub mod dev;
 pub mod kernel;
 pub mod mm;
-pub mod output;
 pub mod sched;
 pub mod vmstat;
 
 use kernel::Kernel;
+pub use mmsim_spec::output;
 use mmsim_spec::{Features, Spec};
 use output::*;
 use std::collections::BTreeMap;

@@ -54,7 +54,12 @@ fn resident_memory_faults_once() {
     assert_eq!(vm(&r, "pgfault"), 10_240);
     assert_eq!(vm(&r, "pgmajfault"), 0);
     assert_eq!(vm(&r, "pswpout"), 0);
-    assert_eq!(r.integrity.pages_checked, 4 * 10_240);
+    // Reads are checked; writes are not (a write replaces the content).
+    let reads = r.integrity.pages_checked;
+    assert!(
+        reads > 13_000 && reads < 17_700,
+        "{reads} of 30720 shuffled accesses were reads"
+    );
 }
 
 #[test]

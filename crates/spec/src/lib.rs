@@ -5,6 +5,7 @@
 
 mod error;
 pub mod model;
+pub mod output;
 mod overrides;
 mod parse;
 pub mod rng;

@@ -35,7 +35,9 @@ type Fault = Result<(), FaultError>;
 impl Kernel {
     /// A user access to page `idx` of `vma`: the MMU's view first (young
     /// and dirty bits set in hardware), a fault when the PTE does not
-    /// allow the access. Every access checks the page's content token.
+    /// allow the access. Every read checks the page's content token; a
+    /// write stores the next one (a plain store, as the native runner
+    /// makes it: one write access).
     #[inline]
     pub fn user_access(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), SimError> {
         loop {
@@ -53,19 +55,20 @@ impl Kernel {
         let v = &mut self.vmas[vma as usize];
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
         let expected = v.user_version[idx];
-        let found = if pte & PTE_ZERO != 0 {
-            0
-        } else {
-            self.folios.get(pte_pfn(pte)).version
-        };
-        self.integrity.pages_checked += 1;
-        if found != expected {
-            self.integrity.violations += 1;
-        }
         if write {
             let next = expected.wrapping_add(1).max(1);
             self.vmas[vma as usize].user_version[idx] = next;
             self.folios.get_mut(pte_pfn(pte)).version = next;
+        } else {
+            let found = if pte & PTE_ZERO != 0 {
+                0
+            } else {
+                self.folios.get(pte_pfn(pte)).version
+            };
+            self.integrity.pages_checked += 1;
+            if found != expected {
+                self.integrity.violations += 1;
+            }
         }
         self.charge_cost(Fn::User, cost::TOUCH_NS);
     }

@@ -1,10 +1,10 @@
 //! The result of a run: the document `mmsim run --json` prints and the
 //! native runner produces for a real kernel (docs/output.md).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RunResult {
     /// Output format version.
     pub format: u32,
@@ -24,7 +24,7 @@ pub struct RunResult {
     pub profile: BTreeMap<String, u64>,
 }
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Engine {
     /// "mmsim" or "linux".
     pub name: String,
@@ -32,7 +32,7 @@ pub struct Engine {
     pub version: String,
 }
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct MachineInfo {
     pub memory_bytes: u64,
     pub cpus: u32,
@@ -44,7 +44,7 @@ pub struct MachineInfo {
     pub zones: Vec<ZoneInfo>,
 }
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ZoneInfo {
     pub name: String,
     pub managed_pages: u64,
@@ -53,7 +53,7 @@ pub struct ZoneInfo {
     pub high: u64,
 }
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct TaskResult {
     /// `name` for one instance, `name#i` for several.
     pub name: String,
@@ -63,7 +63,7 @@ pub struct TaskResult {
     pub phases: Vec<PhaseResult>,
 }
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct PhaseResult {
     pub name: String,
     pub start_ns: u64,
@@ -72,7 +72,7 @@ pub struct PhaseResult {
     pub vmstat: BTreeMap<String, i64>,
 }
 
-#[derive(Serialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct CgroupResult {
     /// memory.current when the workload's last step finished, bytes.
     pub memory_current: u64,
@@ -84,7 +84,7 @@ pub struct CgroupResult {
     pub memory_events: BTreeMap<String, u64>,
 }
 
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IntegrityResult {
     pub pages_checked: u64,
     pub violations: u64,

@@ -1,0 +1,205 @@
+//! `mmsim oracle run|record`, `mmsim compare`: the real kernel beside the
+//! simulation.
+
+use mmsim_oracle::{compare, Oracle};
+use mmsim_sim::output::RunResult;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub struct OracleArgs {
+    pub kernel: Option<PathBuf>,
+    pub modules: Option<PathBuf>,
+    pub runner: Option<PathBuf>,
+    pub timeout_s: u64,
+}
+
+fn load(path: &Path, sets: &[String]) -> Result<(mmsim_spec::Spec, String), ExitCode> {
+    let spec = mmsim_spec::load(path, sets).map_err(|e| {
+        eprintln!("mmsim: {e}");
+        ExitCode::from(2)
+    })?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        eprintln!("mmsim: {}: {e}", path.display());
+        ExitCode::from(2)
+    })?;
+    Ok((spec, text))
+}
+
+fn oracle(a: &OracleArgs) -> Result<Oracle, ExitCode> {
+    let mut o =
+        Oracle::detect(a.kernel.clone(), a.modules.clone(), a.runner.clone()).map_err(|e| {
+            eprintln!("mmsim: {e}");
+            ExitCode::from(2)
+        })?;
+    o.timeout = std::time::Duration::from_secs(a.timeout_s);
+    Ok(o)
+}
+
+/// Boots the real kernel `runs` times on the spec.
+fn real_runs(
+    o: &Oracle,
+    spec: &mmsim_spec::Spec,
+    text: &str,
+    sets: &[String],
+    runs: usize,
+) -> Result<Vec<RunResult>, ExitCode> {
+    let mut out = Vec::new();
+    for i in 0..runs {
+        eprintln!(
+            "mmsim: booting {} under QEMU (run {}/{runs})…",
+            o.release,
+            i + 1
+        );
+        let started = std::time::Instant::now();
+        let mut r = o.run(spec, text, sets).map_err(|e| {
+            eprintln!("mmsim: {e}");
+            ExitCode::from(1)
+        })?;
+        // The guest read it as /spec.toml; name it as the user did.
+        r.spec = spec.file.clone();
+        eprintln!(
+            "mmsim: run {} done in {:.1} s",
+            i + 1,
+            started.elapsed().as_secs_f64()
+        );
+        out.push(r);
+    }
+    Ok(out)
+}
+
+pub fn oracle_run(path: &Path, sets: &[String], json: bool, a: &OracleArgs) -> ExitCode {
+    let result = (|| {
+        let (spec, text) = load(path, sets)?;
+        let o = oracle(a)?;
+        let mut r = real_runs(&o, &spec, &text, sets, 1)?;
+        Ok::<_, ExitCode>(r.remove(0))
+    })();
+    match result {
+        Ok(r) if json => {
+            println!("{}", serde_json::to_string_pretty(&r).expect("serialises"));
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            print!("{}", crate::summary(&r));
+            ExitCode::SUCCESS
+        }
+        Err(c) => c,
+    }
+}
+
+/// The directory holding a fidelity spec's recorded real results.
+pub fn results_dir(spec: &Path) -> PathBuf {
+    let stem = spec
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .to_string();
+    spec.parent()
+        .unwrap_or(Path::new("."))
+        .join("results")
+        .join(stem)
+}
+
+pub fn recorded(spec: &Path) -> Vec<RunResult> {
+    let dir = results_dir(spec);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter_map(|t| serde_json::from_str(&t).ok())
+        .collect()
+}
+
+pub fn oracle_record(specs: &[PathBuf], runs: usize, a: &OracleArgs) -> ExitCode {
+    let o = match oracle(a) {
+        Ok(o) => o,
+        Err(c) => return c,
+    };
+    for path in specs {
+        let (spec, text) = match load(path, &[]) {
+            Ok(x) => x,
+            Err(c) => return c,
+        };
+        let results = match real_runs(&o, &spec, &text, &[], runs) {
+            Ok(r) => r,
+            Err(c) => return c,
+        };
+        let dir = results_dir(path);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            eprintln!("mmsim: {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+        for (i, r) in results.iter().enumerate() {
+            let f = dir.join(format!("run-{}.json", i + 1));
+            let doc = serde_json::to_string_pretty(r).expect("serialises");
+            if let Err(e) = crate::write_atomically(&f, doc.as_bytes()) {
+                eprintln!("mmsim: {}: {e}", f.display());
+                return ExitCode::from(1);
+            }
+        }
+        eprintln!(
+            "mmsim: recorded {} runs of {} in {}",
+            runs,
+            path.display(),
+            dir.display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn compare_cmd(
+    path: &Path,
+    sets: &[String],
+    runs: usize,
+    use_recorded: bool,
+    json: bool,
+    all: bool,
+    a: &OracleArgs,
+) -> ExitCode {
+    let (spec, text) = match load(path, sets) {
+        Ok(x) => x,
+        Err(c) => return c,
+    };
+    let real = if use_recorded {
+        let r = recorded(path);
+        if r.is_empty() {
+            eprintln!(
+                "mmsim: no recorded results in {}; run `mmsim oracle record {}`",
+                results_dir(path).display(),
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+        r
+    } else {
+        let o = match oracle(a) {
+            Ok(o) => o,
+            Err(c) => return c,
+        };
+        match real_runs(&o, &spec, &text, sets, runs) {
+            Ok(r) => r,
+            Err(c) => return c,
+        }
+    };
+    let sim = match mmsim_sim::run(&spec, mmsim_sim::RunOptions::default()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mmsim: {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    };
+    let c = compare::compare(&real, &sim);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&c).expect("serialises"));
+    } else {
+        print!("{}", compare::render(&c, all));
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,472 @@
+//! The real-kernel oracle: runs a spec on Linux under QEMU with the native
+//! runner in a busybox initramfs and brings back the runner's result
+//! document (the same JSON `mmsim run --json` prints).
+//!
+//! The kernel comes from /boot/vmlinuz-* (or `--kernel`), its modules from
+//! /lib/modules/RELEASE (or `--modules`). The initramfs — busybox, the
+//! static runner, the modules the spec needs, /init — is built once and
+//! cached under ~/.cache/mmsim, keyed by the hash of its content; the spec
+//! travels in a second small archive appended to it.
+
+pub mod compare;
+mod cpio;
+
+use mmsim_spec::output::RunResult;
+use mmsim_spec::Spec;
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub enum OracleError {
+    /// Something the oracle needs is not installed.
+    Missing(String),
+    /// The guest ran but did not produce a result.
+    Guest {
+        message: String,
+        console: String,
+    },
+    Io(String),
+}
+
+impl fmt::Display for OracleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OracleError::Missing(m) => write!(f, "{m}"),
+            OracleError::Guest { message, console } => {
+                let tail: Vec<&str> = console.lines().rev().take(25).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                write!(
+                    f,
+                    "{message}\n--- guest console (last lines) ---\n{}",
+                    tail.join("\n")
+                )
+            }
+            OracleError::Io(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for OracleError {}
+
+const PACKAGES: &str = "apt-get install qemu-system-x86 linux-image-amd64 busybox-static";
+
+/// Where everything the oracle uses lives.
+#[derive(Debug, Clone)]
+pub struct Oracle {
+    pub kernel: PathBuf,
+    pub release: String,
+    pub modules: PathBuf,
+    pub qemu: PathBuf,
+    pub busybox: PathBuf,
+    pub runner: PathBuf,
+    pub cache: PathBuf,
+    pub timeout: Duration,
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The newest /boot/vmlinuz-*, by version order of the release string.
+fn newest_kernel() -> Option<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/boot")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .collect();
+    v.sort_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()));
+    v.pop()
+}
+
+fn version_key(s: &str) -> Vec<u64> {
+    s.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|x| x.parse().ok())
+        .collect()
+}
+
+impl Oracle {
+    /// Finds the kernel, modules, QEMU, busybox and the static runner.
+    pub fn detect(
+        kernel: Option<PathBuf>,
+        modules: Option<PathBuf>,
+        runner: Option<PathBuf>,
+    ) -> Result<Oracle, OracleError> {
+        let kernel = match kernel {
+            Some(k) if k.is_file() => k,
+            Some(k) => {
+                return Err(OracleError::Missing(format!(
+                    "no kernel image at {}",
+                    k.display()
+                )))
+            }
+            None => newest_kernel().ok_or_else(|| {
+                OracleError::Missing(format!(
+                    "no kernel in /boot (vmlinuz-*); install one: {PACKAGES}"
+                ))
+            })?,
+        };
+        let release = kernel
+            .file_name()
+            .and_then(|n| {
+                n.to_string_lossy()
+                    .strip_prefix("vmlinuz-")
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        let modules = modules.unwrap_or_else(|| PathBuf::from(format!("/lib/modules/{release}")));
+        if !modules.join("modules.dep").is_file() {
+            return Err(OracleError::Missing(format!(
+                "no kernel modules for {} at {} (modules.dep); pass --modules DIR or install the matching linux-image package",
+                kernel.display(),
+                modules.display()
+            )));
+        }
+        let qemu = which("qemu-system-x86_64").ok_or_else(|| {
+            OracleError::Missing(format!("qemu-system-x86_64 is not installed; {PACKAGES}"))
+        })?;
+        let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file() && is_static(p))
+            .ok_or_else(|| {
+                OracleError::Missing(format!("a static busybox is not installed; {PACKAGES}"))
+            })?;
+        let runner = match runner.or_else(|| std::env::var_os("MMSIM_RUNNER").map(PathBuf::from)) {
+            Some(r) => r,
+            None => build_runner()?,
+        };
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("mmsim");
+        Ok(Oracle {
+            kernel,
+            release,
+            modules,
+            qemu,
+            busybox,
+            runner,
+            cache,
+            timeout: Duration::from_secs(3600),
+        })
+    }
+
+    /// Runs `spec` (read from `spec_text`, with `sets` applied by the
+    /// runner) once on the real kernel.
+    pub fn run(
+        &self,
+        spec: &Spec,
+        spec_text: &str,
+        sets: &[String],
+    ) -> Result<RunResult, OracleError> {
+        std::fs::create_dir_all(&self.cache)
+            .map_err(|e| OracleError::Io(format!("cannot create {}: {e}", self.cache.display())))?;
+        let base = self.base_initramfs(spec)?;
+        let mut initrd = std::fs::read(&base)
+            .map_err(|e| OracleError::Io(format!("{}: {e}", base.display())))?;
+        initrd.extend(run_archive(spec_text, sets));
+        let work = tempdir(&self.cache)?;
+        let initrd_path = work.join("initrd.cpio");
+        let out_path = work.join("result.txt");
+        std::fs::write(&initrd_path, &initrd).map_err(|e| OracleError::Io(e.to_string()))?;
+        let console = self.boot(spec, &initrd_path, &out_path)?;
+        let out = std::fs::read_to_string(&out_path)
+            .unwrap_or_default()
+            .replace('\r', "");
+        let _ = std::fs::remove_dir_all(&work);
+        parse_result(&out, &console)
+    }
+
+    /// The cached initramfs for the modules `spec` needs.
+    fn base_initramfs(&self, spec: &Spec) -> Result<PathBuf, OracleError> {
+        let mut wanted = Vec::new();
+        if !spec.swap.is_empty() {
+            wanted.push("zram");
+        }
+        let mods = self.module_chain(&wanted)?;
+        let busybox = read(&self.busybox)?;
+        let runner = read(&self.runner)?;
+        let mut h = Sha256::new();
+        h.update(INIT.as_bytes());
+        h.update(&busybox);
+        h.update(&runner);
+        for (name, data) in &mods {
+            h.update(name.as_bytes());
+            h.update(data);
+        }
+        let key: String = h
+            .finalize()
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = self.cache.join(format!("initramfs-{key}.cpio"));
+        if path.is_file() {
+            return Ok(path);
+        }
+        let mut c = cpio::Cpio::new();
+        for d in ["bin", "dev", "proc", "sys", "tmp", "modules"] {
+            c.dir(d);
+        }
+        c.char_dev("dev/console", 5, 1);
+        c.file("bin/busybox", 0o755, &busybox);
+        for applet in [
+            "sh", "mount", "insmod", "mkdir", "cat", "echo", "poweroff", "sleep", "ls",
+        ] {
+            c.symlink(&format!("bin/{applet}"), "busybox");
+        }
+        c.file("init", 0o755, INIT.as_bytes());
+        c.file("runner", 0o755, &runner);
+        let order: Vec<String> = mods.iter().map(|(n, _)| n.clone()).collect();
+        for (name, data) in &mods {
+            c.file(&format!("modules/{name}"), 0o644, data);
+        }
+        c.file("modules/order", 0o644, (order.join("\n") + "\n").as_bytes());
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, c.finish())
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|e| OracleError::Io(format!("{}: {e}", path.display())))?;
+        Ok(path)
+    }
+
+    /// The .ko files for `wanted` and their dependencies, in load order.
+    fn module_chain(&self, wanted: &[&str]) -> Result<Vec<(String, Vec<u8>)>, OracleError> {
+        let dep = std::fs::read_to_string(self.modules.join("modules.dep"))
+            .map_err(|e| OracleError::Io(e.to_string()))?;
+        let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+        for w in wanted {
+            let line = dep
+                .lines()
+                .find(|l| {
+                    l.split(':')
+                        .next()
+                        .is_some_and(|m| m.ends_with(&format!("/{w}.ko")))
+                })
+                .ok_or_else(|| {
+                    OracleError::Missing(format!(
+                        "module {w}.ko not found in {}",
+                        self.modules.display()
+                    ))
+                })?;
+            let (m, deps) = line.split_once(':').unwrap_or((line, ""));
+            // modprobe loads the dependency list from its end.
+            let mut chain: Vec<&str> = deps.split_whitespace().rev().collect();
+            chain.push(m.trim());
+            for rel in chain {
+                let name = Path::new(rel)
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .to_string();
+                if out.iter().any(|(n, _)| *n == name) {
+                    continue;
+                }
+                if !name.ends_with(".ko") {
+                    return Err(OracleError::Missing(format!("compressed module {rel}: decompress the modules (xz -d) and pass --modules")));
+                }
+                out.push((name, read(&self.modules.join(rel))?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn boot(&self, spec: &Spec, initrd: &Path, out: &Path) -> Result<String, OracleError> {
+        let mut cmd = Command::new(&self.qemu);
+        cmd.arg("-m")
+            .arg(format!("{}M", spec.machine.memory >> 20))
+            .arg("-smp")
+            .arg(spec.machine.cpus.to_string())
+            .args([
+                "-accel",
+                "tcg",
+                "-cpu",
+                "max",
+                "-display",
+                "none",
+                "-monitor",
+                "none",
+                "-no-reboot",
+            ])
+            .args(["-serial", "stdio", "-serial"])
+            .arg(format!("file:{}", out.display()))
+            .arg("-kernel")
+            .arg(&self.kernel)
+            .arg("-initrd")
+            .arg(initrd)
+            .arg("-append")
+            .arg("console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().map_err(|e| {
+            OracleError::Missing(format!("cannot start {}: {e}", self.qemu.display()))
+        })?;
+        let started = Instant::now();
+        let pid = child.id();
+        let timeout = self.timeout;
+        let watchdog = std::thread::spawn(move || {
+            while started.elapsed() < timeout {
+                std::thread::sleep(Duration::from_millis(200));
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    return;
+                }
+            }
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        });
+        let output = child
+            .wait_with_output()
+            .map_err(|e| OracleError::Io(e.to_string()))?;
+        let _ = watchdog.join();
+        let mut console = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+        console.push_str(&String::from_utf8_lossy(&output.stderr));
+        if started.elapsed() >= self.timeout {
+            return Err(OracleError::Guest {
+                message: format!(
+                    "the guest did not finish within {} s",
+                    self.timeout.as_secs()
+                ),
+                console,
+            });
+        }
+        Ok(console)
+    }
+}
+
+fn read(p: &Path) -> Result<Vec<u8>, OracleError> {
+    std::fs::read(p).map_err(|e| OracleError::Io(format!("{}: {e}", p.display())))
+}
+
+fn is_static(p: &Path) -> bool {
+    // A static ELF has no PT_INTERP program header; look for the
+    // interpreter path in the first pages as a cheap test.
+    std::fs::read(p)
+        .map(|b| !b.windows(14).take(8192).any(|w| w == b"/lib64/ld-linu"))
+        .unwrap_or(false)
+}
+
+fn tempdir(base: &Path) -> Result<PathBuf, OracleError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let d = base.join(format!("run-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&d).map_err(|e| OracleError::Io(format!("{}: {e}", d.display())))?;
+    Ok(d)
+}
+
+/// The guest's /init: mount the basics, load modules, run the spec, and
+/// write the runner's document to the second serial port.
+const INIT: &str = r#"#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+for m in $(cat /modules/order); do insmod /modules/$m || echo "mmsim: insmod $m failed"; done
+echo MMSIM-BEGIN > /dev/ttyS1
+sh /run.sh > /dev/ttyS1
+echo "MMSIM-END $?" > /dev/ttyS1
+poweroff -f
+"#;
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The per-run archive: the spec and the runner's command line.
+fn run_archive(spec_text: &str, sets: &[String]) -> Vec<u8> {
+    let mut c = cpio::Cpio::new();
+    c.file("spec.toml", 0o644, spec_text.as_bytes());
+    let mut cmd = String::from("exec /runner /spec.toml");
+    for s in sets {
+        cmd.push_str(" --set ");
+        cmd.push_str(&shell_quote(s));
+    }
+    c.file("run.sh", 0o755, format!("{cmd}\n").as_bytes());
+    c.finish()
+}
+
+fn parse_result(out: &str, console: &str) -> Result<RunResult, OracleError> {
+    let guest = |m: &str| OracleError::Guest {
+        message: m.to_string(),
+        console: console.to_string(),
+    };
+    let begin = out
+        .find("MMSIM-BEGIN\n")
+        .ok_or_else(|| guest("the guest never started the runner"))?;
+    let body = &out[begin + "MMSIM-BEGIN\n".len()..];
+    let end = body
+        .find("MMSIM-END")
+        .ok_or_else(|| guest("the guest stopped before the runner finished"))?;
+    let status = body[end..]
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("MMSIM-END")
+        .trim()
+        .to_string();
+    let json = &body[..end];
+    if status != "0" && status != "1" {
+        return Err(guest(&format!("the runner failed (exit status {status})")));
+    }
+    serde_json::from_str(json).map_err(|e| {
+        guest(&format!(
+            "the runner's output is not a result document: {e}"
+        ))
+    })
+}
+
+/// Builds the static runner from this source tree with cargo.
+fn build_runner() -> Result<PathBuf, OracleError> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = "x86_64-unknown-linux-gnu";
+    let bin = root.join(format!("target/{target}/release/mmsim-runner"));
+    let status = Command::new("cargo")
+        .current_dir(&root)
+        .env("RUSTFLAGS", "-C target-feature=+crt-static -C strip=debuginfo")
+        .args(["build", "--quiet", "--release", "-p", "mmsim-runner", "--target", target])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| OracleError::Missing(format!("cannot run cargo to build the static runner: {e}; set MMSIM_RUNNER to a static mmsim-runner binary")))?;
+    if !status.success() || !bin.is_file() {
+        return Err(OracleError::Missing(
+            "building the static runner failed; see scripts/build-runner".into(),
+        ));
+    }
+    Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_guest_output() {
+        let out = "noise\nMMSIM-BEGIN\n{\"format\":1}\nMMSIM-END 0\n";
+        // Not a full document: the error must say so, not panic.
+        let e = parse_result(out, "").unwrap_err();
+        assert!(e.to_string().contains("not a result document"));
+        let e = parse_result("MMSIM-BEGIN\nx\nMMSIM-END 2\n", "").unwrap_err();
+        assert!(e.to_string().contains("exit status 2"));
+        assert!(parse_result("", "").is_err());
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("a'b"), "'a'\\''b'");
+    }
+
+    #[test]
+    fn kernel_versions_sort_numerically() {
+        assert!(version_key("vmlinuz-6.1.0-56-amd64") > version_key("vmlinuz-6.1.0-9-amd64"));
+    }
+}

@@ -1,0 +1,141 @@
+//! mmsim-runner: executes an mmsim spec on the running Linux kernel with
+//! real syscalls and prints the same JSON document as `mmsim run --json`,
+//! with the kernel's release as the engine. Needs root (knobs, zram swap,
+//! cgroups). Built static so it runs as-is in the oracle's initramfs:
+//!
+//!   RUSTFLAGS="-C target-feature=+crt-static" cargo build --release \
+//!     -p mmsim-runner --target x86_64-unknown-linux-gnu
+
+mod exec;
+mod procfs;
+mod setup;
+
+use mmsim_spec::output::{Engine, IntegrityResult, MachineInfo, RunResult};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut spec_path = None;
+    let mut sets = Vec::new();
+    let mut output = None;
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--set" => sets.push(it.next().unwrap_or_default()),
+            "--output" | "-o" => output = it.next(),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            _ if spec_path.is_none() && !a.starts_with('-') => spec_path = Some(a),
+            _ => {
+                eprintln!("mmsim-runner: unexpected argument {a}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(path) = spec_path else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let spec = match mmsim_spec::load(std::path::Path::new(&path), &sets) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mmsim-runner: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if spec.features != mmsim_spec::Features::LINUX_6_1 {
+        eprintln!("mmsim-runner: {path}: the real kernel's mechanisms are fixed; run it with every feature at its 6.1 value");
+        return ExitCode::from(2);
+    }
+    match run(&spec) {
+        Ok(result) => {
+            let doc = serde_json::to_string_pretty(&result).expect("serialises") + "\n";
+            if let Some(out) = output {
+                let tmp = format!("{out}.tmp");
+                if let Err(e) = std::fs::write(&tmp, &doc).and_then(|_| std::fs::rename(&tmp, &out))
+                {
+                    let _ = std::fs::remove_file(&tmp);
+                    eprintln!("mmsim-runner: cannot write {out}: {e}");
+                    return ExitCode::from(1);
+                }
+            } else {
+                let _ = std::io::stdout().write_all(doc.as_bytes());
+            }
+            if result.integrity.violations > 0 {
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mmsim-runner: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
+    let mut setup = setup::Setup::apply(spec)?;
+    let machine = MachineInfo {
+        memory_bytes: spec.machine.memory,
+        // SAFETY: sysconf has no preconditions.
+        cpus: unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as u32,
+        mem_total_bytes: procfs::meminfo("MemTotal"),
+        mem_free_at_start_bytes: procfs::meminfo("MemFree"),
+        min_free_kbytes: procfs::read_u64("/proc/sys/vm/min_free_kbytes"),
+        zones: procfs::zoneinfo(),
+    };
+    let before = procfs::vmstat();
+    let t0 = Instant::now();
+    let reports = exec::run_tasks(spec, t0);
+    let elapsed = t0.elapsed().as_nanos() as u64;
+    let after = procfs::vmstat();
+    setup.teardown();
+    let reports = reports?;
+    if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(e);
+    }
+    let last = reports.iter().max_by_key(|r| r.task.end_ns);
+    let mut knobs: BTreeMap<String, String> = setup.knobs.iter().cloned().collect();
+    let f = &spec.features;
+    for (name, on) in [
+        ("wp_reuse_swapcache", f.wp_reuse_swapcache),
+        ("shmem_skip_swapcache", f.shmem_skip_swapcache),
+        ("used_once_mapped_file", f.used_once_mapped_file),
+        ("batched_rmap_unmap", f.batched_rmap_unmap),
+        ("swapoff_readahead_stats", f.swapoff_readahead_stats),
+    ] {
+        knobs.insert(format!("feature:{name}"), on.to_string());
+    }
+    Ok(RunResult {
+        format: 1,
+        engine: Engine {
+            name: "linux".into(),
+            version: kernel_release(),
+        },
+        spec: spec.file.clone(),
+        knobs,
+        machine,
+        elapsed_ns: elapsed,
+        integrity: IntegrityResult {
+            pages_checked: reports.iter().map(|r| r.pages_checked).sum(),
+            violations: reports.iter().map(|r| r.violations).sum(),
+        },
+        cgroups: last.map(|r| r.cgroups.clone()).unwrap_or_default(),
+        tasks: reports.into_iter().map(|r| r.task).collect(),
+        vmstat: procfs::delta(&after, &before),
+        profile: BTreeMap::new(),
+    })
+}
