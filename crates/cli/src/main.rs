@@ -1,5 +1,6 @@
 //! The `mmsim` command.
 
+mod fidelity;
 mod oracle_cmd;
 
 use clap::{Parser, Subcommand};
@@ -66,6 +67,22 @@ enum Cmd {
         #[command(flatten)]
         guest: GuestArgs,
     },
+    /// Check the simulator against the recorded real-kernel results of the
+    /// fidelity specs; print or write the table.
+    Fidelity(FidelityArgs),
+}
+
+#[derive(clap::Args)]
+struct FidelityArgs {
+    /// The folder of fidelity specs (each with results/<name>/run-*.json).
+    #[arg(default_value = "fidelity")]
+    dir: PathBuf,
+    /// Exit 1 if any counter is outside its declared tolerance.
+    #[arg(long)]
+    check: bool,
+    /// Write the table into this markdown file between its markers.
+    #[arg(long, value_name = "FILE")]
+    write: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -157,6 +174,7 @@ fn main() -> ExitCode {
             all,
             &guest.oracle_args(),
         ),
+        Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref()),
     }
 }
 
@@ -262,30 +280,6 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
-/// The counters the summary shows, in this order.
-const MAIN_COUNTERS: &[&str] = &[
-    "pgfault",
-    "pgmajfault",
-    "pgreuse",
-    "pswpin",
-    "pswpout",
-    "pgscan_anon",
-    "pgsteal_anon",
-    "pgscan_kswapd",
-    "pgscan_direct",
-    "pgsteal_kswapd",
-    "pgsteal_direct",
-    "pgrefill",
-    "pgactivate",
-    "pgdeactivate",
-    "workingset_refault_anon",
-    "workingset_activate_anon",
-    "workingset_restore_anon",
-    "allocstall_dma32",
-    "allocstall_normal",
-    "pageoutrun",
-];
-
 pub(crate) fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     s += &format!("mmsim {} — {}\n", r.engine.version, r.spec);
@@ -321,10 +315,11 @@ pub(crate) fn summary(r: &RunResult) -> String {
             );
         }
     }
-    s += "\nvmstat (whole run):\n";
-    for c in MAIN_COUNTERS {
-        if let Some(v) = r.vmstat.get(*c) {
-            s += &format!("  {c:<28} {v:>12}\n");
+    s += "\nvmstat (whole run; the scored counters that moved):\n";
+    for c in mmsim_oracle::compare::SCORED {
+        match r.vmstat.get(*c) {
+            Some(&v) if v != 0 || *c == "pgfault" => s += &format!("  {c:<28} {v:>12}\n"),
+            _ => {}
         }
     }
     for (name, cg) in &r.cgroups {

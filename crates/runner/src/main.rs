@@ -109,14 +109,7 @@ fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
     }
     let last = reports.iter().max_by_key(|r| r.task.end_ns);
     let mut knobs: BTreeMap<String, String> = setup.knobs.iter().cloned().collect();
-    let f = &spec.features;
-    for (name, on) in [
-        ("wp_reuse_swapcache", f.wp_reuse_swapcache),
-        ("shmem_skip_swapcache", f.shmem_skip_swapcache),
-        ("used_once_mapped_file", f.used_once_mapped_file),
-        ("batched_rmap_unmap", f.batched_rmap_unmap),
-        ("swapoff_readahead_stats", f.swapoff_readahead_stats),
-    ] {
+    for (name, on) in spec.features.list() {
         knobs.insert(format!("feature:{name}"), on.to_string());
     }
     Ok(RunResult {

@@ -73,22 +73,26 @@ pub struct Kernel {
     pub scratch: Vec<Vec<Pfn>>,
 }
 
-/// Boot-time reservation of the 6.1 kernel outside the page allocator
-/// (memmap at 64 bytes per 4 KiB page, kernel image, firmware holes), so
-/// that MemTotal matches the real kernel: Linux 6.1.0 (Debian) under QEMU
-/// reports MemTotal ≈ 457 MiB at -m 512M (DESIGN.md "Oracle"), which is
-/// memory/64 for the memmap plus 47 MiB.
+/// Boot-time reservation of the 6.1 kernel outside the page allocator:
+/// the memmap (64 bytes per 4 KiB page) plus the kernel image, firmware
+/// areas and early allocations. Measured on Debian's 6.1.0-56-amd64 under
+/// QEMU (pc machine, default CPU model, 1 CPU): MemTotal 468416 kB at
+/// -m 512M, 983744 kB at 1G, 2014400 kB at 2G, i.e. memory/64 plus
+/// 46.7, 47.3 and 48.8 MiB: 46 MiB plus 1.4 MiB per GiB.
 pub fn boot_reserved_bytes(memory: u64) -> u64 {
-    memory / 64 + (47 << 20)
+    memory / 64 + (46 << 20) + memory * 14 / 10 / 1024
 }
 
-/// Pages the booted kernel holds before the workload starts (slab, per-CPU
-/// areas, kernel stacks, the initramfs unpacked into rootfs, zram's table of
-/// 16 bytes per slot). An estimate until the oracle measures MemFree after
-/// boot (issue 3): 24 MiB plus zram's table.
+/// Memory the booted kernel uses before the workload starts (slab, per-CPU
+/// areas, kernel stacks, the initramfs in rootfs), measured as MemTotal −
+/// MemFree in the oracle's guest before zram is set up: 31.3 MiB at
+/// 512M, 32.6 MiB at 1G, 33.5 MiB at 2G, i.e. 31.3 MiB plus 1.1 MiB per
+/// doubling; plus zram's table of 16 bytes per slot once it is set up.
 pub fn boot_used_bytes(spec: &Spec) -> u64 {
     let zram_table: u64 = spec.swap.iter().map(|s| s.size / 4096 * 16).sum();
-    (24 << 20) + zram_table
+    let doublings = (spec.machine.memory as f64 / (512u64 << 20) as f64).log2();
+    let mib = 31.3 + 1.1 * doublings;
+    (mib.max(16.0) * (1u64 << 20) as f64) as u64 + zram_table
 }
 
 /// DMA zone: the first 16 MiB, less the first MiB of firmware areas.

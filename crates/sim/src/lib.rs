@@ -163,14 +163,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
 /// cgroup limit: enough to tell two runs' settings apart.
 fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = spec.knobs.iter().cloned().collect();
-    let f = &spec.features;
-    for (name, on) in [
-        ("wp_reuse_swapcache", f.wp_reuse_swapcache),
-        ("shmem_skip_swapcache", f.shmem_skip_swapcache),
-        ("used_once_mapped_file", f.used_once_mapped_file),
-        ("batched_rmap_unmap", f.batched_rmap_unmap),
-        ("swapoff_readahead_stats", f.swapoff_readahead_stats),
-    ] {
+    for (name, on) in spec.features.list() {
         m.insert(format!("feature:{name}"), on.to_string());
     }
     let limit = |l: mmsim_spec::Limit| match l {

@@ -18,6 +18,9 @@ pub struct Spec {
     pub swap: Vec<SwapDevice>,
     pub cgroups: Vec<Cgroup>,
     pub tasks: Vec<Task>,
+    /// `[fidelity] tolerance`: per-counter relative tolerances of the
+    /// simulation against recorded real-kernel results. Engines ignore it.
+    pub fidelity: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +43,17 @@ pub struct Features {
 }
 
 impl Features {
+    /// Every flag by its spec name.
+    pub fn list(&self) -> [(&'static str, bool); 5] {
+        [
+            ("wp_reuse_swapcache", self.wp_reuse_swapcache),
+            ("shmem_skip_swapcache", self.shmem_skip_swapcache),
+            ("used_once_mapped_file", self.used_once_mapped_file),
+            ("batched_rmap_unmap", self.batched_rmap_unmap),
+            ("swapoff_readahead_stats", self.swapoff_readahead_stats),
+        ]
+    }
+
     /// Linux 6.1's behaviour.
     pub const LINUX_6_1: Features = Features {
         wp_reuse_swapcache: true,

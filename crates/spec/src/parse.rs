@@ -359,7 +359,7 @@ const NAME_WORDS: &str = "a non-empty name of letters, digits, '_' or '-'";
 // ------------------------------------------------------------------ sections
 
 const SECTIONS: &[&str] = &[
-    "machine", "features", "sysctl", "sysfs", "swap", "cgroup", "task",
+    "machine", "features", "sysctl", "sysfs", "swap", "cgroup", "task", "fidelity",
 ];
 
 fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
@@ -426,6 +426,10 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
             tasks.push(build_task(rep, name, &e.node, &cgroups)?);
         }
     }
+    let fidelity = match top.get("fidelity") {
+        Some(f) => build_fidelity(rep, f)?,
+        None => Vec::new(),
+    };
     if tasks.is_empty() {
         return Err(SpecError {
             file: rep.file.to_string(),
@@ -444,7 +448,57 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         swap,
         cgroups,
         tasks,
+        fidelity,
     })
+}
+
+/// `[fidelity] tolerance = { counter = fraction, ... }`: how far the
+/// simulation may be from the recorded real-kernel median, per counter.
+fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Vec<(String, f64)>, SpecError> {
+    let f = Fields::of(rep, "fidelity".into(), node, "a table [fidelity]")?;
+    f.only(&["tolerance"], "[fidelity]")?;
+    let Some(t) = f.get("tolerance") else {
+        return Ok(Vec::new());
+    };
+    let tf = Fields::of(
+        rep,
+        f.path("tolerance"),
+        t,
+        "a table of counter = fraction, e.g. { pgfault = 0.05 }",
+    )?;
+    let mut out = Vec::new();
+    for (name, e) in &tf.table.entries {
+        let key = tf.path(name);
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(rep.at(
+                e.key_at,
+                key,
+                format!(
+                    "found the counter name `{}`, expected a /proc/vmstat name such as pgfault",
+                    tree::quote(name)
+                ),
+            ));
+        }
+        let v = number(
+            rep,
+            &e.node,
+            &key,
+            "a fraction above 0 and at most 10, e.g. 0.05 for 5%",
+        )?;
+        if !(v > 0.0 && v <= 10.0) {
+            return Err(rep.at(
+                e.node.at,
+                key,
+                format!("found {v}, expected a fraction above 0 and at most 10, e.g. 0.05 for 5%"),
+            ));
+        }
+        out.push((name.clone(), v));
+    }
+    Ok(out)
 }
 
 fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, SpecError> {

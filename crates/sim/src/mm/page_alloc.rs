@@ -226,22 +226,17 @@ impl Kernel {
 
     /// Returns a frame to its zone (`free_unref_page` without the pcp list).
     pub fn free_page(&mut self, pfn: Pfn) {
-        let zi = self.zone_of(pfn);
-        let z = &mut self.zones[zi];
-        let head = z.free_head;
-        z.free_head = pfn;
-        z.nr_free += 1;
-        *self.folios.get_mut(pfn) = Folio {
-            next: head,
-            ..Folio::FREE
-        };
-        self.vm.add(Vm::NrFreePages, 1);
+        self.push_free(pfn);
         self.vm.inc(Vm::Pgfree);
         self.charge_cost(crate::cost::Fn::PageFree, crate::cost::FREE_PAGE_NS);
     }
 
-    /// Puts a frame on its zone's free list at boot (no counters).
+    /// Puts a frame on its zone's free list at boot (no event counters).
     pub fn add_free_at_boot(&mut self, pfn: Pfn) {
+        self.push_free(pfn);
+    }
+
+    fn push_free(&mut self, pfn: Pfn) {
         let zi = self.zone_of(pfn);
         let z = &mut self.zones[zi];
         let head = z.free_head;

@@ -51,6 +51,15 @@ impl ScanControl {
     }
 }
 
+/// NR_ISOLATED_ANON + file.
+fn isolated_item(file: bool) -> Vm {
+    if file {
+        Vm::NrIsolatedFile
+    } else {
+        Vm::NrIsolatedAnon
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum FolioRef {
     Reclaim,
@@ -410,15 +419,8 @@ impl Kernel {
             out.push(pfn);
             self.charge_cost(Fn::ShrinkInactiveList, cost::LRU_MOVE_NS);
         }
-        let file = lru >= LRU_INACTIVE_FILE;
-        self.vm.add(
-            if file {
-                Vm::NrIsolatedFile
-            } else {
-                Vm::NrIsolatedAnon
-            },
-            out.len() as i64,
-        );
+        self.vm
+            .add(isolated_item(lru >= LRU_INACTIVE_FILE), out.len() as i64);
         scanned
     }
 
@@ -489,14 +491,7 @@ impl Kernel {
         let nr_deactivate = self.move_folios_to_lru(&l_inactive, memcg);
         self.vm.add(Vm::Pgdeactivate, nr_deactivate as i64);
         self.memcg_stat(memcg, Mc::Pgdeactivate, nr_deactivate as i64);
-        self.vm.add(
-            if file {
-                Vm::NrIsolatedFile
-            } else {
-                Vm::NrIsolatedAnon
-            },
-            -nr_taken,
-        );
+        self.vm.add(isolated_item(file), -nr_taken);
         self.give_scratch(hold);
         self.give_scratch(l_active);
         self.give_scratch(l_inactive);
@@ -536,14 +531,7 @@ impl Kernel {
         let mut kept = self.take_scratch();
         let reclaimed = self.shrink_folio_list(&list, sc, &mut stat, &mut kept);
         self.move_folios_to_lru(&kept, memcg);
-        self.vm.add(
-            if file {
-                Vm::NrIsolatedFile
-            } else {
-                Vm::NrIsolatedAnon
-            },
-            -nr_taken,
-        );
+        self.vm.add(isolated_item(file), -nr_taken);
         if !sc.cgroup_reclaim() {
             self.vm.add(steal_item, reclaimed as i64);
         }

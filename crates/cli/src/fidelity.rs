@@ -1,0 +1,207 @@
+//! `mmsim fidelity`: every fidelity spec's simulated counters against its
+//! recorded real-kernel results, within the tolerances the spec declares;
+//! and the markdown table of docs/fidelity.md.
+
+use crate::oracle_cmd::{recorded, results_dir};
+use mmsim_oracle::compare::{self, median, NOISE_FLOOR};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub struct Check {
+    pub counter: String,
+    pub real_median: f64,
+    pub real_min: i64,
+    pub real_max: i64,
+    pub sim: i64,
+    pub tolerance: f64,
+    pub ok: bool,
+}
+
+pub struct SpecReport {
+    pub spec: PathBuf,
+    pub runs: usize,
+    pub kernel: String,
+    pub checks: Vec<Check>,
+    pub median_error: Option<f64>,
+    pub worst: Option<(f64, String)>,
+}
+
+/// Within tolerance: |sim − real| ≤ tol × max(real, NOISE_FLOOR), so a
+/// counter that is tiny on the real kernel is judged on an absolute scale.
+pub fn within(real: f64, sim: f64, tol: f64) -> bool {
+    (sim - real).abs() <= tol * real.max(NOISE_FLOOR)
+}
+
+pub fn evaluate(spec_path: &Path) -> Result<Option<SpecReport>, String> {
+    let spec = mmsim_spec::load(spec_path, &[]).map_err(|e| e.to_string())?;
+    let real = recorded(spec_path);
+    if real.is_empty() {
+        return Ok(None);
+    }
+    let sim = mmsim_sim::run(&spec, mmsim_sim::RunOptions::default())
+        .map_err(|e| format!("{}: {e}", spec_path.display()))?;
+    let c = compare::compare(&real, &sim);
+    let checks = spec
+        .fidelity
+        .iter()
+        .map(|(name, tol)| {
+            let mut v: Vec<f64> = real
+                .iter()
+                .map(|r| *r.vmstat.get(name).unwrap_or(&0) as f64)
+                .collect();
+            let m = median(&mut v);
+            let s = *sim.vmstat.get(name).unwrap_or(&0);
+            Check {
+                counter: name.clone(),
+                real_median: m,
+                real_min: v.first().copied().unwrap_or(0.0) as i64,
+                real_max: v.last().copied().unwrap_or(0.0) as i64,
+                sim: s,
+                tolerance: *tol,
+                ok: within(m, s as f64, *tol),
+            }
+        })
+        .collect();
+    Ok(Some(SpecReport {
+        spec: spec_path.to_path_buf(),
+        runs: real.len(),
+        kernel: c.kernel.clone(),
+        checks,
+        median_error: c.median_error,
+        worst: c.worst_error.zip(c.worst_counter),
+    }))
+}
+
+pub fn specs_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", x * 100.0)
+}
+
+pub fn markdown(reports: &[SpecReport], missing: &[PathBuf]) -> String {
+    let mut s = String::new();
+    s += "| spec | counter | real median (min–max) | mmsim | error | tolerance | |\n";
+    s += "|---|---|---|---|---|---|---|\n";
+    for r in reports {
+        let name = r.spec.file_stem().unwrap_or_default().to_string_lossy();
+        for c in &r.checks {
+            let err = if c.real_median > 0.0 {
+                pct((c.sim as f64 - c.real_median) / c.real_median)
+            } else {
+                "—".into()
+            };
+            let _ = writeln!(
+                s,
+                "| {name} | {} | {} ({}–{}) | {} | {err} | {:.0}% | {} |",
+                c.counter,
+                c.real_median,
+                c.real_min,
+                c.real_max,
+                c.sim,
+                c.tolerance * 100.0,
+                if c.ok { "ok" } else { "**out**" }
+            );
+        }
+    }
+    s += "\nScore per spec, over every scored counter (`mmsim compare --recorded SPEC` shows them all):\n\n";
+    s += "| spec | real runs | kernel | median error | worst error (counter) |\n|---|---|---|---|---|\n";
+    for r in reports {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            r.spec.file_stem().unwrap_or_default().to_string_lossy(),
+            r.runs,
+            r.kernel,
+            r.median_error
+                .map_or("—".into(), |e| format!("{:.1}%", e * 100.0)),
+            r.worst
+                .as_ref()
+                .map_or("—".into(), |(e, n)| format!("{:.1}% ({n})", e * 100.0))
+        );
+    }
+    for m in missing {
+        let _ = writeln!(
+            s,
+            "\n{}: no recorded results in {}",
+            m.display(),
+            results_dir(m).display()
+        );
+    }
+    s
+}
+
+/// The generated part of docs/fidelity.md sits between these markers.
+pub const BEGIN: &str = "<!-- BEGIN mmsim fidelity -->";
+pub const END: &str = "<!-- END mmsim fidelity -->";
+
+pub fn fidelity_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
+    let mut reports = Vec::new();
+    let mut missing = Vec::new();
+    for spec in specs_in(dir) {
+        match evaluate(&spec) {
+            Ok(Some(r)) => reports.push(r),
+            Ok(None) => missing.push(spec),
+            Err(e) => {
+                eprintln!("mmsim: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let table = markdown(&reports, &missing);
+    if let Some(path) = write {
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let new = match (old.find(BEGIN), old.find(END)) {
+            (Some(a), Some(b)) if a < b => format!(
+                "{}{BEGIN}\n{table}{END}{}",
+                &old[..a],
+                &old[b + END.len()..]
+            ),
+            _ => format!("{old}\n{BEGIN}\n{table}{END}\n"),
+        };
+        if let Err(e) = crate::write_atomically(path, new.trim_end().as_bytes()) {
+            eprintln!("mmsim: {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    } else {
+        print!("{table}");
+    }
+    let out: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.checks
+                .iter()
+                .filter(|c| !c.ok)
+                .map(move |c| format!("{} {}", r.spec.display(), c.counter))
+        })
+        .collect();
+    if check && !out.is_empty() {
+        eprintln!("mmsim: out of tolerance: {}", out.join(", "));
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+
+    #[test]
+    fn tolerance_rule() {
+        assert!(within(1000.0, 1049.0, 0.05));
+        assert!(!within(1000.0, 1051.0, 0.05));
+        // Below the noise floor the scale is absolute: 100 × tol.
+        assert!(within(0.0, 5.0, 0.05));
+        assert!(!within(0.0, 6.0, 0.05));
+    }
+}
