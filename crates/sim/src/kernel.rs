@@ -79,8 +79,10 @@ pub struct Kernel {
 /// QEMU (pc machine, default CPU model, 1 CPU): MemTotal 468416 kB at
 /// -m 512M, 983744 kB at 1G, 2014400 kB at 2G, i.e. memory/64 plus
 /// 46.7, 47.3 and 48.8 MiB: 46 MiB plus 1.4 MiB per GiB.
-pub fn boot_reserved_bytes(memory: u64) -> u64 {
-    memory / 64 + (46 << 20) + memory * 14 / 10 / 1024
+/// Each CPU beyond the first reserves its per-CPU areas: 248 kB measured
+/// (MemTotal at -smp 2 vs -smp 1, 512M).
+pub fn boot_reserved_bytes(memory: u64, cpus: u32) -> u64 {
+    memory / 64 + (46 << 20) + memory * 14 / 10 / 1024 + (cpus.max(1) as u64 - 1) * 248 * 1024
 }
 
 /// Memory the booted kernel uses before the workload starts (slab, per-CPU
@@ -95,6 +97,12 @@ pub fn boot_used_bytes(spec: &Spec) -> u64 {
     (mib.max(16.0) * (1u64 << 20) as f64) as u64 + zram_table
 }
 
+/// Pages the kernel frees after the boot-time watermark computation (init
+/// sections and the like): measured as MemTotal − lowmem_kbytes implied by
+/// min_free_kbytes (int_sqrt(16 × lowmem_kbytes)) on 6.1.0-56-amd64 at
+/// -m 512M: 468416 kB − 464102 kB = 4.2 MiB.
+const INIT_FREED_PAGES: u64 = 1079;
+
 /// DMA zone: the first 16 MiB, less the first MiB of firmware areas.
 const DMA_MANAGED_PAGES: u64 = 3840;
 /// DMA32 ends at 3 GiB of RAM on QEMU's pc machine (the PCI hole above).
@@ -103,10 +111,10 @@ const DMA32_END_BYTES: u64 = 3 << 30;
 impl Kernel {
     pub fn new(spec: &Spec) -> Kernel {
         let memory = spec.machine.memory;
-        let managed = (memory - boot_reserved_bytes(memory)) / 4096;
+        let managed = (memory - boot_reserved_bytes(memory, spec.machine.cpus)) / 4096;
         let dma = DMA_MANAGED_PAGES.min(managed);
         let dma32_end = (DMA32_END_BYTES.min(memory)
-            - boot_reserved_bytes(memory).min(DMA32_END_BYTES.min(memory)))
+            - boot_reserved_bytes(memory, spec.machine.cpus).min(DMA32_END_BYTES.min(memory)))
             / 4096;
         let dma32 = dma32_end.saturating_sub(dma).min(managed - dma);
         let normal = managed - dma - dma32;
@@ -129,6 +137,7 @@ impl Kernel {
             m.memory.high = cg.memory_high.pages();
             memcgs.push(m);
         }
+        memcgs[0].has_children = memcgs.len() > 1;
         let nmemcg = memcgs.len();
         let mut k = Kernel {
             features: spec.features,
@@ -190,8 +199,15 @@ impl Kernel {
     /// from the watermarks then in force. An explicit vm.min_free_kbytes
     /// is applied last, as sysctl does.
     fn boot_watermarks(&mut self, spec: &Spec) {
+        // init_per_zone_wmark_min runs before the kernel frees its init
+        // sections, so it sees fewer managed pages than MemTotal later
+        // shows; the watermarks are not recomputed when those pages come.
+        let z = self.zones.len() - 1;
+        let absent = INIT_FREED_PAGES.min(self.zones[z].managed / 2);
+        self.zones[z].managed -= absent;
         let base = self.calculate_min_free_kbytes();
         self.setup_per_zone_wmarks(base);
+        self.zones[z].managed += absent;
         self.min_free_kbytes = base;
         // hugepage_init leaves THP off on machines under 512 MiB of RAM, and
         // then khugepaged never raises the watermarks.

@@ -39,6 +39,9 @@ pub struct MemcgEvents {
 pub struct Memcg {
     pub name: String,
     pub parent: Option<u16>,
+    /// Whether any memcg names this one as its parent (hierarchical sums
+    /// then need a walk).
+    pub has_children: bool,
     pub memory: PageCounter,
     pub swap: PageCounter,
     pub stat: MemcgStat,
@@ -50,6 +53,7 @@ impl Memcg {
         Memcg {
             name: name.to_string(),
             parent,
+            has_children: false,
             memory: PageCounter::default(),
             swap: PageCounter::default(),
             stat: MemcgStat::default(),
@@ -112,19 +116,20 @@ impl Kernel {
     /// `page_counter_try_charge` on memory: all levels or none. Returns the
     /// memcg whose limit refused.
     fn page_counter_try_charge(&mut self, memcg: u16, nr: u64) -> Result<(), u16> {
-        let levels: Vec<u16> = self.ancestors(memcg).collect();
-        for &m in &levels {
-            let c = &self.memcgs[m as usize].memory;
-            if let Some(max) = c.max {
-                if c.usage + nr > max {
-                    return Err(m);
-                }
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            let c = &self.memcgs[cur as usize].memory;
+            if c.max.is_some_and(|max| c.usage + nr > max) {
+                return Err(cur);
             }
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
         }
-        for &m in &levels {
-            let c = &mut self.memcgs[m as usize].memory;
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            let c = &mut self.memcgs[cur as usize].memory;
             c.usage += nr;
             c.peak = c.peak.max(c.usage);
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
         }
         self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::PAGE_COUNTER_NS);
         Ok(())

@@ -58,12 +58,12 @@ impl Kernel {
         if write {
             let next = expected.wrapping_add(1).max(1);
             self.vmas[vma as usize].user_version[idx] = next;
-            self.folios.get_mut(pte_pfn(pte)).version = next;
+            self.folios.version[pte_pfn(pte) as usize] = next;
         } else {
             let found = if pte & PTE_ZERO != 0 {
                 0
             } else {
-                self.folios.get(pte_pfn(pte)).version
+                self.folios.version[pte_pfn(pte) as usize]
             };
             self.integrity.pages_checked += 1;
             if found != expected {
@@ -140,7 +140,7 @@ impl Kernel {
         let memcg = self.vma_memcg(vma);
         let pfn = self.alloc_anon_folio(memcg)?;
         self.charge_cost(Fn::DoAnonymousPage, cost::CLEAR_PAGE_NS + cost::PTE_NS);
-        self.folios.get_mut(pfn).version = 0;
+        self.folios.version[pfn as usize] = 0;
         self.page_add_anon_rmap(pfn, vma, idx, true);
         self.folio_add_lru(pfn);
         self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, PTE_WRITE | PTE_YOUNG | PTE_DIRTY);
@@ -235,7 +235,7 @@ impl Kernel {
         }
         self.folio_add_lru(pfn);
         let version = self.zram_read_page(ty, off as u32);
-        self.folios.get_mut(pfn).version = version;
+        self.folios.version[pfn as usize] = version;
         self.vm.inc(Vm::Pswpin);
         Ok(pfn)
     }
@@ -302,10 +302,10 @@ impl Kernel {
         let new = self.alloc_anon_folio(memcg)?;
         let (work, version) = match old {
             None => (cost::CLEAR_PAGE_NS, 0),
-            Some(o) => (cost::COPY_PAGE_NS, self.folios.get(o).version),
+            Some(o) => (cost::COPY_PAGE_NS, self.folios.version[o as usize]),
         };
         self.charge_cost(Fn::DoWpPage, work + cost::PTE_NS + cost::TLB_FLUSH_NS);
-        self.folios.get_mut(new).version = version;
+        self.folios.version[new as usize] = version;
         self.page_add_anon_rmap(new, vma, idx, true);
         self.folio_add_lru(new);
         self.vmas[vma as usize].ptes[idx] = mk_pte(new, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);

@@ -70,8 +70,18 @@ impl Kernel {
     /// rstat-flushed values that may lag by up to 2 s or 64×CPUs updates;
     /// we read exact ones.
     pub fn lruvec_page_state(&self, memcg: u16, lru: u8) -> u64 {
+        const NODE: [crate::vmstat::Vm; 5] = [
+            crate::vmstat::Vm::NrInactiveAnon,
+            crate::vmstat::Vm::NrActiveAnon,
+            crate::vmstat::Vm::NrInactiveFile,
+            crate::vmstat::Vm::NrActiveFile,
+            crate::vmstat::Vm::NrUnevictable,
+        ];
         if memcg == crate::mm::memcontrol::ROOT_MEMCG {
-            return self.lruvecs.iter().map(|l| l.size(lru)).sum();
+            return self.vm.get(NODE[lru as usize]) as u64;
+        }
+        if !self.memcgs[memcg as usize].has_children {
+            return self.lruvecs[memcg as usize].size(lru);
         }
         (0..self.memcgs.len())
             .filter(|&i| self.is_descendant(i as u16, memcg))

@@ -702,7 +702,7 @@ impl Kernel {
         }
         let entry = f.swap;
         let (ty, off) = (swp_type(entry), swp_offset(entry));
-        if !self.zram_write_page(ty, off, f.version) {
+        if !self.zram_write_page(ty, off, self.folios.version[pfn as usize]) {
             // -ENOMEM from zram: the write failed, the folio stays dirty.
             self.folios.get_mut(pfn).set(PG_DIRTY);
             return PageOut::Activate;
