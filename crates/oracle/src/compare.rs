@@ -31,6 +31,7 @@ pub const SCORED: &[&str] = &[
     "swap_ra_hit",
     "allocstall_dma32",
     "allocstall_normal",
+    "allocstall_movable",
     "pageoutrun",
 ];
 

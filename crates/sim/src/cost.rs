@@ -89,9 +89,12 @@ pub const ZRAM_STORED_BYTES: u64 = 32;
 /// (trylock, flag tests, list handling in `shrink_folio_list`): ~50 ns.
 pub const SHRINK_FOLIO_NS: u64 = 50;
 
-/// A scheduler time slice between runnable tasks on one CPU: CFS's
-/// `sched_min_granularity` is 0.75 ms scaled by 1 + log2(cpus), ~1-3 ms.
-pub const SLICE_NS: u64 = 1_000_000;
+/// CFS's `sysctl_sched_latency` (6 ms) and `sysctl_sched_min_granularity`
+/// (0.75 ms) before the kernel scales them by 1 + log2(cpus): runnable
+/// entities sharing a CPU get slices of latency / nr_running, at least
+/// min_granularity (kernel/sched/fair.c defaults).
+pub const SCHED_LATENCY_NS: u64 = 6_000_000;
+pub const SCHED_MIN_GRANULARITY_NS: u64 = 750_000;
 
 /// How far one entity may run ahead of another ready one before the
 /// scheduler switches: the granularity at which concurrently running tasks

@@ -164,12 +164,7 @@ impl<'s> Scheduler<'s> {
                     .iter()
                     .filter(|t| t.state != TaskState::Done)
                     .count();
-                // Stay in step with whatever else is ready to run: run at
-                // most a quantum past the next entity's ready time.
-                let others = self
-                    .next_ready_except(entity)
-                    .map_or(u64::MAX, |t| t.max(start).saturating_add(cost::QUANTUM_NS));
-                let slice_end = others.min(start + cost::SLICE_NS);
+                let slice_end = self.slice_end(entity, cpu, start);
                 let end = self.run_task_slice(entity, k, slice_end)?;
                 if self.tasks[entity].state == TaskState::Done {
                     if remaining == 1 {
@@ -180,14 +175,18 @@ impl<'s> Scheduler<'s> {
                 end.max(k.now())
             } else {
                 k.cur_task = None;
-                let next = k.kswapd_step();
-                let now = k.now();
-                self.kswapd_ready = match next {
-                    KswapdNext::Run => Some(now),
-                    KswapdNext::NapUntil(t) => Some(t),
-                    KswapdNext::Sleep => None,
+                // kswapd keeps its CPU for its slice, pass after pass,
+                // until it naps or sleeps.
+                let slice_end = self.slice_end(entity, cpu, start);
+                self.kswapd_ready = loop {
+                    match k.kswapd_step() {
+                        KswapdNext::Run if k.now() < slice_end => continue,
+                        KswapdNext::Run => break Some(k.now()),
+                        KswapdNext::NapUntil(t) => break Some(t),
+                        KswapdNext::Sleep => break None,
+                    }
                 };
-                now
+                k.now()
             };
             if let Some(t) = k.kswapd_wake_at.take() {
                 self.kswapd_ready = Some(t);
@@ -225,19 +224,50 @@ impl<'s> Scheduler<'s> {
         best
     }
 
-    /// The earliest ready time of any entity but `me`.
-    fn next_ready_except(&self, me: usize) -> Option<u64> {
+    /// When an entity that starts at `start` on `cpu` must give way. An
+    /// entity ready to run on another, idle CPU runs beside it, so the two
+    /// stay in step to within `QUANTUM_NS`; entities competing for CPUs
+    /// share them in CFS slices: sched_latency over the runnable count per
+    /// CPU, at least min_granularity (both scaled by 1 + log2(cpus), as the
+    /// kernel's default tunable scaling does).
+    fn slice_end(&self, me: usize, cpu: usize, start: u64) -> u64 {
+        let ncpu = self.cpu_free_at.len() as u64;
+        let factor = 1 + (63 - ncpu.leading_zeros() as u64);
+        let latency = cost::SCHED_LATENCY_NS * factor;
+        let min_gran = cost::SCHED_MIN_GRANULARITY_NS * factor;
+        let mut end = u64::MAX;
+        let mut competing: u64 = 1;
+        for r in self.ready_times_except(me) {
+            let other_cpu_idle = (0..self.cpu_free_at.len())
+                .any(|c| c != cpu && self.cpu_free_at[c] <= r.max(start));
+            if other_cpu_idle {
+                end = end.min(r.max(start).saturating_add(cost::QUANTUM_NS));
+            } else if r <= start {
+                competing += 1;
+            }
+        }
+        let per_cpu = competing.div_ceil(ncpu).max(1);
+        end.min(start + (latency / per_cpu).max(min_gran))
+    }
+
+    /// Ready times of every entity but `me` that will want a CPU.
+    fn ready_times_except(&self, me: usize) -> impl Iterator<Item = u64> + '_ {
         let tasks = self
             .tasks
             .iter()
             .enumerate()
-            .filter(|&(i, _)| i != me)
+            .filter(move |&(i, _)| i != me)
             .filter_map(|(_, t)| match t.state {
                 TaskState::Ready => Some(t.clock),
                 TaskState::Sleeping(until) => Some(until),
                 TaskState::Done => None,
             });
-        tasks.chain(self.kswapd_ready).min()
+        let kswapd = if me == self.tasks.len() {
+            None
+        } else {
+            self.kswapd_ready
+        };
+        tasks.chain(kswapd)
     }
 
     fn run_task_slice(

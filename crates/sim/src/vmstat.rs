@@ -56,6 +56,7 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     AllocstallDma = "allocstall_dma",
     AllocstallDma32 = "allocstall_dma32",
     AllocstallNormal = "allocstall_normal",
+    AllocstallMovable = "allocstall_movable",
     PgskipDma = "pgskip_dma",
     PgskipDma32 = "pgskip_dma32",
     PgskipNormal = "pgskip_normal",

@@ -134,12 +134,9 @@ impl Kernel {
         let initial_priority = sc.priority;
         loop {
             if !sc.cgroup_reclaim() {
-                let zone = self.zones[self.highest_zoneidx()].ztype;
-                self.vm.inc(match zone {
-                    super::page_alloc::ZoneType::Dma => Vm::AllocstallDma,
-                    super::page_alloc::ZoneType::Dma32 => Vm::AllocstallDma32,
-                    super::page_alloc::ZoneType::Normal => Vm::AllocstallNormal,
-                });
+                // sc->reclaim_idx is gfp_zone(GFP_HIGHUSER_MOVABLE): the
+                // Movable zone's index, even with no memory in it.
+                self.vm.inc(Vm::AllocstallMovable);
             }
             loop {
                 sc.nr_scanned = 0;
