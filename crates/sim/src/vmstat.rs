@@ -92,43 +92,70 @@ impl Vm {
     }
 }
 
-/// Node-wide /proc/vmstat.
+/// A flat array of counters indexed by an item enum.
 #[derive(Clone)]
-pub struct VmStat {
-    v: [i64; NR_VM_ITEMS],
+pub struct Counters<E, const N: usize> {
+    v: [i64; N],
+    _item: std::marker::PhantomData<E>,
 }
 
-impl Default for VmStat {
+impl<E, const N: usize> Default for Counters<E, N> {
     fn default() -> Self {
-        VmStat {
-            v: [0; NR_VM_ITEMS],
+        Counters {
+            v: [0; N],
+            _item: std::marker::PhantomData,
         }
     }
 }
 
-impl VmStat {
+impl<E: Into<usize>, const N: usize> Counters<E, N> {
     #[inline]
-    pub fn add(&mut self, item: Vm, n: i64) {
-        self.v[item as usize] += n;
+    pub fn add(&mut self, item: E, n: i64) {
+        self.v[item.into()] += n;
     }
     #[inline]
-    pub fn inc(&mut self, item: Vm) {
-        self.v[item as usize] += 1;
+    pub fn inc(&mut self, item: E) {
+        self.v[item.into()] += 1;
     }
     #[inline]
-    pub fn get(&self, item: Vm) -> i64 {
-        self.v[item as usize]
+    pub fn get(&self, item: E) -> i64 {
+        self.v[item.into()]
     }
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
-        VM_NAMES.iter().copied().zip(self.v.iter().copied())
+    /// Adds every counter of `other`.
+    pub fn add_all(&mut self, other: &Self) {
+        for (a, b) in self.v.iter_mut().zip(other.v.iter()) {
+            *a += b;
+        }
     }
     /// Counter-by-counter difference `self − earlier`.
-    pub fn delta(&self, earlier: &VmStat) -> VmStat {
-        let mut d = VmStat::default();
-        for i in 0..NR_VM_ITEMS {
+    pub fn delta(&self, earlier: &Self) -> Self {
+        let mut d = Self::default();
+        for i in 0..N {
             d.v[i] = self.v[i] - earlier.v[i];
         }
         d
+    }
+}
+
+impl From<Vm> for usize {
+    fn from(v: Vm) -> usize {
+        v as usize
+    }
+}
+
+impl From<Mc> for usize {
+    fn from(m: Mc) -> usize {
+        m as usize
+    }
+}
+
+/// Node-wide /proc/vmstat.
+pub type VmStat = Counters<Vm, NR_VM_ITEMS>;
+
+impl VmStat {
+    /// (name, value) in /proc/vmstat order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        VM_NAMES.iter().copied().zip(self.v.iter().copied())
     }
 }
 
@@ -176,33 +203,9 @@ impl Mc {
 }
 
 /// One cgroup's memory.stat (its own, not yet summed over descendants).
-#[derive(Clone)]
-pub struct MemcgStat {
-    v: [i64; NR_MC_ITEMS],
-}
-
-impl Default for MemcgStat {
-    fn default() -> Self {
-        MemcgStat {
-            v: [0; NR_MC_ITEMS],
-        }
-    }
-}
+pub type MemcgStat = Counters<Mc, NR_MC_ITEMS>;
 
 impl MemcgStat {
-    #[inline]
-    pub fn add(&mut self, item: Mc, n: i64) {
-        self.v[item as usize] += n;
-    }
-    #[inline]
-    pub fn get(&self, item: Mc) -> i64 {
-        self.v[item as usize]
-    }
-    pub fn add_all(&mut self, other: &MemcgStat) {
-        for i in 0..NR_MC_ITEMS {
-            self.v[i] += other.v[i];
-        }
-    }
     /// memory.stat lines: (name, value) with sizes in bytes.
     pub fn lines(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
         MC_NAMES.iter().enumerate().map(|(i, &n)| {

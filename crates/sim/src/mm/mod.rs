@@ -6,6 +6,7 @@ pub mod memory;
 pub mod mmap;
 pub mod page_alloc;
 pub mod pgtable;
+pub mod rmap;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;

@@ -1,0 +1,91 @@
+//! mm/rmap.c: the reverse map of anon folios — from a folio to the PTEs
+//! that map it — and the two walks reclaim makes over it:
+//! `folio_referenced` (young bits) and `try_to_unmap` (swap PTEs).
+
+use super::folio::*;
+use super::pgtable::*;
+use crate::cost::{self, Fn};
+use crate::kernel::Kernel;
+
+impl Kernel {
+    /// `page_vma_mapped_walk` for an order-0 folio: the PTE of `vma` that
+    /// maps `pfn` at linear index `index`, if there is one.
+    pub fn page_vma_mapped(&self, pfn: Pfn, index: u32, vma: u32) -> Option<(usize, Pte)> {
+        let v = &self.vmas[vma as usize];
+        let idx = (index as u64).wrapping_sub(v.pgoff);
+        if idx >= v.pages {
+            return None;
+        }
+        let pte = v.ptes[idx as usize];
+        (pte_present(pte) && pte & PTE_ZERO == 0 && pte_pfn(pte) == pfn)
+            .then_some((idx as usize, pte))
+    }
+
+    /// `try_to_unmap` of an anon folio: every PTE becomes a swap PTE.
+    pub fn try_to_unmap(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        let av = f.mapping;
+        let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
+        for &v in &vmas {
+            if let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) {
+                self.try_to_unmap_one(pfn, v, idx, pte);
+            }
+        }
+        self.anon_vmas[av as usize].vmas = vmas;
+    }
+
+    fn try_to_unmap_one(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) {
+        self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
+        if pte & PTE_DIRTY != 0 {
+            self.folios.get_mut(pfn).set(PG_DIRTY);
+        }
+        let f = *self.folios.get(pfn);
+        let entry = f.swap;
+        debug_assert!(f.test(PG_SWAPCACHE));
+        self.swap_duplicate(entry);
+        let exclusive = f.test(PG_ANON_EXCLUSIVE);
+        self.vmas[vma as usize].ptes[idx] = swp_entry_to_pte(entry, exclusive);
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_anon -= 1;
+        self.mms[mm].swapents += 1;
+        self.page_remove_rmap(pfn);
+        self.folio_put(pfn);
+    }
+
+    /// `folio_referenced`: how many mappings saw the folio young (clearing
+    /// the young bits), and their VMA flags. In cgroup reclaim only the
+    /// target memcg's mms count.
+    pub fn folio_referenced(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
+        self.charge_cost(Fn::FolioReferenced, cost::FOLIO_REFERENCED_NS);
+        let f = *self.folios.get(pfn);
+        if f.mapcount == 0 || !f.test(PG_ANON) {
+            return (0, 0);
+        }
+        let mut referenced = 0;
+        let mut vm_flags = 0;
+        let av = f.mapping;
+        for i in 0..self.anon_vmas[av as usize].vmas.len() {
+            let v = self.anon_vmas[av as usize].vmas[i];
+            let vma = &self.vmas[v as usize];
+            if let Some(t) = target {
+                if !self.is_descendant(self.mms[vma.mm as usize].memcg, t) {
+                    continue;
+                }
+            }
+            let flags = vma.flags;
+            let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) else {
+                continue;
+            };
+            if flags & super::mmap::VM_LOCKED != 0 {
+                return (referenced, vm_flags | super::mmap::VM_LOCKED);
+            }
+            if pte & PTE_YOUNG != 0 {
+                let flags = vma.flags;
+                self.vmas[v as usize].ptes[idx as usize] = pte & !PTE_YOUNG;
+                referenced += 1;
+                vm_flags |= flags;
+            }
+        }
+        (referenced, vm_flags)
+    }
+}
