@@ -81,7 +81,7 @@ impl Kernel {
             }
             if pte & PTE_YOUNG != 0 {
                 let flags = vma.flags;
-                self.vmas[v as usize].ptes[idx as usize] = pte & !PTE_YOUNG;
+                self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
                 referenced += 1;
                 vm_flags |= flags;
             }
