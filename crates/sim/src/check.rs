@@ -85,6 +85,17 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             }
         }
     }
+    for z in &k.zones {
+        for (c, pcp) in z.pcp.iter().enumerate() {
+            for &p in &pcp.list {
+                let f = k.folios.get(p);
+                if f.flags != PG_PCP || f.refcount != 0 || p < z.start || p >= z.end {
+                    return fail(format!("frame {p} on cpu {c}'s pcp list of zone {} is not a free pcp page: {f:?}", z.name()));
+                }
+                seen[p as usize] += 1;
+            }
+        }
+    }
     for (c, cpu) in k.cpus.iter().enumerate() {
         for &p in &cpu.lru_add {
             if !k.folios.get(p).test(PG_LRU_BATCH) {
@@ -181,7 +192,7 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
     }
     let mut anon_mapped = 0;
     for (p, f) in k.folios.f.iter().enumerate() {
-        if f.test(PG_BUDDY) || f.test(PG_KERNEL) {
+        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL) {
             continue;
         }
         if f.mapcount != maps[p] {
@@ -300,7 +311,7 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
     let mut charged = vec![0u64; k.memcgs.len()];
     let mut anon = vec![0i64; k.memcgs.len()];
     for f in &k.folios.f {
-        if f.test(PG_BUDDY) || f.test(PG_KERNEL) {
+        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL) {
             continue;
         }
         charged[f.memcg as usize] += f.nr_pages() as u64;

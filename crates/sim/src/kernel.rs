@@ -111,6 +111,7 @@ const DMA32_END_BYTES: u64 = 3 << 30;
 impl Kernel {
     pub fn new(spec: &Spec) -> Kernel {
         let memory = spec.machine.memory;
+        let cpus = spec.machine.cpus as usize;
         let managed = (memory - boot_reserved_bytes(memory, spec.machine.cpus)) / 4096;
         let dma = DMA_MANAGED_PAGES.min(managed);
         let dma32_end = (DMA32_END_BYTES.min(memory)
@@ -119,17 +120,17 @@ impl Kernel {
         let dma32 = dma32_end.saturating_sub(dma).min(managed - dma);
         let normal = managed - dma - dma32;
         let mut zones = vec![
-            Zone::new(ZoneType::Dma, 0, dma as Pfn),
-            Zone::new(ZoneType::Dma32, dma as Pfn, (dma + dma32) as Pfn),
+            Zone::new(ZoneType::Dma, 0, dma as Pfn, cpus),
+            Zone::new(ZoneType::Dma32, dma as Pfn, (dma + dma32) as Pfn, cpus),
         ];
         if normal > 0 {
             zones.push(Zone::new(
                 ZoneType::Normal,
                 (dma + dma32) as Pfn,
                 managed as Pfn,
+                cpus,
             ));
         }
-        let cpus = spec.machine.cpus as usize;
         let mut memcgs = vec![Memcg::new("", None)];
         for cg in &spec.cgroups {
             let mut m = Memcg::new(&cg.name, Some(0));

@@ -37,6 +37,8 @@ pub const PG_LRU_BATCH: u32 = 1 << 21;
 pub const PG_ISOLATED: u32 = 1 << 22;
 /// Used by the kernel itself (boot reservation, zram's pool).
 pub const PG_KERNEL: u32 = 1 << 23;
+/// Free, on a CPU's per-CPU page list (not in the zone's free list).
+pub const PG_PCP: u32 = 1 << 24;
 
 /// LRU list numbers as `enum lru_list` orders them.
 pub const LRU_INACTIVE_ANON: u8 = 0;

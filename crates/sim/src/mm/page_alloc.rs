@@ -1,9 +1,13 @@
 //! Free memory: zones, watermarks, the allocation fast and slow paths.
 //!
-//! Simplifications (each cannot change a reported counter by more than the
-//! per-CPU page lists hold, a few hundred pages):
-//! - no buddy orders: every folio is order 0 today, so a free list per zone;
-//! - no per-CPU page lists (pcp): freed pages return to the zone at once.
+//! Order-0 pages pass through per-CPU page lists (pcp) as in 6.1: an
+//! allocation takes from the CPU's list, refilled `batch` pages at a time
+//! from the zone; a free goes onto it and a full list returns pages to the
+//! zone in bulk. Pages on pcp lists are not in NR_FREE_PAGES, so watermark
+//! checks do not see them.
+//!
+//! Simplification: no buddy orders — every folio is order 0 today, so the
+//! zone keeps one free list.
 
 use super::folio::*;
 use crate::kernel::Kernel;
@@ -25,8 +29,25 @@ const NO_WATERMARKS: usize = usize::MAX;
 /// `sysctl_lowmem_reserve_ratio` defaults (DMA, DMA32, NORMAL).
 const LOWMEM_RESERVE_RATIO: [u64; 3] = [256, 256, 32];
 
+/// A CPU's `per_cpu_pages` for one zone (the movable order-0 list; every
+/// page the simulator allocates is movable).
+#[derive(Clone, Default)]
+pub struct Pcp {
+    pub list: Vec<Pfn>,
+    pub high: u64,
+    pub batch: u64,
+    pub free_factor: u32,
+}
+
+/// CONFIG_PCP_BATCH_SCALE_MAX.
+const PCP_BATCH_SCALE_MAX: u32 = 5;
+
 pub struct Zone {
     pub ztype: ZoneType,
+    /// Per CPU.
+    pub pcp: Vec<Pcp>,
+    /// ZONE_RECLAIM_ACTIVE: kswapd is balancing the node (pcp lists shrink).
+    pub reclaim_active: bool,
     /// Frames `start..end` of the folio table belong to the zone.
     pub start: Pfn,
     pub end: Pfn,
@@ -39,9 +60,11 @@ pub struct Zone {
 }
 
 impl Zone {
-    pub fn new(ztype: ZoneType, start: Pfn, end: Pfn) -> Self {
+    pub fn new(ztype: ZoneType, start: Pfn, end: Pfn, cpus: usize) -> Self {
         Zone {
             ztype,
+            pcp: vec![Pcp::default(); cpus],
+            reclaim_active: false,
             start,
             end,
             managed: (end - start) as u64,
@@ -86,6 +109,42 @@ pub fn alloc_counter(z: ZoneType) -> Vm {
         ZoneType::Dma32 => Vm::PgallocDma32,
         ZoneType::Normal => Vm::PgallocNormal,
     }
+}
+
+/// `zone_batchsize`: pages moved between a pcp list and the zone at once.
+fn zone_batchsize(managed: u64) -> u64 {
+    let batch = ((managed >> 10).min(256) / 4).max(1);
+    let b = batch + batch / 2;
+    // rounddown_pow_of_two(b) - 1
+    (1u64 << (63 - b.leading_zeros())) - 1
+}
+
+/// `zone_set_pageset_high_and_batch`: high = the low watermark split over
+/// the CPUs (`zone_highsize` with percpu_pagelist_high_fraction = 0), at
+/// least four batches.
+fn zone_set_pageset_high_and_batch(z: &mut Zone) {
+    let batch = zone_batchsize(z.managed).max(1);
+    let cpus = z.pcp.len().max(1) as u64;
+    let high = (z.watermark[WMARK_LOW] / cpus).max(batch << 2);
+    for p in &mut z.pcp {
+        p.batch = batch;
+        p.high = high;
+    }
+}
+
+/// `nr_pcp_free`: how many pages a full list returns, growing with
+/// consecutive frees (`free_factor`) between a batch and high − batch.
+fn nr_pcp_free(pcp: &mut Pcp, high: u64) -> u64 {
+    if high < pcp.batch {
+        return 1;
+    }
+    let min_nr = pcp.batch;
+    let max_nr = high - pcp.batch;
+    let batch = pcp.batch << pcp.free_factor;
+    if batch < max_nr && pcp.free_factor < PCP_BATCH_SCALE_MAX {
+        pcp.free_factor += 1;
+    }
+    batch.max(min_nr).min(max_nr.max(min_nr))
 }
 
 /// `int_sqrt`: the largest r with r² ≤ x.
@@ -138,6 +197,9 @@ impl Kernel {
             let gap = (min >> 2).max(z.managed * wsf / 10_000);
             z.watermark = [min, min + gap, min + 2 * gap];
         }
+        for z in &mut self.zones {
+            zone_set_pageset_high_and_batch(z);
+        }
         let n = self.zones.len();
         for i in 0..n {
             let mut above = 0;
@@ -170,23 +232,42 @@ impl Kernel {
         None
     }
 
+    /// `rmqueue_pcplist`: a page from this CPU's list, refilled from the
+    /// zone `batch` pages at a time (`rmqueue_bulk`).
     fn rmqueue(&mut self, zi: usize) -> Pfn {
-        let z = &mut self.zones[zi];
-        let pfn = z.free_head;
-        debug_assert_ne!(pfn, NIL);
-        let ztype = z.ztype;
-        z.free_head = self.folios.get(pfn).next;
-        z.nr_free -= 1;
-        self.vm.add(Vm::NrFreePages, -1);
-        self.vm.inc(alloc_counter(ztype));
-        let f = self.folios.get_mut(pfn);
-        *f = Folio {
+        let cpu = self.cur_cpu;
+        if self.zones[zi].pcp[cpu].list.is_empty() {
+            let batch = self.zones[zi].pcp[cpu].batch.max(1);
+            for _ in 0..batch {
+                let Some(p) = self.take_from_zone(zi) else { break };
+                self.folios.get_mut(p).flags = PG_PCP;
+                self.zones[zi].pcp[cpu].list.push(p);
+            }
+        }
+        let pcp = &mut self.zones[zi].pcp[cpu];
+        pcp.free_factor >>= 1;
+        let pfn = pcp.list.pop().expect("a zone that passed the watermark has pages");
+        self.vm.inc(alloc_counter(self.zones[zi].ztype));
+        *self.folios.get_mut(pfn) = Folio {
             flags: 0,
             refcount: 1,
             ..Folio::FREE
         };
         self.charge_cost(crate::cost::Fn::PageAlloc, crate::cost::ALLOC_PAGE_NS);
         pfn
+    }
+
+    /// One page off the zone's free list (buddy), NR_FREE_PAGES − 1.
+    fn take_from_zone(&mut self, zi: usize) -> Option<Pfn> {
+        let z = &mut self.zones[zi];
+        let pfn = z.free_head;
+        if pfn == NIL {
+            return None;
+        }
+        z.free_head = self.folios.get(pfn).next;
+        z.nr_free -= 1;
+        self.vm.add(Vm::NrFreePages, -1);
+        Some(pfn)
     }
 
     /// `__alloc_pages` for an order-0 page: the fast path at the low
@@ -217,6 +298,11 @@ impl Kernel {
             if let Some(p) = self.get_page_from_freelist(WMARK_MIN) {
                 return Some(p);
             }
+            // __alloc_pages_direct_reclaim: pages may sit on pcp lists.
+            self.drain_all_pages();
+            if let Some(p) = self.get_page_from_freelist(WMARK_MIN) {
+                return Some(p);
+            }
             if reclaimed == 0 {
                 no_progress += 1;
             }
@@ -224,11 +310,53 @@ impl Kernel {
         None
     }
 
-    /// Returns a frame to its zone (`free_unref_page` without the pcp list).
+    /// `free_unref_page`: onto this CPU's list; a list at its high mark
+    /// returns `nr_pcp_free` pages to the zone.
     pub fn free_page(&mut self, pfn: Pfn) {
-        self.push_free(pfn);
         self.vm.inc(Vm::Pgfree);
         self.charge_cost(crate::cost::Fn::PageFree, crate::cost::FREE_PAGE_NS);
+        let zi = self.zone_of(pfn);
+        let cpu = self.cur_cpu;
+        *self.folios.get_mut(pfn) = Folio {
+            flags: PG_PCP,
+            ..Folio::FREE
+        };
+        let reclaim_active = self.zones[zi].reclaim_active;
+        let pcp = &mut self.zones[zi].pcp[cpu];
+        pcp.list.push(pfn);
+        // nr_pcp_high: while kswapd balances, lists are kept short.
+        let high = if reclaim_active { (pcp.batch << 2).min(pcp.high) } else { pcp.high };
+        if pcp.list.len() as u64 >= high {
+            let n = nr_pcp_free(pcp, high);
+            self.free_pcppages_bulk(zi, cpu, n);
+        }
+    }
+
+    /// `free_pcppages_bulk`: the oldest `n` pages of a CPU's list go back to
+    /// the zone.
+    fn free_pcppages_bulk(&mut self, zi: usize, cpu: usize, n: u64) {
+        let n = (n as usize).min(self.zones[zi].pcp[cpu].list.len());
+        let pages: Vec<Pfn> = self.zones[zi].pcp[cpu].list.drain(..n).collect();
+        for p in pages {
+            self.push_free(p);
+        }
+    }
+
+    /// `drain_all_pages`: every CPU's lists back to their zones.
+    pub fn drain_all_pages(&mut self) {
+        for zi in 0..self.zones.len() {
+            for cpu in 0..self.zones[zi].pcp.len() {
+                let n = self.zones[zi].pcp[cpu].list.len() as u64;
+                self.free_pcppages_bulk(zi, cpu, n);
+            }
+        }
+    }
+
+    /// Sets ZONE_RECLAIM_ACTIVE on every zone (kswapd's `balance_pgdat`).
+    pub fn set_reclaim_active(&mut self, on: bool) {
+        for z in &mut self.zones {
+            z.reclaim_active = on;
+        }
     }
 
     /// Puts a frame on its zone's free list at boot (no event counters).

@@ -788,6 +788,7 @@ impl Kernel {
                     self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
                 }
                 self.vm.inc(Vm::Pageoutrun);
+                self.set_reclaim_active(true);
                 self.kswapd.sc = ScanControl {
                     priority: DEF_PRIORITY,
                     may_writepage: true,
@@ -850,6 +851,7 @@ impl Kernel {
 
     /// End of `balance_pgdat`, then the first half of `kswapd_try_to_sleep`.
     fn balance_pgdat_done(&mut self) -> KswapdNext {
+        self.set_reclaim_active(false);
         self.snapshot_refaults(ROOT_MEMCG);
         if self.prepare_kswapd_sleep() {
             let until = self.now() + KSWAPD_NAP_NS;
