@@ -90,7 +90,10 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             for &p in &pcp.list {
                 let f = k.folios.get(p);
                 if f.flags != PG_PCP || f.refcount != 0 || p < z.start || p >= z.end {
-                    return fail(format!("frame {p} on cpu {c}'s pcp list of zone {} is not a free pcp page: {f:?}", z.name()));
+                    return fail(format!(
+                        "frame {p} on cpu {c}'s pcp list of zone {} is not a free pcp page: {f:?}",
+                        z.name()
+                    ));
                 }
                 seen[p as usize] += 1;
             }

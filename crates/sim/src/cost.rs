@@ -95,6 +95,9 @@ pub const SHRINK_FOLIO_NS: u64 = 50;
 /// min_granularity (kernel/sched/fair.c defaults).
 pub const SCHED_LATENCY_NS: u64 = 6_000_000;
 pub const SCHED_MIN_GRANULARITY_NS: u64 = 750_000;
+/// `sysctl_sched_wakeup_granularity` (1 ms before scaling): a woken entity
+/// preempts the running one only if it is this far behind in vruntime.
+pub const SCHED_WAKEUP_GRANULARITY_NS: u64 = 1_000_000;
 
 /// How far one entity may run ahead of another ready one before the
 /// scheduler switches: the granularity at which concurrently running tasks

@@ -83,6 +83,14 @@ pub struct Scheduler<'s> {
     done_accesses: u64,
     /// Run the invariant checker at every phase mark.
     pub check: bool,
+    /// CFS virtual runtime of each task and of kswapd (all at nice 0, so
+    /// CPU time), and the run queue's min_vruntime.
+    vruntime: Vec<u64>,
+    kswapd_vruntime: u64,
+    min_vruntime: u64,
+    /// The running entity's CPU and the start of its slice.
+    cur_cpu: usize,
+    cur_start: u64,
 }
 
 impl<'s> Scheduler<'s> {
@@ -138,6 +146,11 @@ impl<'s> Scheduler<'s> {
             total_accesses: total_accesses.max(1),
             done_accesses: 0,
             check: false,
+            vruntime: Vec::new(),
+            kswapd_vruntime: 0,
+            min_vruntime: 0,
+            cur_cpu: 0,
+            cur_start: 0,
         }
     }
 
@@ -149,11 +162,14 @@ impl<'s> Scheduler<'s> {
         mut at_end: impl FnMut(&Kernel),
     ) -> Result<u64, SimError> {
         let mut last_end = 0;
+        self.vruntime = vec![0; self.tasks.len()];
         while let Some((entity, ready)) = self.pick() {
             let cpu = (0..self.cpu_free_at.len())
                 .min_by_key(|&c| (self.cpu_free_at[c], c))
                 .unwrap();
             let start = ready.max(self.cpu_free_at[cpu]);
+            self.cur_cpu = cpu;
+            self.cur_start = start;
             k.cur_cpu = cpu;
             k.clock_base = start;
             k.pending_ns = 0;
@@ -166,6 +182,7 @@ impl<'s> Scheduler<'s> {
                     .count();
                 let slice_end = self.slice_end(entity, cpu, start);
                 let end = self.run_task_slice(entity, k, slice_end)?;
+                self.vruntime[entity] += end.saturating_sub(start);
                 if self.tasks[entity].state == TaskState::Done {
                     if remaining == 1 {
                         at_end(k);
@@ -186,11 +203,13 @@ impl<'s> Scheduler<'s> {
                         KswapdNext::Sleep => break None,
                     }
                 };
+                self.kswapd_vruntime += k.now() - start;
                 k.now()
             };
             if let Some(t) = k.kswapd_wake_at.take() {
-                self.kswapd_ready = Some(t);
+                self.place_woken_kswapd(t);
             }
+            self.update_min_vruntime();
             // A task sleeping (memory.high throttle, sleep op) frees its CPU.
             self.cpu_free_at[cpu] = k.now().max(start);
             last_end = last_end.max(end);
@@ -224,6 +243,50 @@ impl<'s> Scheduler<'s> {
         best
     }
 
+    /// `place_entity` for a woken kswapd: a sleeper's vruntime is pulled up
+    /// to at most half a latency period behind min_vruntime.
+    fn place_woken_kswapd(&mut self, at: u64) {
+        let half_latency = cost::SCHED_LATENCY_NS * self.sched_factor() / 2;
+        self.kswapd_vruntime = self
+            .kswapd_vruntime
+            .max(self.min_vruntime.saturating_sub(half_latency));
+        self.kswapd_ready = Some(at);
+    }
+
+    /// `check_preempt_wakeup`: the woken kswapd takes the waker's CPU at
+    /// once only if the waker has run more than the wakeup granularity
+    /// beyond it, and no other CPU is idle for it.
+    fn wakeup_preempts(&self, i: usize, now: u64) -> bool {
+        let idle_elsewhere =
+            (0..self.cpu_free_at.len()).any(|c| c != self.cur_cpu && self.cpu_free_at[c] <= now);
+        if idle_elsewhere {
+            return false;
+        }
+        let curr = self.vruntime[i] + now.saturating_sub(self.cur_start);
+        curr > self.kswapd_vruntime + cost::SCHED_WAKEUP_GRANULARITY_NS * self.sched_factor()
+    }
+
+    /// 1 + log2(cpus): the kernel's default scaling of its CFS tunables.
+    fn sched_factor(&self) -> u64 {
+        let ncpu = self.cpu_free_at.len() as u64;
+        1 + (63 - ncpu.leading_zeros() as u64)
+    }
+
+    /// min_vruntime only moves forward, to the smallest vruntime of the
+    /// runnable entities.
+    fn update_min_vruntime(&mut self) {
+        let tasks = self
+            .tasks
+            .iter()
+            .zip(&self.vruntime)
+            .filter(|(t, _)| t.state == TaskState::Ready)
+            .map(|(_, &v)| v);
+        let kswapd = self.kswapd_ready.map(|_| self.kswapd_vruntime);
+        if let Some(m) = tasks.chain(kswapd).min() {
+            self.min_vruntime = self.min_vruntime.max(m);
+        }
+    }
+
     /// When an entity that starts at `start` on `cpu` must give way. An
     /// entity ready to run on another, idle CPU runs beside it, so the two
     /// stay in step to within `QUANTUM_NS`; entities competing for CPUs
@@ -232,7 +295,7 @@ impl<'s> Scheduler<'s> {
     /// kernel's default tunable scaling does).
     fn slice_end(&self, me: usize, cpu: usize, start: u64) -> u64 {
         let ncpu = self.cpu_free_at.len() as u64;
-        let factor = 1 + (63 - ncpu.leading_zeros() as u64);
+        let factor = self.sched_factor();
         let latency = cost::SCHED_LATENCY_NS * factor;
         let min_gran = cost::SCHED_MIN_GRANULARITY_NS * factor;
         let mut end = u64::MAX;
@@ -392,14 +455,28 @@ impl<'s> Scheduler<'s> {
         k: &mut Kernel,
         slice_end: u64,
     ) -> Result<Option<SliceEnd>, SimError> {
+        let mut tr = self.tasks[i].touch.take().expect("touch in progress");
+        let result = self.touch_loop(i, k, slice_end, &mut tr);
+        if !matches!(result, Ok(None)) {
+            self.tasks[i].touch = Some(tr);
+        }
+        result
+    }
+
+    /// Accesses until the touch ends (Ok(None)) or the slice does.
+    fn touch_loop(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        mut slice_end: u64,
+        tr: &mut TouchRun,
+    ) -> Result<Option<SliceEnd>, SimError> {
         let ktask = self.tasks[i].ktask;
-        let tr = self.tasks[i].touch.as_mut().expect("touch in progress");
         loop {
             if tr.pos == tr.buf.len() {
                 tr.buf.clear();
                 tr.pos = 0;
                 if tr.stream.next_batch(&mut tr.buf, BATCH) == 0 {
-                    self.tasks[i].touch = None;
                     return Ok(None);
                 }
             }
@@ -416,7 +493,15 @@ impl<'s> Scheduler<'s> {
                     return Ok(Some(SliceEnd::Sleep(k.now() + sleep)));
                 }
             }
-            if k.kswapd_wake_at.is_some() || k.now() >= slice_end {
+            if let Some(w) = k.kswapd_wake_at.take() {
+                self.place_woken_kswapd(w);
+                if self.wakeup_preempts(i, k.now()) {
+                    return Ok(Some(SliceEnd::Preempted));
+                }
+                // kswapd waits for this CPU, or runs beside us on an idle one.
+                slice_end = slice_end.min(self.slice_end(i, self.cur_cpu, self.cur_start));
+            }
+            if k.now() >= slice_end {
                 return Ok(Some(SliceEnd::Preempted));
             }
         }

@@ -239,14 +239,19 @@ impl Kernel {
         if self.zones[zi].pcp[cpu].list.is_empty() {
             let batch = self.zones[zi].pcp[cpu].batch.max(1);
             for _ in 0..batch {
-                let Some(p) = self.take_from_zone(zi) else { break };
+                let Some(p) = self.take_from_zone(zi) else {
+                    break;
+                };
                 self.folios.get_mut(p).flags = PG_PCP;
                 self.zones[zi].pcp[cpu].list.push(p);
             }
         }
         let pcp = &mut self.zones[zi].pcp[cpu];
         pcp.free_factor >>= 1;
-        let pfn = pcp.list.pop().expect("a zone that passed the watermark has pages");
+        let pfn = pcp
+            .list
+            .pop()
+            .expect("a zone that passed the watermark has pages");
         self.vm.inc(alloc_counter(self.zones[zi].ztype));
         *self.folios.get_mut(pfn) = Folio {
             flags: 0,
@@ -325,7 +330,11 @@ impl Kernel {
         let pcp = &mut self.zones[zi].pcp[cpu];
         pcp.list.push(pfn);
         // nr_pcp_high: while kswapd balances, lists are kept short.
-        let high = if reclaim_active { (pcp.batch << 2).min(pcp.high) } else { pcp.high };
+        let high = if reclaim_active {
+            (pcp.batch << 2).min(pcp.high)
+        } else {
+            pcp.high
+        };
         if pcp.list.len() as u64 >= high {
             let n = nr_pcp_free(pcp, high);
             self.free_pcppages_bulk(zi, cpu, n);
