@@ -5,8 +5,9 @@
 //! "First principles" here means an estimate from the hardware's documented
 //! or commonly measured latencies and throughputs on a current x86-64
 //! server core (~3 GHz, DDR4/DDR5, ~80-100 ns DRAM latency, ~10-20 GB/s
-//! single-core memset/memcpy bandwidth); `benches/primitives.rs` measures
-//! the host-side ones (4 KiB clear and copy) so the estimate can be checked.
+//! single-core memset/memcpy bandwidth), or measured by
+//! `cargo bench -p mmsim-sim --bench primitives` (benches/primitives.rs) on
+//! the development machine (a 2-vCPU Xeon KVM guest, docs/performance.md).
 
 /// A user access to one byte of a resident, mapped page, one per 4 KiB
 /// page as `touch` does: every access is a new page, so it pays a TLB miss
@@ -20,11 +21,12 @@ pub const TOUCH_NS: u64 = 100;
 /// mitigations. 600 ns.
 pub const FAULT_ENTRY_NS: u64 = 600;
 
-/// `clear_page` (rep stosb) of 4 KiB at ~12 GB/s: ~340 ns. 350 ns.
-pub const CLEAR_PAGE_NS: u64 = 350;
+/// `clear_page` of a 4 KiB page not in cache: 589 ns measured (minimum of
+/// 7 rounds; benches/primitives.rs, each page cold in a 256 MiB pool).
+pub const CLEAR_PAGE_NS: u64 = 590;
 
-/// `copy_page` of 4 KiB at ~8 GB/s (read plus write streams): ~500 ns.
-pub const COPY_PAGE_NS: u64 = 500;
+/// `copy_page` of 4 KiB into a page not in cache: 670 ns measured.
+pub const COPY_PAGE_NS: u64 = 670;
 
 /// Taking an order-0 page off a free list (`rmqueue`, zone lock or pcp
 /// list, `prep_new_page`): ~100 ns; a handful of cache misses on
@@ -70,14 +72,18 @@ pub const UNMAP_ONE_NS: u64 = 250;
 /// (xarray store) and the matching deletion: ~150 ns together.
 pub const SWAP_SLOT_NS: u64 = 150;
 
-/// Compressing one 4 KiB page with lzo-rle in zram. The pages this
-/// simulator writes are zero but for a small content token, the best case
-/// for lzo-rle's zero-run handling; published lzo-rle figures for such
-/// highly compressible data are ~2-4 GB/s, i.e. ~1-2 µs per page. 1500 ns.
-pub const ZRAM_COMPRESS_NS: u64 = 1500;
+/// Compressing one 4 KiB page in zram. The pages mmsim and its runner write
+/// are zero but for a 4-byte content token. LZO1X-1 (minilzo) compresses
+/// such a page in 1123 ns here (minimum of 7 rounds, benches/primitives.rs);
+/// the kernel's default lzo-rle adds run-length coding of zero runs, so that
+/// is an upper bound. zsmalloc's allocation and copy of the 44-byte result
+/// add ~50 ns. 1150 ns.
+pub const ZRAM_COMPRESS_NS: u64 = 1150;
 
-/// Decompressing the same page: lzo decompression runs at ~3x the
-/// compression speed on such data, plus the zsmalloc map/unmap. 700 ns.
+/// Decompressing the same page, plus zsmalloc's map/unmap. Not measured:
+/// minilzo copies a zero run byte by byte (9 µs here) where lzo-rle decodes
+/// it as a run, i.e. a 4 KiB memset (~0.6 µs cold, CLEAR_PAGE_NS) plus
+/// parsing a few dozen bytes. An estimate: 700 ns.
 pub const ZRAM_DECOMPRESS_NS: u64 = 700;
 
 /// Compressed size of one such page in zram's pool: lzo-rle output for a
