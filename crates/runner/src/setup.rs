@@ -63,6 +63,14 @@ impl Setup {
     fn apply_all(&mut self, spec: &Spec) -> Result<(), String> {
         for (knob, value) in &spec.knobs {
             let path = knob_path(knob).ok_or_else(|| format!("unknown knob {knob}"))?;
+            // A mechanism the kernel was built without is as off as asked.
+            if !std::path::Path::new(&path).exists()
+                && matches!(value.as_str(), "n" | "never" | "0")
+            {
+                self.knobs
+                    .push((knob.clone(), format!("{value} (not built in)")));
+                continue;
+            }
             let old = fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
             let value = if knob.ends_with("lru_gen/enabled") && value == "n" {
                 "n".to_string()
