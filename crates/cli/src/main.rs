@@ -280,6 +280,37 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
+/// A bucket bound as bpftrace prints it: 512, 1K, 2M, …
+fn bound(v: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
+    for (size, unit) in UNITS {
+        if v >= size && v.is_multiple_of(size) {
+            return format!("{}{unit}", v / size);
+        }
+    }
+    v.to_string()
+}
+
+/// A histogram in bpftrace's `hist()` layout.
+fn hist_table(buckets: &[mmsim_sim::output::HistBucket]) -> String {
+    let max = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    let mut s = String::new();
+    for b in buckets {
+        let bar = "@".repeat(((b.count * 52).div_ceil(max)) as usize);
+        s += &format!(
+            "{:<20} {:>8} |{bar:<52}|\n",
+            format!("[{}, {})", bound(b.lo), bound(b.hi)),
+            b.count
+        );
+    }
+    s
+}
+
 pub(crate) fn summary(r: &RunResult) -> String {
     let mut s = String::new();
     s += &format!("mmsim {} — {}\n", r.engine.version, r.spec);
@@ -352,6 +383,9 @@ pub(crate) fn summary(r: &RunResult) -> String {
         "\nintegrity: {verdict} ({} pages checked, {} violations)\n",
         r.integrity.pages_checked, r.integrity.violations
     );
+    for (name, buckets) in &r.histograms {
+        s += &format!("\n@{name}:\n{}", hist_table(buckets));
+    }
     let total: u64 = r.profile.values().sum();
     if total > 0 {
         s += "\nprofile (simulated time):\n";

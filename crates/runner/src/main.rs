@@ -130,5 +130,6 @@ fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
         tasks: reports.into_iter().map(|r| r.task).collect(),
         vmstat: procfs::delta(&after, &before),
         profile: BTreeMap::new(),
+        histograms: BTreeMap::new(),
     })
 }

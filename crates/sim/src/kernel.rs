@@ -64,6 +64,7 @@ pub struct Kernel {
     pub kswapd_wake_at: Option<u64>,
     pub profile: [u64; NR_FNS],
     pub integrity: Integrity,
+    pub hist: crate::histogram::Histograms,
     pub kswapd: crate::mm::vmscan::Kswapd,
     /// vm.min_free_kbytes in force.
     pub min_free_kbytes: u64,
@@ -164,6 +165,7 @@ impl Kernel {
             kswapd_wake_at: None,
             profile: [0; NR_FNS],
             integrity: Integrity::default(),
+            hist: Default::default(),
             kswapd: Default::default(),
             min_free_kbytes: 0,
             zero_pfn: NIL,

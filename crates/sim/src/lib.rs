@@ -7,6 +7,7 @@
 pub mod check;
 pub mod cost;
 pub mod dev;
+pub mod histogram;
 pub mod kernel;
 pub mod mm;
 pub mod sched;
@@ -156,6 +157,13 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             violations: k.integrity.violations,
         },
         profile,
+        histograms: k
+            .hist
+            .named()
+            .iter()
+            .filter(|(_, h)| h.count() > 0)
+            .map(|(n, h)| (n.to_string(), h.buckets()))
+            .collect(),
     })
 }
 

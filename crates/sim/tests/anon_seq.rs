@@ -92,3 +92,30 @@ fn runs_are_deterministic() {
     let b = serde_json::to_string(&common::run_checked(&text)).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn histograms_count_every_fault_and_swapin() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/anon_seq.toml"
+    ))
+    .unwrap();
+    let r = common::run_checked(&text);
+    let total = |name: &str| -> i64 {
+        r.histograms
+            .get(name)
+            .map_or(0, |b| b.iter().map(|x| x.count as i64).sum())
+    };
+    assert_eq!(
+        total("fault_latency_ns{kind=major}"),
+        common::vm(&r, "pgmajfault")
+    );
+    assert_eq!(
+        total("fault_latency_ns{kind=minor}") + total("fault_latency_ns{kind=major}"),
+        common::vm(&r, "pgfault")
+    );
+    assert_eq!(total("swapin_latency_ns"), common::vm(&r, "pswpin"));
+    // A zram swap-in costs at least its decompression.
+    let first = &r.histograms["swapin_latency_ns"][0];
+    assert!(first.hi > mmsim_sim::cost::ZRAM_DECOMPRESS_NS, "{first:?}");
+}

@@ -22,6 +22,17 @@ pub struct RunResult {
     pub integrity: IntegrityResult,
     /// Simulated time per kernel function, ns (absent for a real kernel).
     pub profile: BTreeMap<String, u64>,
+    /// Event histograms by site (docs/output.md); empty for a real kernel.
+    #[serde(default)]
+    pub histograms: BTreeMap<String, Vec<HistBucket>>,
+}
+
+/// One power-of-two bucket: `count` events with `lo ≤ value < hi`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistBucket {
+    pub lo: u64,
+    pub hi: u64,
+    pub count: u64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

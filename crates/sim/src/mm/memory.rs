@@ -73,8 +73,22 @@ impl Kernel {
         self.charge_cost(Fn::User, cost::TOUCH_NS);
     }
 
-    /// `handle_mm_fault` → `handle_pte_fault`'s dispatch.
+    /// `handle_mm_fault`, timed for the fault latency histograms.
     fn handle_mm_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
+        let t0 = self.now();
+        let majors = self.vm.get(Vm::Pgmajfault);
+        let r = self.handle_pte_fault(vma, idx, write);
+        let ns = self.now() - t0;
+        if self.vm.get(Vm::Pgmajfault) > majors {
+            self.hist.fault_major_ns.record(ns);
+        } else {
+            self.hist.fault_minor_ns.record(ns);
+        }
+        r
+    }
+
+    /// `handle_mm_fault` → `handle_pte_fault`'s dispatch.
+    fn handle_pte_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
         self.charge_cost(Fn::FaultEntry, cost::FAULT_ENTRY_NS);
         let memcg = self.vma_memcg(vma);
         self.vm.inc(Vm::Pgfault);
@@ -151,6 +165,16 @@ impl Kernel {
     /// 1 can arise with the devices and ops modelled so far (zram, no fork);
     /// a swap-cache hit is handled as the kernel does.
     fn do_swap_page(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
+        let t0 = self.now();
+        let reads = self.vm.get(Vm::Pswpin);
+        let r = self.do_swap_page_inner(vma, idx, pte, write);
+        if self.vm.get(Vm::Pswpin) > reads {
+            self.hist.swapin_ns.record(self.now() - t0);
+        }
+        r
+    }
+
+    fn do_swap_page_inner(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
         let entry = pte_swp_entry(pte);
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         let memcg = self.vma_memcg(vma);
