@@ -388,11 +388,16 @@ pub(crate) fn summary(r: &RunResult) -> String {
     }
     let total: u64 = r.profile.values().sum();
     if total > 0 {
-        s += "\nprofile (simulated time):\n";
-        let mut v: Vec<_> = r.profile.iter().collect();
-        v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        for (f, ns) in v {
-            s += &format!("  {:>6.2}%  {f}\n", *ns as f64 * 100.0 / total as f64);
+        s += "\nprofile (simulated time; children and self, call paths of 1% or more):\n";
+        for row in r.profile_tree.iter().filter(|p| p.total_ns * 100 >= total) {
+            let depth = row.path.matches(';').count();
+            let name = row.path.rsplit(';').next().unwrap_or(&row.path);
+            s += &format!(
+                "  {:>6.2}% {:>6.2}%  {}{name}\n",
+                row.total_ns as f64 * 100.0 / total as f64,
+                row.self_ns as f64 * 100.0 / total as f64,
+                "  ".repeat(depth)
+            );
         }
     }
     s

@@ -131,5 +131,6 @@ fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
         vmstat: procfs::delta(&after, &before),
         profile: BTreeMap::new(),
         histograms: BTreeMap::new(),
+        profile_tree: Vec::new(),
     })
 }

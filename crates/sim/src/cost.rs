@@ -134,11 +134,20 @@ pub enum Fn {
     ZramWrite,
     ZramRead,
     Unmap,
+    HandleMmFault,
+    TryToFreeMemCgroupPages,
+    TryToFreePages,
+    BalancePgdat,
+    ShrinkLruvec,
+    Pageout,
+    TryToUnmapFlush,
+    AddRmap,
+    RemoveRmap,
 }
 
 pub const FN_NAMES: &[&str] = &[
     "user",
-    "fault_entry",
+    "exc_page_fault",
     "do_anonymous_page",
     "do_wp_page",
     "do_swap_page",
@@ -155,6 +164,15 @@ pub const FN_NAMES: &[&str] = &[
     "zram_write_page",
     "zram_read_page",
     "unmap_page_range",
+    "handle_mm_fault",
+    "try_to_free_mem_cgroup_pages",
+    "try_to_free_pages",
+    "balance_pgdat",
+    "shrink_lruvec",
+    "pageout",
+    "try_to_unmap_flush",
+    "page_add_anon_rmap",
+    "page_remove_rmap",
 ];
 pub const NR_FNS: usize = FN_NAMES.len();
 

@@ -63,6 +63,10 @@ pub struct Kernel {
     /// Set when a task wakes kswapd: the time of the wakeup.
     pub kswapd_wake_at: Option<u64>,
     pub profile: [u64; NR_FNS],
+    /// The same time by call path (user accesses' time apart, below).
+    pub prof: crate::profile::Profile,
+    /// Time of user accesses, charged outside `prof` (`charge_user`).
+    pub user_access_ns: u64,
     pub integrity: Integrity,
     pub hist: crate::histogram::Histograms,
     pub kswapd: crate::mm::vmscan::Kswapd,
@@ -164,6 +168,8 @@ impl Kernel {
             clock_base: 0,
             kswapd_wake_at: None,
             profile: [0; NR_FNS],
+            prof: Default::default(),
+            user_access_ns: 0,
             integrity: Integrity::default(),
             hist: Default::default(),
             kswapd: Default::default(),
@@ -188,6 +194,8 @@ impl Kernel {
         k.swap_slot_cache_active = !k.swap.is_empty();
         k.pending_ns = 0;
         k.profile = [0; NR_FNS];
+        k.prof = Default::default();
+        k.user_access_ns = 0;
         k.vm = {
             // Boot allocations are not part of any run's counters.
             let mut v = VmStat::default();
@@ -241,6 +249,26 @@ impl Kernel {
     pub fn charge_cost(&mut self, f: cost::Fn, ns: u64) {
         self.pending_ns += ns;
         self.profile[f as usize] += ns;
+        self.prof.charge(f, ns);
+    }
+
+    /// A user access's time: always at the root of the call tree, on the
+    /// hottest path of all, so it skips the tree (the profile reads it
+    /// from the flat counter).
+    #[inline]
+    pub fn charge_user(&mut self, ns: u64) {
+        self.pending_ns += ns;
+        self.profile[cost::Fn::User as usize] += ns;
+        self.user_access_ns += ns;
+    }
+
+    /// Runs `body` as a call of kernel function `f` in the profile.
+    #[inline]
+    pub fn traced<R>(&mut self, f: cost::Fn, body: impl FnOnce(&mut Self) -> R) -> R {
+        self.prof.enter(f);
+        let r = body(self);
+        self.prof.leave();
+        r
     }
 
     /// The current context's simulated time.

@@ -10,6 +10,7 @@ pub mod dev;
 pub mod histogram;
 pub mod kernel;
 pub mod mm;
+pub mod profile;
 pub mod sched;
 pub mod vmstat;
 
@@ -157,6 +158,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             violations: k.integrity.violations,
         },
         profile,
+        profile_tree: k.prof.rows(k.user_access_ns),
         histograms: k
             .hist
             .named()

@@ -171,6 +171,7 @@ impl<'s> Scheduler<'s> {
             self.cur_cpu = cpu;
             self.cur_start = start;
             k.cur_cpu = cpu;
+            k.prof.reset_to_root();
             k.clock_base = start;
             k.pending_ns = 0;
             let end = if entity < self.tasks.len() {

@@ -119,3 +119,36 @@ fn histograms_count_every_fault_and_swapin() {
     let first = &r.histograms["swapin_latency_ns"][0];
     assert!(first.hi > mmsim_sim::cost::ZRAM_DECOMPRESS_NS, "{first:?}");
 }
+
+#[test]
+fn profile_tree_accounts_for_all_time_by_call_path() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/anon_seq.toml"
+    ))
+    .unwrap();
+    let r = common::run_checked(&text);
+    let flat: u64 = r.profile.values().sum();
+    let roots: u64 = r
+        .profile_tree
+        .iter()
+        .filter(|p| !p.path.contains(';'))
+        .map(|p| p.total_ns)
+        .sum();
+    let selfs: u64 = r.profile_tree.iter().map(|p| p.self_ns).sum();
+    assert_eq!(roots, flat);
+    assert_eq!(selfs, flat);
+    // One task: its simulated time is all CPU time.
+    assert_eq!(flat, r.elapsed_ns);
+    for p in &r.profile_tree {
+        assert!(p.total_ns >= p.self_ns, "{p:?}");
+    }
+    // memory.max reclaim happens inside the charge of the faulting task.
+    let path = "handle_mm_fault;do_swap_page;mem_cgroup_charge;try_to_free_mem_cgroup_pages;shrink_lruvec;shrink_inactive_list;shrink_folio_list;pageout;zram_write_page";
+    assert!(
+        r.profile_tree
+            .iter()
+            .any(|p| p.path == path && p.self_ns > 0),
+        "no {path}"
+    );
+}

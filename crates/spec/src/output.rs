@@ -22,9 +22,23 @@ pub struct RunResult {
     pub integrity: IntegrityResult,
     /// Simulated time per kernel function, ns (absent for a real kernel).
     pub profile: BTreeMap<String, u64>,
+    /// The profile by call path, callers before callees (docs/output.md).
+    #[serde(default)]
+    pub profile_tree: Vec<ProfileRow>,
     /// Event histograms by site (docs/output.md); empty for a real kernel.
     #[serde(default)]
     pub histograms: BTreeMap<String, Vec<HistBucket>>,
+}
+
+/// One call path of the profile: `path` is the functions from the
+/// outermost to this one, `;`-separated (folded-stack form).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ProfileRow {
+    pub path: String,
+    /// Time with this function innermost.
+    pub self_ns: u64,
+    /// Time in this function and its callees.
+    pub total_ns: u64,
 }
 
 /// One power-of-two bucket: `count` events with `lo ≤ value < hi`.

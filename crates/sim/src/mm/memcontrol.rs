@@ -215,6 +215,12 @@ impl Kernel {
     /// `try_charge_memcg`: charge `nr` pages to `memcg` from the current
     /// task, reclaiming from the memcg over its limit as the kernel does.
     pub fn try_charge(&mut self, memcg: u16, nr: u64) -> Charge {
+        self.traced(crate::cost::Fn::MemcgCharge, |k| {
+            k.try_charge_memcg(memcg, nr)
+        })
+    }
+
+    fn try_charge_memcg(&mut self, memcg: u16, nr: u64) -> Charge {
         self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::MEMCG_CHARGE_NS);
         if self.is_root(memcg) {
             return Charge::Ok;
@@ -239,7 +245,9 @@ impl Kernel {
                 continue;
             }
             self.memcgs[over as usize].events.max += 1;
-            let reclaimed = self.try_to_free_mem_cgroup_pages(over, nr);
+            let reclaimed = self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
+                k.try_to_free_mem_cgroup_pages(over, nr)
+            });
             if self.mem_cgroup_margin(over) >= nr {
                 continue;
             }
@@ -327,7 +335,9 @@ impl Kernel {
                 continue;
             }
             self.memcgs[m as usize].events.high += 1;
-            reclaimed += self.try_to_free_mem_cgroup_pages(m, nr_pages);
+            reclaimed += self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
+                k.try_to_free_mem_cgroup_pages(m, nr_pages)
+            });
         }
         reclaimed
     }

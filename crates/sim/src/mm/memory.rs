@@ -70,14 +70,14 @@ impl Kernel {
                 self.integrity.violations += 1;
             }
         }
-        self.charge_cost(Fn::User, cost::TOUCH_NS);
+        self.charge_user(cost::TOUCH_NS);
     }
 
     /// `handle_mm_fault`, timed for the fault latency histograms.
     fn handle_mm_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
         let t0 = self.now();
         let majors = self.vm.get(Vm::Pgmajfault);
-        let r = self.handle_pte_fault(vma, idx, write);
+        let r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
         let ns = self.now() - t0;
         if self.vm.get(Vm::Pgmajfault) > majors {
             self.hist.fault_major_ns.record(ns);
@@ -95,13 +95,15 @@ impl Kernel {
         self.memcg_stat(memcg, Mc::Pgfault, 1);
         let pte = self.vmas[vma as usize].ptes[idx];
         if pte_none(pte) {
-            return self.do_anonymous_page(vma, idx, write);
+            return self.traced(Fn::DoAnonymousPage, |k| {
+                k.do_anonymous_page(vma, idx, write)
+            });
         }
         if is_swap_pte(pte) {
-            return self.do_swap_page(vma, idx, pte, write);
+            return self.traced(Fn::DoSwapPage, |k| k.do_swap_page(vma, idx, pte, write));
         }
         debug_assert!(write && pte & PTE_WRITE == 0);
-        self.do_wp_page(vma, idx, pte)
+        self.traced(Fn::DoWpPage, |k| k.do_wp_page(vma, idx, pte))
     }
 
     fn vma_memcg(&self, vma: u32) -> u16 {
@@ -124,7 +126,7 @@ impl Kernel {
 
     /// `page_add_new_anon_rmap` / `page_add_anon_rmap` for an order-0 page.
     fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
-        self.charge_cost(Fn::DoAnonymousPage, cost::RMAP_NS);
+        self.charge_cost(Fn::AddRmap, cost::RMAP_NS);
         let v = &self.vmas[vma as usize];
         let (av, index) = (v.anon_vma, (v.pgoff + idx as u64) as u32);
         let f = self.folios.get_mut(pfn);

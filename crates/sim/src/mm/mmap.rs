@@ -86,6 +86,11 @@ impl Kernel {
     /// munmap of a whole VMA: `zap_pte_range` over every PTE, then the VMA
     /// goes away.
     pub fn munmap(&mut self, vma: u32) {
+        self.traced(cost::Fn::Unmap, |k| k.unmap_vma(vma));
+    }
+
+    /// `unmap_vmas` → `zap_pte_range` over the whole VMA, then remove it.
+    fn unmap_vma(&mut self, vma: u32) {
         let n = self.vmas[vma as usize].pages;
         for idx in 0..n {
             let pte = self.vmas[vma as usize].ptes[idx as usize];
@@ -128,7 +133,7 @@ impl Kernel {
 
     /// `page_remove_rmap` for an order-0 anon page.
     pub fn page_remove_rmap(&mut self, pfn: Pfn) {
-        self.charge_cost(cost::Fn::Unmap, cost::RMAP_NS);
+        self.charge_cost(cost::Fn::RemoveRmap, cost::RMAP_NS);
         let f = self.folios.get_mut(pfn);
         debug_assert!(f.mapcount > 0);
         f.mapcount -= 1;

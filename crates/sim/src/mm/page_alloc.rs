@@ -279,6 +279,10 @@ impl Kernel {
     /// watermark, then the slow path (wake kswapd, retry at min, direct
     /// reclaim, retry up to MAX_RECLAIM_RETRIES). None = out of memory.
     pub fn alloc_page(&mut self, gfp: Gfp) -> Option<Pfn> {
+        self.traced(crate::cost::Fn::PageAlloc, |k| k.alloc_pages_slowpath(gfp))
+    }
+
+    fn alloc_pages_slowpath(&mut self, gfp: Gfp) -> Option<Pfn> {
         if gfp == Gfp::Memalloc {
             if let Some(p) = self.get_page_from_freelist(WMARK_LOW) {
                 return Some(p);
@@ -299,7 +303,7 @@ impl Kernel {
         const MAX_RECLAIM_RETRIES: u32 = 16;
         let mut no_progress = 0;
         while no_progress < MAX_RECLAIM_RETRIES {
-            let reclaimed = self.try_to_free_pages();
+            let reclaimed = self.traced(crate::cost::Fn::TryToFreePages, |k| k.try_to_free_pages());
             if let Some(p) = self.get_page_from_freelist(WMARK_MIN) {
                 return Some(p);
             }

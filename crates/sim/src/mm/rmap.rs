@@ -28,7 +28,7 @@ impl Kernel {
         let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
         for &v in &vmas {
             if let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) {
-                self.try_to_unmap_one(pfn, v, idx, pte);
+                self.traced(Fn::TryToUnmap, |k| k.try_to_unmap_one(pfn, v, idx, pte));
             }
         }
         self.anon_vmas[av as usize].vmas = vmas;

@@ -195,7 +195,7 @@ impl Kernel {
         let before = sc.nr_reclaimed;
         for m in 0..self.memcgs.len() as u16 {
             if self.is_descendant(m, target) {
-                self.shrink_lruvec(m, sc);
+                self.traced(Fn::ShrinkLruvec, |k| k.shrink_lruvec(m, sc));
             }
         }
         if sc.nr_reclaimed > before {
@@ -360,7 +360,9 @@ impl Kernel {
         }
         sc.nr_reclaimed += nr_reclaimed;
         if self.total_swap_pages > 0 && self.inactive_is_low(memcg, LRU_INACTIVE_ANON) {
-            self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc, LRU_ACTIVE_ANON);
+            self.traced(Fn::ShrinkActiveList, |k| {
+                k.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc, LRU_ACTIVE_ANON)
+            });
         }
     }
 
@@ -372,13 +374,17 @@ impl Kernel {
                 DEACTIVATE_ANON
             };
             if sc.may_deactivate & bit != 0 {
-                self.shrink_active_list(nr, memcg, sc, lru);
+                self.traced(Fn::ShrinkActiveList, |k| {
+                    k.shrink_active_list(nr, memcg, sc, lru)
+                });
             } else {
                 sc.skipped_deactivate = true;
             }
             return 0;
         }
-        self.shrink_inactive_list(nr, memcg, sc, lru)
+        self.traced(Fn::ShrinkInactiveList, |k| {
+            k.shrink_inactive_list(nr, memcg, sc, lru)
+        })
     }
 
     // ---- list level -------------------------------------------------------
@@ -525,7 +531,9 @@ impl Kernel {
         }
         let mut stat = ReclaimStat::default();
         let mut kept = self.take_scratch();
-        let reclaimed = self.shrink_folio_list(&list, sc, &mut stat, &mut kept);
+        let reclaimed = self.traced(Fn::ShrinkFolioList, |k| {
+            k.shrink_folio_list(&list, sc, &mut stat, &mut kept)
+        });
         self.move_folios_to_lru(&kept, memcg);
         self.vm.add(isolated_item(file), -nr_taken);
         if !sc.cgroup_reclaim() {
@@ -595,7 +603,7 @@ impl Kernel {
         }
         if unmapped_any {
             // try_to_unmap_flush: one batched TLB shootdown for the list.
-            self.charge_cost(Fn::TryToUnmap, cost::TLB_FLUSH_NS);
+            self.charge_cost(Fn::TryToUnmapFlush, cost::TLB_FLUSH_NS);
         }
         let act = stat.nr_activate[0] + stat.nr_activate[1];
         self.vm.add(Vm::Pgactivate, act as i64);
@@ -642,7 +650,7 @@ impl Kernel {
             if references == FolioRef::ReclaimClean || !sc.may_writepage {
                 return false;
             }
-            match self.pageout(pfn) {
+            match self.traced(Fn::Pageout, |k| k.pageout(pfn)) {
                 PageOut::Keep => return false,
                 PageOut::Activate => return self.activate_locked(pfn, stat),
                 PageOut::Success => {
@@ -800,7 +808,7 @@ impl Kernel {
                 self.kswapd.state = KswapdState::Balancing;
                 KswapdNext::Run
             }
-            KswapdState::Balancing => self.balance_pgdat_pass(),
+            KswapdState::Balancing => self.traced(Fn::BalancePgdat, |k| k.balance_pgdat_pass()),
         }
     }
 
@@ -845,7 +853,9 @@ impl Kernel {
             return;
         }
         for m in 0..self.memcgs.len() as u16 {
-            self.shrink_active_list(SWAP_CLUSTER_MAX, m, sc, LRU_ACTIVE_ANON);
+            self.traced(Fn::ShrinkActiveList, |k| {
+                k.shrink_active_list(SWAP_CLUSTER_MAX, m, sc, LRU_ACTIVE_ANON)
+            });
         }
     }
 
