@@ -20,6 +20,7 @@ pub fn check_all(k: &Kernel) -> Result<(), SimError> {
     check_mappings(k)?;
     check_swap(k)?;
     check_memcg(k)?;
+    check_pgtables(k)?;
     Ok(())
 }
 
@@ -110,7 +111,7 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
         }
     }
     for (p, f) in k.folios.f.iter().enumerate() {
-        if f.test(PG_KERNEL) {
+        if f.test(PG_KERNEL | PG_PGTABLE) {
             seen[p] += 1;
         }
         if seen[p] != 1 {
@@ -135,6 +136,39 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
                 k.vm.get(*item)
             ));
         }
+    }
+    Ok(())
+}
+
+/// Every page-table frame belongs to exactly one live VMA's table slot.
+fn check_pgtables(k: &Kernel) -> Result<(), SimError> {
+    let mut owned = vec![0u8; k.folios.len()];
+    for v in k.vmas.iter().filter(|v| v.live) {
+        for &p in v
+            .pte_tables
+            .iter()
+            .chain(v.pmd_tables.iter())
+            .filter(|&&p| p != NIL)
+        {
+            if !k.folios.get(p).test(PG_PGTABLE) {
+                return fail(format!(
+                    "frame {p} is a page table of a VMA but not flagged as one"
+                ));
+            }
+            owned[p as usize] += 1;
+        }
+    }
+    for (p, f) in k.folios.f.iter().enumerate() {
+        if f.test(PG_PGTABLE) && owned[p] != 1 {
+            return fail(format!("page-table frame {p} belongs to {} VMAs", owned[p]));
+        }
+    }
+    let tables = k.folios.f.iter().filter(|f| f.test(PG_PGTABLE)).count() as i64;
+    if k.vm.get(Vm::NrPageTablePages) != tables {
+        return fail(format!(
+            "nr_page_table_pages {} but {tables} tables",
+            k.vm.get(Vm::NrPageTablePages)
+        ));
     }
     Ok(())
 }
@@ -195,7 +229,7 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
     }
     let mut anon_mapped = 0;
     for (p, f) in k.folios.f.iter().enumerate() {
-        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL) {
+        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL | PG_PGTABLE) {
             continue;
         }
         if f.mapcount != maps[p] {

@@ -45,6 +45,7 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     NrDirtied = "nr_dirtied",
     NrWritten = "nr_written",
     NrSwapcached = "nr_swapcached",
+    NrPageTablePages = "nr_page_table_pages",
     // Events.
     Pgpgin = "pgpgin",
     Pgpgout = "pgpgout",
@@ -163,6 +164,7 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     // memory.stat, 6.1 order. Sizes are kept in pages and printed in bytes.
     Anon = "anon",
     File = "file",
+    Pagetables = "pagetables",
     Shmem = "shmem",
     FileMapped = "file_mapped",
     FileDirty = "file_dirty",

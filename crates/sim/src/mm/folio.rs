@@ -39,6 +39,8 @@ pub const PG_ISOLATED: u32 = 1 << 22;
 pub const PG_KERNEL: u32 = 1 << 23;
 /// Free, on a CPU's per-CPU page list (not in the zone's free list).
 pub const PG_PCP: u32 = 1 << 24;
+/// A page-table page (PTE or PMD table) of a process, charged to its memcg.
+pub const PG_PGTABLE: u32 = 1 << 25;
 
 /// LRU list numbers as `enum lru_list` orders them.
 pub const LRU_INACTIVE_ANON: u8 = 0;

@@ -93,6 +93,9 @@ impl Kernel {
         let memcg = self.vma_memcg(vma);
         self.vm.inc(Vm::Pgfault);
         self.memcg_stat(memcg, Mc::Pgfault, 1);
+        if self.pte_alloc(vma, idx).is_err() {
+            return Err(FaultError::Oom);
+        }
         let pte = self.vmas[vma as usize].ptes[idx];
         if pte_none(pte) {
             return self.traced(Fn::DoAnonymousPage, |k| {

@@ -7,6 +7,15 @@ use crate::cost;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
+/// A PTE table maps 512 pages (2 MiB); a PMD table 512 PTE tables (1 GiB).
+const PTE_SHIFT: u32 = 9;
+const PMD_SHIFT: u32 = 18;
+
+/// Tables of 2^shift pages that the range [start, start + pages) touches.
+fn table_span(start: u64, pages: u64, shift: u32) -> usize {
+    (((start + pages - 1) >> shift) - (start >> shift) + 1) as usize
+}
+
 pub const VM_READ: u32 = 1 << 0;
 pub const VM_WRITE: u32 = 1 << 1;
 pub const VM_EXEC: u32 = 1 << 2;
@@ -36,6 +45,13 @@ pub struct Vma {
     /// zeros). User-space knowledge, kept beside the PTEs for the integrity
     /// check; the kernel never reads it.
     pub user_version: Vec<u32>,
+    /// The PTE tables (one per 2 MiB of address space) and PMD tables (one
+    /// per 1 GiB) the VMA's range has allocated, NIL where none yet.
+    /// Simplification: two VMAs never share a table here (mmsim leaves a
+    /// gap between mappings); sharing would save at most one table per
+    /// mapping boundary.
+    pub pte_tables: Vec<Pfn>,
+    pub pmd_tables: Vec<Pfn>,
     pub live: bool,
 }
 
@@ -46,6 +62,61 @@ pub struct AnonVma {
 }
 
 impl Kernel {
+    /// `pte_alloc` / `pmd_alloc` for page `idx` of `vma`: the tables that
+    /// map it, allocated and charged to the mm's memcg on first use
+    /// (GFP_PGTABLE_USER includes __GFP_ACCOUNT).
+    pub fn pte_alloc(&mut self, vma: u32, idx: usize) -> Result<(), crate::SimError> {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + idx as u64;
+        let pmd = ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as usize;
+        let pte = ((va >> PTE_SHIFT) - (v.start_vpn >> PTE_SHIFT)) as usize;
+        if v.pmd_tables[pmd] == NIL {
+            let p = self.alloc_pgtable(vma)?;
+            self.vmas[vma as usize].pmd_tables[pmd] = p;
+        }
+        if self.vmas[vma as usize].pte_tables[pte] == NIL {
+            let p = self.alloc_pgtable(vma)?;
+            self.vmas[vma as usize].pte_tables[pte] = p;
+        }
+        Ok(())
+    }
+
+    fn alloc_pgtable(&mut self, vma: u32) -> Result<Pfn, crate::SimError> {
+        let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
+        let pfn = self
+            .alloc_page(super::page_alloc::Gfp::HighUserMovable)
+            .ok_or(crate::SimError::Oom)?;
+        if self.try_charge(memcg, 1) != super::memcontrol::Charge::Ok {
+            self.free_page(pfn);
+            return Err(crate::SimError::Oom);
+        }
+        self.charge_cost(cost::Fn::PageAlloc, cost::CLEAR_PAGE_NS);
+        let f = self.folios.get_mut(pfn);
+        f.flags = PG_PGTABLE;
+        f.memcg = memcg;
+        self.vm.inc(Vm::NrPageTablePages);
+        self.memcg_stat(memcg, Mc::Pagetables, 1);
+        Ok(pfn)
+    }
+
+    /// `free_pgtables`: a VMA's tables, uncharged and freed.
+    fn free_pgtables(&mut self, vma: u32) {
+        let v = &mut self.vmas[vma as usize];
+        let tables: Vec<Pfn> = v
+            .pte_tables
+            .drain(..)
+            .chain(v.pmd_tables.drain(..))
+            .filter(|&p| p != NIL)
+            .collect();
+        for p in tables {
+            let memcg = self.folios.get(p).memcg;
+            self.vm.add(Vm::NrPageTablePages, -1);
+            self.memcg_stat(memcg, Mc::Pagetables, -1);
+            self.mem_cgroup_uncharge(memcg, 1);
+            self.free_page(p);
+        }
+    }
+
     pub fn mm_alloc(&mut self, memcg: u16) -> u32 {
         self.mms.push(Mm {
             memcg,
@@ -77,6 +148,8 @@ impl Kernel {
             anon_vma: av,
             ptes: vec![0; pages as usize],
             user_version: vec![0; pages as usize],
+            pte_tables: vec![NIL; table_span(start, pages, PTE_SHIFT)],
+            pmd_tables: vec![NIL; table_span(start, pages, PMD_SHIFT)],
             live: true,
         });
         self.mms[mm as usize].vmas.push(id);
@@ -100,6 +173,7 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx as usize] = 0;
             self.zap_pte(vma, pte);
         }
+        self.free_pgtables(vma);
         let v = &mut self.vmas[vma as usize];
         v.live = false;
         v.ptes = Vec::new();
