@@ -700,19 +700,23 @@ impl Kernel {
             return PageOut::Activate;
         }
         self.folios.get_mut(pfn).clear(PG_DIRTY);
+        // pageout counts a write it started whatever the writepage did.
+        self.vm.inc(Vm::NrVmscanWrite);
         // swap_writepage: a stale cache entry no PTE needs is just dropped.
         if self.folio_free_swap(pfn) {
             return PageOut::Success;
         }
         let entry = f.swap;
         let (ty, off) = (swp_type(entry), swp_offset(entry));
-        if !self.zram_write_page(ty, off, self.folios.version[pfn as usize]) {
-            // -ENOMEM from zram: the write failed, the folio stays dirty.
-            self.folios.get_mut(pfn).set(PG_DIRTY);
-            return PageOut::Activate;
-        }
         self.vm.inc(Vm::Pswpout);
-        self.vm.inc(Vm::NrVmscanWrite);
+        if !self.zram_write_page(ty, off, self.folios.version[pfn as usize]) {
+            // zram's rw_page failed (no pool page): __swap_writepage falls
+            // back to a bio, which zram fails too; the write error leaves
+            // the folio dirty, and shrink_folio_list keeps it.
+            self.vm.add(Vm::Pgpgout, 4);
+            self.folios.get_mut(pfn).set(PG_DIRTY);
+            return PageOut::Success;
+        }
         self.vm.inc(Vm::NrWritten);
         PageOut::Success
     }
