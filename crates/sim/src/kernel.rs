@@ -17,6 +17,9 @@ pub struct Cpu {
     /// The lru_add folio batch (PAGEVEC_SIZE entries at most).
     pub lru_add: Vec<Pfn>,
     pub stock: MemcgStock,
+    /// `drain_all_stock` queued a drain of this CPU's stock in a kworker
+    /// there; it runs before the CPU's next scheduled entity.
+    pub stock_drain_pending: bool,
     pub slots: SwapSlotsCache,
 }
 

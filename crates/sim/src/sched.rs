@@ -172,6 +172,10 @@ impl<'s> Scheduler<'s> {
             self.cur_start = start;
             k.cur_cpu = cpu;
             k.prof.reset_to_root();
+            // Work items queued for other CPUs have run by now.
+            for c in 0..self.cpu_free_at.len() {
+                k.run_pending_stock_drain(c);
+            }
             k.clock_base = start;
             k.pending_ns = 0;
             let end = if entity < self.tasks.len() {

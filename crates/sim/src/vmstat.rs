@@ -46,6 +46,7 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     NrWritten = "nr_written",
     NrSwapcached = "nr_swapcached",
     NrPageTablePages = "nr_page_table_pages",
+    NrZspages = "nr_zspages",
     // Events.
     Pgpgin = "pgpgin",
     Pgpgout = "pgpgout",

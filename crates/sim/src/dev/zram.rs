@@ -3,11 +3,10 @@
 //! pays the (de)compression time.
 //!
 //! The compressed copies live in zsmalloc's pool, which takes real page
-//! frames from the page allocator. Simplification: every stored page
-//! compresses to `cost::ZRAM_STORED_BYTES` (the pages this simulator
-//! writes hold one content token) and the pool grows and shrinks page by
-//! page with no zspage fragmentation; at that size the pool is ~1% of the
-//! data swapped, so the error on free memory is a fraction of that.
+//! frames from the page allocator (`nr_zspages`). Simplification: every
+//! stored page costs the pool `cost::ZRAM_STORED_BYTES` (measured on the
+//! real kernel for pages holding one content token, fragmentation
+//! included), and the pool grows and shrinks page by page.
 
 use crate::cost;
 use crate::kernel::Kernel;
@@ -50,6 +49,7 @@ impl Kernel {
                     Some(p) => {
                         self.folios.get_mut(p).set(PG_KERNEL);
                         self.swap[ty].zram.pool.push(p);
+                        self.vm.inc(crate::vmstat::Vm::NrZspages);
                     }
                     None => {
                         self.swap[ty].zram.nr_stored -= 1;
@@ -82,6 +82,7 @@ impl Kernel {
         z.nr_stored -= 1;
         if z.pool_pages_needed() < z.pool.len() {
             let p = z.pool.pop().expect("pool page");
+            self.vm.add(crate::vmstat::Vm::NrZspages, -1);
             self.free_page(p);
         }
     }

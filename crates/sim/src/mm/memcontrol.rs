@@ -182,14 +182,28 @@ impl Kernel {
         }
     }
 
-    /// `drain_all_stock`: every CPU's stock of a memcg in `root`'s subtree.
+    /// `drain_all_stock`: every CPU's non-empty stock of a memcg in
+    /// `root`'s subtree; the local one now, the others by a work item on
+    /// their CPU (`schedule_work_on`), i.e. after this charge's retry.
     fn drain_all_stock(&mut self, root: u16) {
         for cpu in 0..self.cpus.len() {
-            if let Some(m) = self.cpus[cpu].stock.cached {
-                if self.is_descendant(m, root) {
-                    self.drain_stock(cpu);
-                }
+            let stock = self.cpus[cpu].stock;
+            let Some(m) = stock.cached else { continue };
+            if stock.nr_pages == 0 || !self.is_descendant(m, root) {
+                continue;
             }
+            if cpu == self.cur_cpu {
+                self.drain_stock(cpu);
+            } else {
+                self.cpus[cpu].stock_drain_pending = true;
+            }
+        }
+    }
+
+    /// Runs a CPU's queued stock drain (`drain_local_stock` in a kworker).
+    pub fn run_pending_stock_drain(&mut self, cpu: usize) {
+        if std::mem::take(&mut self.cpus[cpu].stock_drain_pending) {
+            self.drain_stock(cpu);
         }
     }
 
