@@ -178,6 +178,37 @@ pub const FN_NAMES: &[&str] = &[
 ];
 pub const NR_FNS: usize = FN_NAMES.len();
 
+/// Every `Fn` in declaration order (`ALL_FNS[f as usize] == f`).
+pub const ALL_FNS: [Fn; NR_FNS] = [
+    Fn::User,
+    Fn::FaultEntry,
+    Fn::DoAnonymousPage,
+    Fn::DoWpPage,
+    Fn::DoSwapPage,
+    Fn::PageAlloc,
+    Fn::PageFree,
+    Fn::MemcgCharge,
+    Fn::LruAdd,
+    Fn::ShrinkActiveList,
+    Fn::ShrinkInactiveList,
+    Fn::ShrinkFolioList,
+    Fn::FolioReferenced,
+    Fn::TryToUnmap,
+    Fn::AddToSwap,
+    Fn::ZramWrite,
+    Fn::ZramRead,
+    Fn::Unmap,
+    Fn::HandleMmFault,
+    Fn::TryToFreeMemCgroupPages,
+    Fn::TryToFreePages,
+    Fn::BalancePgdat,
+    Fn::ShrinkLruvec,
+    Fn::Pageout,
+    Fn::TryToUnmapFlush,
+    Fn::AddRmap,
+    Fn::RemoveRmap,
+];
+
 /// A system call's entry and exit (mmap, munmap) beyond its own work:
 /// ~100-300 ns on current x86-64 with speculation mitigations. 250 ns.
 pub const SYSCALL_NS: u64 = 250;

@@ -4,10 +4,13 @@
 //! Nodes are linked through indices (first child, next sibling), so the
 //! hot path — charging time — allocates nothing once a path exists.
 
-use crate::cost::{Fn, FN_NAMES};
+use crate::cost::{Fn, FN_NAMES, NR_FNS};
 use mmsim_spec::output::ProfileRow;
 
 const NONE: u32 = u32::MAX;
+
+/// Every `Fn`, indexed by its number.
+const FNS: [Fn; NR_FNS] = crate::cost::ALL_FNS;
 
 #[derive(Clone, Copy)]
 struct Node {
@@ -16,14 +19,17 @@ struct Node {
     self_ns: u64,
     first_child: u32,
     next_sibling: u32,
+    /// The child found last: call patterns repeat, so this usually hits.
+    last_child: u32,
 }
 
+#[derive(Clone)]
 pub struct Profile {
     nodes: Vec<Node>,
     cur: u32,
-    /// The last leaf charged, (caller, function, node): consecutive user
-    /// accesses charge the same one, on the hottest path of all.
-    last: (u32, u8, u32),
+    /// Time charged to a function that was not entered as a call (a leaf
+    /// of the current node), by node × function: one add on the hot path.
+    leaf_ns: Vec<u64>,
 }
 
 impl Default for Profile {
@@ -45,18 +51,25 @@ impl Profile {
                 self_ns: 0,
                 first_child: NONE,
                 next_sibling: NONE,
+                last_child: NONE,
             }],
             cur: 0,
-            last: (NONE, u8::MAX, NONE),
+            leaf_ns: vec![0; NR_FNS],
         }
     }
 }
 
 impl Profile {
+    #[inline]
     fn child(&mut self, of: u32, f: Fn) -> u32 {
+        let last = self.nodes[of as usize].last_child;
+        if last != NONE && self.nodes[last as usize].func == f as u8 {
+            return last;
+        }
         let mut c = self.nodes[of as usize].first_child;
         while c != NONE {
             if self.nodes[c as usize].func == f as u8 {
+                self.nodes[of as usize].last_child = c;
                 return c;
             }
             c = self.nodes[c as usize].next_sibling;
@@ -69,8 +82,11 @@ impl Profile {
             self_ns: 0,
             first_child: NONE,
             next_sibling: first,
+            last_child: NONE,
         });
         self.nodes[of as usize].first_child = id;
+        self.nodes[of as usize].last_child = id;
+        self.leaf_ns.resize(self.nodes.len() * NR_FNS, 0);
         id
     }
 
@@ -87,16 +103,12 @@ impl Profile {
     /// else a leaf call of `f` from it.
     #[inline]
     pub fn charge(&mut self, f: Fn, ns: u64) {
-        let n = if self.nodes[self.cur as usize].func == f as u8 {
-            self.cur
-        } else if self.last.0 == self.cur && self.last.1 == f as u8 {
-            self.last.2
+        let c = self.cur as usize;
+        if self.nodes[c].func == f as u8 {
+            self.nodes[c].self_ns += ns;
         } else {
-            let n = self.child(self.cur, f);
-            self.last = (self.cur, f as u8, n);
-            n
-        };
-        self.nodes[n as usize].self_ns += ns;
+            self.leaf_ns[c * NR_FNS + f as usize] += ns;
+        }
     }
 
     /// Leaves every open call (a context switch: each context's calls
@@ -108,6 +120,27 @@ impl Profile {
     /// Depth-first rows, callees after their caller, heaviest first;
     /// `user_ns` is the user time charged outside the tree (a root row).
     pub fn rows(&self, user_ns: u64) -> Vec<ProfileRow> {
+        self.with_leaves().tree_rows(user_ns)
+    }
+
+    /// A copy with every leaf charge made a node of its own (merged into
+    /// an entered call of the same function, where there is one).
+    fn with_leaves(&self) -> Profile {
+        let mut p = self.clone();
+        let n = self.nodes.len();
+        for id in 0..n {
+            for f in 0..NR_FNS {
+                let ns = self.leaf_ns[id * NR_FNS + f];
+                if ns > 0 {
+                    let c = p.child(id as u32, FNS[f]);
+                    p.nodes[c as usize].self_ns += ns;
+                }
+            }
+        }
+        p
+    }
+
+    fn tree_rows(&self, user_ns: u64) -> Vec<ProfileRow> {
         let n = self.nodes.len();
         let mut total = vec![0u64; n];
         for i in (1..n).rev() {

@@ -229,6 +229,12 @@ impl Kernel {
     /// `try_charge_memcg`: charge `nr` pages to `memcg` from the current
     /// task, reclaiming from the memcg over its limit as the kernel does.
     pub fn try_charge(&mut self, memcg: u16, nr: u64) -> Charge {
+        // A charge the stock covers is a leaf of the caller in the profile
+        // (merged with the traced slow path of the same name).
+        if !self.is_root(memcg) && self.consume_stock(memcg, nr) {
+            self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::MEMCG_CHARGE_NS);
+            return Charge::Ok;
+        }
         self.traced(crate::cost::Fn::MemcgCharge, |k| {
             k.try_charge_memcg(memcg, nr)
         })

@@ -279,6 +279,11 @@ impl Kernel {
     /// watermark, then the slow path (wake kswapd, retry at min, direct
     /// reclaim, retry up to MAX_RECLAIM_RETRIES). None = out of memory.
     pub fn alloc_page(&mut self, gfp: Gfp) -> Option<Pfn> {
+        // The fast path's cost is a leaf "__alloc_pages" of the caller; the
+        // profile merges it with the traced slow path of the same name.
+        if let Some(p) = self.get_page_from_freelist(WMARK_LOW) {
+            return Some(p);
+        }
         self.traced(crate::cost::Fn::PageAlloc, |k| k.alloc_pages_slowpath(gfp))
     }
 
