@@ -129,10 +129,10 @@ impl Profile {
         let mut p = self.clone();
         let n = self.nodes.len();
         for id in 0..n {
-            for f in 0..NR_FNS {
+            for (f, &func) in FNS.iter().enumerate() {
                 let ns = self.leaf_ns[id * NR_FNS + f];
                 if ns > 0 {
-                    let c = p.child(id as u32, FNS[f]);
+                    let c = p.child(id as u32, func);
                     p.nodes[c as usize].self_ns += ns;
                 }
             }
