@@ -176,14 +176,20 @@ impl Oracle {
             .map_err(|e| OracleError::Io(format!("{}: {e}", base.display())))?;
         initrd.extend(run_archive(spec_text, sets));
         let work = tempdir(&self.cache)?;
+        let result = self.boot_in(spec, &initrd, &work);
+        // The work folder goes whatever happened in the guest.
+        let _ = std::fs::remove_dir_all(&work);
+        result
+    }
+
+    fn boot_in(&self, spec: &Spec, initrd: &[u8], work: &Path) -> Result<RunResult, OracleError> {
         let initrd_path = work.join("initrd.cpio");
         let out_path = work.join("result.txt");
-        std::fs::write(&initrd_path, &initrd).map_err(|e| OracleError::Io(e.to_string()))?;
+        std::fs::write(&initrd_path, initrd).map_err(|e| OracleError::Io(e.to_string()))?;
         let console = self.boot(spec, &initrd_path, &out_path)?;
         let out = std::fs::read_to_string(&out_path)
             .unwrap_or_default()
             .replace('\r', "");
-        let _ = std::fs::remove_dir_all(&work);
         parse_result(&out, &console)
     }
 
