@@ -313,7 +313,7 @@ fn hist_table(buckets: &[mmsim_sim::output::HistBucket]) -> String {
 
 pub(crate) fn summary(r: &RunResult) -> String {
     let mut s = String::new();
-    s += &format!("mmsim {} — {}\n", r.engine.version, r.spec);
+    s += &format!("{} {} — {}\n", r.engine.name, r.engine.version, r.spec);
     s += &format!(
         "machine: {} MiB, {} cpu(s), MemTotal {} MiB, free at start {} MiB, min_free_kbytes {}\n",
         r.machine.memory_bytes >> 20,
@@ -339,10 +339,10 @@ pub(crate) fn summary(r: &RunResult) -> String {
                 "  phase {:<12} {:>14}   pgfault {:>9}  pgmajfault {:>9}  pswpin {:>9}  pswpout {:>9}\n",
                 p.name,
                 ms(p.end_ns - p.start_ns),
-                p.vmstat["pgfault"],
-                p.vmstat["pgmajfault"],
-                p.vmstat["pswpin"],
-                p.vmstat["pswpout"]
+                p.vmstat.get("pgfault").copied().unwrap_or(0),
+                p.vmstat.get("pgmajfault").copied().unwrap_or(0),
+                p.vmstat.get("pswpin").copied().unwrap_or(0),
+                p.vmstat.get("pswpout").copied().unwrap_or(0)
             );
         }
     }
@@ -359,9 +359,9 @@ pub(crate) fn summary(r: &RunResult) -> String {
             cg.memory_current >> 20,
             cg.memory_peak >> 20,
             cg.memory_swap_current >> 20,
-            cg.memory_events["max"],
-            cg.memory_events["high"],
-            cg.memory_events["oom"]
+            cg.memory_events.get("max").copied().unwrap_or(0),
+            cg.memory_events.get("high").copied().unwrap_or(0),
+            cg.memory_events.get("oom").copied().unwrap_or(0)
         );
         for k in [
             "pgscan",
@@ -371,7 +371,10 @@ pub(crate) fn summary(r: &RunResult) -> String {
             "pgdeactivate",
             "workingset_refault_anon",
         ] {
-            s += &format!("  {k:<28} {:>12}\n", cg.memory_stat[k]);
+            s += &format!(
+                "  {k:<28} {:>12}\n",
+                cg.memory_stat.get(k).copied().unwrap_or(0)
+            );
         }
     }
     let verdict = if r.integrity.violations == 0 {

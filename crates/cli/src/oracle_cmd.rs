@@ -112,8 +112,16 @@ pub fn recorded(spec: &Path) -> Vec<RunResult> {
     files.sort();
     files
         .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .filter_map(|t| serde_json::from_str(&t).ok())
+        .filter_map(|f| {
+            let read = std::fs::read_to_string(f).map_err(|e| e.to_string());
+            match read.and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string())) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    eprintln!("mmsim: ignoring {}: {e}", f.display());
+                    None
+                }
+            }
+        })
         .collect()
 }
 
@@ -132,6 +140,8 @@ pub fn oracle_record(specs: &[PathBuf], runs: usize, a: &OracleArgs) -> ExitCode
             Err(c) => return c,
         };
         let dir = results_dir(path);
+        // A new recording replaces the old one whole, never mixes with it.
+        let _ = std::fs::remove_dir_all(&dir);
         if let Err(e) = std::fs::create_dir_all(&dir) {
             eprintln!("mmsim: {}: {e}", dir.display());
             return ExitCode::from(1);
@@ -167,6 +177,14 @@ pub fn compare_cmd(
         Ok(x) => x,
         Err(c) => return c,
     };
+    if runs == 0 {
+        eprintln!("mmsim: --runs must be at least 1");
+        return ExitCode::from(2);
+    }
+    if use_recorded && !sets.is_empty() {
+        eprintln!("mmsim: --set would change only the simulated side of --recorded results; record the changed spec instead");
+        return ExitCode::from(2);
+    }
     let real = if use_recorded {
         let r = recorded(path);
         if r.is_empty() {

@@ -169,6 +169,12 @@ impl Oracle {
         spec_text: &str,
         sets: &[String],
     ) -> Result<RunResult, OracleError> {
+        if !spec.machine.memory.is_multiple_of(1 << 20) {
+            return Err(OracleError::Missing(format!(
+                "machine.memory of {} bytes is not a whole number of MiB, which QEMU's -m needs",
+                spec.machine.memory
+            )));
+        }
         std::fs::create_dir_all(&self.cache)
             .map_err(|e| OracleError::Io(format!("cannot create {}: {e}", self.cache.display())))?;
         let base = self.base_initramfs(spec)?;
@@ -410,8 +416,9 @@ fn parse_result(out: &str, console: &str) -> Result<RunResult, OracleError> {
         .find("MMSIM-BEGIN\n")
         .ok_or_else(|| guest("the guest never started the runner"))?;
     let body = &out[begin + "MMSIM-BEGIN\n".len()..];
+    // The last marker: a task or phase may itself be named MMSIM-END.
     let end = body
-        .find("MMSIM-END")
+        .rfind("MMSIM-END ")
         .ok_or_else(|| guest("the guest stopped before the runner finished"))?;
     let status = body[end..]
         .lines()

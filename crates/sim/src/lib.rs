@@ -91,9 +91,71 @@ fn check_features(f: &Features) -> Result<(), SimError> {
     Ok(())
 }
 
+/// MAX_SWAPFILES on x86-64 6.1 (32 types less the migration, hwpoison and
+/// device-private ones).
+const MAX_SWAPFILES: usize = 29;
+/// The largest mapping mmsim holds: it keeps 12 bytes of host memory per
+/// mapped page (PTE and content token), allocated at mmap.
+const MAX_MAP_PAGES: u64 = 1 << 28;
+
+/// What a valid spec can still ask beyond what this simulator holds.
+fn check_limits(spec: &Spec) -> Result<(), SimError> {
+    if spec.swap.len() > MAX_SWAPFILES {
+        return Err(SimError::Spec(format!(
+            "{} swap devices, but the kernel takes at most {MAX_SWAPFILES}",
+            spec.swap.len()
+        )));
+    }
+    let reserved = kernel::boot_reserved_bytes(spec.machine.memory, spec.machine.cpus);
+    let frames = spec.machine.memory.saturating_sub(reserved) / 4096;
+    if frames < 4096 {
+        return Err(SimError::Spec(format!(
+            "machine.memory {} MiB leaves no memory after the kernel's reservation for {} CPUs",
+            spec.machine.memory >> 20,
+            spec.machine.cpus
+        )));
+    }
+    if frames >= u32::MAX as u64 {
+        return Err(SimError::Unmodelled(
+            "machines of 16 TiB or more (frame numbers are 32-bit)".into(),
+        ));
+    }
+    let mut too_big = None;
+    for_each_step(&spec.tasks, &mut |op| {
+        if let mmsim_spec::Op::Mmap { pages, .. } = op {
+            if *pages > MAX_MAP_PAGES {
+                too_big = Some(*pages);
+            }
+        }
+    });
+    if let Some(p) = too_big {
+        return Err(SimError::Unmodelled(format!(
+            "a mapping of {} GiB: mappings over {} GiB (mmsim keeps 12 bytes of host memory per mapped page)",
+            p >> 18,
+            MAX_MAP_PAGES >> 18
+        )));
+    }
+    Ok(())
+}
+
+fn for_each_step(tasks: &[mmsim_spec::Task], f: &mut impl FnMut(&mmsim_spec::Op)) {
+    fn walk(steps: &[mmsim_spec::Step], f: &mut impl FnMut(&mmsim_spec::Op)) {
+        for s in steps {
+            f(&s.op);
+            if let mmsim_spec::Op::Repeat { steps, .. } = &s.op {
+                walk(steps, f);
+            }
+        }
+    }
+    for t in tasks {
+        walk(&t.steps, f);
+    }
+}
+
 /// Runs a spec in the simulator.
 pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     check_features(&spec.features)?;
+    check_limits(spec)?;
     let mut k = Kernel::new(spec);
     let machine = machine_info(&k, spec);
     let vm_start = k.vm.clone();

@@ -136,8 +136,10 @@ impl<'s> Scheduler<'s> {
         let total_accesses: u64 = spec
             .tasks
             .iter()
-            .map(|t| t.instances as u64 * count_accesses(&t.steps, &mut HashMap::new()))
-            .sum();
+            .map(|t| {
+                (t.instances as u64).saturating_mul(count_accesses(&t.steps, &mut HashMap::new()))
+            })
+            .fold(0u64, u64::saturating_add);
         Scheduler {
             tasks,
             cpu_free_at: vec![0; spec.machine.cpus as usize],
@@ -315,7 +317,7 @@ impl<'s> Scheduler<'s> {
             }
         }
         let per_cpu = competing.div_ceil(ncpu).max(1);
-        end.min(start + (latency / per_cpu).max(min_gran))
+        end.min(start.saturating_add((latency / per_cpu).max(min_gran)))
     }
 
     /// Ready times of every entity but `me` that will want a CPU.
@@ -426,7 +428,7 @@ impl<'s> Scheduler<'s> {
                     pos: 0,
                 });
             }
-            Op::Sleep { ns } => return Ok(Some(SliceEnd::Sleep(k.now() + ns))),
+            Op::Sleep { ns } => return Ok(Some(SliceEnd::Sleep(k.now().saturating_add(*ns)))),
             Op::Phase { name } => {
                 if self.check {
                     crate::check::check_all(k)?;
@@ -495,7 +497,7 @@ impl<'s> Scheduler<'s> {
                 let memcg = k.tasks[ktask].memcg;
                 let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
                 if sleep > 0 {
-                    return Ok(Some(SliceEnd::Sleep(k.now() + sleep)));
+                    return Ok(Some(SliceEnd::Sleep(k.now().saturating_add(sleep))));
                 }
             }
             if let Some(w) = k.kswapd_wake_at.take() {
@@ -541,7 +543,7 @@ fn unknown_region(step: &Step, region: &str) -> SimError {
 
 /// Accesses a list of steps will make (for the progress bar only).
 fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
-    let mut n = 0;
+    let mut n: u64 = 0;
     for s in steps {
         match &s.op {
             Op::Mmap { name, pages, .. } => {
@@ -550,9 +552,11 @@ fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
             Op::Touch(t) => {
                 let pages = sizes.get(&t.region).copied().unwrap_or(0);
                 let len = t.length.unwrap_or(pages.saturating_sub(t.offset));
-                n += t.count.unwrap_or(t.passes * len);
+                n = n.saturating_add(t.count.unwrap_or(t.passes.saturating_mul(len)));
             }
-            Op::Repeat { times, steps } => n += times * count_accesses(steps, sizes),
+            Op::Repeat { times, steps } => {
+                n = n.saturating_add(times.saturating_mul(count_accesses(steps, sizes)))
+            }
             _ => {}
         }
     }

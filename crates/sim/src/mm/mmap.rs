@@ -36,7 +36,9 @@ pub struct Vma {
     pub mm: u32,
     pub start_vpn: u64,
     pub pages: u64,
-    /// vm_pgoff: linear index of the first page (anon: start_vpn at mmap).
+    /// vm_pgoff: linear index of the first page. The kernel uses the
+    /// address for an anon VMA; any base serves as long as the VMAs of one
+    /// anon_vma agree, and 0 keeps folio indices within 32 bits.
     pub pgoff: u64,
     pub flags: u32,
     pub anon_vma: u32,
@@ -143,7 +145,7 @@ impl Kernel {
             mm,
             start_vpn: start,
             pages,
-            pgoff: start,
+            pgoff: 0,
             flags: VM_READ | VM_WRITE,
             anon_vma: av,
             ptes: vec![0; pages as usize],
