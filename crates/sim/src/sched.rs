@@ -3,9 +3,10 @@
 //! Every task and kswapd has its own clock. The scheduler always advances
 //! the entity that is ready earliest, on the CPU that frees up first, for
 //! at most one time slice; with more runnable entities than CPUs they take
-//! turns, slice by slice. A task that wakes kswapd ends its slice so that
-//! kswapd starts at the moment of the wakeup. Everything is deterministic:
-//! ties go to the lower entity number (tasks in spec order, kswapd last).
+//! turns, slice by slice. A woken kswapd runs at once on an idle CPU, or
+//! preempts its waker if CFS's wakeup rule says so (`wakeup_preempts`).
+//! Everything is deterministic: ties go to the lower entity number (tasks
+//! in spec order, kswapd last).
 
 use crate::cost;
 use crate::kernel::Kernel;

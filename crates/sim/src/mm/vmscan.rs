@@ -91,7 +91,7 @@ pub enum KswapdState {
 pub struct Kswapd {
     pub state: KswapdState,
     pub sc: ScanControl,
-    /// sc.nr_reclaimed at the start of the current priority pass.
+    /// `kswapd_failures`: balance_pgdat runs in a row that reclaimed nothing.
     pub failures: u32,
     /// Set by a wakeup during the nap.
     pub woken_in_nap: bool,
