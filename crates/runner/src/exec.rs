@@ -178,12 +178,16 @@ pub fn run_tasks(spec: &Spec, t0: Instant) -> Result<Vec<Report>, String> {
             let mut fds = [0; 2];
             // SAFETY: fds is a two-element array.
             if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-                return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+                let e = format!("pipe: {}", std::io::Error::last_os_error());
+                kill_all(&children);
+                return Err(e);
             }
             // SAFETY: single-threaded; the child only runs our code and exits.
             let pid = unsafe { libc::fork() };
             if pid < 0 {
-                return Err(format!("fork: {}", std::io::Error::last_os_error()));
+                let e = format!("fork: {}", std::io::Error::last_os_error());
+                kill_all(&children);
+                return Err(e);
             }
             if pid == 0 {
                 // SAFETY: fds[1] is the pipe's write end, owned by this process.
@@ -199,20 +203,45 @@ pub fn run_tasks(spec: &Spec, t0: Instant) -> Result<Vec<Report>, String> {
             children.push((pid, fds[0]));
         }
     }
-    let mut reports = Vec::new();
-    for (pid, fd) in children {
-        // SAFETY: fd is the pipe's read end, owned here.
-        let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
-        let mut text = String::new();
-        let _ = f.read_to_string(&mut text);
+    // Read every report at once, so no child waits to write a long report
+    // (and stays resident) until the children before it have finished.
+    let readers: Vec<(libc::pid_t, std::thread::JoinHandle<String>)> = children
+        .into_iter()
+        .map(|(pid, fd)| {
+            // SAFETY: fd is the pipe's read end, owned here.
+            let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+            let reader = std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = f.read_to_string(&mut text);
+                text
+            });
+            (pid, reader)
+        })
+        .collect();
+    let mut results = Vec::new();
+    for (pid, reader) in readers {
+        let text = reader.join().unwrap_or_default();
         let mut status = 0;
         // SAFETY: pid is our child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        let report: Report = serde_json::from_str(&text)
-            .map_err(|e| format!("task process {pid} sent no report ({e}); status {status}"))?;
-        reports.push(report);
+        results.push(
+            serde_json::from_str::<Report>(&text)
+                .map_err(|e| format!("task process {pid} sent no report ({e}); status {status}")),
+        );
     }
-    Ok(reports)
+    results.into_iter().collect()
+}
+
+/// Kills and reaps the task processes already started.
+fn kill_all(children: &[(libc::pid_t, libc::c_int)]) {
+    for &(pid, fd) in children {
+        // SAFETY: our own children and pipe ends.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+            libc::close(fd);
+        }
+    }
 }
 
 fn child_main(
