@@ -6,7 +6,7 @@
 use crate::kernel::Kernel;
 use crate::mm::folio::*;
 use crate::mm::pgtable::*;
-use crate::mm::swapfile::{swp_entry, swp_offset, swp_type, SWAP_COUNT_MASK, SWAP_HAS_CACHE};
+use crate::mm::swapfile::{swp_entry, SWAP_COUNT_MASK, SWAP_HAS_CACHE};
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;
 use std::collections::HashMap;
@@ -29,8 +29,7 @@ pub fn check_all(k: &Kernel) -> Result<(), SimError> {
 fn check_frames(k: &Kernel) -> Result<(), SimError> {
     let n = k.folios.len();
     let mut seen = vec![0u8; n];
-    for (zi, z) in k.zones.iter().enumerate() {
-        let _ = zi;
+    for z in &k.zones {
         let mut count = 0;
         let mut p = zone_free_head(k, z);
         while p != NIL {
@@ -338,7 +337,6 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             k.vm.get(Vm::NrSwapcached)
         ));
     }
-    let _ = (swp_type(0), swp_offset(0));
     Ok(())
 }
 

@@ -75,8 +75,6 @@ pub struct Kernel {
     pub kswapd: crate::mm::vmscan::Kswapd,
     /// vm.min_free_kbytes in force.
     pub min_free_kbytes: u64,
-    /// Zero page content token: never written.
-    pub zero_pfn: Pfn,
     /// Scratch lists for reclaim, reused to avoid allocation.
     pub scratch: Vec<Vec<Pfn>>,
 }
@@ -177,7 +175,6 @@ impl Kernel {
             hist: Default::default(),
             kswapd: Default::default(),
             min_free_kbytes: 0,
-            zero_pfn: NIL,
             scratch: Vec::new(),
         };
         for pfn in (0..managed as u32).rev() {

@@ -87,13 +87,6 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     SwapRaHit = "swap_ra_hit",
 });
 
-impl Vm {
-    /// Gauges come first in the enum; everything from `Pgpgin` on is an event.
-    pub fn is_event(self) -> bool {
-        self as usize >= Vm::Pgpgin as usize
-    }
-}
-
 /// A flat array of counters indexed by an item enum.
 #[derive(Clone)]
 pub struct Counters<E, const N: usize> {
@@ -197,13 +190,6 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     Pglazyfree = "pglazyfree",
     Pglazyfreed = "pglazyfreed",
 });
-
-impl Mc {
-    /// Items up to `Unevictable` are sizes (pages internally, bytes in memory.stat).
-    pub fn is_size(self) -> bool {
-        self as usize <= Mc::Unevictable as usize
-    }
-}
 
 /// One cgroup's memory.stat (its own, not yet summed over descendants).
 pub type MemcgStat = Counters<Mc, NR_MC_ITEMS>;

@@ -173,6 +173,13 @@ impl Kernel {
 
     /// workingset_activate_{anon,file} of a memcg's subtree (node-wide for root).
     fn lruvec_stat_hier(&self, memcg: u16) -> [u64; 2] {
+        if !self.memcgs[memcg as usize].has_children && memcg != ROOT_MEMCG {
+            let s = &self.memcgs[memcg as usize].stat;
+            return [
+                s.get(Mc::WorkingsetActivateAnon) as u64,
+                s.get(Mc::WorkingsetActivateFile) as u64,
+            ];
+        }
         if memcg == ROOT_MEMCG {
             return [
                 self.vm.get(Vm::WorkingsetActivateAnon) as u64,
@@ -794,7 +801,7 @@ impl Kernel {
     pub fn kswapd_step(&mut self) -> KswapdNext {
         match self.kswapd.state {
             KswapdState::Sleeping => KswapdNext::Sleep,
-            KswapdState::Napping(until) => self.kswapd_nap_over(until),
+            KswapdState::Napping(_) => self.kswapd_nap_over(),
             KswapdState::Woken => {
                 if std::mem::take(&mut self.kswapd.woken_in_nap) {
                     self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
@@ -882,7 +889,7 @@ impl Kernel {
     }
 
     /// The nap ran out without a wakeup: sleep for good if still balanced.
-    fn kswapd_nap_over(&mut self, _until: u64) -> KswapdNext {
+    fn kswapd_nap_over(&mut self) -> KswapdNext {
         if self.prepare_kswapd_sleep() {
             self.kswapd.state = KswapdState::Sleeping;
             return KswapdNext::Sleep;
