@@ -744,9 +744,9 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
             rep,
             p,
             &s.path("priority"),
-            i32::MIN as i64,
-            i32::MAX as i64,
-            "an integer from -2147483648 to 2147483647",
+            0,
+            32767,
+            "an integer from 0 to 32767 (swapon -p; leave it out for the kernel's decreasing negative default)",
         )? as i32),
     };
     Ok(SwapDevice {

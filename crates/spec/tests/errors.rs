@@ -2296,3 +2296,15 @@ fn example_file_parses() {
     assert_eq!(s.cgroups[0].memory_max.pages(), Some(25600));
     assert_eq!(s.tasks[0].steps.len(), 7);
 }
+
+#[test]
+fn swap_priority_outside_swapon_range_is_refused() {
+    let text = "[machine]\nmemory = \"512M\"\n[[swap]]\ndevice = \"zram\"\nsize = \"64M\"\npriority = -1\n[task.t]\nsteps = []\n";
+    let e = mmsim_spec::parse_str(text, "t.toml", &[]).unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (6, "swap[0].priority"));
+    assert!(
+        e.message.contains("-1") && e.message.contains("0 to 32767"),
+        "{}",
+        e.message
+    );
+}
