@@ -114,100 +114,50 @@ pub const SCHED_WAKEUP_GRANULARITY_NS: u64 = 1_000_000;
 /// another's progress can be.
 pub const QUANTUM_NS: u64 = 10_000;
 
-/// Where simulated time goes, for the profile (like `perf report`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Fn {
-    User,
-    FaultEntry,
-    DoAnonymousPage,
-    DoWpPage,
-    DoSwapPage,
-    PageAlloc,
-    PageFree,
-    MemcgCharge,
-    LruAdd,
-    ShrinkActiveList,
-    ShrinkInactiveList,
-    ShrinkFolioList,
-    FolioReferenced,
-    TryToUnmap,
-    AddToSwap,
-    ZramWrite,
-    ZramRead,
-    Unmap,
-    HandleMmFault,
-    TryToFreeMemCgroupPages,
-    TryToFreePages,
-    BalancePgdat,
-    ShrinkLruvec,
-    Pageout,
-    TryToUnmapFlush,
-    AddRmap,
-    RemoveRmap,
+/// Defines `Fn` (kernel functions the profile attributes time to), their
+/// kernel names `FN_NAMES`, and `ALL_FNS`, from one list.
+macro_rules! functions {
+    ($($variant:ident = $name:literal,)*) => {
+        /// Where simulated time goes, for the profile (like `perf report`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(usize)]
+        pub enum Fn { $($variant,)* }
+        pub const FN_NAMES: &[&str] = &[$($name,)*];
+        pub const NR_FNS: usize = FN_NAMES.len();
+        /// Every `Fn` in declaration order (`ALL_FNS[f as usize] == f`).
+        pub const ALL_FNS: [Fn; NR_FNS] = [$(Fn::$variant,)*];
+    };
 }
 
-pub const FN_NAMES: &[&str] = &[
-    "user",
-    "exc_page_fault",
-    "do_anonymous_page",
-    "do_wp_page",
-    "do_swap_page",
-    "__alloc_pages",
-    "free_unref_page",
-    "mem_cgroup_charge",
-    "folio_add_lru",
-    "shrink_active_list",
-    "shrink_inactive_list",
-    "shrink_folio_list",
-    "folio_referenced",
-    "try_to_unmap_one",
-    "add_to_swap",
-    "zram_write_page",
-    "zram_read_page",
-    "unmap_page_range",
-    "handle_mm_fault",
-    "try_to_free_mem_cgroup_pages",
-    "try_to_free_pages",
-    "balance_pgdat",
-    "shrink_lruvec",
-    "pageout",
-    "try_to_unmap_flush",
-    "page_add_anon_rmap",
-    "page_remove_rmap",
-];
-pub const NR_FNS: usize = FN_NAMES.len();
-
-/// Every `Fn` in declaration order (`ALL_FNS[f as usize] == f`).
-pub const ALL_FNS: [Fn; NR_FNS] = [
-    Fn::User,
-    Fn::FaultEntry,
-    Fn::DoAnonymousPage,
-    Fn::DoWpPage,
-    Fn::DoSwapPage,
-    Fn::PageAlloc,
-    Fn::PageFree,
-    Fn::MemcgCharge,
-    Fn::LruAdd,
-    Fn::ShrinkActiveList,
-    Fn::ShrinkInactiveList,
-    Fn::ShrinkFolioList,
-    Fn::FolioReferenced,
-    Fn::TryToUnmap,
-    Fn::AddToSwap,
-    Fn::ZramWrite,
-    Fn::ZramRead,
-    Fn::Unmap,
-    Fn::HandleMmFault,
-    Fn::TryToFreeMemCgroupPages,
-    Fn::TryToFreePages,
-    Fn::BalancePgdat,
-    Fn::ShrinkLruvec,
-    Fn::Pageout,
-    Fn::TryToUnmapFlush,
-    Fn::AddRmap,
-    Fn::RemoveRmap,
-];
+functions! {
+    User = "user",
+    FaultEntry = "exc_page_fault",
+    DoAnonymousPage = "do_anonymous_page",
+    DoWpPage = "do_wp_page",
+    DoSwapPage = "do_swap_page",
+    PageAlloc = "__alloc_pages",
+    PageFree = "free_unref_page",
+    MemcgCharge = "mem_cgroup_charge",
+    LruAdd = "folio_add_lru",
+    ShrinkActiveList = "shrink_active_list",
+    ShrinkInactiveList = "shrink_inactive_list",
+    ShrinkFolioList = "shrink_folio_list",
+    FolioReferenced = "folio_referenced",
+    TryToUnmap = "try_to_unmap_one",
+    AddToSwap = "add_to_swap",
+    ZramWrite = "zram_write_page",
+    ZramRead = "zram_read_page",
+    Unmap = "unmap_page_range",
+    HandleMmFault = "handle_mm_fault",
+    TryToFreeMemCgroupPages = "try_to_free_mem_cgroup_pages",
+    TryToFreePages = "try_to_free_pages",
+    BalancePgdat = "balance_pgdat",
+    ShrinkLruvec = "shrink_lruvec",
+    Pageout = "pageout",
+    TryToUnmapFlush = "try_to_unmap_flush",
+    AddRmap = "page_add_anon_rmap",
+    RemoveRmap = "page_remove_rmap",
+}
 
 /// A system call's entry and exit (mmap, munmap) beyond its own work:
 /// ~100-300 ns on current x86-64 with speculation mitigations. 250 ns.
