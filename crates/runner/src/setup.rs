@@ -72,12 +72,7 @@ impl Setup {
                 continue;
             }
             let old = fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
-            let value = if knob.ends_with("lru_gen/enabled") && value == "n" {
-                "n".to_string()
-            } else {
-                value.clone()
-            };
-            write(&path, &value)?;
+            write(&path, value)?;
             self.restore.push((path.clone(), current_value(&old)));
             let now = current_value(&fs::read_to_string(&path).unwrap_or_default());
             self.knobs.push((knob.clone(), now));

@@ -287,18 +287,13 @@ impl Kernel {
         self.traced(crate::cost::Fn::PageAlloc, |k| k.alloc_pages_slowpath(gfp))
     }
 
+    /// `__alloc_pages_slowpath`, entered once the fast path at the low
+    /// watermark (in `alloc_page`) has failed.
     fn alloc_pages_slowpath(&mut self, gfp: Gfp) -> Option<Pfn> {
+        self.wakeup_kswapd();
         if gfp == Gfp::Memalloc {
-            if let Some(p) = self.get_page_from_freelist(WMARK_LOW) {
-                return Some(p);
-            }
-            self.wakeup_kswapd();
             return self.get_page_from_freelist(NO_WATERMARKS);
         }
-        if let Some(p) = self.get_page_from_freelist(WMARK_LOW) {
-            return Some(p);
-        }
-        self.wakeup_kswapd();
         if let Some(p) = self.get_page_from_freelist(WMARK_MIN) {
             return Some(p);
         }
