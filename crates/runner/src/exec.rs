@@ -90,6 +90,13 @@ impl Child<'_> {
                     // SAFETY: the whole mapping made by mmap above.
                     unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
                 }
+                Op::Fork { .. }
+                | Op::Wait
+                | Op::Madvise { .. }
+                | Op::Swapoff { .. }
+                | Op::Swapon { .. } => {
+                    return Err(format!("line {}: the runner cannot run this op yet", s.line))
+                }
                 Op::Touch(t) => {
                     let instance = self.instance;
                     let r = self

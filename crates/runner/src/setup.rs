@@ -80,6 +80,12 @@ impl Setup {
         for (i, dev) in spec.swap.iter().enumerate() {
             match dev.kind {
                 SwapKind::Zram => self.zram_swapon(i, dev.size, dev.priority)?,
+                other => {
+                    return Err(format!(
+                        "swap[{i}]: the runner cannot set up {} swap yet",
+                        other.name()
+                    ))
+                }
             }
             self.knobs.push((
                 format!("swap:{i}"),

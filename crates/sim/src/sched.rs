@@ -445,6 +445,16 @@ impl<'s> Scheduler<'s> {
                 });
                 t.open_phase = Some(t.phases.len() - 1);
             }
+            Op::Fork { .. }
+            | Op::Wait
+            | Op::Madvise { .. }
+            | Op::Swapoff { .. }
+            | Op::Swapon { .. } => {
+                return Err(SimError::Unmodelled(format!(
+                    "line {}: this op is not simulated yet",
+                    step.line
+                )))
+            }
             Op::Repeat { times, steps } => {
                 t.frames.push(Frame {
                     steps,

@@ -72,24 +72,45 @@ pub struct Sysctl {
     pub watermark_scale_factor: u32,
     /// vm.min_free_kbytes; None = the kernel computes it from memory size.
     pub min_free_kbytes: Option<u64>,
+    /// vm.page-cluster: swap readahead reads up to 2^n pages; 0 disables it.
+    pub page_cluster: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sysfs {
     /// kernel/mm/transparent_hugepage/enabled. Only `never` is modelled.
     pub thp_never: bool,
+    /// kernel/mm/swap/vma_ra_enabled: VMA-based swap readahead (ignored
+    /// while any rotational swap device is on, as the kernel ignores it).
+    pub vma_ra_enabled: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwapKind {
+    /// zram: compressed RAM with `rw_page` (SWP_SYNCHRONOUS_IO).
     Zram,
+    /// An NVMe SSD: non-rotational, deep queue.
+    Nvme,
+    /// A virtio-blk disk: the guest sees it rotational unless told otherwise.
+    Virtio,
+    /// A rotating disk: seeks, queue depth 1.
+    Hdd,
 }
 
 impl SwapKind {
     pub fn name(self) -> &'static str {
         match self {
             SwapKind::Zram => "zram",
+            SwapKind::Nvme => "nvme",
+            SwapKind::Virtio => "virtio",
+            SwapKind::Hdd => "hdd",
         }
+    }
+
+    /// What the block queue's `rotational` attribute says by default:
+    /// virtio-blk sets no non-rotational flag, so 6.1 guests see 1.
+    pub fn default_rotational(self) -> bool {
+        matches!(self, SwapKind::Virtio | SwapKind::Hdd)
     }
 }
 
@@ -100,6 +121,15 @@ pub struct SwapDevice {
     pub size: u64,
     /// swapon priority; None = the kernel's decreasing negative default.
     pub priority: Option<i32>,
+    /// /sys/block/DEV/queue/rotational, written before swapon; None = the
+    /// device's default.
+    pub rotational: Option<bool>,
+}
+
+impl SwapDevice {
+    pub fn rotational(&self) -> bool {
+        self.kind != SwapKind::Zram && self.rotational.unwrap_or(self.kind.default_rotational())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -179,4 +209,52 @@ pub enum Op {
         times: u64,
         steps: Vec<Step>,
     },
+    /// fork(2): a child process with a copy-on-write copy of the address
+    /// space runs `steps` beside its parent, then exits.
+    Fork {
+        steps: Vec<Step>,
+    },
+    /// Wait until every child this task forked has exited.
+    Wait,
+    /// madvise(2) over a page range of a region.
+    Madvise {
+        region: String,
+        advice: Advice,
+        offset: u64,
+        length: Option<u64>,
+    },
+    /// swapoff(2) of `[[swap]]` device number `device` (0-based).
+    Swapoff {
+        device: usize,
+    },
+    /// swapon(2) of `[[swap]]` device number `device` again.
+    Swapon {
+        device: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// MADV_PAGEOUT: reclaim the range now.
+    Pageout,
+    /// MADV_COLD: deactivate the range.
+    Cold,
+    /// MADV_DONTNEED: drop the range (private anon: back to zero-fill).
+    Dontneed,
+    /// MADV_FREE: lazily free clean private anon pages.
+    Free,
+    /// MADV_WILLNEED: start reading swapped-out pages of the range.
+    Willneed,
+}
+
+impl Advice {
+    pub fn name(self) -> &'static str {
+        match self {
+            Advice::Pageout => "pageout",
+            Advice::Cold => "cold",
+            Advice::Dontneed => "dontneed",
+            Advice::Free => "free",
+            Advice::Willneed => "willneed",
+        }
+    }
 }

@@ -12,7 +12,8 @@ use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
 use std::collections::HashMap;
 
-pub const OPS: &str = "mmap, munmap, touch, sleep, phase, repeat";
+pub const OPS: &str =
+    "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -423,7 +424,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
             "a table of tasks, such as [task.main]",
         )?;
         for (name, e) in &f.table.entries {
-            tasks.push(build_task(rep, name, &e.node, &cgroups)?);
+            tasks.push(build_task(rep, name, &e.node, &cgroups, swap.len())?);
         }
     }
     let fidelity = match top.get("fidelity") {
@@ -578,6 +579,9 @@ pub const SYSCTLS: &[(&str, i64, i64)] = &[
     ("vm.swappiness", 0, 200),
     ("vm.watermark_scale_factor", 1, 3000),
     ("vm.min_free_kbytes", 128, 1 << 30),
+    // The kernel accepts any non-negative value; mmsim stops at 10 (1024-page
+    // windows), well past any useful readahead.
+    ("vm.page-cluster", 0, 10),
 ];
 
 fn build_sysctl(
@@ -595,6 +599,7 @@ fn build_sysctl(
         swappiness: 60,
         watermark_scale_factor: 10,
         min_free_kbytes: None,
+        page_cluster: 3,
     };
     for (key, e) in &f.table.entries {
         let path = f.path(key);
@@ -620,6 +625,7 @@ fn build_sysctl(
         match key.as_str() {
             "vm.swappiness" => s.swappiness = n as u32,
             "vm.watermark_scale_factor" => s.watermark_scale_factor = n as u32,
+            "vm.page-cluster" => s.page_cluster = n as u32,
             _ => s.min_free_kbytes = Some(n as u64),
         }
     }
@@ -631,11 +637,27 @@ fn build_sysctl(
     if let Some(m) = s.min_free_kbytes {
         knobs.push(("sysctl:vm.min_free_kbytes".into(), m.to_string()));
     }
+    knobs.push(("sysctl:vm.page-cluster".into(), s.page_cluster.to_string()));
     Ok(s)
 }
 
 const THP_ENABLED: &str = "kernel/mm/transparent_hugepage/enabled";
 const LRU_GEN_ENABLED: &str = "kernel/mm/lru_gen/enabled";
+const VMA_RA_ENABLED: &str = "kernel/mm/swap/vma_ra_enabled";
+
+/// `kstrtobool`, as the sysfs file parses what is written to it.
+fn kstrtobool(v: &str) -> Option<bool> {
+    match v.as_bytes().first()?.to_ascii_lowercase() {
+        b'y' | b't' | b'1' => Some(true),
+        b'n' | b'f' | b'0' => Some(false),
+        b'o' => match v.as_bytes().get(1)?.to_ascii_lowercase() {
+            b'n' => Some(true),
+            b'f' => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
 
 fn build_sysfs(
     rep: &Reporter,
@@ -648,6 +670,7 @@ fn build_sysfs(
         node,
         "a table [sysfs] of knobs such as \"kernel/mm/transparent_hugepage/enabled\" = \"never\"",
     )?;
+    let mut vma_ra_enabled = true;
     for (key, e) in &f.table.entries {
         let path = f.path(key);
         let v = &e.node;
@@ -660,12 +683,19 @@ fn build_sysfs(
         let ok = match key.as_str() {
             THP_ENABLED => value == "never",
             LRU_GEN_ENABLED => matches!(value.as_str(), "n" | "0" | "0x0000"),
+            VMA_RA_ENABLED => match kstrtobool(&value) {
+                Some(b) => {
+                    vma_ra_enabled = b;
+                    true
+                }
+                None => return Err(type_error(rep, v, &path, "a boolean (true or false)")),
+            },
             _ => {
                 return Err(rep.at(
                     e.key_at,
                     path,
                     format!(
-                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {LRU_GEN_ENABLED}"
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {LRU_GEN_ENABLED}, {VMA_RA_ENABLED}"
                     ),
                 ))
             }
@@ -683,7 +713,14 @@ fn build_sysfs(
     // without anon THP, so the oracle must run with it off (DESIGN.md Oracle).
     knobs.push((format!("sysfs:{THP_ENABLED}"), "never".into()));
     knobs.push((format!("sysfs:{LRU_GEN_ENABLED}"), "n".into()));
-    Ok(Sysfs { thp_never: true })
+    knobs.push((
+        format!("sysfs:{VMA_RA_ENABLED}"),
+        vma_ra_enabled.to_string(),
+    ));
+    Ok(Sysfs {
+        thp_never: true,
+        vma_ra_enabled,
+    })
 }
 
 fn build_swaps(rep: &Reporter, node: &Node) -> Result<Vec<SwapDevice>, SpecError> {
@@ -709,20 +746,19 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         node,
         "a table such as { device = \"zram\", size = \"512M\" }",
     )?;
-    s.only(&["device", "size", "priority"], "[[swap]]")?;
-    let dev = s.require("device", "a string: \"zram\"")?;
-    let kind = match string(rep, dev, &s.path("device"), "a string: \"zram\"")? {
+    s.only(&["device", "size", "priority", "rotational"], "[[swap]]")?;
+    let words = "a string: one of zram, nvme, virtio, hdd";
+    let dev = s.require("device", words)?;
+    let kind = match string(rep, dev, &s.path("device"), words)? {
         "zram" => SwapKind::Zram,
+        "nvme" => SwapKind::Nvme,
+        "virtio" => SwapKind::Virtio,
+        "hdd" => SwapKind::Hdd,
         other => {
-            let why = if matches!(other, "nvme" | "virtio" | "hdd") {
-                " (block-device swap is not modelled yet)"
-            } else {
-                ""
-            };
             return Err(rep.at(
                 dev.at,
                 s.path("device"),
-                format!("found \"{other}\"{why}, expected \"zram\""),
+                format!("found \"{other}\", expected one of zram, nvme, virtio, hdd"),
             ));
         }
     };
@@ -749,10 +785,22 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
             "an integer from 0 to 32767 (swapon -p; leave it out for the kernel's decreasing negative default)",
         )? as i32),
     };
+    let rotational = match s.get("rotational") {
+        None => None,
+        Some(r) if kind == SwapKind::Zram => {
+            return Err(rep.at(
+                r.at,
+                s.path("rotational"),
+                "found rotational on a zram device, which is always non-rotational; expected no rotational key",
+            ))
+        }
+        Some(r) => Some(boolean(rep, r, &s.path("rotational"))?),
+    };
     Ok(SwapDevice {
         kind,
         size,
         priority,
+        rotational,
     })
 }
 
@@ -794,6 +842,7 @@ fn build_task(
     name: &str,
     node: &Node,
     cgroups: &[Cgroup],
+    nswap: usize,
 ) -> Result<Task, SpecError> {
     let key = join("task", name);
     if !valid_name(name) {
@@ -854,6 +903,7 @@ fn build_task(
         rep,
         locs: &locs,
         seen: HashMap::new(),
+        nswap,
     };
     check.walk(&steps_key, &steps, &mut IndexMap::new())?;
     Ok(Task {
@@ -902,9 +952,18 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
         "sleep" => (&["op", "duration"], &["duration"]),
         "phase" => (&["op", "name"], &["name"]),
         "repeat" => (&["op", "times", "steps"], &["steps"]),
+        "fork" => (&["op", "steps"], &["steps"]),
+        "wait" => (&["op"], &[]),
+        "madvise" => (
+            &["op", "region", "advice", "offset", "length"],
+            &["region", "advice"],
+        ),
+        "swapoff" | "swapon" => (&["op", "device"], &["device"]),
         _ => return None,
     })
 }
+
+const ADVICE_WORDS: &str = "a string: one of pageout, cold, dontneed, free, willneed";
 
 /// What a field takes, in words (for type errors and missing fields).
 fn field_words(op: &str, field: &str) -> &'static str {
@@ -916,7 +975,11 @@ fn field_words(op: &str, field: &str) -> &'static str {
         ("touch", "order") => "a string: one of seq, rev, shuffle, uniform, zipf",
         ("sleep", "duration") => "a duration such as \"250ms\"",
         ("phase", "name") => "a string: a phase name of letters, digits, '_' or '-'",
-        ("repeat", "steps") => "an array of step tables",
+        ("repeat" | "fork", "steps") => "an array of step tables",
+        ("madvise", "advice") => ADVICE_WORDS,
+        ("swapoff" | "swapon", "device") => {
+            "an integer: the number of a [[swap]] device, counting from 0"
+        }
         _ => "a value",
     }
 }
@@ -1019,7 +1082,46 @@ fn build_step(
         "phase" => Op::Phase {
             name: name_field("name")?,
         },
+        "fork" => Op::Fork {
+            steps: build_steps(rep, req("steps"), &f.path("steps"), locs)?,
+        },
+        "wait" => Op::Wait,
+        "madvise" => {
+            let a = req("advice");
+            let advice = match string(rep, a, &f.path("advice"), ADVICE_WORDS)? {
+                "pageout" => Advice::Pageout,
+                "cold" => Advice::Cold,
+                "dontneed" => Advice::Dontneed,
+                "free" => Advice::Free,
+                "willneed" => Advice::Willneed,
+                _ => return Err(type_error(rep, a, &f.path("advice"), ADVICE_WORDS)),
+            };
+            let (offset, length) = page_range(rep, &f)?;
+            Op::Madvise {
+                region: string(rep, req("region"), &f.path("region"), field_words(op, "region"))?
+                    .to_string(),
+                advice,
+                offset,
+                length,
+            }
+        }
+        "swapoff" | "swapon" => {
+            let device = integer(
+                rep,
+                req("device"),
+                &f.path("device"),
+                0,
+                i64::MAX,
+                field_words(op, "device"),
+            )? as usize;
+            if op == "swapoff" {
+                Op::Swapoff { device }
+            } else {
+                Op::Swapon { device }
+            }
+        }
         _ => {
+            debug_assert_eq!(op, "repeat");
             let times = match f.get("times") {
                 None => 1,
                 Some(t) => integer(
@@ -1128,26 +1230,7 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
             "found both count and passes, expected one of them",
         ));
     }
-    let pages_of = |field: &str| -> Result<Option<u64>, SpecError> {
-        let Some(n) = f.get(field) else {
-            return Ok(None);
-        };
-        let b = size(rep, n, &f.path(field))?;
-        if !b.is_multiple_of(PAGE_SIZE) {
-            return Err(rep.at(
-                n.at,
-                f.path(field),
-                format!("found {b} bytes, expected a multiple of 4096"),
-            ));
-        }
-        Ok(Some(b / PAGE_SIZE))
-    };
-    let offset = pages_of("offset")?.unwrap_or(0);
-    let length = pages_of("length")?;
-    if length == Some(0) {
-        let at = f.get("length").expect("length given").at;
-        return Err(rep.at(at, f.path("length"), "found 0, expected at least one page"));
-    }
+    let (offset, length) = page_range(rep, f)?;
     let seed = match f.get("seed") {
         None => 0,
         Some(s) => integer(
@@ -1172,6 +1255,31 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
     })
 }
 
+/// A step's `offset` and `length` (bytes, whole pages) as pages.
+fn page_range(rep: &Reporter, f: &Fields) -> Result<(u64, Option<u64>), SpecError> {
+    let pages_of = |field: &str| -> Result<Option<u64>, SpecError> {
+        let Some(n) = f.get(field) else {
+            return Ok(None);
+        };
+        let b = size(rep, n, &f.path(field))?;
+        if !b.is_multiple_of(PAGE_SIZE) {
+            return Err(rep.at(
+                n.at,
+                f.path(field),
+                format!("found {b} bytes, expected a multiple of 4096"),
+            ));
+        }
+        Ok(Some(b / PAGE_SIZE))
+    };
+    let offset = pages_of("offset")?.unwrap_or(0);
+    let length = pages_of("length")?;
+    if length == Some(0) {
+        let at = f.get("length").expect("length given").at;
+        return Err(rep.at(at, f.path("length"), "found 0, expected at least one page"));
+    }
+    Ok((offset, length))
+}
+
 // ------------------------------------------------------------------- regions
 
 /// Mapped regions by name, with their size in pages.
@@ -1188,6 +1296,8 @@ struct RegionCheck<'a> {
     /// left: a body is a fixed function of the state, so a second walk from
     /// the same state would find nothing new.
     seen: HashMap<(usize, Vec<(String, u64)>), Regions>,
+    /// Number of [[swap]] devices (swapoff/swapon name one).
+    nswap: usize,
 }
 
 impl RegionCheck<'_> {
@@ -1230,7 +1340,37 @@ impl RegionCheck<'_> {
                         return Err(self.unknown_region(&key, region, regions));
                     }
                 }
-                Op::Touch(t) => self.touch(&key, t, regions)?,
+                Op::Touch(t) => {
+                    self.range(&key, &t.region, t.offset, t.length, regions)?;
+                    self.touch_accesses(&key, t, regions)?;
+                }
+                Op::Madvise {
+                    region,
+                    offset,
+                    length,
+                    ..
+                } => self.range(&key, region, *offset, *length, regions)?,
+                Op::Fork { steps } => {
+                    // The child starts with a copy of the parent's regions.
+                    let mut child = regions.clone();
+                    self.body(&format!("{key}.steps"), steps, &mut child)?;
+                }
+                Op::Swapoff { device } | Op::Swapon { device } => {
+                    if *device >= self.nswap {
+                        return Err(self.err(
+                            &key,
+                            "device",
+                            format!(
+                                "found {device}, expected the number of a [[swap]] device: {}",
+                                if self.nswap == 0 {
+                                    "none is defined".to_string()
+                                } else {
+                                    format!("0 to {}", self.nswap - 1)
+                                }
+                            ),
+                        ));
+                    }
+                }
                 Op::Repeat { times, steps } => {
                     let body = format!("{key}.steps");
                     // Every iteration after the first starts from the state
@@ -1242,7 +1382,7 @@ impl RegionCheck<'_> {
                         self.body(&body, steps, regions)?;
                     }
                 }
-                Op::Sleep { .. } | Op::Phase { .. } => {}
+                Op::Sleep { .. } | Op::Phase { .. } | Op::Wait => {}
             }
         }
         Ok(())
@@ -1266,14 +1406,21 @@ impl RegionCheck<'_> {
         Ok(())
     }
 
-    fn touch(&self, key: &str, t: &Touch, regions: &Regions) -> Result<(), SpecError> {
-        let Some(&pages) = regions.get(&t.region) else {
-            return Err(self.unknown_region(key, &t.region, regions));
+    fn range(
+        &self,
+        key: &str,
+        region: &str,
+        offset: u64,
+        length: Option<u64>,
+        regions: &Regions,
+    ) -> Result<(), SpecError> {
+        let Some(&pages) = regions.get(region) else {
+            return Err(self.unknown_region(key, region, regions));
         };
-        let n = t.length.unwrap_or(pages.saturating_sub(t.offset));
-        let end = t.offset.saturating_add(n);
-        if t.offset >= pages || end > pages {
-            let field = if t.offset >= pages {
+        let n = length.unwrap_or(pages.saturating_sub(offset));
+        let end = offset.saturating_add(n);
+        if offset >= pages || end > pages {
+            let field = if offset >= pages {
                 "offset"
             } else {
                 "length"
@@ -1282,11 +1429,17 @@ impl RegionCheck<'_> {
                 key,
                 field,
                 format!(
-                    "found the range of pages {}..{end}, expected it inside region \"{}\" of {pages} pages",
-                    t.offset, t.region
+                    "found the range of pages {offset}..{end}, expected it inside region \"{region}\" of {pages} pages",
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// A touch makes at most MAX_ACCESSES accesses.
+    fn touch_accesses(&self, key: &str, t: &Touch, regions: &Regions) -> Result<(), SpecError> {
+        let pages = regions[&t.region];
+        let n = t.length.unwrap_or(pages.saturating_sub(t.offset));
         if t.count.is_none() && t.passes.checked_mul(n).is_none_or(|a| a > MAX_ACCESSES) {
             return Err(self.err(
                 key,

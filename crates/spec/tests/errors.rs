@@ -219,24 +219,6 @@ memory = "512M"
 }
 
 #[test]
-fn design_example_sysctl_page_cluster_is_not_modelled() {
-    // DESIGN.md's example spec sets vm.page-cluster; the crate rejects it.
-    let e = rejected(&with_task(
-        r#"[machine]
-memory = "512M"
-[sysctl]
-"vm.page-cluster" = 3
-"#,
-    ));
-    check(
-        &e,
-        4,
-        "sysctl.\"vm.page-cluster\"",
-        &["vm.page-cluster", "vm.swappiness"],
-    );
-}
-
-#[test]
 fn swappiness_out_of_range() {
     let e = rejected(&with_task(
         r#"[machine]
@@ -361,23 +343,6 @@ memory = "512M"
 }
 
 #[test]
-fn design_example_sysfs_vma_ra_is_not_modelled() {
-    let e = rejected(&with_task(
-        r#"[machine]
-memory = "512M"
-[sysfs]
-"kernel/mm/swap/vma_ra_enabled" = true
-"#,
-    ));
-    check(
-        &e,
-        4,
-        "sysfs.\"kernel/mm/swap/vma_ra_enabled\"",
-        &["vma_ra_enabled", "does not model"],
-    );
-}
-
-#[test]
 fn sysfs_of_wrong_type() {
     let e = rejected(&with_task(
         r#"[machine]
@@ -397,20 +362,114 @@ memory = "512M"
 // -------------------------------------------------------------------- swap
 
 #[test]
-fn swap_device_nvme_is_not_modelled_yet() {
-    let e = rejected(&with_task(
+fn swap_block_devices_and_rotational() {
+    let s = parse(&with_task(
         r#"[machine]
 memory = "512M"
 [[swap]]
 device = "nvme"
 size = "1G"
+[[swap]]
+device = "virtio"
+size = "1G"
+[[swap]]
+device = "virtio"
+size = "1G"
+rotational = false
+[[swap]]
+device = "hdd"
+size = "1G"
+"#,
+    ))
+    .unwrap();
+    let kinds: Vec<SwapKind> = s.swap.iter().map(|d| d.kind).collect();
+    assert_eq!(
+        kinds,
+        [SwapKind::Nvme, SwapKind::Virtio, SwapKind::Virtio, SwapKind::Hdd]
+    );
+    let rot: Vec<bool> = s.swap.iter().map(|d| d.rotational()).collect();
+    assert_eq!(rot, [false, true, false, true]);
+}
+
+#[test]
+fn swap_rotational_on_zram() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "1G"
+rotational = true
+"#,
+    ));
+    check(&e, 6, "swap[0].rotational", &["zram", "non-rotational"]);
+}
+
+#[test]
+fn swap_rotational_not_bool() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "virtio"
+size = "1G"
+rotational = "no"
+"#,
+    ));
+    check(&e, 6, "swap[0].rotational", &["\"no\"", "boolean"]);
+}
+
+#[test]
+fn page_cluster_and_vma_ra_knobs() {
+    let s = parse(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysctl]
+"vm.page-cluster" = 0
+[sysfs]
+"kernel/mm/swap/vma_ra_enabled" = false
+"#,
+    ))
+    .unwrap();
+    assert_eq!(s.sysctl.page_cluster, 0);
+    assert!(!s.sysfs.vma_ra_enabled);
+    assert!(s
+        .knobs
+        .contains(&("sysctl:vm.page-cluster".into(), "0".into())));
+    assert!(s
+        .knobs
+        .contains(&("sysfs:kernel/mm/swap/vma_ra_enabled".into(), "false".into())));
+    let d = parse(&with_task("[machine]\nmemory = \"512M\"\n")).unwrap();
+    assert_eq!(d.sysctl.page_cluster, 3);
+    assert!(d.sysfs.vma_ra_enabled);
+}
+
+#[test]
+fn page_cluster_out_of_range() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysctl]
+"vm.page-cluster" = 11
+"#,
+    ));
+    check(&e, 4, "sysctl.\"vm.page-cluster\"", &["11", "0 to 10"]);
+}
+
+#[test]
+fn vma_ra_enabled_garbage() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysfs]
+"kernel/mm/swap/vma_ra_enabled" = "maybe"
 "#,
     ));
     check(
         &e,
         4,
-        "swap[0].device",
-        &["\"nvme\"", "not modelled yet", "\"zram\""],
+        "sysfs.\"kernel/mm/swap/vma_ra_enabled\"",
+        &["maybe", "boolean"],
     );
 }
 
@@ -427,7 +486,7 @@ device = "floppy"
 size = "1G"
 "#,
     ));
-    check(&e, 7, "swap[1].device", &["\"floppy\"", "\"zram\""]);
+    check(&e, 7, "swap[1].device", &["\"floppy\"", "zram, nvme, virtio, hdd"]);
     assert!(!e.message.contains("not modelled"), "{e}");
 }
 
@@ -653,11 +712,11 @@ memory = "512M"
 [task.main]
 steps = [
   { op = "phase", name = "a" },
-  { op = "fork" },
+  { op = "teleport" },
 ]
 "#,
     );
-    check(&e, 6, "task.main.steps[1].op", &["\"fork\"", OPS]);
+    check(&e, 6, "task.main.steps[1].op", &["\"teleport\"", OPS]);
 }
 
 #[test]
@@ -1792,13 +1851,13 @@ fn display_format() {
 memory = "512M"
 [task.main]
 steps = [
-  { op = "fork" },
+  { op = "teleport" },
 ]
 "#,
     );
     assert_eq!(
         e.to_string(),
-        format!("t.toml:5: key `task.main.steps[0].op`: found \"fork\", expected one of {OPS}")
+        format!("t.toml:5: key `task.main.steps[0].op`: found \"teleport\", expected one of {OPS}")
     );
     let e = rejected("[machine]\nmemory = \"512M\"\n");
     assert_eq!(
@@ -2209,8 +2268,10 @@ steps = []
         [
             ("sysctl:vm.swappiness", "60"),
             ("sysctl:vm.watermark_scale_factor", "10"),
+            ("sysctl:vm.page-cluster", "3"),
             ("sysfs:kernel/mm/transparent_hugepage/enabled", "never"),
             ("sysfs:kernel/mm/lru_gen/enabled", "n"),
+            ("sysfs:kernel/mm/swap/vma_ra_enabled", "true"),
         ]
     );
     let s = parse(FULL).unwrap();
@@ -2225,8 +2286,10 @@ steps = []
             ("sysctl:vm.swappiness", "100"),
             ("sysctl:vm.watermark_scale_factor", "200"),
             ("sysctl:vm.min_free_kbytes", "65536"),
+            ("sysctl:vm.page-cluster", "3"),
             ("sysfs:kernel/mm/transparent_hugepage/enabled", "never"),
             ("sysfs:kernel/mm/lru_gen/enabled", "n"),
+            ("sysfs:kernel/mm/swap/vma_ra_enabled", "true"),
         ]
     );
     // Every sysctl the crate models is accepted at both ends of its range.
@@ -2307,4 +2370,172 @@ fn swap_priority_outside_swapon_range_is_refused() {
         "{}",
         e.message
     );
+}
+
+// ------------------------------------------------- fork, madvise, swapoff
+
+#[test]
+fn fork_wait_madvise_swapoff_parse() {
+    let s = parse(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "1G"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "fork", steps = [
+      { op = "touch", region = "heap", write = 1.0 },
+      { op = "munmap", region = "heap" },
+  ] },
+  { op = "wait" },
+  { op = "madvise", region = "heap", advice = "pageout", offset = "4M", length = "1M" },
+  { op = "swapoff", device = 0 },
+  { op = "swapon", device = 0 },
+]
+"#,
+    )
+    .unwrap();
+    let ops = &s.tasks[0].steps;
+    assert!(matches!(&ops[1].op, Op::Fork { steps } if steps.len() == 2));
+    assert_eq!(ops[2].op, Op::Wait);
+    assert_eq!(
+        ops[3].op,
+        Op::Madvise {
+            region: "heap".into(),
+            advice: mmsim_spec::Advice::Pageout,
+            offset: 1024,
+            length: Some(256),
+        }
+    );
+    assert_eq!(ops[4].op, Op::Swapoff { device: 0 });
+    assert_eq!(ops[5].op, Op::Swapon { device: 0 });
+}
+
+#[test]
+fn forked_child_munmap_leaves_parent_region() {
+    // The child's munmap is its own: the parent still has the region.
+    parse(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "fork", steps = [ { op = "munmap", region = "heap" } ] },
+  { op = "touch", region = "heap" },
+]
+"#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn forked_child_region_unknown() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "fork", steps = [ { op = "touch", region = "heap" } ] },
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+]
+"#,
+    );
+    check(
+        &e,
+        5,
+        "task.main.steps[0].steps[0].region",
+        &["\"heap\"", "none mapped"],
+    );
+}
+
+#[test]
+fn madvise_advice_garbage() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "madvise", region = "heap", advice = "forget" },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].advice",
+        &["\"forget\"", "pageout, cold, dontneed, free, willneed"],
+    );
+}
+
+#[test]
+fn madvise_range_outside_region() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "madvise", region = "heap", advice = "cold", offset = "4M", length = "8M" },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].length",
+        &["1024..3072", "2048 pages"],
+    );
+}
+
+#[test]
+fn madvise_missing_advice() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "madvise", region = "heap" },
+]
+"#,
+    );
+    check(&e, 6, "task.main.steps[1].advice", &["pageout"]);
+}
+
+#[test]
+fn swapoff_without_that_device() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "1G"
+[task.main]
+steps = [ { op = "swapoff", device = 1 } ]
+"#,
+    );
+    check(&e, 7, "task.main.steps[0].device", &["found 1", "0 to 0"]);
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [ { op = "swapon", device = 0 } ]
+"#,
+    );
+    check(&e, 4, "task.main.steps[0].device", &["found 0", "none is defined"]);
+}
+
+#[test]
+fn wait_takes_no_keys() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [ { op = "wait", for = "child" } ]
+"#,
+    );
+    check(&e, 4, "task.main.steps[0].for", &["for"]);
 }

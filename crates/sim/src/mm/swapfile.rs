@@ -85,6 +85,7 @@ impl SwapInfo {
             | match kind {
                 // zram: non-rotational queue and a rw_page method.
                 SwapKind::Zram => SWP_SOLIDSTATE | SWP_SYNCHRONOUS_IO,
+                _ => 0,
             };
         SwapInfo {
             kind,
