@@ -21,6 +21,58 @@ pub fn check_all(k: &Kernel) -> Result<(), SimError> {
     check_swap(k)?;
     check_memcg(k)?;
     check_pgtables(k)?;
+    check_io(k)?;
+    Ok(())
+}
+
+/// In-flight I/O: every folio under writeback is a swap-cache folio with a
+/// pending write completion, and nr_writeback counts them; every locked
+/// folio is a new swap-cache folio whose read is pending.
+fn check_io(k: &Kernel) -> Result<(), SimError> {
+    let mut pending_writes: HashMap<Pfn, u32> = HashMap::new();
+    let mut pending_reads: HashMap<Pfn, u32> = HashMap::new();
+    for e in k.io_events.iter() {
+        let (_, _, pfn, write) = e.0;
+        *if write {
+            pending_writes.entry(pfn).or_default()
+        } else {
+            pending_reads.entry(pfn).or_default()
+        } += 1;
+    }
+    let (mut wb, mut locked) = (0, 0);
+    for (p, f) in k.folios.f.iter().enumerate() {
+        let p = p as Pfn;
+        if f.test(PG_WRITEBACK) {
+            wb += 1;
+            if !f.test(PG_SWAPCACHE) || pending_writes.get(&p) != Some(&1) {
+                return fail(format!("frame {p} under writeback without its one pending write: {f:?}"));
+            }
+        }
+        if f.test(PG_LOCKED) {
+            locked += 1;
+            if !f.test(PG_SWAPCACHE)
+                || f.test(PG_UPTODATE)
+                || pending_reads.get(&p) != Some(&1)
+                || !k.io_wait.contains_key(&p)
+            {
+                return fail(format!("locked frame {p} without its one pending read: {f:?}"));
+            }
+        }
+    }
+    if wb != pending_writes.len() || k.vm.get(Vm::NrWriteback) != wb as i64 {
+        return fail(format!(
+            "{wb} folios under writeback, {} pending writes, nr_writeback {}",
+            pending_writes.len(),
+            k.vm.get(Vm::NrWriteback)
+        ));
+    }
+    if locked != pending_reads.len() || locked != k.io_wait.len() {
+        return fail(format!(
+            "{locked} locked folios, {} pending reads, {} waited on",
+            pending_reads.len(),
+            k.io_wait.len()
+        ));
+    }
     Ok(())
 }
 

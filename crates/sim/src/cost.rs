@@ -157,6 +157,11 @@ functions! {
     TryToUnmapFlush = "try_to_unmap_flush",
     AddRmap = "page_add_anon_rmap",
     RemoveRmap = "page_remove_rmap",
+    SwapinReadahead = "swapin_readahead",
+    SwapWritepage = "swap_writepage",
+    CopyPageRange = "copy_page_range",
+    TryToUnuse = "try_to_unuse",
+    Madvise = "do_madvise",
 }
 
 /// A system call's entry and exit (mmap, munmap) beyond its own work:

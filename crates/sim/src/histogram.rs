@@ -54,14 +54,17 @@ pub struct Histograms {
     pub fault_major_ns: Log2Hist,
     /// Simulated time of each swap-in fault that read from the device.
     pub swapin_ns: Log2Hist,
+    /// Each swap readahead window `__swapin_nr_pages` chose, in pages.
+    pub swapin_nr_pages: Log2Hist,
 }
 
 impl Histograms {
-    pub fn named(&self) -> [(&'static str, &Log2Hist); 3] {
+    pub fn named(&self) -> [(&'static str, &Log2Hist); 4] {
         [
             ("fault_latency_ns{kind=minor}", &self.fault_minor_ns),
             ("fault_latency_ns{kind=major}", &self.fault_major_ns),
             ("swapin_latency_ns", &self.swapin_ns),
+            ("swapin_nr_pages", &self.swapin_nr_pages),
         ]
     }
 }

@@ -9,7 +9,8 @@ use crate::mm::mmap::{AnonVma, Mm, Vma};
 use crate::mm::page_alloc::{Zone, ZoneType};
 use crate::mm::swapfile::{SwapInfo, SwapSlotsCache};
 use crate::vmstat::VmStat;
-use mmsim_spec::{Features, Spec, Sysctl};
+use mmsim_spec::{Features, Spec, Sysctl, Sysfs};
+use std::collections::{BinaryHeap, HashMap};
 
 /// Per simulated CPU state the kernel keeps per CPU.
 #[derive(Default)]
@@ -29,6 +30,10 @@ pub struct KTask {
     pub memcg: u16,
     /// `memcg_nr_pages_over_high`, settled on return to user space.
     pub nr_pages_over_high: u64,
+    /// A fault being retried: when it first started and whether an attempt
+    /// was major; whether an attempt read from swap.
+    pub fault_start: Option<(u64, bool)>,
+    pub fault_read: bool,
 }
 
 /// Content-integrity results.
@@ -41,6 +46,7 @@ pub struct Integrity {
 pub struct Kernel {
     pub features: Features,
     pub sysctl: Sysctl,
+    pub sysfs: Sysfs,
     pub folios: FolioTable,
     pub zones: Vec<Zone>,
     pub vm: VmStat,
@@ -77,6 +83,26 @@ pub struct Kernel {
     pub min_free_kbytes: u64,
     /// Scratch lists for reclaim, reused to avoid allocation.
     pub scratch: Vec<Vec<Pfn>>,
+    /// The current context's block plug: bios gathered, nesting depth.
+    pub plug: Vec<crate::mm::page_io::Bio>,
+    pub plug_depth: u32,
+    /// Pending I/O completions, earliest first, and their sequence counter.
+    pub io_events: BinaryHeap<crate::mm::page_io::IoEvent>,
+    pub io_seq: u64,
+    /// Completion time of each locked folio whose read is in flight.
+    /// Consulted only on the fault path when a folio is locked.
+    pub io_wait: HashMap<Pfn, u64>,
+    /// Set by a fault that must wait (VM_FAULT_RETRY after waiting for a
+    /// locked folio): the task sleeps until then and retries the access.
+    pub blocked_until: Option<u64>,
+    /// Cluster swap readahead's global state (swap_state.c):
+    /// `swapin_readahead_hits`, `prev_offset`, `last_readahead_pages`.
+    pub swapin_readahead_hits: u32,
+    pub ra_prev_offset: u32,
+    pub last_readahead_pages: u32,
+    /// `nr_rotate_swap`: rotational swap devices on; VMA readahead is off
+    /// while any is.
+    pub nr_rotate_swap: u32,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -149,6 +175,7 @@ impl Kernel {
         let mut k = Kernel {
             features: spec.features,
             sysctl: spec.sysctl,
+            sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32),
             zones,
             vm: VmStat::default(),
@@ -176,6 +203,16 @@ impl Kernel {
             kswapd: Default::default(),
             min_free_kbytes: 0,
             scratch: Vec::new(),
+            plug: Vec::new(),
+            plug_depth: 0,
+            io_events: BinaryHeap::new(),
+            io_seq: 0,
+            io_wait: HashMap::new(),
+            blocked_until: None,
+            swapin_readahead_hits: 4,
+            ra_prev_offset: 0,
+            last_readahead_pages: 0,
+            nr_rotate_swap: 0,
         };
         for pfn in (0..managed as u32).rev() {
             k.add_free_at_boot(pfn);
@@ -185,9 +222,12 @@ impl Kernel {
         for (i, s) in spec.swap.iter().enumerate() {
             // Without -p, each swapon takes the next lower negative priority.
             let prio = s.priority.unwrap_or(-2 - i as i32);
-            let si = SwapInfo::new(s.kind, s.size, prio, cpus);
+            let si = SwapInfo::new(s, prio, cpus);
             k.nr_swap_pages += si.pages as u64;
             k.total_swap_pages += si.pages as u64;
+            if s.rotational() {
+                k.nr_rotate_swap += 1;
+            }
             k.swap.push(si);
         }
         // enable_swap_slots_cache at the first swapon.

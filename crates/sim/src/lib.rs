@@ -100,12 +100,6 @@ const MAX_MAP_PAGES: u64 = 1 << 28;
 
 /// What a valid spec can still ask beyond what this simulator holds.
 fn check_limits(spec: &Spec) -> Result<(), SimError> {
-    if let Some(s) = spec.swap.iter().find(|s| s.kind != mmsim_spec::SwapKind::Zram) {
-        return Err(SimError::Unmodelled(format!(
-            "swap on a {} device (block-device swap comes with the swap cache work)",
-            s.kind.name()
-        )));
-    }
     if spec.swap.len() > MAX_SWAPFILES {
         return Err(SimError::Spec(format!(
             "{} swap devices, but the kernel takes at most {MAX_SWAPFILES}",

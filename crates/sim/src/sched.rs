@@ -108,6 +108,8 @@ impl<'s> Scheduler<'s> {
                     mm,
                     memcg,
                     nr_pages_over_high: 0,
+                    fault_start: None,
+                    fault_read: false,
                 });
                 let name = if t.instances == 1 {
                     t.name.clone()
@@ -181,6 +183,7 @@ impl<'s> Scheduler<'s> {
             }
             k.clock_base = start;
             k.pending_ns = 0;
+            k.process_io_completions(start);
             let end = if entity < self.tasks.len() {
                 k.cur_task = Some(self.tasks[entity].ktask);
                 let remaining = self
@@ -502,6 +505,12 @@ impl<'s> Scheduler<'s> {
             tr.pos += 1;
             self.done_accesses += 1;
             k.user_access(tr.vma, access_page(a) as usize, access_is_write(a))?;
+            if let Some(until) = k.blocked_until.take() {
+                // The fault waits for I/O; the access runs again after.
+                tr.pos -= 1;
+                self.done_accesses -= 1;
+                return Ok(Some(SliceEnd::Sleep(until)));
+            }
             // Return to user space: settle memory.high debt.
             let debt = std::mem::take(&mut k.tasks[ktask].nr_pages_over_high);
             if debt > 0 {

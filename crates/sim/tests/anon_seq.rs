@@ -144,7 +144,7 @@ fn profile_tree_accounts_for_all_time_by_call_path() {
         assert!(p.total_ns >= p.self_ns, "{p:?}");
     }
     // memory.max reclaim happens inside the charge of the faulting task.
-    let path = "handle_mm_fault;do_swap_page;mem_cgroup_charge;try_to_free_mem_cgroup_pages;shrink_lruvec;shrink_inactive_list;shrink_folio_list;pageout;zram_write_page";
+    let path = "handle_mm_fault;do_swap_page;mem_cgroup_charge;try_to_free_mem_cgroup_pages;shrink_lruvec;shrink_inactive_list;shrink_folio_list;pageout;swap_writepage;zram_write_page";
     assert!(
         r.profile_tree
             .iter()

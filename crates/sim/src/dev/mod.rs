@@ -1,2 +1,3 @@
 //! Swap and block device models.
+pub mod blockdev;
 pub mod zram;

@@ -100,6 +100,26 @@ impl Kernel {
         self.update_lru_size(memcg, lru, nr);
     }
 
+    /// `lruvec_add_folio_tail`: at the tail, next in line for reclaim.
+    pub fn lruvec_add_folio_tail(&mut self, pfn: Pfn) {
+        let f = self.folios.get(pfn);
+        let (lru, memcg, nr) = (f.lru_list(), f.memcg, f.nr_pages() as i64);
+        let list = &mut self.lruvecs[memcg as usize].lists[lru as usize];
+        let old = list.tail;
+        list.tail = pfn;
+        if old == NIL {
+            list.head = pfn;
+        } else {
+            self.folios.get_mut(old).next = pfn;
+        }
+        list.len += nr as u64;
+        let f = self.folios.get_mut(pfn);
+        f.prev = old;
+        f.next = NIL;
+        f.lru = lru;
+        self.update_lru_size(memcg, lru, nr);
+    }
+
     /// `lruvec_del_folio`: unlinks from the list it is on.
     pub fn lruvec_del_folio(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);

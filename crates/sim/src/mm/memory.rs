@@ -19,6 +19,9 @@ pub enum FaultError {
     Oom,
     /// A path this version of the simulator does not model yet.
     Unmodelled(&'static str),
+    /// VM_FAULT_RETRY: the fault waited for a locked folio (I/O in flight)
+    /// until the given time; the access is retried then.
+    Retry(u64),
 }
 
 impl From<FaultError> for SimError {
@@ -26,6 +29,7 @@ impl From<FaultError> for SimError {
         match e {
             FaultError::Oom => SimError::Oom,
             FaultError::Unmodelled(what) => SimError::Unmodelled(what.to_string()),
+            FaultError::Retry(_) => unreachable!("a retry is not an error"),
         }
     }
 }
@@ -46,7 +50,15 @@ impl Kernel {
                 self.access_present(vma, idx, pte, write);
                 return Ok(());
             }
-            self.handle_mm_fault(vma, idx, write)?;
+            match self.handle_mm_fault(vma, idx, write) {
+                Ok(()) => {}
+                Err(FaultError::Retry(until)) => {
+                    // The task sleeps; the scheduler retries the access.
+                    self.blocked_until = Some(until);
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -73,16 +85,34 @@ impl Kernel {
         self.charge_user(cost::TOUCH_NS);
     }
 
-    /// `handle_mm_fault`, timed for the fault latency histograms.
+    /// `handle_mm_fault`, timed for the fault latency histograms: a fault
+    /// that waits and is retried is one fault from its first entry to the
+    /// end of the retry, major if any attempt read from swap.
     fn handle_mm_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
-        let t0 = self.now();
+        let now = self.now();
+        self.process_io_completions(now);
+        let task = self.cur_task.expect("faults come from tasks");
+        let (t0, was_major) = self.tasks[task].fault_start.unwrap_or((now, false));
         let majors = self.vm.get(Vm::Pgmajfault);
+        let reads = self.vm.get(Vm::Pswpin);
         let r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
+        let major = was_major || self.vm.get(Vm::Pgmajfault) > majors;
+        let read = self.vm.get(Vm::Pswpin) > reads;
+        if let Err(FaultError::Retry(_)) = r {
+            self.tasks[task].fault_start = Some((t0, major));
+            self.tasks[task].fault_read |= read;
+            return r;
+        }
+        self.tasks[task].fault_start = None;
+        let read = std::mem::take(&mut self.tasks[task].fault_read) || read;
         let ns = self.now() - t0;
-        if self.vm.get(Vm::Pgmajfault) > majors {
+        if major {
             self.hist.fault_major_ns.record(ns);
         } else {
             self.hist.fault_minor_ns.record(ns);
+        }
+        if read {
+            self.hist.swapin_ns.record(ns);
         }
         r
     }
@@ -166,52 +196,47 @@ impl Kernel {
         Ok(())
     }
 
-    /// `do_swap_page`. Only the SWP_SYNCHRONOUS_IO path with a swap count of
-    /// 1 can arise with the devices and ops modelled so far (zram, no fork);
-    /// a swap-cache hit is handled as the kernel does.
+    /// `do_swap_page`: the folio from the swap cache, or read it — past
+    /// the cache from a SWP_SYNCHRONOUS_IO device when the slot has one
+    /// user, else through `swapin_readahead` — then lock it (waiting for
+    /// its read: VM_FAULT_RETRY), map it, and settle the slot.
     fn do_swap_page(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
-        let t0 = self.now();
-        let reads = self.vm.get(Vm::Pswpin);
-        let r = self.do_swap_page_inner(vma, idx, pte, write);
-        if self.vm.get(Vm::Pswpin) > reads {
-            self.hist.swapin_ns.record(self.now() - t0);
-        }
-        r
-    }
-
-    fn do_swap_page_inner(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
         let entry = pte_swp_entry(pte);
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         let memcg = self.vma_memcg(vma);
-        let (pfn, skip_swapcache) = match self.swap_folio_of(entry) {
-            Some(pfn) => {
-                // swap_cache_get_folio's reference becomes the PTE's.
-                let f = self.folios.get_mut(pfn);
-                f.refcount += 1;
-                if f.test(PG_READAHEAD) {
-                    f.clear(PG_READAHEAD);
-                    self.vm.inc(Vm::SwapRaHit);
-                }
-                (pfn, false)
-            }
+        let (pfn, skip_swapcache) = match self.lookup_swap_cache(entry, Some((vma, idx))) {
+            Some(pfn) => (pfn, false),
             None => {
                 let si = &self.swap[ty];
-                if si.flags & SWP_SYNCHRONOUS_IO == 0 || si.swap_count(off) != 1 {
-                    return Err(FaultError::Unmodelled(
-                        "swap-in through the swap cache with readahead (issue 5)",
-                    ));
-                }
-                let pfn = self.swapin_skip_swapcache(entry, memcg)?;
+                let (pfn, skip) = if si.flags & SWP_SYNCHRONOUS_IO != 0 && si.swap_count(off) == 1 {
+                    (self.swapin_skip_swapcache(entry, memcg)?, true)
+                } else {
+                    let pfn = self
+                        .swapin_readahead(entry, vma, idx, memcg)
+                        .ok_or(FaultError::Oom)?;
+                    (pfn, false)
+                };
                 self.vm.inc(Vm::Pgmajfault);
                 self.memcg_stat(memcg, Mc::Pgmajfault, 1);
-                (pfn, true)
+                (pfn, skip)
             }
         };
+        // lock_page_or_retry: a read in flight makes the fault wait for it,
+        // drop its reference and start over.
+        if let Some(done) = self.folio_io_done_at(pfn) {
+            self.folio_put(pfn);
+            return Err(FaultError::Retry(done));
+        }
         self.charge_cost(Fn::DoSwapPage, cost::PTE_NS);
+        // No modelled device needs stable writes, so a swap PTE's
+        // exclusivity holds even while the folio is under writeback.
         let exclusive = skip_swapcache || pte & PTE_SWP_EXCLUSIVE != 0;
         self.swap_free(entry);
+        // should_try_to_free_swap
         let f = *self.folios.get(pfn);
-        if f.test(PG_SWAPCACHE) && (self.vm_swap_full() || (write && f.refcount == 2)) {
+        if f.test(PG_SWAPCACHE)
+            && (self.vm_swap_full() || (write && f.refcount == 2))
+        {
             self.folio_free_swap(pfn);
         }
         let mm = self.vmas[vma as usize].mm as usize;
@@ -237,6 +262,16 @@ impl Kernel {
         Ok(())
     }
 
+    /// A new order-0 folio for a swap-in: locked and not yet uptodate, the
+    /// read fills it.
+    pub fn alloc_swapin_folio(&mut self, memcg: u16) -> Option<Pfn> {
+        let pfn = self.alloc_anon_folio(memcg).ok()?;
+        let f = self.folios.get_mut(pfn);
+        f.clear(PG_UPTODATE);
+        f.set(PG_LOCKED);
+        Some(pfn)
+    }
+
     /// The skip-swapcache read: claim the slot with SWAP_HAS_CACHE, a new
     /// folio charged to the swap's memcg, refault detection from the
     /// shadow, onto the LRU, and a synchronous read from zram.
@@ -246,12 +281,7 @@ impl Kernel {
         // simulation of one fault at a time.
         debug_assert_eq!(self.swap[ty].swap_map[off] & SWAP_HAS_CACHE, 0);
         self.swap[ty].swap_map[off] |= SWAP_HAS_CACHE;
-        let swap_memcg = self.swap[ty].cgroup[off];
-        let memcg = if (swap_memcg as usize) < self.memcgs.len() {
-            swap_memcg
-        } else {
-            mm_memcg
-        };
+        let memcg = self.swapin_memcg(entry, mm_memcg);
         let pfn = match self.alloc_anon_folio(memcg) {
             Ok(p) => p,
             Err(e) => {

@@ -55,6 +55,9 @@ pub struct Vma {
     pub pte_tables: Vec<Pfn>,
     pub pmd_tables: Vec<Pfn>,
     pub live: bool,
+    /// `swap_readahead_info`: VMA swap readahead's last fault, window and
+    /// hits (packed as the kernel packs them; 0 = never set).
+    pub swap_readahead_info: u64,
 }
 
 /// `anon_vma`: the VMAs an anon folio's rmap walk visits.
@@ -153,6 +156,7 @@ impl Kernel {
             pte_tables: vec![NIL; table_span(start, pages, PTE_SHIFT)],
             pmd_tables: vec![NIL; table_span(start, pages, PMD_SHIFT)],
             live: true,
+            swap_readahead_info: 0,
         });
         self.mms[mm as usize].vmas.push(id);
         id

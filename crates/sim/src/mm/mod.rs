@@ -5,6 +5,7 @@ pub mod memcontrol;
 pub mod memory;
 pub mod mmap;
 pub mod page_alloc;
+pub mod page_io;
 pub mod pgtable;
 pub mod rmap;
 pub mod swap;

@@ -64,7 +64,8 @@ impl Kernel {
     /// becomes dirty, its only copy now in RAM.
     pub fn folio_free_swap(&mut self, pfn: Pfn) -> bool {
         let f = self.folios.get(pfn);
-        if !f.test(PG_SWAPCACHE) || f.test(PG_WRITEBACK) {
+        // A locked folio (read in flight) fails the callers' trylock.
+        if !f.test(PG_SWAPCACHE) || f.test(PG_WRITEBACK) || f.test(PG_LOCKED) {
             return false;
         }
         let entry = f.swap;
@@ -90,5 +91,237 @@ impl Kernel {
                 }
             }
         }
+    }
+}
+
+// ---- swap-in and readahead ------------------------------------------------
+
+/// SWAP_RA_ORDER_CEILING: VMA readahead reads at most 2^5 pages.
+const SWAP_RA_ORDER_CEILING: u32 = 5;
+/// PMD_SIZE in pages: VMA readahead stays inside the fault's page table.
+const PMD_PAGES: u64 = 512;
+
+/// `__swapin_nr_pages`: the readahead window from the hit count, whether the
+/// fault continues the previous one, and the previous window.
+pub fn swapin_nr_pages_for(prev_offset: u64, offset: u64, hits: u32, max: u32, prev_win: u32) -> u32 {
+    let mut pages = hits + 2;
+    if pages == 2 {
+        if offset != prev_offset.wrapping_add(1) && offset != prev_offset.wrapping_sub(1) {
+            pages = 1;
+        }
+    } else {
+        pages = pages.next_power_of_two().max(4);
+    }
+    pages.min(max).max(prev_win / 2)
+}
+
+/// `vma->swap_readahead_info` as the kernel packs it: page address, window
+/// (bits 6-11), hits (bits 0-5); 0 reads as 4 hits.
+fn swap_ra_unpack(v: u64) -> (u64, u32, u32) {
+    let v = if v == 0 { 4 } else { v };
+    (v >> 12, ((v >> 6) & 0x3f) as u32, (v & 0x3f) as u32)
+}
+fn swap_ra_pack(vpn: u64, win: u32, hits: u32) -> u64 {
+    vpn << 12 | (win as u64) << 6 | hits as u64
+}
+const SWAP_RA_HITS_MAX: u32 = 0x3f;
+
+impl Kernel {
+    /// `swap_use_vma_readahead`.
+    pub fn swap_use_vma_readahead(&self) -> bool {
+        self.sysfs.vma_ra_enabled && self.nr_rotate_swap == 0
+    }
+
+    /// `lookup_swap_cache` (6.1; `swap_cache_get_folio` later): the cached
+    /// folio with a reference, and the readahead hit bookkeeping. `at` is
+    /// the faulting (vma, page index), None for lookups without a VMA.
+    pub fn lookup_swap_cache(&mut self, entry: SwpEntry, at: Option<(u32, usize)>) -> Option<Pfn> {
+        let pfn = self.swap_folio_of(entry)?;
+        let f = self.folios.get_mut(pfn);
+        f.refcount += 1;
+        let readahead = f.test(PG_READAHEAD);
+        f.clear(PG_READAHEAD);
+        let vma_ra = self.swap_use_vma_readahead();
+        if let (Some((vma, idx)), true) = (at, vma_ra) {
+            let v = &mut self.vmas[vma as usize];
+            let (_, win, mut hits) = swap_ra_unpack(v.swap_readahead_info);
+            if readahead {
+                hits = (hits + 1).min(SWAP_RA_HITS_MAX);
+            }
+            v.swap_readahead_info = swap_ra_pack(v.start_vpn + idx as u64, win, hits);
+        }
+        if readahead {
+            self.vm.inc(Vm::SwapRaHit);
+            if at.is_none() || !vma_ra {
+                self.swapin_readahead_hits += 1;
+            }
+        }
+        Some(pfn)
+    }
+
+    /// `__read_swap_cache_async`: the slot's folio, from the cache or newly
+    /// allocated (locked, charged, in the cache, on its way to the LRU),
+    /// with a reference for the caller; `true` if new (the caller starts
+    /// the read). None if the slot is unused or memory ran out.
+    pub fn read_swap_cache_async(&mut self, entry: SwpEntry, mm_memcg: u16) -> Option<(Pfn, bool)> {
+        if let Some(pfn) = self.swap_folio_of(entry) {
+            self.folios.get_mut(pfn).refcount += 1;
+            return Some((pfn, false));
+        }
+        let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
+        let m = self.swap[ty].swap_map[off];
+        // Skip unused slots (and, with the slot caches off, free ones:
+        // swapcache_prepare would fail with -ENOENT).
+        if m & super::swapfile::SWAP_COUNT_MASK == 0 {
+            return None;
+        }
+        // swapcache_prepare: with no folio cached, nobody holds HAS_CACHE
+        // (a fault runs start to end without another task in between).
+        debug_assert_eq!(m & super::swapfile::SWAP_HAS_CACHE, 0);
+        let memcg = self.swapin_memcg(entry, mm_memcg);
+        let pfn = self.alloc_swapin_folio(memcg)?;
+        self.swap[ty].swap_map[off] |= super::swapfile::SWAP_HAS_CACHE;
+        if let Some(shadow) = self.add_to_swap_cache(pfn, entry) {
+            self.workingset_refault(pfn, shadow);
+        }
+        self.folio_add_lru(pfn);
+        Some((pfn, true))
+    }
+
+    /// The memcg a swap-in is charged to: the one the slot's swap charge
+    /// records, else the faulting mm's (`mem_cgroup_swapin_charge_folio`).
+    pub fn swapin_memcg(&self, entry: SwpEntry, mm_memcg: u16) -> u16 {
+        let m = self.swap[swp_type(entry)].cgroup[swp_offset(entry) as usize];
+        if (m as usize) < self.memcgs.len() && m != 0 {
+            m
+        } else {
+            mm_memcg
+        }
+    }
+
+    /// `__swapin_nr_pages` with its histogram.
+    fn swapin_window(&mut self, prev: u64, off: u64, hits: u32, max: u32, prev_win: u32) -> u32 {
+        let pages = swapin_nr_pages_for(prev, off, hits, max, prev_win);
+        self.hist.swapin_nr_pages.record(pages as u64);
+        pages
+    }
+
+    /// `swapin_nr_pages` for cluster readahead: global hit statistics.
+    fn swapin_nr_pages(&mut self, offset: u32) -> u32 {
+        let max = 1u32 << self.sysctl.page_cluster;
+        if max <= 1 {
+            return 1;
+        }
+        let hits = std::mem::take(&mut self.swapin_readahead_hits);
+        let pages = self.swapin_window(
+            self.ra_prev_offset as u64,
+            offset as u64,
+            hits,
+            max,
+            self.last_readahead_pages,
+        );
+        if hits == 0 {
+            self.ra_prev_offset = offset;
+        }
+        self.last_readahead_pages = pages;
+        pages
+    }
+
+    /// Reads one readahead candidate; `target` is the faulting slot.
+    fn readahead_one(&mut self, entry: SwpEntry, target: bool, memcg: u16) {
+        if let Some((pfn, allocated)) = self.read_swap_cache_async(entry, memcg) {
+            if allocated {
+                self.swap_readpage(pfn, entry);
+                if !target {
+                    self.folios.get_mut(pfn).set(PG_READAHEAD);
+                    self.vm.inc(Vm::SwapRa);
+                }
+            }
+            self.folio_put(pfn);
+        }
+    }
+
+    /// `swap_cluster_readahead`: the naturally aligned block of slots
+    /// around the target, on its device, then the target itself.
+    fn swap_cluster_readahead(&mut self, entry: SwpEntry, memcg: u16) -> Option<Pfn> {
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        let mask = self.swapin_nr_pages(off) - 1;
+        if mask > 0 {
+            let start = (off & !mask).max(1);
+            let end = (off | mask).min(self.swap[ty].max - 1);
+            self.blk_start_plug();
+            for o in start..=end {
+                self.readahead_one(super::swapfile::swp_entry(ty, o), o == off, memcg);
+            }
+            self.blk_finish_plug();
+            self.lru_add_drain();
+        }
+        self.read_swap_cache_target(entry, memcg)
+    }
+
+    /// The final `read_swap_cache_async` of the target.
+    fn read_swap_cache_target(&mut self, entry: SwpEntry, memcg: u16) -> Option<Pfn> {
+        let (pfn, allocated) = self.read_swap_cache_async(entry, memcg)?;
+        if allocated {
+            self.swap_readpage(pfn, entry);
+        }
+        Some(pfn)
+    }
+
+    /// `swap_ra_info` + `swap_vma_readahead`: the swap PTEs in a window
+    /// around the fault, placed by its direction, inside the VMA and the
+    /// fault's page table.
+    fn swap_vma_readahead(&mut self, entry: SwpEntry, vma: u32, idx: usize, memcg: u16) -> Option<Pfn> {
+        let max_win = 1u32 << self.sysctl.page_cluster.min(SWAP_RA_ORDER_CEILING);
+        let v = &self.vmas[vma as usize];
+        let fpfn = v.start_vpn + idx as u64;
+        let (pfn, prev_win, hits) = swap_ra_unpack(v.swap_readahead_info);
+        let win = if max_win == 1 {
+            1
+        } else {
+            self.swapin_window(pfn, fpfn, hits, max_win, prev_win)
+        };
+        if max_win > 1 {
+            self.vmas[vma as usize].swap_readahead_info = swap_ra_pack(fpfn, win, 0);
+        }
+        if win > 1 {
+            let win = win as u64;
+            let (lo, hi) = if fpfn == pfn + 1 {
+                (fpfn, fpfn + win)
+            } else if pfn == fpfn + 1 {
+                (fpfn + 1 - win, fpfn + 1)
+            } else {
+                let left = (win - 1) / 2;
+                (fpfn.saturating_sub(left), fpfn + win - left)
+            };
+            let v = &self.vmas[vma as usize];
+            let pmd = fpfn & !(PMD_PAGES - 1);
+            let start = lo.max(v.start_vpn).max(pmd);
+            let end = hi.min(v.start_vpn + v.pages).min(pmd + PMD_PAGES);
+            self.blk_start_plug();
+            for va in start..end {
+                let pte = self.vmas[vma as usize].ptes[(va - self.vmas[vma as usize].start_vpn) as usize];
+                if !super::pgtable::is_swap_pte(pte) {
+                    continue;
+                }
+                let e = super::pgtable::pte_swp_entry(pte);
+                self.readahead_one(e, va == fpfn, memcg);
+            }
+            self.blk_finish_plug();
+            self.lru_add_drain();
+        }
+        self.read_swap_cache_target(entry, memcg)
+    }
+
+    /// `swapin_readahead`: VMA readahead unless it is off or any swap device
+    /// is rotational; cluster readahead then.
+    pub fn swapin_readahead(&mut self, entry: SwpEntry, vma: u32, idx: usize, memcg: u16) -> Option<Pfn> {
+        self.traced(crate::cost::Fn::SwapinReadahead, |k| {
+            if k.swap_use_vma_readahead() {
+                k.swap_vma_readahead(entry, vma, idx, memcg)
+            } else {
+                k.swap_cluster_readahead(entry, memcg)
+            }
+        })
     }
 }

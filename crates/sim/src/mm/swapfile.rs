@@ -2,9 +2,10 @@
 //! slot caches of swap_slots.c, and freeing.
 
 use super::folio::Pfn;
+use crate::dev::blockdev::BlockDev;
 use crate::dev::zram::Zram;
 use crate::kernel::Kernel;
-use mmsim_spec::SwapKind;
+use mmsim_spec::{SwapDevice, SwapKind};
 use std::collections::VecDeque;
 
 /// A swap entry: device type in the top 5 bits, slot offset below.
@@ -59,9 +60,15 @@ pub struct SwapInfo {
     free_clusters: VecDeque<u32>,
     /// Per-CPU cluster being handed out: (next offset, end).
     percpu_cluster: Vec<Option<(u32, u32)>>,
-    /// Linear-scan hint once no free cluster remains.
+    /// Linear-scan hint once no free cluster remains; on a rotational
+    /// device, the next slot to hand out.
     cluster_next: u32,
+    /// Rotational devices: slots left before the next search for a free
+    /// run of SWAPFILE_CLUSTER slots (`cluster_nr`).
+    cluster_nr: u32,
     pub zram: Zram,
+    /// The block device, for every kind but zram.
+    pub bdev: Option<BlockDev>,
 }
 
 /// Per-CPU `swap_slots_cache`.
@@ -72,8 +79,9 @@ pub struct SwapSlotsCache {
 }
 
 impl SwapInfo {
-    pub fn new(kind: SwapKind, size_bytes: u64, prio: i32, cpus: usize) -> Self {
-        let max = (size_bytes / 4096).min(MAX_SWAP_OFFSET) as u32;
+    pub fn new(dev: &SwapDevice, prio: i32, cpus: usize) -> Self {
+        let kind = dev.kind;
+        let max = (dev.size / 4096).min(MAX_SWAP_OFFSET) as u32;
         let nclusters = max.div_ceil(SWAPFILE_CLUSTER);
         let mut cluster_used = vec![0u16; nclusters as usize];
         let mut swap_map = vec![0u8; max as usize];
@@ -81,12 +89,14 @@ impl SwapInfo {
         swap_map[0] = 0x3f;
         cluster_used[0] = 1;
         // A partial last cluster is usable; the kernel marks the tail bad.
-        let flags = SWP_WRITEOK
-            | match kind {
-                // zram: non-rotational queue and a rw_page method.
-                SwapKind::Zram => SWP_SOLIDSTATE | SWP_SYNCHRONOUS_IO,
-                _ => 0,
-            };
+        let mut flags = SWP_WRITEOK;
+        if !dev.rotational() {
+            flags |= SWP_SOLIDSTATE;
+        }
+        if kind == SwapKind::Zram {
+            // zram has a rw_page method; no other modelled driver has.
+            flags |= SWP_SYNCHRONOUS_IO;
+        }
         SwapInfo {
             kind,
             prio,
@@ -101,7 +111,9 @@ impl SwapInfo {
             free_clusters: (0..nclusters).collect(),
             percpu_cluster: vec![None; cpus],
             cluster_next: 1,
-            zram: Zram::new(max),
+            cluster_nr: SWAPFILE_CLUSTER,
+            zram: Zram::new(if kind == SwapKind::Zram { max } else { 0 }),
+            bdev: (kind != SwapKind::Zram).then(|| BlockDev::new(kind, max)),
         }
     }
 
@@ -114,7 +126,12 @@ impl SwapInfo {
     /// runs out, a linear scan when no free cluster is left.
     fn scan_swap_map_slots(&mut self, cpu: usize, want: usize, out: &mut Vec<u32>) {
         while out.len() < want && self.inuse_pages < self.pages {
-            let offset = match self.next_in_cluster(cpu) {
+            let next = if self.flags & SWP_SOLIDSTATE != 0 {
+                self.next_in_cluster(cpu)
+            } else {
+                self.next_rotational()
+            };
+            let offset = match next {
                 Some(o) => o,
                 None => match self.linear_scan() {
                     Some(o) => o,
@@ -149,6 +166,30 @@ impl SwapInfo {
             let start = c * SWAPFILE_CLUSTER;
             self.percpu_cluster[cpu] = Some((start, (start + SWAPFILE_CLUSTER).min(self.max)));
         }
+    }
+
+    /// A rotational device's allocator: sequential from `cluster_next`;
+    /// every SWAPFILE_CLUSTER slots, look for a wholly free run of that
+    /// many slots from the start and continue there (keeps writes and later
+    /// readahead sequential on the disk).
+    fn next_rotational(&mut self) -> Option<u32> {
+        if self.cluster_nr == 0 {
+            self.cluster_nr = SWAPFILE_CLUSTER;
+            let mut run = 0;
+            for o in 1..self.max {
+                if self.swap_map[o as usize] == 0 {
+                    run += 1;
+                    if run == SWAPFILE_CLUSTER {
+                        self.cluster_next = o + 1 - SWAPFILE_CLUSTER;
+                        break;
+                    }
+                } else {
+                    run = 0;
+                }
+            }
+        }
+        self.cluster_nr -= 1;
+        self.linear_scan()
     }
 
     fn linear_scan(&mut self) -> Option<u32> {
@@ -319,7 +360,9 @@ impl Kernel {
                 si.cache[off as usize] = 0;
             }
             self.nr_swap_pages += 1;
-            self.zram_slot_free_notify(ty, off);
+            if self.swap[ty].bdev.is_none() {
+                self.zram_slot_free_notify(ty, off);
+            }
             self.mem_cgroup_uncharge_swap(memcg, 1);
         }
     }

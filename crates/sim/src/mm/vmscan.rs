@@ -335,6 +335,7 @@ impl Kernel {
         const AA: usize = 1;
         const IF: usize = 2;
         const AF: usize = 3;
+        self.blk_start_plug();
         while nr[IA] > 0 || nr[AF] > 0 || nr[IF] > 0 {
             #[allow(clippy::needless_range_loop)] // lru is the list number too
             for lru in 0..4 {
@@ -365,6 +366,7 @@ impl Kernel {
                 nr[l] -= nr[l].min(scanned);
             }
         }
+        self.blk_finish_plug();
         sc.nr_reclaimed += nr_reclaimed;
         if self.total_swap_pages > 0 && self.inactive_is_low(memcg, LRU_INACTIVE_ANON) {
             self.traced(Fn::ShrinkActiveList, |k| {
@@ -507,6 +509,8 @@ impl Kernel {
     }
 
     fn shrink_inactive_list(&mut self, nr: u64, memcg: u16, sc: &mut ScanControl, lru: u8) -> u64 {
+        let now = self.now();
+        self.process_io_completions(now);
         self.lru_add_drain();
         let file = lru >= LRU_INACTIVE_FILE;
         let mut list = self.take_scratch();
@@ -626,11 +630,24 @@ impl Kernel {
         unmapped_any: &mut bool,
     ) -> bool {
         let f = *self.folios.get(pfn);
+        if f.test(PG_LOCKED) {
+            // folio_trylock fails: a swap-in read is in flight.
+            return false;
+        }
         if f.test(PG_UNEVICTABLE) {
             return self.activate_locked(pfn, stat);
         }
         if !sc.may_unmap && f.mapcount > 0 {
             return false;
+        }
+        if f.test(PG_WRITEBACK) {
+            // Writeback cases 1 and 2 (cgroup v2 and global reclaim throttle
+            // "sanely", so never case 3's wait): mark it for rotation at
+            // completion and activate. Simplification: the throttling that
+            // case 1's nr_immediate triggers (reclaim_throttle) is not
+            // modelled.
+            self.folios.get_mut(pfn).set(PG_RECLAIM);
+            return self.activate_locked(pfn, stat);
         }
         let references = self.folio_check_references(pfn, sc);
         match references {
@@ -706,15 +723,32 @@ impl Kernel {
         if !f.test(PG_SWAPCACHE) {
             return PageOut::Activate;
         }
-        self.folios.get_mut(pfn).clear(PG_DIRTY);
+        let f = self.folios.get_mut(pfn);
+        f.clear(PG_DIRTY);
+        f.set(PG_RECLAIM);
+        self.traced(Fn::SwapWritepage, |k| k.swap_writepage(pfn));
+        let f = self.folios.get_mut(pfn);
+        if !f.test(PG_WRITEBACK) {
+            // Completed already (or never started): nothing to rotate.
+            f.clear(PG_RECLAIM);
+        }
         // pageout counts a write it started whatever the writepage did.
         self.vm.inc(Vm::NrVmscanWrite);
-        // swap_writepage: a stale cache entry no PTE needs is just dropped.
+        PageOut::Success
+    }
+
+    /// `swap_writepage`: a stale cache entry no PTE needs is just dropped;
+    /// zram stores the page at once, a block device gets a bio.
+    fn swap_writepage(&mut self, pfn: Pfn) {
         if self.folio_free_swap(pfn) {
-            return PageOut::Success;
+            return;
         }
-        let entry = f.swap;
+        let entry = self.folios.get(pfn).swap;
         let (ty, off) = (swp_type(entry), swp_offset(entry));
+        if self.swap[ty].bdev.is_some() {
+            self.swap_writepage_bdev(pfn, entry);
+            return;
+        }
         self.vm.inc(Vm::Pswpout);
         if !self.zram_write_page(ty, off, self.folios.version[pfn as usize]) {
             // zram's rw_page failed (no pool page): __swap_writepage falls
@@ -722,10 +756,9 @@ impl Kernel {
             // the folio dirty, and shrink_folio_list keeps it.
             self.vm.add(Vm::Pgpgout, 4);
             self.folios.get_mut(pfn).set(PG_DIRTY);
-            return PageOut::Success;
+            return;
         }
         self.vm.inc(Vm::NrWritten);
-        PageOut::Success
     }
 
     /// `__remove_mapping` for a clean swap-cache folio: leave a shadow, let

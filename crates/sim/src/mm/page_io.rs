@@ -1,0 +1,186 @@
+//! mm/page_io.c: swap I/O. zram (`rw_page`) completes in the caller; a
+//! block device gets a bio per page, merged under the caller's plug with
+//! the request before it when contiguous, and completes later: the
+//! completion (`end_swap_bio_read` / `end_swap_bio_write`) is an event at
+//! the device's completion time, run by `process_io_completions` once some
+//! context's clock has passed it.
+//!
+//! Simplifications: a completion runs when the next scheduling step,
+//! fault or reclaim pass at or after its time looks (at most one
+//! scheduler quantum late, never early for the task that waits on it);
+//! `folio_rotate_reclaimable` moves the folio at once instead of through
+//! the per-CPU lru_rotate batch (the batch is drained within a few
+//! completions, and nothing in between looks at the inactive tail's order).
+
+use super::folio::*;
+use super::swapfile::{swp_offset, swp_type, SwpEntry};
+use crate::kernel::Kernel;
+use crate::vmstat::Vm;
+use std::cmp::Reverse;
+
+/// Largest merged request: 128 KiB, the common NVMe maximum data transfer
+/// size (virtio-blk and SATA disks allow more; a larger cap would only
+/// merge longer runs of the same readahead window or reclaim batch).
+const MAX_REQUEST_PAGES: u64 = 32;
+
+/// A bio waiting in the plug: `pages` pages from slot `offset` of device
+/// `ty`, for the folios in `pfns`.
+pub struct Bio {
+    ty: usize,
+    offset: u32,
+    write: bool,
+    pfns: Vec<Pfn>,
+}
+
+/// A completion event: time, order of submission (ties), frame, and write.
+pub type IoEvent = Reverse<(u64, u64, Pfn, bool)>;
+
+impl Kernel {
+    /// `blk_start_plug`.
+    pub fn blk_start_plug(&mut self) {
+        self.plug_depth += 1;
+    }
+
+    /// `blk_finish_plug`: submit what the outermost plug gathered.
+    pub fn blk_finish_plug(&mut self) {
+        self.plug_depth -= 1;
+        if self.plug_depth == 0 {
+            self.flush_plug();
+        }
+    }
+
+    fn flush_plug(&mut self) {
+        let now = self.now();
+        for bio in std::mem::take(&mut self.plug) {
+            let dev = self.swap[bio.ty].bdev.as_mut().expect("bio to a block device");
+            let done = dev.submit(now, bio.write, bio.offset as u64, bio.pfns.len() as u64);
+            for pfn in bio.pfns {
+                self.io_seq += 1;
+                self.io_events
+                    .push(Reverse((done, self.io_seq, pfn, bio.write)));
+                if !bio.write {
+                    self.io_wait.insert(pfn, done);
+                }
+            }
+        }
+    }
+
+    /// `submit_bio` of one page: merged into the last plugged bio when it
+    /// continues it (`blk_attempt_plug_merge`), else queued; submitted at
+    /// once without a plug.
+    fn submit_swap_bio(&mut self, entry: SwpEntry, pfn: Pfn, write: bool) {
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        // submit_bio counts pgpgin/pgpgout in KiB.
+        self.vm
+            .add(if write { Vm::Pgpgout } else { Vm::Pgpgin }, 4);
+        if let Some(last) = self.plug.last_mut() {
+            let end = last.offset + last.pfns.len() as u32;
+            if last.ty == ty
+                && last.write == write
+                && end == off
+                && (last.pfns.len() as u64) < MAX_REQUEST_PAGES
+            {
+                last.pfns.push(pfn);
+                return;
+            }
+        }
+        self.plug.push(Bio {
+            ty,
+            offset: off,
+            write,
+            pfns: vec![pfn],
+        });
+        if self.plug_depth == 0 {
+            self.flush_plug();
+        }
+    }
+
+    /// `__swap_writepage` to a block device: the device will hold the
+    /// folio's contents as they are now; the folio is under writeback until
+    /// the completion.
+    pub fn swap_writepage_bdev(&mut self, pfn: Pfn, entry: SwpEntry) {
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        let version = self.folios.version[pfn as usize];
+        self.swap[ty].bdev.as_mut().expect("block device").version[off as usize] = version;
+        self.folios.get_mut(pfn).set(PG_WRITEBACK);
+        self.vm.inc(Vm::Pswpout);
+        self.vm.inc(Vm::NrWriteback);
+        self.submit_swap_bio(entry, pfn, true);
+    }
+
+    /// `swap_readpage` of a locked, new swap-cache folio: zram reads at once
+    /// and unlocks; a block device reads asynchronously and the folio stays
+    /// locked (not uptodate) until the completion.
+    pub fn swap_readpage(&mut self, pfn: Pfn, entry: SwpEntry) {
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        self.vm.inc(Vm::Pswpin);
+        match self.swap[ty].bdev.as_ref() {
+            None => {
+                let version = self.zram_read_page(ty, off);
+                self.folios.version[pfn as usize] = version;
+                let f = self.folios.get_mut(pfn);
+                f.set(PG_UPTODATE);
+                f.clear(PG_LOCKED);
+            }
+            Some(dev) => {
+                // The slot cannot change while the cache holds it, so the
+                // contents are those at submission.
+                self.folios.version[pfn as usize] = dev.version[off as usize];
+                self.submit_swap_bio(entry, pfn, false);
+            }
+        }
+    }
+
+    /// When the read I/O of a locked folio completes (None: not in flight).
+    pub fn folio_io_done_at(&self, pfn: Pfn) -> Option<u64> {
+        if !self.folios.get(pfn).test(PG_LOCKED) {
+            return None;
+        }
+        self.io_wait.get(&pfn).copied()
+    }
+
+    /// Runs every I/O completion due by `now`.
+    pub fn process_io_completions(&mut self, now: u64) {
+        while let Some(&Reverse((t, _, pfn, write))) = self.io_events.peek() {
+            if t > now {
+                break;
+            }
+            self.io_events.pop();
+            if write {
+                self.end_swap_bio_write(pfn);
+            } else {
+                self.end_swap_bio_read(pfn);
+            }
+        }
+    }
+
+    /// The earliest pending completion, if any.
+    pub fn next_io_completion(&self) -> Option<u64> {
+        self.io_events.peek().map(|r| r.0 .0)
+    }
+
+    fn end_swap_bio_read(&mut self, pfn: Pfn) {
+        self.io_wait.remove(&pfn);
+        let f = self.folios.get_mut(pfn);
+        f.set(PG_UPTODATE);
+        f.clear(PG_LOCKED);
+    }
+
+    /// `folio_end_writeback`: a folio reclaim wanted (PG_reclaim) goes to
+    /// the tail of its inactive list, to be freed by the next scan.
+    fn end_swap_bio_write(&mut self, pfn: Pfn) {
+        self.vm.add(Vm::NrWriteback, -1);
+        self.vm.inc(Vm::NrWritten);
+        let f = self.folios.get_mut(pfn);
+        f.clear(PG_WRITEBACK);
+        if f.test(PG_RECLAIM) {
+            f.clear(PG_RECLAIM);
+            let f = *f;
+            if f.test(PG_LRU) && !f.test(PG_ACTIVE) && !f.test(PG_UNEVICTABLE) {
+                self.lruvec_del_folio(pfn);
+                self.lruvec_add_folio_tail(pfn);
+                self.vm.inc(Vm::Pgrotated);
+            }
+        }
+    }
+}
