@@ -95,7 +95,10 @@ impl Child<'_> {
                 | Op::Madvise { .. }
                 | Op::Swapoff { .. }
                 | Op::Swapon { .. } => {
-                    return Err(format!("line {}: the runner cannot run this op yet", s.line))
+                    return Err(format!(
+                        "line {}: the runner cannot run this op yet",
+                        s.line
+                    ))
                 }
                 Op::Touch(t) => {
                     let instance = self.instance;

@@ -45,7 +45,9 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
         if f.test(PG_WRITEBACK) {
             wb += 1;
             if !f.test(PG_SWAPCACHE) || pending_writes.get(&p) != Some(&1) {
-                return fail(format!("frame {p} under writeback without its one pending write: {f:?}"));
+                return fail(format!(
+                    "frame {p} under writeback without its one pending write: {f:?}"
+                ));
             }
         }
         if f.test(PG_LOCKED) {
@@ -55,7 +57,9 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
                 || pending_reads.get(&p) != Some(&1)
                 || !k.io_wait.contains_key(&p)
             {
-                return fail(format!("locked frame {p} without its one pending read: {f:?}"));
+                return fail(format!(
+                    "locked frame {p} without its one pending read: {f:?}"
+                ));
             }
         }
     }

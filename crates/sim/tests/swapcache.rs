@@ -68,13 +68,19 @@ fn virtio_sequential_swapin_uses_full_cluster_windows() {
     let hit = phase_vm(&r, 0, "read", "swap_ra_hit");
     assert_eq!(phase_vm(&r, 0, "read", "pgpgin"), 4 * inn);
     assert_eq!(inn, maj + ra, "each read is a fault's target or readahead");
-    assert!((inn as f64 / maj as f64) > 7.5, "pswpin {inn} majfault {maj}");
+    assert!(
+        (inn as f64 / maj as f64) > 7.5,
+        "pswpin {inn} majfault {maj}"
+    );
     assert!(hit as f64 >= 0.99 * ra as f64, "swap_ra {ra} hit {hit}");
     // Each major fault waits for its read and is retried: handle_mm_fault
     // runs (and counts pgfault) twice; so does a fault on a readahead page
     // whose read is still in flight (rare when reads complete in order).
     let retries = phase_vm(&r, 0, "read", "pgfault") - 16384;
-    assert!(retries >= maj && retries <= maj + maj / 100, "{retries} retries, {maj} major");
+    assert!(
+        retries >= maj && retries <= maj + maj / 100,
+        "{retries} retries, {maj} major"
+    );
     let h = &r.histograms["swapin_nr_pages"];
     let eights = h.iter().find(|b| b.lo == 8).map_or(0, |b| b.count);
     assert!(eights as f64 >= 0.99 * maj as f64, "{h:?}");
@@ -83,7 +89,12 @@ fn virtio_sequential_swapin_uses_full_cluster_windows() {
 
 #[test]
 fn readahead_off_with_page_cluster_zero() {
-    let r = run_checked(&spec("virtio", "", "[sysctl]\n\"vm.page-cluster\" = 0", "seq"));
+    let r = run_checked(&spec(
+        "virtio",
+        "",
+        "[sysctl]\n\"vm.page-cluster\" = 0",
+        "seq",
+    ));
     assert_eq!(phase_vm(&r, 0, "read", "swap_ra"), 0);
     assert_eq!(
         phase_vm(&r, 0, "read", "pswpin"),
@@ -102,7 +113,10 @@ fn non_rotational_device_uses_vma_readahead_both_directions() {
         // The window follows the direction of the faults (placed after
         // the fault going up, before it going down), so it stays at 8.
         assert_eq!(inn, maj + ra, "{order}");
-        assert!((inn as f64 / maj as f64) > 7.0, "{order}: pswpin {inn} majfault {maj}");
+        assert!(
+            (inn as f64 / maj as f64) > 7.0,
+            "{order}: pswpin {inn} majfault {maj}"
+        );
         assert!(hit as f64 >= 0.98 * ra as f64, "{order}: ra {ra} hit {hit}");
     }
 }
@@ -117,7 +131,10 @@ fn vma_readahead_off_falls_back_to_cluster() {
     for r in [&up, &down] {
         let inn = phase_vm(r, 0, "read", "pswpin");
         let maj = phase_vm(r, 0, "read", "pgmajfault");
-        assert!((inn as f64 / maj as f64) > 7.0, "pswpin {inn} majfault {maj}");
+        assert!(
+            (inn as f64 / maj as f64) > 7.0,
+            "pswpin {inn} majfault {maj}"
+        );
     }
 }
 
@@ -130,13 +147,20 @@ fn random_reads_shrink_the_window() {
     let hit = phase_vm(&r, 0, "read", "swap_ra_hit");
     // Few readahead pages are used before reclaim takes them again, so
     // windows fall towards 1 page.
-    assert!((inn as f64 / maj as f64) < 2.0, "pswpin {inn} majfault {maj}");
+    assert!(
+        (inn as f64 / maj as f64) < 2.0,
+        "pswpin {inn} majfault {maj}"
+    );
     assert!(hit < ra, "ra {ra} hit {hit}");
     let ones = r.histograms["swapin_nr_pages"]
         .iter()
         .find(|b| b.lo <= 1 && b.hi > 1)
         .map_or(0, |b| b.count);
-    assert!(ones as f64 > 0.5 * maj as f64, "{:?}", r.histograms["swapin_nr_pages"]);
+    assert!(
+        ones as f64 > 0.5 * maj as f64,
+        "{:?}",
+        r.histograms["swapin_nr_pages"]
+    );
 }
 
 #[test]
@@ -156,7 +180,12 @@ fn writeback_completion_rotates_folios_for_reclaim() {
 #[test]
 fn swapin_waits_for_the_device() {
     let hdd = run_checked(&spec("hdd", "", "", "seq"));
-    let nvme = run_checked(&spec("nvme", "", "[sysfs]\n\"kernel/mm/swap/vma_ra_enabled\" = false", "seq"));
+    let nvme = run_checked(&spec(
+        "nvme",
+        "",
+        "[sysfs]\n\"kernel/mm/swap/vma_ra_enabled\" = false",
+        "seq",
+    ));
     let read_ms = |r: &mmsim_sim::output::RunResult| {
         let p = r.tasks[0].phases.iter().find(|p| p.name == "read").unwrap();
         (p.end_ns - p.start_ns) as f64 / 1e6
@@ -171,8 +200,16 @@ fn swapin_waits_for_the_device() {
         phase_vm(&nvme, 0, "read", "pswpin"),
     );
     assert!((a - b).abs() * 50 < b, "{a} vs {b}");
-    assert!(read_ms(&hdd) > 3.0 * read_ms(&nvme), "{} vs {}", read_ms(&hdd), read_ms(&nvme));
+    assert!(
+        read_ms(&hdd) > 3.0 * read_ms(&nvme),
+        "{} vs {}",
+        read_ms(&hdd),
+        read_ms(&nvme)
+    );
     let major = &nvme.histograms["fault_latency_ns{kind=major}"];
     // Every major fault includes at least one 53 µs device read.
-    assert!(major.iter().all(|b| b.hi > 53_000 || b.count == 0), "{major:?}");
+    assert!(
+        major.iter().all(|b| b.hi > 53_000 || b.count == 0),
+        "{major:?}"
+    );
 }

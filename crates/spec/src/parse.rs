@@ -1098,8 +1098,13 @@ fn build_step(
             };
             let (offset, length) = page_range(rep, &f)?;
             Op::Madvise {
-                region: string(rep, req("region"), &f.path("region"), field_words(op, "region"))?
-                    .to_string(),
+                region: string(
+                    rep,
+                    req("region"),
+                    &f.path("region"),
+                    field_words(op, "region"),
+                )?
+                .to_string(),
                 advice,
                 offset,
                 length,
@@ -1420,11 +1425,7 @@ impl RegionCheck<'_> {
         let n = length.unwrap_or(pages.saturating_sub(offset));
         let end = offset.saturating_add(n);
         if offset >= pages || end > pages {
-            let field = if offset >= pages {
-                "offset"
-            } else {
-                "length"
-            };
+            let field = if offset >= pages { "offset" } else { "length" };
             return Err(self.err(
                 key,
                 field,

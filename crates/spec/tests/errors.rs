@@ -385,7 +385,12 @@ size = "1G"
     let kinds: Vec<SwapKind> = s.swap.iter().map(|d| d.kind).collect();
     assert_eq!(
         kinds,
-        [SwapKind::Nvme, SwapKind::Virtio, SwapKind::Virtio, SwapKind::Hdd]
+        [
+            SwapKind::Nvme,
+            SwapKind::Virtio,
+            SwapKind::Virtio,
+            SwapKind::Hdd
+        ]
     );
     let rot: Vec<bool> = s.swap.iter().map(|d| d.rotational()).collect();
     assert_eq!(rot, [false, true, false, true]);
@@ -486,7 +491,12 @@ device = "floppy"
 size = "1G"
 "#,
     ));
-    check(&e, 7, "swap[1].device", &["\"floppy\"", "zram, nvme, virtio, hdd"]);
+    check(
+        &e,
+        7,
+        "swap[1].device",
+        &["\"floppy\"", "zram, nvme, virtio, hdd"],
+    );
     assert!(!e.message.contains("not modelled"), "{e}");
 }
 
@@ -2525,7 +2535,12 @@ memory = "512M"
 steps = [ { op = "swapon", device = 0 } ]
 "#,
     );
-    check(&e, 4, "task.main.steps[0].device", &["found 0", "none is defined"]);
+    check(
+        &e,
+        4,
+        "task.main.steps[0].device",
+        &["found 0", "none is defined"],
+    );
 }
 
 #[test]

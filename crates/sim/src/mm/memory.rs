@@ -234,9 +234,7 @@ impl Kernel {
         self.swap_free(entry);
         // should_try_to_free_swap
         let f = *self.folios.get(pfn);
-        if f.test(PG_SWAPCACHE)
-            && (self.vm_swap_full() || (write && f.refcount == 2))
-        {
+        if f.test(PG_SWAPCACHE) && (self.vm_swap_full() || (write && f.refcount == 2)) {
             self.folio_free_swap(pfn);
         }
         let mm = self.vmas[vma as usize].mm as usize;

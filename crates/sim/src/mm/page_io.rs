@@ -52,7 +52,10 @@ impl Kernel {
     fn flush_plug(&mut self) {
         let now = self.now();
         for bio in std::mem::take(&mut self.plug) {
-            let dev = self.swap[bio.ty].bdev.as_mut().expect("bio to a block device");
+            let dev = self.swap[bio.ty]
+                .bdev
+                .as_mut()
+                .expect("bio to a block device");
             let done = dev.submit(now, bio.write, bio.offset as u64, bio.pfns.len() as u64);
             for pfn in bio.pfns {
                 self.io_seq += 1;
@@ -71,8 +74,7 @@ impl Kernel {
     fn submit_swap_bio(&mut self, entry: SwpEntry, pfn: Pfn, write: bool) {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         // submit_bio counts pgpgin/pgpgout in KiB.
-        self.vm
-            .add(if write { Vm::Pgpgout } else { Vm::Pgpgin }, 4);
+        self.vm.add(if write { Vm::Pgpgout } else { Vm::Pgpgin }, 4);
         if let Some(last) = self.plug.last_mut() {
             let end = last.offset + last.pfns.len() as u32;
             if last.ty == ty

@@ -103,7 +103,13 @@ const PMD_PAGES: u64 = 512;
 
 /// `__swapin_nr_pages`: the readahead window from the hit count, whether the
 /// fault continues the previous one, and the previous window.
-pub fn swapin_nr_pages_for(prev_offset: u64, offset: u64, hits: u32, max: u32, prev_win: u32) -> u32 {
+pub fn swapin_nr_pages_for(
+    prev_offset: u64,
+    offset: u64,
+    hits: u32,
+    max: u32,
+    prev_win: u32,
+) -> u32 {
     let mut pages = hits + 2;
     if pages == 2 {
         if offset != prev_offset.wrapping_add(1) && offset != prev_offset.wrapping_sub(1) {
@@ -271,7 +277,13 @@ impl Kernel {
     /// `swap_ra_info` + `swap_vma_readahead`: the swap PTEs in a window
     /// around the fault, placed by its direction, inside the VMA and the
     /// fault's page table.
-    fn swap_vma_readahead(&mut self, entry: SwpEntry, vma: u32, idx: usize, memcg: u16) -> Option<Pfn> {
+    fn swap_vma_readahead(
+        &mut self,
+        entry: SwpEntry,
+        vma: u32,
+        idx: usize,
+        memcg: u16,
+    ) -> Option<Pfn> {
         let max_win = 1u32 << self.sysctl.page_cluster.min(SWAP_RA_ORDER_CEILING);
         let v = &self.vmas[vma as usize];
         let fpfn = v.start_vpn + idx as u64;
@@ -300,7 +312,8 @@ impl Kernel {
             let end = hi.min(v.start_vpn + v.pages).min(pmd + PMD_PAGES);
             self.blk_start_plug();
             for va in start..end {
-                let pte = self.vmas[vma as usize].ptes[(va - self.vmas[vma as usize].start_vpn) as usize];
+                let pte =
+                    self.vmas[vma as usize].ptes[(va - self.vmas[vma as usize].start_vpn) as usize];
                 if !super::pgtable::is_swap_pte(pte) {
                     continue;
                 }
@@ -315,7 +328,13 @@ impl Kernel {
 
     /// `swapin_readahead`: VMA readahead unless it is off or any swap device
     /// is rotational; cluster readahead then.
-    pub fn swapin_readahead(&mut self, entry: SwpEntry, vma: u32, idx: usize, memcg: u16) -> Option<Pfn> {
+    pub fn swapin_readahead(
+        &mut self,
+        entry: SwpEntry,
+        vma: u32,
+        idx: usize,
+        memcg: u16,
+    ) -> Option<Pfn> {
         self.traced(crate::cost::Fn::SwapinReadahead, |k| {
             if k.swap_use_vma_readahead() {
                 k.swap_vma_readahead(entry, vma, idx, memcg)
