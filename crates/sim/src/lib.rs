@@ -177,8 +177,9 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         check::check_all(&k)?;
     }
     let tasks = sched
-        .tasks
-        .iter()
+        .output_order()
+        .into_iter()
+        .map(|i| &sched.tasks[i])
         .map(|t| TaskResult {
             name: t.name.clone(),
             cgroup: t.cgroup.clone(),

@@ -34,6 +34,11 @@ pub struct TaskRun<'s> {
     touch: Option<TouchRun>,
     pub phases: Vec<PhaseRun>,
     open_phase: Option<usize>,
+    /// The task that forked this one, its children still running, and
+    /// every child it forked, in order (for the output's order).
+    pub parent: Option<usize>,
+    live_children: u32,
+    pub forks: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +46,8 @@ pub enum TaskState {
     Ready,
     /// Sleeping until the given time.
     Sleeping(u64),
+    /// In wait(2) for its children (or about to exit, waiting for them).
+    Waiting,
     Done,
 }
 
@@ -71,6 +78,8 @@ enum SliceEnd {
     /// Used its slice, or yielded to a woken kswapd.
     Preempted,
     Sleep(u64),
+    /// wait(2) for the task's children.
+    Wait,
     Done,
 }
 
@@ -133,6 +142,9 @@ impl<'s> Scheduler<'s> {
                     touch: None,
                     phases: Vec::new(),
                     open_phase: None,
+                    parent: None,
+                    live_children: 0,
+                    forks: Vec::new(),
                 });
             }
         }
@@ -239,7 +251,7 @@ impl<'s> Scheduler<'s> {
             let ready = match t.state {
                 TaskState::Ready => t.clock,
                 TaskState::Sleeping(until) => until,
-                TaskState::Done => continue,
+                TaskState::Waiting | TaskState::Done => continue,
             };
             if best.is_none_or(|(_, b)| ready < b) {
                 best = Some((i, ready));
@@ -334,7 +346,7 @@ impl<'s> Scheduler<'s> {
             .filter_map(|(_, t)| match t.state {
                 TaskState::Ready => Some(t.clock),
                 TaskState::Sleeping(until) => Some(until),
-                TaskState::Done => None,
+                TaskState::Waiting | TaskState::Done => None,
             });
         let kswapd = if me == self.tasks.len() {
             None
@@ -365,6 +377,10 @@ impl<'s> Scheduler<'s> {
                     self.tasks[i].state = TaskState::Done;
                     break k.now();
                 }
+                Some(SliceEnd::Wait) => {
+                    self.tasks[i].state = TaskState::Waiting;
+                    break k.now();
+                }
                 None => {}
             }
         };
@@ -388,6 +404,10 @@ impl<'s> Scheduler<'s> {
         }
         let t = &mut self.tasks[i];
         let Some(frame) = t.frames.last_mut() else {
+            if t.live_children > 0 {
+                // A task's end waits for its children (so all report).
+                return Ok(Some(SliceEnd::Wait));
+            }
             close_phase(t, k);
             return Ok(Some(SliceEnd::Done));
         };
@@ -448,11 +468,15 @@ impl<'s> Scheduler<'s> {
                 });
                 t.open_phase = Some(t.phases.len() - 1);
             }
-            Op::Fork { .. }
-            | Op::Wait
-            | Op::Madvise { .. }
-            | Op::Swapoff { .. }
-            | Op::Swapon { .. } => {
+            Op::Fork { steps } => {
+                self.fork(i, steps, k)?;
+            }
+            Op::Wait => {
+                if self.tasks[i].live_children > 0 {
+                    return Ok(Some(SliceEnd::Wait));
+                }
+            }
+            Op::Madvise { .. } | Op::Swapoff { .. } | Op::Swapon { .. } => {
                 return Err(SimError::Unmodelled(format!(
                     "line {}: this op is not simulated yet",
                     step.line
@@ -534,7 +558,61 @@ impl<'s> Scheduler<'s> {
         }
     }
 
-    /// exit_mmap: every mapping goes.
+    /// fork(2): a child task with a copy-on-write copy of the address
+    /// space, runnable at once, running `steps`.
+    fn fork(&mut self, i: usize, steps: &'s [Step], k: &mut Kernel) -> Result<(), SimError> {
+        k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+        let parent_ktask = self.tasks[i].ktask;
+        let (mm, memcg) = (k.tasks[parent_ktask].mm, k.tasks[parent_ktask].memcg);
+        let (child_mm, pairs) = k.dup_mm(mm, memcg)?;
+        k.tasks.push(crate::kernel::KTask {
+            mm: child_mm,
+            memcg,
+            nr_pages_over_high: 0,
+            fault_start: None,
+            fault_read: false,
+        });
+        let p = &self.tasks[i];
+        let regions = p
+            .regions
+            .iter()
+            .map(|(name, v)| {
+                let child = pairs.iter().find(|(pv, _)| pv == v).expect("copied VMA").1;
+                (name.clone(), child)
+            })
+            .collect();
+        let child = TaskRun {
+            name: format!("{}/fork{}", p.name, p.forks.len()),
+            cgroup: p.cgroup.clone(),
+            ktask: k.tasks.len() - 1,
+            instance: p.instance,
+            clock: k.now(),
+            start: k.now(),
+            state: TaskState::Ready,
+            frames: vec![Frame {
+                steps,
+                next: 0,
+                again: 0,
+            }],
+            regions,
+            touch: None,
+            phases: Vec::new(),
+            open_phase: None,
+            parent: Some(i),
+            live_children: 0,
+            forks: Vec::new(),
+        };
+        let id = self.tasks.len();
+        self.tasks.push(child);
+        // A new entity starts at the queue's min_vruntime (place_entity).
+        self.vruntime.push(self.min_vruntime);
+        self.tasks[i].forks.push(id);
+        self.tasks[i].live_children += 1;
+        Ok(())
+    }
+
+    /// exit_mmap: every mapping goes; a parent in wait(2) for its last
+    /// child wakes.
     fn exit_task(&mut self, i: usize, k: &mut Kernel) {
         let t = &mut self.tasks[i];
         let mut vmas: Vec<u32> = t.regions.drain().map(|(_, v)| v).collect();
@@ -543,6 +621,33 @@ impl<'s> Scheduler<'s> {
             k.munmap(v);
         }
         t.clock = k.now();
+        if let Some(p) = t.parent {
+            let now = k.now();
+            let parent = &mut self.tasks[p];
+            parent.live_children -= 1;
+            if parent.live_children == 0 && parent.state == TaskState::Waiting {
+                parent.state = TaskState::Ready;
+                parent.clock = parent.clock.max(now);
+            }
+        }
+    }
+
+    /// Task indices in output order: each task followed by its forks,
+    /// depth first.
+    pub fn output_order(&self) -> Vec<usize> {
+        fn visit(s: &Scheduler, i: usize, out: &mut Vec<usize>) {
+            out.push(i);
+            for &c in &s.tasks[i].forks {
+                visit(s, c, out);
+            }
+        }
+        let mut out = Vec::new();
+        for i in 0..self.tasks.len() {
+            if self.tasks[i].parent.is_none() {
+                visit(self, i, &mut out);
+            }
+        }
+        out
     }
 }
 
@@ -577,6 +682,7 @@ fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
             Op::Repeat { times, steps } => {
                 n = n.saturating_add(times.saturating_mul(count_accesses(steps, sizes)))
             }
+            Op::Fork { steps } => n = n.saturating_add(count_accesses(steps, &mut sizes.clone())),
             _ => {}
         }
     }

@@ -158,14 +158,24 @@ impl Kernel {
     }
 
     /// `page_add_new_anon_rmap` / `page_add_anon_rmap` for an order-0 page.
+    /// The first mapping sets the folio's anon_vma: the VMA's own for an
+    /// exclusive page, else the root of its fork tree, which every process
+    /// that may share the page is linked into (`__page_set_anon_rmap`).
     fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
         self.charge_cost(Fn::AddRmap, cost::RMAP_NS);
         let v = &self.vmas[vma as usize];
-        let (av, index) = (v.anon_vma, (v.pgoff + idx as u64) as u32);
+        let av = if exclusive {
+            v.anon_vma
+        } else {
+            self.anon_vmas[v.anon_vma as usize].root
+        };
+        let index = (v.pgoff + idx as u64) as u32;
         let f = self.folios.get_mut(pfn);
-        f.set(PG_ANON);
-        f.mapping = av;
-        f.index = index;
+        if f.mapcount == 0 {
+            f.set(PG_ANON);
+            f.mapping = av;
+            f.index = index;
+        }
         if exclusive {
             f.set(PG_ANON_EXCLUSIVE);
         }
@@ -305,6 +315,9 @@ impl Kernel {
         }
         let pfn = pte_pfn(pte);
         if self.wp_can_reuse_anon(pfn) {
+            if !self.folios.get(pfn).test(PG_ANON_EXCLUSIVE) && self.features.wp_reuse_swapcache {
+                self.page_move_anon_rmap(pfn, vma);
+            }
             self.wp_page_reuse(vma, idx, pte);
             return Ok(());
         }
@@ -340,9 +353,15 @@ impl Kernel {
         if self.folios.get(pfn).refcount != 1 {
             return false;
         }
-        // page_move_anon_rmap
-        self.folios.get_mut(pfn).set(PG_ANON_EXCLUSIVE);
         true
+    }
+
+    /// `page_move_anon_rmap`: the page is this VMA's alone now.
+    fn page_move_anon_rmap(&mut self, pfn: Pfn, vma: u32) {
+        let av = self.vmas[vma as usize].anon_vma;
+        let f = self.folios.get_mut(pfn);
+        f.mapping = av;
+        f.set(PG_ANON_EXCLUSIVE);
     }
 
     fn wp_page_reuse(&mut self, vma: u32, idx: usize, pte: Pte) {
@@ -375,6 +394,48 @@ impl Kernel {
                 self.folio_free_swap(o);
             }
             self.folio_put(o);
+        }
+        Ok(())
+    }
+}
+
+impl Kernel {
+    /// `copy_page_range` from parent VMA `src` to child VMA `dst`: anon
+    /// pages become shared copy-on-write (both PTEs write-protected, the
+    /// page no longer exclusive, one more map and reference), swap entries
+    /// gain a reference and lose their exclusive mark, zero-page PTEs are
+    /// copied.
+    pub fn copy_page_range(&mut self, src: u32, dst: u32) -> Result<(), crate::SimError> {
+        let n = self.vmas[src as usize].pages as usize;
+        let dst_mm = self.vmas[dst as usize].mm as usize;
+        for idx in 0..n {
+            let pte = self.vmas[src as usize].ptes[idx];
+            if pte_none(pte) {
+                continue;
+            }
+            self.pte_alloc(dst, idx)?;
+            self.charge_cost(Fn::CopyPageRange, cost::COPY_PTE_NS);
+            if is_swap_pte(pte) {
+                self.swap_duplicate(pte_swp_entry(pte));
+                let shared = pte & !PTE_SWP_EXCLUSIVE;
+                self.vmas[src as usize].ptes[idx] = shared;
+                self.vmas[dst as usize].ptes[idx] = shared;
+                self.mms[dst_mm].swapents += 1;
+                continue;
+            }
+            if pte & PTE_ZERO != 0 {
+                self.vmas[dst as usize].ptes[idx] = pte & !PTE_YOUNG;
+                continue;
+            }
+            // page_try_dup_anon_rmap: no pins exist, so always shared.
+            let f = self.folios.get_mut(pte_pfn(pte));
+            f.refcount += 1;
+            f.mapcount += 1;
+            f.clear(PG_ANON_EXCLUSIVE);
+            let wp = pte & !PTE_WRITE;
+            self.vmas[src as usize].ptes[idx] = wp;
+            self.vmas[dst as usize].ptes[idx] = wp & !PTE_YOUNG;
+            self.mms[dst_mm].rss_anon += 1;
         }
         Ok(())
     }

@@ -58,12 +58,19 @@ pub struct Vma {
     /// `swap_readahead_info`: VMA swap readahead's last fault, window and
     /// hits (packed as the kernel packs them; 0 = never set).
     pub swap_readahead_info: u64,
+    /// The anon_vmas this VMA is linked into (its `anon_vma_chain`): its
+    /// own first, then its ancestors'.
+    pub avc: Vec<u32>,
 }
 
-/// `anon_vma`: the VMAs an anon folio's rmap walk visits.
-#[derive(Default)]
+/// `anon_vma`: the VMAs an anon folio's rmap walk visits. A forked
+/// child's VMA gets its own anon_vma and is also linked into its parent's
+/// and every ancestor's (the anon_vma_chain), so a walk from a page the
+/// parent faulted in finds the child's mappings of it.
 pub struct AnonVma {
     pub vmas: Vec<u32>,
+    /// The anon_vma at the top of the fork tree.
+    pub root: u32,
 }
 
 impl Kernel {
@@ -143,7 +150,10 @@ impl Kernel {
         self.mms[mm as usize].next_vpn = start + pages + 512;
         let av = self.anon_vmas.len() as u32;
         let id = self.vmas.len() as u32;
-        self.anon_vmas.push(AnonVma { vmas: vec![id] });
+        self.anon_vmas.push(AnonVma {
+            vmas: vec![id],
+            root: av,
+        });
         self.vmas.push(Vma {
             mm,
             start_vpn: start,
@@ -157,7 +167,66 @@ impl Kernel {
             pmd_tables: vec![NIL; table_span(start, pages, PMD_SHIFT)],
             live: true,
             swap_readahead_info: 0,
+            avc: vec![av],
         });
+        self.mms[mm as usize].vmas.push(id);
+        id
+    }
+
+    /// fork's `dup_mmap`: a new mm in `memcg` with a copy of every VMA of
+    /// `parent`, each with a new anon_vma chained to the parent's, and the
+    /// page tables copied (`copy_page_range`). Returns the new mm and the
+    /// map from parent VMA to child VMA.
+    pub fn dup_mm(
+        &mut self,
+        parent: u32,
+        memcg: u16,
+    ) -> Result<(u32, Vec<(u32, u32)>), crate::SimError> {
+        self.charge_cost(cost::Fn::CopyPageRange, cost::FORK_NS);
+        let child = self.mm_alloc(memcg);
+        self.mms[child as usize].next_vpn = self.mms[parent as usize].next_vpn;
+        let mut pairs = Vec::new();
+        for pv in self.mms[parent as usize].vmas.clone() {
+            let cv = self.dup_vma(pv, child);
+            pairs.push((pv, cv));
+            self.traced(cost::Fn::CopyPageRange, |k| k.copy_page_range(pv, cv))?;
+        }
+        // flush_tlb_mm: the parent's PTEs were write-protected.
+        self.charge_cost(cost::Fn::CopyPageRange, cost::TLB_FLUSH_NS);
+        Ok((child, pairs))
+    }
+
+    /// The child's copy of VMA `pv` (`vm_area_dup` + `anon_vma_fork`).
+    fn dup_vma(&mut self, pv: u32, mm: u32) -> u32 {
+        let id = self.vmas.len() as u32;
+        let p = &self.vmas[pv as usize];
+        let av = self.anon_vmas.len() as u32;
+        let root = self.anon_vmas[p.anon_vma as usize].root;
+        let mut avc = vec![av];
+        avc.extend_from_slice(&p.avc);
+        let v = Vma {
+            mm,
+            start_vpn: p.start_vpn,
+            pages: p.pages,
+            pgoff: p.pgoff,
+            flags: p.flags,
+            anon_vma: av,
+            ptes: vec![0; p.pages as usize],
+            user_version: p.user_version.clone(),
+            pte_tables: vec![NIL; p.pte_tables.len()],
+            pmd_tables: vec![NIL; p.pmd_tables.len()],
+            live: true,
+            swap_readahead_info: 0,
+            avc,
+        };
+        self.anon_vmas.push(AnonVma {
+            vmas: Vec::new(),
+            root,
+        });
+        for &a in &v.avc {
+            self.anon_vmas[a as usize].vmas.push(id);
+        }
+        self.vmas.push(v);
         self.mms[mm as usize].vmas.push(id);
         id
     }
@@ -184,9 +253,12 @@ impl Kernel {
         v.live = false;
         v.ptes = Vec::new();
         v.user_version = Vec::new();
-        let (mm, av) = (v.mm, v.anon_vma);
+        let mm = v.mm;
+        let avc = std::mem::take(&mut v.avc);
         self.mms[mm as usize].vmas.retain(|&x| x != vma);
-        self.anon_vmas[av as usize].vmas.retain(|&x| x != vma);
+        for av in avc {
+            self.anon_vmas[av as usize].vmas.retain(|&x| x != vma);
+        }
     }
 
     /// One PTE of `zap_pte_range`: drop the mapping or the swap reference.
