@@ -336,7 +336,7 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
         }
     }
     let cached: std::collections::HashSet<u32> = k.slots_in_caches().collect();
-    let mut swapcached = 0;
+    let mut swapcached = 0i64;
     let mut free = 0;
     for (ty, si) in k.swap.iter().enumerate() {
         let mut inuse = 0;
@@ -378,7 +378,11 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
                 si.inuse_pages
             ));
         }
-        free += (si.pages - si.inuse_pages) as u64;
+        if si.flags & crate::mm::swapfile::SWP_WRITEOK != 0 {
+            free += (si.pages - si.inuse_pages) as i64;
+        } else if si.inuse_pages != 0 {
+            return fail(format!("swap {ty} is off but {} slots are in use", si.inuse_pages));
+        }
     }
     if free != k.nr_swap_pages {
         return fail(format!(

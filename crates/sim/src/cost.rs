@@ -162,6 +162,7 @@ functions! {
     CopyPageRange = "copy_page_range",
     TryToUnuse = "try_to_unuse",
     Madvise = "do_madvise",
+    IoSchedule = "io_schedule",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,
@@ -175,6 +176,10 @@ pub const FORK_NS: u64 = 30_000;
 /// usually a cache miss), write-protect the parent's PTE, write the
 /// child's: ~60 ns.
 pub const COPY_PTE_NS: u64 = 60;
+
+/// `unuse_pte_range` reading one PTE that does not hold an entry of the
+/// device being turned off: a sequential scan of a page table, a few ns.
+pub const UNUSE_SCAN_NS: u64 = 2;
 
 /// A system call's entry and exit (mmap, munmap) beyond its own work:
 /// ~100-300 ns on current x86-64 with speculation mitigations. 250 ns.

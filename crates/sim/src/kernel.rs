@@ -53,9 +53,20 @@ pub struct Kernel {
     pub memcgs: Vec<Memcg>,
     pub lruvecs: Vec<Lruvec>,
     pub swap: Vec<SwapInfo>,
-    pub nr_swap_pages: u64,
-    pub total_swap_pages: u64,
+    /// Free swap slots; negative while swapoff has taken a device's pages
+    /// away before freeing them, as in the kernel.
+    pub nr_swap_pages: i64,
+    pub total_swap_pages: i64,
     pub swap_slot_cache_active: bool,
+    /// `swap_slot_cache_enabled`: off while swapoff runs.
+    pub swap_slot_cache_enabled: bool,
+    /// `least_priority`: the last default (negative) swapon priority.
+    pub least_priority: i32,
+    /// `init_mm.mmlist`: every mm that ever held a swap entry, most recent
+    /// first (the order try_to_unuse visits them).
+    pub mmlist: Vec<u32>,
+    /// Time syscalls spent waiting for I/O inside a step (swapoff).
+    pub io_wait_ns: u64,
     pub mms: Vec<Mm>,
     pub vmas: Vec<Vma>,
     pub anon_vmas: Vec<AnonVma>,
@@ -185,6 +196,10 @@ impl Kernel {
             nr_swap_pages: 0,
             total_swap_pages: 0,
             swap_slot_cache_active: false,
+            swap_slot_cache_enabled: true,
+            least_priority: -1,
+            mmlist: Vec::new(),
+            io_wait_ns: 0,
             mms: Vec::new(),
             vmas: Vec::new(),
             anon_vmas: Vec::new(),
@@ -220,11 +235,11 @@ impl Kernel {
         k.boot_watermarks(spec);
         k.boot_kernel_usage(boot_used_bytes(spec) / 4096);
         for (i, s) in spec.swap.iter().enumerate() {
-            // Without -p, each swapon takes the next lower negative priority.
-            let prio = s.priority.unwrap_or(-2 - i as i32);
+            let _ = i;
+            let prio = k.swapon_priority(s.priority);
             let si = SwapInfo::new(s, prio, cpus);
-            k.nr_swap_pages += si.pages as u64;
-            k.total_swap_pages += si.pages as u64;
+            k.nr_swap_pages += si.pages as i64;
+            k.total_swap_pages += si.pages as i64;
             if s.rotational() {
                 k.nr_rotate_swap += 1;
             }

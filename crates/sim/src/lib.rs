@@ -75,11 +75,6 @@ fn check_features(f: &Features) -> Result<(), SimError> {
             f.batched_rmap_unmap != d.batched_rmap_unmap,
             "large folios are not modelled yet",
         ),
-        (
-            "swapoff_readahead_stats",
-            f.swapoff_readahead_stats != d.swapoff_readahead_stats,
-            "swapoff is not modelled yet",
-        ),
     ];
     for (name, changed, why) in unmodelled {
         if changed {

@@ -85,6 +85,7 @@ enum SliceEnd {
 
 pub struct Scheduler<'s> {
     pub tasks: Vec<TaskRun<'s>>,
+    swap_devs: &'s [mmsim_spec::SwapDevice],
     cpu_free_at: Vec<u64>,
     kswapd_ready: Option<u64>,
     /// Called after each slice with the run's progress (0..=1).
@@ -157,6 +158,7 @@ impl<'s> Scheduler<'s> {
             .fold(0u64, u64::saturating_add);
         Scheduler {
             tasks,
+            swap_devs: &spec.swap,
             cpu_free_at: vec![0; spec.machine.cpus as usize],
             kswapd_ready: None,
             on_progress: None,
@@ -476,11 +478,31 @@ impl<'s> Scheduler<'s> {
                     return Ok(Some(SliceEnd::Wait));
                 }
             }
-            Op::Madvise { .. } | Op::Swapoff { .. } | Op::Swapon { .. } => {
-                return Err(SimError::Unmodelled(format!(
-                    "line {}: this op is not simulated yet",
-                    step.line
-                )))
+            Op::Swapoff { device } => {
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                let rotational = self.swap_devs[*device].rotational();
+                k.swapoff(*device, rotational)
+                    .map_err(|e| swap_error(step, "swapoff", *device, e))?;
+            }
+            Op::Swapon { device } => {
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.swapon(*device, &self.swap_devs[*device])
+                    .map_err(|e| swap_error(step, "swapon", *device, e))?;
+            }
+            Op::Madvise {
+                region,
+                advice,
+                offset,
+                length,
+            } => {
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                let vma = *t
+                    .regions
+                    .get(region)
+                    .ok_or_else(|| unknown_region(step, region))?;
+                let pages = k.vmas[vma as usize].pages;
+                let n = length.unwrap_or(pages - offset);
+                k.madvise(vma, *offset as usize, n as usize, *advice);
             }
             Op::Repeat { times, steps } => {
                 t.frames.push(Frame {
@@ -656,6 +678,26 @@ fn close_phase(t: &mut TaskRun, k: &Kernel) {
         let ph = &mut t.phases[p];
         ph.end = k.now();
         ph.vm_delta = k.vm.delta(&ph.vm_start);
+    }
+}
+
+fn swap_error(
+    step: &Step,
+    op: &str,
+    device: usize,
+    e: crate::mm::swapfile::SwapoffError,
+) -> SimError {
+    use crate::mm::swapfile::SwapoffError;
+    match e {
+        SwapoffError::NotOn if op == "swapon" => SimError::Spec(format!(
+            "line {}: swapon of swap device {device}, which is already on (EBUSY)",
+            step.line
+        )),
+        SwapoffError::NotOn => SimError::Spec(format!(
+            "line {}: swapoff of swap device {device}, which is not on (EINVAL)",
+            step.line
+        )),
+        SwapoffError::NoMemory => SimError::Oom,
     }
 }
 

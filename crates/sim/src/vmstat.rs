@@ -65,6 +65,8 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     Pgfree = "pgfree",
     Pgactivate = "pgactivate",
     Pgdeactivate = "pgdeactivate",
+    Pglazyfree = "pglazyfree",
+    Pglazyfreed = "pglazyfreed",
     Pgfault = "pgfault",
     Pgmajfault = "pgmajfault",
     Pgrefill = "pgrefill",

@@ -161,7 +161,7 @@ impl Kernel {
     /// The first mapping sets the folio's anon_vma: the VMA's own for an
     /// exclusive page, else the root of its fork tree, which every process
     /// that may share the page is linked into (`__page_set_anon_rmap`).
-    fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
+    pub fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
         self.charge_cost(Fn::AddRmap, cost::RMAP_NS);
         let v = &self.vmas[vma as usize];
         let av = if exclusive {
@@ -421,6 +421,7 @@ impl Kernel {
                 self.vmas[src as usize].ptes[idx] = shared;
                 self.vmas[dst as usize].ptes[idx] = shared;
                 self.mms[dst_mm].swapents += 1;
+                self.add_to_mmlist(dst_mm as u32);
                 continue;
             }
             if pte & PTE_ZERO != 0 {

@@ -262,7 +262,7 @@ impl Kernel {
     }
 
     /// One PTE of `zap_pte_range`: drop the mapping or the swap reference.
-    fn zap_pte(&mut self, vma: u32, pte: Pte) {
+    pub fn zap_pte(&mut self, vma: u32, pte: Pte) {
         self.charge_cost(cost::Fn::Unmap, cost::PTE_NS);
         let mm = self.vmas[vma as usize].mm as usize;
         if is_swap_pte(pte) {

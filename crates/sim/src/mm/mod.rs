@@ -1,6 +1,7 @@
 //! The memory-management subsystem, file by file as in the kernel's mm/.
 pub mod folio;
 pub mod lruvec;
+pub mod madvise;
 pub mod memcontrol;
 pub mod memory;
 pub mod mmap;

@@ -36,6 +36,9 @@ impl Kernel {
 
     fn try_to_unmap_one(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) {
         self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
+        if !self.folios.get(pfn).test(PG_SWAPBACKED) {
+            return self.try_to_unmap_lazyfree(pfn, vma, idx, pte);
+        }
         if pte & PTE_DIRTY != 0 {
             self.folios.get_mut(pfn).set(PG_DIRTY);
         }
@@ -48,6 +51,25 @@ impl Kernel {
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_anon -= 1;
         self.mms[mm].swapents += 1;
+        self.add_to_mmlist(mm as u32);
+        self.page_remove_rmap(pfn);
+        self.folio_put(pfn);
+    }
+
+    /// A lazily freed (MADV_FREE) page: clean, it is dropped and the PTE
+    /// cleared (the page reads zeros afterwards); written since, it stays
+    /// mapped and becomes swap-backed again.
+    fn try_to_unmap_lazyfree(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) {
+        let f = self.folios.get_mut(pfn);
+        if f.test(PG_DIRTY) || pte & PTE_DIRTY != 0 {
+            f.set(PG_SWAPBACKED);
+            return;
+        }
+        self.vmas[vma as usize].ptes[idx] = 0;
+        // What user space will read now: zeros.
+        self.vmas[vma as usize].user_version[idx] = 0;
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_anon -= 1;
         self.page_remove_rmap(pfn);
         self.folio_put(pfn);
     }

@@ -234,7 +234,7 @@ impl Kernel {
             }
             let mut offs = Vec::with_capacity(n);
             si.scan_swap_map_slots(cpu, n, &mut offs);
-            self.nr_swap_pages -= offs.len() as u64;
+            self.nr_swap_pages -= offs.len() as i64;
             out.extend(offs.into_iter().map(|o| swp_entry(ty, o)));
             if !out.is_empty() {
                 return;
@@ -245,8 +245,11 @@ impl Kernel {
     /// `check_cache_active`: the slot caches run only while free swap is
     /// plentiful (more than 5×64 slots per CPU on, below 2×64 off).
     fn check_cache_active(&mut self) -> bool {
-        let cpus = self.cpus.len() as u64;
-        let size = SWAP_SLOTS_CACHE_SIZE as u64;
+        if !self.swap_slot_cache_enabled {
+            return false;
+        }
+        let cpus = self.cpus.len() as i64;
+        let size = SWAP_SLOTS_CACHE_SIZE as i64;
         if !self.swap_slot_cache_active {
             if self.nr_swap_pages > cpus * 5 * size {
                 self.swap_slot_cache_active = true;
@@ -332,7 +335,7 @@ impl Kernel {
     /// together when it is full (or at once with the caches off).
     fn free_swap_slot(&mut self, entry: SwpEntry) {
         let cpu = self.cur_cpu;
-        if self.swap_slot_cache_active {
+        if self.swap_slot_cache_active && self.swap_slot_cache_enabled {
             if self.cpus[cpu].slots.slots_ret.len() >= SWAP_SLOTS_CACHE_SIZE {
                 let ret = std::mem::take(&mut self.cpus[cpu].slots.slots_ret);
                 self.swapcache_free_entries(&ret);
@@ -381,5 +384,213 @@ impl Kernel {
     pub fn swap_folio_of(&self, entry: SwpEntry) -> Option<Pfn> {
         let v = self.swap[swp_type(entry)].cache[swp_offset(entry) as usize];
         (v & 3 == 2).then_some((v >> 2) as Pfn)
+    }
+}
+
+// ---- swapon and swapoff -----------------------------------------------------
+
+/// What swapoff found that the kernel would fail with.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SwapoffError {
+    /// The device is not on (EINVAL).
+    NotOn,
+    /// A page could not be allocated or charged (ENOMEM; the kernel's OOM
+    /// killer would run, which mmsim does not model).
+    NoMemory,
+}
+
+impl Kernel {
+    /// The priority swapon gives a device: the spec's, or the next lower
+    /// negative default (`--least_priority`, from -2).
+    pub fn swapon_priority(&mut self, prio: Option<i32>) -> i32 {
+        prio.unwrap_or_else(|| {
+            self.least_priority -= 1;
+            self.least_priority
+        })
+    }
+
+    /// swapon(2) of device `ty` again, empty.
+    pub fn swapon(&mut self, ty: usize, dev: &mmsim_spec::SwapDevice) -> Result<(), SwapoffError> {
+        if self.swap[ty].flags & SWP_WRITEOK != 0 {
+            return Err(SwapoffError::NotOn);
+        }
+        let prio = self.swapon_priority(dev.priority);
+        let si = SwapInfo::new(dev, prio, self.cpus.len());
+        self.nr_swap_pages += si.pages as i64;
+        self.total_swap_pages += si.pages as i64;
+        if dev.rotational() {
+            self.nr_rotate_swap += 1;
+        }
+        self.swap[ty] = si;
+        Ok(())
+    }
+
+    /// `add_to_mmlist`: the mm holds a swap entry; swapoff must visit it.
+    pub fn add_to_mmlist(&mut self, mm: u32) {
+        if !self.mmlist.contains(&mm) {
+            self.mmlist.insert(0, mm);
+        }
+    }
+
+    /// swapoff(2): take the device out of allocation, bring every page it
+    /// holds back into memory (`try_to_unuse`), and release it.
+    pub fn swapoff(&mut self, ty: usize, rotational: bool) -> Result<(), SwapoffError> {
+        if self.swap[ty].flags & SWP_WRITEOK == 0 {
+            return Err(SwapoffError::NotOn);
+        }
+        let si = &mut self.swap[ty];
+        si.flags &= !SWP_WRITEOK;
+        let pages = si.pages as i64;
+        let prio = si.prio;
+        // The device's pages leave the totals up front: with one device
+        // nr_swap_pages goes negative, vm_swap_full() holds and reclaim
+        // cannot take anon pages while swapoff runs.
+        self.nr_swap_pages -= pages;
+        self.total_swap_pages -= pages;
+        if prio < 0 {
+            // Devices below a removed default priority move up one.
+            for s in self.swap.iter_mut() {
+                if s.prio < prio {
+                    s.prio += 1;
+                }
+            }
+            self.least_priority += 1;
+        }
+        // disable_swap_slots_cache_lock: drain every CPU's cached slots.
+        self.swap_slot_cache_enabled = false;
+        for cpu in 0..self.cpus.len() {
+            self.drain_slots_cache(cpu);
+        }
+        let r = self.traced(crate::cost::Fn::TryToUnuse, |k| k.try_to_unuse(ty));
+        self.swap_slot_cache_enabled = true;
+        if let Err(e) = r {
+            // The kernel puts the device back (reinsert_swap_info).
+            let si = &mut self.swap[ty];
+            si.flags |= SWP_WRITEOK;
+            self.nr_swap_pages += pages;
+            self.total_swap_pages += pages;
+            return Err(e);
+        }
+        debug_assert_eq!(self.swap[ty].inuse_pages, 0);
+        if rotational {
+            self.nr_rotate_swap -= 1;
+        }
+        // exit_swap_address_space: shadows go with the cache.
+        let si = &mut self.swap[ty];
+        si.cache.iter_mut().for_each(|c| *c = 0);
+        Ok(())
+    }
+
+    /// `try_to_unuse`: every mm on the mmlist, in order, then a sweep of
+    /// the swap map for folios only the swap cache still holds; again
+    /// until nothing is in use.
+    fn try_to_unuse(&mut self, ty: usize) -> Result<(), SwapoffError> {
+        while self.swap[ty].inuse_pages > 0 {
+            let mms = self.mmlist.clone();
+            for mm in mms {
+                for vma in self.mms[mm as usize].vmas.clone() {
+                    self.unuse_vma(ty, vma)?;
+                }
+            }
+            for off in 1..self.swap[ty].max {
+                let m = self.swap[ty].swap_map[off as usize];
+                if m == 0 || m & SWAP_COUNT_MASK == 0x3f {
+                    continue;
+                }
+                self.charge_cost(crate::cost::Fn::TryToUnuse, crate::cost::PTE_NS);
+                if let Some(pfn) = self.swap_folio_of(swp_entry(ty, off)) {
+                    self.wait_on_folio(pfn);
+                    self.folio_free_swap(pfn);
+                }
+            }
+            // Slots parked in return batches are freed by the drain.
+            for cpu in 0..self.cpus.len() {
+                self.drain_slots_cache(cpu);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits, inside the current syscall, for a folio's read or writeback.
+    fn wait_on_folio(&mut self, pfn: Pfn) {
+        loop {
+            let f = self.folios.get(pfn);
+            let locked = f.test(super::folio::PG_LOCKED) || f.test(super::folio::PG_WRITEBACK);
+            if !locked {
+                return;
+            }
+            let Some(t) = self.next_io_completion() else {
+                return;
+            };
+            self.wait_until(t);
+        }
+    }
+
+    /// Sleeps in a syscall until `t` (simulated time passes; the time is
+    /// shown as `io_schedule` in the profile).
+    pub fn wait_until(&mut self, t: u64) {
+        let now = self.now();
+        if t > now {
+            self.io_wait_ns += t - now;
+            self.charge_cost(crate::cost::Fn::IoSchedule, t - now);
+        }
+        self.process_io_completions(t.max(now));
+    }
+
+    /// `unuse_pte_range` over a VMA: each swap PTE of the device gets its
+    /// page back, from the swap cache (6.1 looks there first, counting
+    /// readahead hits) or read with readahead.
+    fn unuse_vma(&mut self, ty: usize, vma: u32) -> Result<(), SwapoffError> {
+        let n = self.vmas[vma as usize].pages as usize;
+        let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
+        for idx in 0..n {
+            self.charge_cost(crate::cost::Fn::TryToUnuse, crate::cost::UNUSE_SCAN_NS);
+            let pte = self.vmas[vma as usize].ptes[idx];
+            if !super::pgtable::is_swap_pte(pte) {
+                continue;
+            }
+            let entry = super::pgtable::pte_swp_entry(pte);
+            if swp_type(entry) != ty {
+                continue;
+            }
+            let looked = if self.features.swapoff_readahead_stats {
+                self.lookup_swap_cache(entry, Some((vma, idx)))
+            } else {
+                None
+            };
+            let pfn = match looked {
+                Some(p) => p,
+                None => match self.swapin_readahead(entry, vma, idx, memcg) {
+                    Some(p) => p,
+                    None => {
+                        let m = self.swap[ty].swap_map[swp_offset(entry) as usize];
+                        if m == 0 {
+                            continue;
+                        }
+                        return Err(SwapoffError::NoMemory);
+                    }
+                },
+            };
+            self.wait_on_folio(pfn);
+            self.unuse_pte(vma, idx, entry, pfn);
+            self.folio_free_swap(pfn);
+            self.folio_put(pfn);
+        }
+        Ok(())
+    }
+
+    /// `unuse_pte`: map the page read-only and old, as a swap-in would
+    /// without the write, and drop the PTE's swap reference.
+    fn unuse_pte(&mut self, vma: u32, idx: usize, entry: SwpEntry, pfn: Pfn) {
+        use super::pgtable::*;
+        self.charge_cost(crate::cost::Fn::TryToUnuse, crate::cost::PTE_NS);
+        let pte = self.vmas[vma as usize].ptes[idx];
+        let exclusive = pte & PTE_SWP_EXCLUSIVE != 0;
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].swapents -= 1;
+        self.folios.get_mut(pfn).refcount += 1;
+        self.page_add_anon_rmap(pfn, vma, idx, exclusive);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, 0);
+        self.swap_free(entry);
     }
 }

@@ -462,11 +462,52 @@ impl Kernel {
         moved
     }
 
-    fn take_scratch(&mut self) -> Vec<Pfn> {
+    /// `folio_isolate_lru` (MADV_PAGEOUT): off the LRU with a reference;
+    /// NR_ISOLATED is the caller's business and madvise leaves it alone.
+    pub fn isolate_lru_folio(&mut self, pfn: Pfn) {
+        self.lruvec_del_folio(pfn);
+        let f = self.folios.get_mut(pfn);
+        f.clear(PG_LRU);
+        f.set(PG_ISOLATED);
+        f.refcount += 1;
+    }
+
+    /// `reclaim_pages`: reclaim a list of isolated folios now, as
+    /// shrink_folio_list would (references checked, no scan or steal
+    /// counts); the rest go back through the lru_add batch.
+    pub fn reclaim_pages(&mut self, list: &[Pfn]) -> u64 {
+        for &pfn in list {
+            self.folios.get_mut(pfn).clear(PG_ACTIVE);
+        }
+        let mut sc = ScanControl {
+            nr_to_reclaim: list.len() as u64,
+            priority: DEF_PRIORITY,
+            may_writepage: true,
+            may_unmap: true,
+            may_swap: true,
+            target: None,
+            ..Default::default()
+        };
+        let mut stat = ReclaimStat::default();
+        let mut kept = self.take_scratch();
+        let reclaimed = self.traced(Fn::ShrinkFolioList, |k| {
+            k.shrink_folio_list(list, &mut sc, &mut stat, &mut kept)
+        });
+        for &pfn in &kept {
+            // folio_putback_lru
+            self.folios.get_mut(pfn).clear(PG_ISOLATED);
+            self.folio_add_lru(pfn);
+            self.folio_put(pfn);
+        }
+        self.give_scratch(kept);
+        reclaimed
+    }
+
+    pub fn take_scratch(&mut self) -> Vec<Pfn> {
         self.scratch.pop().unwrap_or_default()
     }
 
-    fn give_scratch(&mut self, mut v: Vec<Pfn>) {
+    pub fn give_scratch(&mut self, mut v: Vec<Pfn>) {
         v.clear();
         self.scratch.push(v);
     }
@@ -669,6 +710,21 @@ impl Kernel {
             if self.folios.get(pfn).mapcount > 0 {
                 return self.activate_locked(pfn, stat);
             }
+        }
+        let f = *self.folios.get(pfn);
+        if f.test(PG_ANON) && !f.test(PG_SWAPBACKED) {
+            // A lazily freed page, unmapped clean: only the isolation's
+            // reference is left; it is discarded, not written.
+            if f.refcount != 1 {
+                return false;
+            }
+            self.vm.inc(Vm::Pglazyfreed);
+            self.memcg_stat(f.memcg, Mc::Pglazyfreed, 1);
+            let g = self.folios.get_mut(pfn);
+            g.refcount = 0;
+            g.clear(PG_ISOLATED);
+            self.free_folio(pfn);
+            return true;
         }
         if self.folios.get(pfn).test(PG_DIRTY) {
             if references == FolioRef::ReclaimClean || !sc.may_writepage {

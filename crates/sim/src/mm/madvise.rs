@@ -1,0 +1,205 @@
+//! mm/madvise.c for private anonymous memory: MADV_PAGEOUT and MADV_COLD
+//! (`madvise_cold_or_pageout_pte_range`, `reclaim_pages`), MADV_DONTNEED
+//! (`zap_page_range`), MADV_FREE (`madvise_free_pte_range`, lazily freed
+//! pages), MADV_WILLNEED (`swapin_walk_pmd_entry`). The whole call runs
+//! under one block plug, as `do_madvise` does.
+
+use super::folio::*;
+use super::pgtable::*;
+use crate::cost::{self, Fn};
+use crate::kernel::Kernel;
+use crate::vmstat::{Mc, Vm};
+use mmsim_spec::Advice;
+
+/// PTEs per page table: the walk handles one table at a time.
+const PTRS_PER_PTE: usize = 512;
+
+impl Kernel {
+    /// madvise(2) over pages `[first, first + n)` of `vma`.
+    pub fn madvise(&mut self, vma: u32, first: usize, n: usize, advice: Advice) {
+        self.traced(Fn::Madvise, |k| {
+            k.blk_start_plug();
+            match advice {
+                Advice::Pageout | Advice::Cold => {
+                    k.lru_add_drain();
+                    k.madvise_cold_or_pageout(vma, first, n, advice == Advice::Pageout);
+                }
+                Advice::Dontneed => k.zap_page_range(vma, first, n),
+                Advice::Free => k.madvise_free(vma, first, n),
+                Advice::Willneed => {
+                    k.madvise_willneed(vma, first, n);
+                    k.lru_add_drain();
+                }
+            }
+            k.blk_finish_plug();
+        });
+    }
+
+    /// Page-table ranges of `[first, first + n)`, in walk order.
+    fn pmd_ranges(&self, vma: u32, first: usize, n: usize) -> Vec<(usize, usize)> {
+        let start_vpn = self.vmas[vma as usize].start_vpn as usize;
+        let mut out = Vec::new();
+        let mut i = first;
+        while i < first + n {
+            let va = start_vpn + i;
+            let end = ((va / PTRS_PER_PTE + 1) * PTRS_PER_PTE - start_vpn).min(first + n);
+            out.push((i, end));
+            i = end;
+        }
+        out
+    }
+
+    /// `madvise_cold_or_pageout_pte_range`, table by table: pages mapped
+    /// only here lose their young bit and PG_referenced; MADV_COLD
+    /// deactivates them, MADV_PAGEOUT isolates them and reclaims each
+    /// table's batch at once (`reclaim_pages`).
+    fn madvise_cold_or_pageout(&mut self, vma: u32, first: usize, n: usize, pageout: bool) {
+        for (lo, hi) in self.pmd_ranges(vma, first, n) {
+            let mut list = self.take_scratch();
+            for idx in lo..hi {
+                self.charge_cost(Fn::Madvise, cost::PTE_NS);
+                let pte = self.vmas[vma as usize].ptes[idx];
+                if !pte_present(pte) || pte & PTE_ZERO != 0 {
+                    continue;
+                }
+                let pfn = pte_pfn(pte);
+                let f = *self.folios.get(pfn);
+                if !f.test(PG_LRU) || f.mapcount != 1 {
+                    continue;
+                }
+                if pte & PTE_YOUNG != 0 {
+                    self.vmas[vma as usize].ptes[idx] = pte & !PTE_YOUNG;
+                }
+                self.folios.get_mut(pfn).clear(PG_REFERENCED);
+                if pageout {
+                    if f.test(PG_UNEVICTABLE) {
+                        continue;
+                    }
+                    self.isolate_lru_folio(pfn);
+                    list.push(pfn);
+                } else {
+                    self.deactivate_folio(pfn);
+                }
+            }
+            // tlb_finish_mmu's flush of the young bits cleared.
+            self.charge_cost(Fn::Madvise, cost::TLB_FLUSH_NS);
+            if pageout && !list.is_empty() {
+                self.reclaim_pages(&list);
+            }
+            self.give_scratch(list);
+        }
+    }
+
+    /// `deactivate_page`: an active folio moves to the inactive list.
+    /// Simplification: at once rather than through the per-CPU
+    /// lru_deactivate batch (drained within 15 folios).
+    fn deactivate_folio(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if !f.test(PG_ACTIVE) || f.test(PG_UNEVICTABLE) {
+            return;
+        }
+        self.lruvec_del_folio(pfn);
+        let g = self.folios.get_mut(pfn);
+        g.clear(PG_ACTIVE | PG_REFERENCED);
+        self.lruvec_add_folio(pfn);
+        self.vm.inc(Vm::Pgdeactivate);
+        self.memcg_stat(f.memcg, Mc::Pgdeactivate, 1);
+    }
+
+    /// `zap_page_range` for MADV_DONTNEED: the PTEs go (the page tables
+    /// stay); the range reads as zeros afterwards.
+    fn zap_page_range(&mut self, vma: u32, first: usize, n: usize) {
+        self.lru_add_drain();
+        for idx in first..first + n {
+            let pte = self.vmas[vma as usize].ptes[idx];
+            self.vmas[vma as usize].user_version[idx] = 0;
+            if pte_none(pte) {
+                continue;
+            }
+            self.vmas[vma as usize].ptes[idx] = 0;
+            self.zap_pte(vma, pte);
+        }
+        self.charge_cost(Fn::Madvise, cost::TLB_FLUSH_NS);
+    }
+
+    /// `madvise_free_pte_range`: swap entries are dropped (the page reads
+    /// zeros); pages mapped only here become clean, old and lazily free,
+    /// moved to the inactive file list, where reclaim discards them unless
+    /// written again.
+    fn madvise_free(&mut self, vma: u32, first: usize, n: usize) {
+        self.lru_add_drain();
+        let mm = self.vmas[vma as usize].mm as usize;
+        for idx in first..first + n {
+            self.charge_cost(Fn::Madvise, cost::PTE_NS);
+            let pte = self.vmas[vma as usize].ptes[idx];
+            if is_swap_pte(pte) {
+                self.mms[mm].swapents -= 1;
+                self.free_swap_and_cache(pte_swp_entry(pte));
+                self.vmas[vma as usize].ptes[idx] = 0;
+                self.vmas[vma as usize].user_version[idx] = 0;
+                continue;
+            }
+            if !pte_present(pte) || pte & PTE_ZERO != 0 {
+                continue;
+            }
+            let pfn = pte_pfn(pte);
+            let f = *self.folios.get(pfn);
+            if f.mapcount != 1 {
+                continue;
+            }
+            if f.test(PG_SWAPCACHE) || f.test(PG_DIRTY) {
+                if f.test(PG_LOCKED) {
+                    continue;
+                }
+                if f.test(PG_SWAPCACHE) && !self.folio_free_swap(pfn) {
+                    continue;
+                }
+                self.folios.get_mut(pfn).clear(PG_DIRTY);
+            }
+            self.vmas[vma as usize].ptes[idx] = pte & !(PTE_YOUNG | PTE_DIRTY);
+            self.mark_page_lazyfree(pfn);
+        }
+        self.charge_cost(Fn::Madvise, cost::TLB_FLUSH_NS);
+    }
+
+    /// `mark_page_lazyfree` (at once rather than through the per-CPU
+    /// batch): off the anon lists, no longer swap-backed, onto the
+    /// inactive file list.
+    fn mark_page_lazyfree(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if !f.test(PG_LRU)
+            || !f.test(PG_ANON)
+            || !f.test(PG_SWAPBACKED)
+            || f.test(PG_SWAPCACHE)
+            || f.test(PG_UNEVICTABLE)
+        {
+            return;
+        }
+        self.lruvec_del_folio(pfn);
+        let g = self.folios.get_mut(pfn);
+        g.clear(PG_ACTIVE | PG_REFERENCED | PG_SWAPBACKED);
+        self.lruvec_add_folio(pfn);
+        self.vm.inc(Vm::Pglazyfree);
+        self.memcg_stat(f.memcg, Mc::Pglazyfree, 1);
+    }
+
+    /// `swapin_walk_pmd_entry`: start reading every swapped-out page of
+    /// the range into the swap cache (no readahead beyond the range).
+    fn madvise_willneed(&mut self, vma: u32, first: usize, n: usize) {
+        let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
+        for idx in first..first + n {
+            self.charge_cost(Fn::Madvise, cost::UNUSE_SCAN_NS);
+            let pte = self.vmas[vma as usize].ptes[idx];
+            if !is_swap_pte(pte) {
+                continue;
+            }
+            let entry = pte_swp_entry(pte);
+            if let Some((pfn, allocated)) = self.read_swap_cache_async(entry, memcg) {
+                if allocated {
+                    self.swap_readpage(pfn, entry);
+                }
+                self.folio_put(pfn);
+            }
+        }
+    }
+}
