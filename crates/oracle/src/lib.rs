@@ -12,7 +12,7 @@ pub mod compare;
 mod cpio;
 
 use mmsim_spec::output::RunResult;
-use mmsim_spec::Spec;
+use mmsim_spec::{Spec, SwapKind};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -183,7 +183,8 @@ impl Oracle {
         initrd.extend(run_archive(spec_text, sets));
         let work = tempdir(&self.cache)?;
         let result = self.boot_in(spec, &initrd, &work);
-        // The work folder goes whatever happened in the guest.
+        // The work folder (the swap disks' images too) goes whatever
+        // happened in the guest.
         let _ = std::fs::remove_dir_all(&work);
         result
     }
@@ -192,7 +193,8 @@ impl Oracle {
         let initrd_path = work.join("initrd.cpio");
         let out_path = work.join("result.txt");
         std::fs::write(&initrd_path, initrd).map_err(|e| OracleError::Io(e.to_string()))?;
-        let console = self.boot(spec, &initrd_path, &out_path)?;
+        let disks = disk_args(spec, work)?;
+        let console = self.boot(spec, &initrd_path, &out_path, &disks)?;
         let out = std::fs::read_to_string(&out_path)
             .unwrap_or_default()
             .replace('\r', "");
@@ -201,11 +203,7 @@ impl Oracle {
 
     /// The cached initramfs for the modules `spec` needs.
     fn base_initramfs(&self, spec: &Spec) -> Result<PathBuf, OracleError> {
-        let mut wanted = Vec::new();
-        if !spec.swap.is_empty() {
-            wanted.push("zram");
-        }
-        let mods = self.module_chain(&wanted)?;
+        let mods = self.module_chain(&wanted_modules(spec))?;
         let busybox = read(&self.busybox)?;
         let runner = read(&self.runner)?;
         let mut h = Sha256::new();
@@ -292,7 +290,13 @@ impl Oracle {
         Ok(out)
     }
 
-    fn boot(&self, spec: &Spec, initrd: &Path, out: &Path) -> Result<String, OracleError> {
+    fn boot(
+        &self,
+        spec: &Spec,
+        initrd: &Path,
+        out: &Path,
+        disks: &[String],
+    ) -> Result<String, OracleError> {
         let mut cmd = Command::new(&self.qemu);
         cmd.arg("-m")
             .arg(format!("{}M", spec.machine.memory >> 20))
@@ -317,6 +321,7 @@ impl Oracle {
             .arg(initrd)
             .arg("-append")
             .arg("console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init")
+            .args(disks)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -352,6 +357,82 @@ impl Oracle {
         }
         Ok(console)
     }
+}
+
+/// The modules the spec's swap devices need (their dependencies come from
+/// modules.dep): zram; virtio-blk on the virtio PCI transport; NVMe; an
+/// IDE disk on the PIIX controller through libata and the SCSI disk driver.
+fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
+    let mut wanted = Vec::new();
+    for kind in [
+        SwapKind::Zram,
+        SwapKind::Virtio,
+        SwapKind::Nvme,
+        SwapKind::Hdd,
+    ] {
+        if spec.swap.iter().any(|d| d.kind == kind) {
+            wanted.extend_from_slice(match kind {
+                SwapKind::Zram => &["zram"][..],
+                SwapKind::Virtio => &["virtio_pci", "virtio_blk"],
+                SwapKind::Nvme => &["nvme"],
+                SwapKind::Hdd => &["ata_piix", "sd_mod"],
+            });
+        }
+    }
+    wanted
+}
+
+/// The pc machine's PIIX IDE controller has two channels of two drives.
+const MAX_IDE_DISKS: usize = 4;
+
+/// One disk per block swap device, in spec order, each backed by a sparse
+/// image of the device's size in `work`: QEMU's arguments for them.
+/// virtio-blk and NVMe disks carry the serial `mmsim<i>` (i = the `[[swap]]`
+/// index), by which the runner finds them; IDE disks take PIIX positions
+/// 0, 1, 2, 3 in order (the runner finds them by position). The host's page
+/// cache is bypassed (cache=none), so the guest's I/O reaches the image.
+fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
+    let mut args = Vec::new();
+    let mut ide = 0;
+    for (i, dev) in spec.swap.iter().enumerate() {
+        if dev.kind == SwapKind::Zram {
+            continue;
+        }
+        if dev.kind == SwapKind::Hdd && ide == MAX_IDE_DISKS {
+            return Err(OracleError::Missing(format!(
+                "swap[{i}]: the oracle's machine has room for {MAX_IDE_DISKS} IDE (hdd) disks"
+            )));
+        }
+        let img = work.join(format!("swap{i}.img"));
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(dev.size))
+            .map_err(|e| OracleError::Io(format!("{}: {e}", img.display())))?;
+        let file = img.display().to_string().replace(',', ",,");
+        match dev.kind {
+            SwapKind::Virtio => args.extend([
+                "-drive".to_string(),
+                format!("file={file},if=none,id=sw{i},format=raw,cache=none"),
+                "-device".to_string(),
+                format!("virtio-blk-pci,drive=sw{i},serial=mmsim{i}"),
+            ]),
+            SwapKind::Nvme => args.extend([
+                "-drive".to_string(),
+                format!("file={file},if=none,id=sw{i},format=raw,cache=none"),
+                "-device".to_string(),
+                format!("nvme,drive=sw{i},serial=mmsim{i}"),
+            ]),
+            _ => {
+                // An `if=ide` drive at index 2 also keeps QEMU from putting
+                // its default CD-ROM there.
+                args.extend([
+                    "-drive".to_string(),
+                    format!("file={file},if=ide,index={ide},format=raw,cache=none"),
+                ]);
+                ide += 1;
+            }
+        }
+    }
+    Ok(args)
 }
 
 fn read(p: &Path) -> Result<Vec<u8>, OracleError> {
@@ -428,7 +509,7 @@ fn parse_result(out: &str, console: &str) -> Result<RunResult, OracleError> {
         .trim()
         .to_string();
     let json = &body[..end];
-    if status != "0" && status != "1" {
+    if status != "0" && status != "1" || json.trim().is_empty() {
         return Err(guest(&format!("the runner failed (exit status {status})")));
     }
     serde_json::from_str(json).map_err(|e| {
@@ -470,12 +551,81 @@ mod tests {
         assert!(e.to_string().contains("not a result document"));
         let e = parse_result("MMSIM-BEGIN\nx\nMMSIM-END 2\n", "").unwrap_err();
         assert!(e.to_string().contains("exit status 2"));
+        let e = parse_result("MMSIM-BEGIN\nMMSIM-END 1\n", "").unwrap_err();
+        assert!(e.to_string().contains("exit status 1"));
         assert!(parse_result("", "").is_err());
     }
 
     #[test]
     fn quoting() {
         assert_eq!(shell_quote("a'b"), "'a'\\''b'");
+    }
+
+    #[test]
+    fn one_disk_per_block_swap_device_in_spec_order() {
+        let spec = mmsim_spec::parse_str(
+            r#"
+[machine]
+memory = "512M"
+[[swap]]
+device = "nvme"
+size = "64M"
+[[swap]]
+device = "zram"
+size = "64M"
+[[swap]]
+device = "virtio"
+size = "1M"
+[[swap]]
+device = "hdd"
+size = "8K"
+[task.main]
+steps = []
+"#,
+            "t.toml",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            wanted_modules(&spec),
+            [
+                "zram",
+                "virtio_pci",
+                "virtio_blk",
+                "nvme",
+                "ata_piix",
+                "sd_mod"
+            ]
+        );
+        let work = std::env::temp_dir().join(format!("mmsim-disks-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        let args = disk_args(&spec, &work).unwrap();
+        let w = work.display();
+        assert_eq!(
+            args,
+            [
+                "-drive".to_string(),
+                format!("file={w}/swap0.img,if=none,id=sw0,format=raw,cache=none"),
+                "-device".into(),
+                "nvme,drive=sw0,serial=mmsim0".into(),
+                "-drive".into(),
+                format!("file={w}/swap2.img,if=none,id=sw2,format=raw,cache=none"),
+                "-device".into(),
+                "virtio-blk-pci,drive=sw2,serial=mmsim2".into(),
+                "-drive".into(),
+                format!("file={w}/swap3.img,if=ide,index=0,format=raw,cache=none"),
+            ]
+        );
+        assert_eq!(
+            std::fs::metadata(work.join("swap0.img")).unwrap().len(),
+            64 << 20
+        );
+        assert_eq!(
+            std::fs::metadata(work.join("swap3.img")).unwrap().len(),
+            8192
+        );
+        assert!(!work.join("swap1.img").exists());
+        std::fs::remove_dir_all(&work).unwrap();
     }
 
     #[test]

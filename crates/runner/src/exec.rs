@@ -1,22 +1,26 @@
 //! Executes a spec's tasks with real syscalls: one process per task
 //! instance, joined to its cgroup, touching one 4 KiB page per access in
 //! exactly the order the simulator uses, with content tokens checked on
-//! every access and /proc/vmstat snapshotted at every phase mark.
+//! every access and /proc/vmstat snapshotted at every phase mark. A `fork`
+//! step forks a real child process, which runs its steps on its copy of the
+//! address space and reports like a task of its own.
 
 use crate::procfs;
-use crate::setup::cgroup_dir;
+use crate::setup::{cgroup_dir, SwapNode};
 use mmsim_spec::output::{CgroupResult, PhaseResult, TaskResult};
 use mmsim_spec::stream::{access_is_write, access_page, TouchStream};
-use mmsim_spec::{Op, Spec, Step};
+use mmsim_spec::{Advice, Op, Spec, Step};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 const PAGE: usize = 4096;
 
-/// What a task process sends back to the runner.
+/// What a task process (or a process a `fork` step made) sends back to its
+/// parent.
 #[derive(Serialize, Deserialize)]
 pub struct Report {
     pub task: TaskResult,
@@ -25,29 +29,132 @@ pub struct Report {
     /// Every spec cgroup, read when this task finished its steps.
     pub cgroups: BTreeMap<String, CgroupResult>,
     pub error: Option<String>,
+    /// The reports of the processes this one forked, in fork order.
+    #[serde(default)]
+    pub forks: Vec<Report>,
 }
 
 struct Region {
     addr: *mut u8,
     pages: u64,
-    /// What this process last wrote to each page (0 = never written).
+    /// What this process last wrote to each page (0 = never written, or
+    /// dropped by MADV_DONTNEED).
     versions: Vec<u32>,
+    /// One bit per page: freed by MADV_FREE and not written since, so it
+    /// reads either its last token or zero (if reclaim discarded it). Empty
+    /// until the region's first MADV_FREE.
+    lazy: Vec<u64>,
+}
+
+impl Region {
+    fn is_lazy(&self, page: usize) -> bool {
+        self.lazy
+            .get(page / 64)
+            .is_some_and(|w| w & (1 << (page % 64)) != 0)
+    }
+
+    fn set_lazy(&mut self, pages: std::ops::Range<usize>, on: bool) {
+        if self.lazy.is_empty() {
+            if !on {
+                return;
+            }
+            self.lazy = vec![0; self.versions.len().div_ceil(64)];
+        }
+        for p in pages {
+            if on {
+                self.lazy[p / 64] |= 1 << (p % 64);
+            } else {
+                self.lazy[p / 64] &= !(1 << (p % 64));
+            }
+        }
+    }
+}
+
+/// A process forked by a `fork` step and not yet waited for.
+struct Forked {
+    pid: libc::pid_t,
+    /// The read end of its report pipe (owned by `reader`).
+    fd: libc::c_int,
+    /// The `fork` step's line.
+    line: usize,
+    reader: JoinHandle<String>,
 }
 
 struct Child<'s> {
     spec: &'s Spec,
+    swaps: &'s [SwapNode],
     t0: Instant,
     instance: u32,
+    name: String,
+    cgroup: String,
     regions: HashMap<String, Region>,
     phases: Vec<PhaseResult>,
     open: Option<(String, u64, BTreeMap<String, i64>)>,
     checked: u64,
     violations: u64,
+    /// `fork` steps this process has run (names its children fork0, …).
+    forks: u32,
+    pending: Vec<Forked>,
+    /// Reports of the children waited for, in fork order.
+    reports: Vec<Report>,
+    /// The write end of the pipe this process reports on.
+    report_fd: libc::c_int,
 }
 
 impl Child<'_> {
     fn now(&self) -> u64 {
         self.t0.elapsed().as_nanos() as u64
+    }
+
+    /// Runs `steps`, waits for every child, and returns the report.
+    fn main(&mut self, steps: &[Step], mut error: Option<String>) -> Report {
+        let start = self.now();
+        if error.is_none() {
+            error = self.run(steps).err();
+        }
+        // A process waits for its children before it reports, so that
+        // every child's report is part of its own.
+        if let Err(e) = self.wait_all() {
+            error.get_or_insert(e);
+        }
+        self.close_phase();
+        let end = self.now();
+        let cgroups = self
+            .spec
+            .cgroups
+            .iter()
+            .map(|g| {
+                (
+                    g.name.clone(),
+                    procfs::cgroup_snapshot(&cgroup_dir(&g.name)),
+                )
+            })
+            .collect();
+        Report {
+            task: TaskResult {
+                name: self.name.clone(),
+                cgroup: self.cgroup.clone(),
+                start_ns: start,
+                end_ns: end,
+                phases: std::mem::take(&mut self.phases),
+            },
+            pages_checked: self.checked,
+            violations: self.violations,
+            cgroups,
+            error,
+            forks: std::mem::take(&mut self.reports),
+        }
+    }
+
+    /// Sends `report` on this process's pipe and leaves without running
+    /// anything of the parent's (atexit handlers, destructors).
+    fn report_and_exit(&self, report: &Report) -> ! {
+        // SAFETY: report_fd is this process's write end, owned here.
+        let mut out = unsafe { std::fs::File::from_raw_fd(self.report_fd) };
+        let _ = out.write_all(serde_json::to_string(report).expect("report").as_bytes());
+        drop(out);
+        // SAFETY: _exit has no preconditions.
+        unsafe { libc::_exit(0) }
     }
 
     fn run(&mut self, steps: &[Step]) -> Result<(), String> {
@@ -79,6 +186,7 @@ impl Child<'_> {
                             addr: addr as *mut u8,
                             pages: *pages,
                             versions: vec![0; *pages as usize],
+                            lazy: Vec::new(),
                         },
                     );
                 }
@@ -89,16 +197,6 @@ impl Child<'_> {
                         .ok_or_else(|| format!("line {}: no region {region}", s.line))?;
                     // SAFETY: the whole mapping made by mmap above.
                     unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
-                }
-                Op::Fork { .. }
-                | Op::Wait
-                | Op::Madvise { .. }
-                | Op::Swapoff { .. }
-                | Op::Swapon { .. } => {
-                    return Err(format!(
-                        "line {}: the runner cannot run this op yet",
-                        s.line
-                    ))
                 }
                 Op::Touch(t) => {
                     let instance = self.instance;
@@ -122,6 +220,75 @@ impl Child<'_> {
                         }
                     }
                 }
+                Op::Madvise {
+                    region,
+                    advice,
+                    offset,
+                    length,
+                } => {
+                    let r = self
+                        .regions
+                        .get_mut(region)
+                        .ok_or_else(|| format!("line {}: no region {region}", s.line))?;
+                    let first = *offset as usize;
+                    let n = length.unwrap_or(r.pages - offset) as usize;
+                    let advice_flag = match advice {
+                        Advice::Pageout => libc::MADV_PAGEOUT,
+                        Advice::Cold => libc::MADV_COLD,
+                        Advice::Dontneed => libc::MADV_DONTNEED,
+                        Advice::Free => libc::MADV_FREE,
+                        Advice::Willneed => libc::MADV_WILLNEED,
+                    };
+                    // SAFETY: a page range inside the region's mapping.
+                    let rc = unsafe {
+                        libc::madvise(
+                            r.addr.add(first * PAGE) as *mut libc::c_void,
+                            n * PAGE,
+                            advice_flag,
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(format!(
+                            "line {}: madvise({}) of {region} pages {first}..{}: {}",
+                            s.line,
+                            advice.name(),
+                            first + n,
+                            std::io::Error::last_os_error()
+                        ));
+                    }
+                    match advice {
+                        // Private anonymous pages are dropped: zero-fill next.
+                        Advice::Dontneed => {
+                            r.versions[first..first + n].fill(0);
+                            r.set_lazy(first..first + n, false);
+                        }
+                        // Lazily freed: either value until written again.
+                        Advice::Free => r.set_lazy(first..first + n, true),
+                        Advice::Pageout | Advice::Cold | Advice::Willneed => {}
+                    }
+                }
+                Op::Swapoff { device } | Op::Swapon { device } => {
+                    let on = matches!(s.op, Op::Swapon { .. });
+                    let node = self.swaps.get(*device).ok_or_else(|| {
+                        format!("line {}: there is no swap device {device}", s.line)
+                    })?;
+                    let r = if on { node.swapon() } else { node.swapoff() };
+                    r.map_err(|e| {
+                        let hint = match e.raw_os_error() {
+                            Some(libc::EINVAL) if !on => " (is it off already?)",
+                            Some(libc::EBUSY) if on => " (is it on already?)",
+                            _ => "",
+                        };
+                        format!(
+                            "line {}: {} {} (swap[{device}]): {e}{hint}",
+                            s.line,
+                            if on { "swapon" } else { "swapoff" },
+                            node.path
+                        )
+                    })?;
+                }
+                Op::Fork { steps } => self.fork(steps, s.line)?,
+                Op::Wait => self.wait_all()?,
                 Op::Sleep { ns } => std::thread::sleep(std::time::Duration::from_nanos(*ns)),
                 Op::Phase { name } => {
                     self.close_phase();
@@ -137,6 +304,105 @@ impl Child<'_> {
         Ok(())
     }
 
+    /// fork(2): the child continues with a copy of this process's regions
+    /// and tokens (the same memory, copy-on-write), runs `steps`, reports
+    /// and exits; this process goes on at once and reads the child's report
+    /// on a thread, so the child never blocks writing it.
+    fn fork(&mut self, steps: &[Step], line: usize) -> Result<(), String> {
+        let k = self.forks;
+        self.forks += 1;
+        let mut fds = [0; 2];
+        // SAFETY: fds is a two-element array.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(format!(
+                "line {line}: pipe: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: the child only runs this process's code and then _exit()s.
+        // Other threads (report readers) do not exist in the child; glibc's
+        // fork keeps malloc usable there.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: both ends are ours.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(format!("line {line}: fork: {e}"));
+        }
+        if pid == 0 {
+            // The child: its own pipe to report on; the parent's pipe ends
+            // and its children's pipes are not its business.
+            // SAFETY: fds inherited from the parent, unused here.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(self.report_fd);
+                for f in &self.pending {
+                    libc::close(f.fd);
+                }
+            }
+            // The reader threads do not exist in this process.
+            std::mem::forget(std::mem::take(&mut self.pending));
+            self.report_fd = fds[1];
+            self.reports.clear();
+            self.name = format!("{}/fork{k}", self.name);
+            self.forks = 0;
+            self.phases.clear();
+            self.open = None;
+            self.checked = 0;
+            self.violations = 0;
+            let report =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.main(steps, None)));
+            match report {
+                Ok(r) => self.report_and_exit(&r),
+                // SAFETY: never unwind into the parent's frames.
+                Err(_) => unsafe { libc::_exit(101) },
+            }
+        }
+        // SAFETY: the parent's copy of the write end.
+        unsafe { libc::close(fds[1]) };
+        let fd = fds[0];
+        let reader = std::thread::spawn(move || {
+            // SAFETY: fd is the pipe's read end, owned by this thread.
+            let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+            let mut text = String::new();
+            let _ = f.read_to_string(&mut text);
+            text
+        });
+        self.pending.push(Forked {
+            pid,
+            fd,
+            line,
+            reader,
+        });
+        Ok(())
+    }
+
+    /// wait(2) for every child forked so far, collecting their reports.
+    fn wait_all(&mut self) -> Result<(), String> {
+        let mut error = None;
+        for f in std::mem::take(&mut self.pending) {
+            let text = f.reader.join().unwrap_or_default();
+            let mut status = 0;
+            // SAFETY: pid is our child.
+            unsafe { libc::waitpid(f.pid, &mut status, 0) };
+            match serde_json::from_str::<Report>(&text) {
+                Ok(r) => self.reports.push(r),
+                Err(e) => {
+                    error.get_or_insert(format!(
+                        "line {}: the process forked here (pid {}) sent no report ({e}); {}",
+                        f.line,
+                        f.pid,
+                        describe_status(status)
+                    ));
+                }
+            }
+        }
+        error.map_or(Ok(()), Err)
+    }
+
     fn close_phase(&mut self) {
         if let Some((name, start, before)) = self.open.take() {
             let after = procfs::vmstat();
@@ -147,6 +413,25 @@ impl Child<'_> {
                 vmstat: procfs::delta(&after, &before),
             });
         }
+    }
+}
+
+/// A waitpid status in words.
+fn describe_status(status: libc::c_int) -> String {
+    if libc::WIFEXITED(status) {
+        format!("it exited with status {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        format!(
+            "it was killed by signal {}{}",
+            libc::WTERMSIG(status),
+            if libc::WTERMSIG(status) == libc::SIGKILL {
+                " (the OOM killer?)"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!("wait status {status}")
     }
 }
 
@@ -164,15 +449,30 @@ fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
         r.versions[page] = next;
         // SAFETY: aligned, mapped, ours.
         unsafe { std::ptr::write_volatile(p, next) };
+        if !r.lazy.is_empty() {
+            r.set_lazy(page..page + 1, false);
+        }
         return (0, 0);
     }
     // SAFETY: aligned, mapped, ours.
     let found = unsafe { std::ptr::read_volatile(p) };
-    (1, (found != r.versions[page]) as u64)
+    if found == r.versions[page] {
+        return (1, 0);
+    }
+    if found == 0 && r.is_lazy(page) {
+        // Reclaim discarded the lazily freed page: it reads zeros from now
+        // on, until written.
+        r.versions[page] = 0;
+        r.set_lazy(page..page + 1, false);
+        return (1, 0);
+    }
+    (1, 1)
 }
 
-/// Runs every task instance in its own process; returns their reports.
-pub fn run_tasks(spec: &Spec, t0: Instant) -> Result<Vec<Report>, String> {
+/// Runs every task instance in its own process; returns their reports,
+/// each task followed by the processes it forked (depth first, in fork
+/// order).
+pub fn run_tasks(spec: &Spec, swaps: &[SwapNode], t0: Instant) -> Result<Vec<Report>, String> {
     let mut children = Vec::new();
     for task in &spec.tasks {
         for i in 0..task.instances {
@@ -200,13 +500,34 @@ pub fn run_tasks(spec: &Spec, t0: Instant) -> Result<Vec<Report>, String> {
                 return Err(e);
             }
             if pid == 0 {
-                // SAFETY: fds[1] is the pipe's write end, owned by this process.
-                let mut out = unsafe { std::fs::File::from_raw_fd(fds[1]) };
-                let report = child_main(spec, &task.steps, &name, &cgroup, i, t0);
-                let _ = out.write_all(serde_json::to_string(&report).expect("report").as_bytes());
-                drop(out);
-                // SAFETY: leave without running the parent's atexit handlers.
-                unsafe { libc::_exit(0) };
+                // SAFETY: the read end is the runner's.
+                unsafe { libc::close(fds[0]) };
+                let mut c = Child {
+                    spec,
+                    swaps,
+                    t0,
+                    instance: i,
+                    name,
+                    cgroup,
+                    regions: HashMap::new(),
+                    phases: Vec::new(),
+                    open: None,
+                    checked: 0,
+                    violations: 0,
+                    forks: 0,
+                    pending: Vec::new(),
+                    reports: Vec::new(),
+                    report_fd: fds[1],
+                };
+                let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let error = join_cgroup(&c.cgroup).err();
+                    c.main(&task.steps, error)
+                }));
+                match report {
+                    Ok(r) => c.report_and_exit(&r),
+                    // SAFETY: never unwind into the runner's frames.
+                    Err(_) => unsafe { libc::_exit(101) },
+                }
             }
             // SAFETY: the parent's copy of the write end.
             unsafe { libc::close(fds[1]) };
@@ -215,7 +536,7 @@ pub fn run_tasks(spec: &Spec, t0: Instant) -> Result<Vec<Report>, String> {
     }
     // Read every report at once, so no child waits to write a long report
     // (and stays resident) until the children before it have finished.
-    let readers: Vec<(libc::pid_t, std::thread::JoinHandle<String>)> = children
+    let readers: Vec<(libc::pid_t, JoinHandle<String>)> = children
         .into_iter()
         .map(|(pid, fd)| {
             // SAFETY: fd is the pipe's read end, owned here.
@@ -234,12 +555,36 @@ pub fn run_tasks(spec: &Spec, t0: Instant) -> Result<Vec<Report>, String> {
         let mut status = 0;
         // SAFETY: pid is our child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        results.push(
-            serde_json::from_str::<Report>(&text)
-                .map_err(|e| format!("task process {pid} sent no report ({e}); status {status}")),
-        );
+        results.push(serde_json::from_str::<Report>(&text).map_err(|e| {
+            format!(
+                "task process {pid} sent no report ({e}); {}",
+                describe_status(status)
+            )
+        }));
     }
-    results.into_iter().collect()
+    let mut flat = Vec::new();
+    for r in results {
+        flatten(r?, &mut flat);
+    }
+    Ok(flat)
+}
+
+/// A report, then its forks' reports, depth first.
+fn flatten(mut r: Report, out: &mut Vec<Report>) {
+    let forks = std::mem::take(&mut r.forks);
+    out.push(r);
+    for f in forks {
+        flatten(f, out);
+    }
+}
+
+fn join_cgroup(cgroup: &str) -> Result<(), String> {
+    if cgroup.is_empty() {
+        return Ok(());
+    }
+    let procs = format!("{}/cgroup.procs", cgroup_dir(cgroup));
+    std::fs::write(&procs, std::process::id().to_string())
+        .map_err(|e| format!("cannot join {procs}: {e}"))
 }
 
 /// Kills and reaps the task processes already started.
@@ -254,59 +599,54 @@ fn kill_all(children: &[(libc::pid_t, libc::c_int)]) {
     }
 }
 
-fn child_main(
-    spec: &Spec,
-    steps: &[Step],
-    name: &str,
-    cgroup: &str,
-    instance: u32,
-    t0: Instant,
-) -> Report {
-    let mut error = None;
-    if !cgroup.is_empty() {
-        let procs = format!("{}/cgroup.procs", cgroup_dir(cgroup));
-        if let Err(e) = std::fs::write(&procs, std::process::id().to_string()) {
-            error = Some(format!("cannot join {procs}: {e}"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(pages: usize) -> (Region, Vec<u32>) {
+        let mut mem = vec![0u32; pages * PAGE / 4];
+        let r = Region {
+            addr: mem.as_mut_ptr() as *mut u8,
+            pages: pages as u64,
+            versions: vec![0; pages],
+            lazy: Vec::new(),
+        };
+        (r, mem)
+    }
+
+    #[test]
+    fn tokens_are_checked() {
+        let (mut r, mut mem) = region(4);
+        assert_eq!(touch(&mut r, 1, true), (0, 0));
+        assert_eq!(touch(&mut r, 1, false), (1, 0));
+        assert_eq!(touch(&mut r, 2, false), (1, 0));
+        mem[PAGE / 4] = 0; // page 1 lost its contents
+        assert_eq!(touch(&mut r, 1, false), (1, 1));
+    }
+
+    #[test]
+    fn lazily_freed_pages_read_old_or_zero() {
+        let (mut r, mut mem) = region(130);
+        for p in [0, 1, 100] {
+            touch(&mut r, p, true);
         }
-    }
-    let mut c = Child {
-        spec,
-        t0,
-        instance,
-        regions: HashMap::new(),
-        phases: Vec::new(),
-        open: None,
-        checked: 0,
-        violations: 0,
-    };
-    let start = c.now();
-    if error.is_none() {
-        error = c.run(steps).err();
-    }
-    c.close_phase();
-    let end = c.now();
-    let cgroups = c
-        .spec
-        .cgroups
-        .iter()
-        .map(|g| {
-            (
-                g.name.clone(),
-                procfs::cgroup_snapshot(&cgroup_dir(&g.name)),
-            )
-        })
-        .collect();
-    Report {
-        task: TaskResult {
-            name: name.to_string(),
-            cgroup: cgroup.to_string(),
-            start_ns: start,
-            end_ns: end,
-            phases: std::mem::take(&mut c.phases),
-        },
-        pages_checked: c.checked,
-        violations: c.violations,
-        cgroups,
-        error,
+        r.set_lazy(0..130, true);
+        assert!(r.is_lazy(100) && r.is_lazy(129));
+        // Not yet discarded: the old token.
+        assert_eq!(touch(&mut r, 0, false), (1, 0));
+        // Discarded: zeros, and from then on only zeros.
+        mem[PAGE / 4] = 0;
+        assert_eq!(touch(&mut r, 1, false), (1, 0));
+        assert!(!r.is_lazy(1));
+        mem[PAGE / 4] = 1;
+        assert_eq!(touch(&mut r, 1, false), (1, 1));
+        // Written again: the new token only.
+        touch(&mut r, 100, true);
+        assert!(!r.is_lazy(100));
+        mem[100 * PAGE / 4] = 0;
+        assert_eq!(touch(&mut r, 100, false), (1, 1));
+        // A page never written reads zero either way.
+        assert_eq!(touch(&mut r, 129, false), (1, 0));
+        drop(mem);
     }
 }
