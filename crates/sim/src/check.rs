@@ -381,7 +381,10 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
         if si.flags & crate::mm::swapfile::SWP_WRITEOK != 0 {
             free += (si.pages - si.inuse_pages) as i64;
         } else if si.inuse_pages != 0 {
-            return fail(format!("swap {ty} is off but {} slots are in use", si.inuse_pages));
+            return fail(format!(
+                "swap {ty} is off but {} slots are in use",
+                si.inuse_pages
+            ));
         }
     }
     if free != k.nr_swap_pages {

@@ -250,6 +250,12 @@ fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
     }
     for (i, s) in spec.swap.iter().enumerate() {
         m.insert(format!("swap:{i}"), format!("{} {}", s.kind.name(), s.size));
+        if s.kind != mmsim_spec::SwapKind::Zram {
+            m.insert(
+                format!("swap:{i}:rotational"),
+                (s.rotational() as u8).to_string(),
+            );
+        }
     }
     m
 }

@@ -5,6 +5,8 @@
 mod common;
 use common::*;
 
+/// Global reclaim pushes part of `a` out while `b` is written; `b` goes,
+/// and swapoff brings `a`'s pages back (as fidelity/swapoff_*.toml).
 fn spec(device: &str, rotational: &str, extra: &str) -> String {
     format!(
         r#"
@@ -14,14 +16,14 @@ memory = "512M"
 device = "{device}"
 size = "1G"
 {rotational}
-[cgroup.w]
-memory_max = "32M"
 [task.main]
-cgroup = "w"
 steps = [
-  {{ op = "mmap", name = "a", kind = "anon", size = "64M" }},
+  {{ op = "mmap", name = "a", kind = "anon", size = "200M" }},
+  {{ op = "mmap", name = "b", kind = "anon", size = "300M" }},
   {{ op = "phase", name = "fill" }},
   {{ op = "touch", region = "a", order = "seq", write = 1.0 }},
+  {{ op = "touch", region = "b", order = "seq", write = 1.0 }},
+  {{ op = "munmap", region = "b" }},
   {extra}
   {{ op = "phase", name = "swapoff" }},
   {{ op = "swapoff", device = 0 }},
@@ -39,27 +41,19 @@ fn phase_ms(r: &mmsim_sim::output::RunResult, name: &str) -> f64 {
 
 #[test]
 fn swapoff_brings_every_page_back() {
-    for (dev, rot) in [("virtio", ""), ("nvme", ""), ("zram", "")] {
-        // memory.max would stop pages coming back; swapoff here runs with
-        // the limit above the region (set by a second cgroup below).
-        let text = spec(dev, rot, "").replace("memory_max = \"32M\"", "memory_max = \"96M\"");
-        let text = text.replace(
-            "{ op = \"touch\", region = \"a\", order = \"seq\", write = 1.0 },",
-            "{ op = \"touch\", region = \"a\", order = \"seq\", write = 1.0 }, { op = \"madvise\", region = \"a\", advice = \"pageout\" },",
-        );
-        let r = match try_run(&text) {
+    for dev in ["virtio", "nvme", "zram"] {
+        let r = match try_run(&spec(dev, "", "")) {
             Ok(r) => r,
             Err(e) => panic!("{dev}: {e}"),
         };
-        let out = phase_vm(&r, 0, "fill", "pswpout");
-        assert_eq!(out, 16384, "{dev}: MADV_PAGEOUT writes every page");
+        let back = phase_vm(&r, 0, "swapoff", "pswpin");
+        assert!(back > 10_000, "{dev}: only {back} pages swapped in");
         // Every page comes back in swapoff, without a fault.
-        assert_eq!(phase_vm(&r, 0, "swapoff", "pswpin"), 16384, "{dev}");
         assert_eq!(phase_vm(&r, 0, "swapoff", "pgfault"), 0, "{dev}");
-        // Mapped read-only: reading them faults no more, and each read
+        // Mapped (read-only): reading them faults no more, and each read
         // sees what was written.
         assert_eq!(phase_vm(&r, 0, "check", "pgfault"), 0, "{dev}");
-        assert_eq!(phase_vm(&r, 0, "check", "pgmajfault"), 0, "{dev}");
+        assert_eq!(r.integrity.pages_checked, 51200, "{dev}");
         assert_eq!(r.integrity.violations, 0);
     }
 }
@@ -104,6 +98,7 @@ fn readahead_stats_keep_windows_large_and_swapoff_fast() {
 #[test]
 fn swapoff_of_shared_entries_after_fork() {
     let extra = r#"{ op = "fork", steps = [ { op = "sleep", duration = "10s" }, { op = "touch", region = "a" } ] },"#;
+    // The child shares a's swap entries; it reads them after swapoff.
     let r = run_checked(&spec("virtio", "", extra));
     // The child still holds the swap entries when the parent turns swap
     // off: every mm on the mmlist is walked, both get their pages back.

@@ -23,6 +23,12 @@ use std::cmp::Reverse;
 /// merge longer runs of the same readahead window or reclaim batch).
 const MAX_REQUEST_PAGES: u64 = 32;
 
+/// BLK_MAX_REQUEST_COUNT: a plug holding this many requests is flushed
+/// before it takes another.
+const BLK_MAX_REQUEST_COUNT: usize = 32;
+/// BLK_PLUG_FLUSH_SIZE: so is a plug whose last request reached 128 KiB.
+const BLK_PLUG_FLUSH_PAGES: u64 = 32;
+
 /// A bio waiting in the plug: `pages` pages from slot `offset` of device
 /// `ty`, for the folios in `pfns`.
 pub struct Bio {
@@ -85,6 +91,16 @@ impl Kernel {
                 last.pfns.push(pfn);
                 return;
             }
+        }
+        // blk_add_rq_to_plug: a full plug, or one whose last request is
+        // large, is submitted before a new request joins it.
+        if self.plug.len() >= BLK_MAX_REQUEST_COUNT
+            || self
+                .plug
+                .last()
+                .is_some_and(|b| b.pfns.len() as u64 >= BLK_PLUG_FLUSH_PAGES)
+        {
+            self.flush_plug();
         }
         self.plug.push(Bio {
             ty,
