@@ -194,9 +194,8 @@ fn swapin_waits_for_the_device() {
     // (12.7 ms) whenever a request does not continue the last one, and
     // transfers at 200 MB/s. (The page traffic itself differs: writes that
     // take longer are still in flight when reclaim comes back to them.)
-    let per_page = |r: &mmsim_sim::output::RunResult| {
-        read_ms(r) / phase_vm(r, 0, "read", "pswpin") as f64
-    };
+    let per_page =
+        |r: &mmsim_sim::output::RunResult| read_ms(r) / phase_vm(r, 0, "read", "pswpin") as f64;
     assert!(
         per_page(&hdd) > 3.0 * per_page(&nvme),
         "{} vs {} ms per page",
