@@ -60,6 +60,8 @@ pub struct Kernel {
     pub swap_slot_cache_active: bool,
     /// `swap_slot_cache_enabled`: off while swapoff runs.
     pub swap_slot_cache_enabled: bool,
+    /// Orders requeues of equal-priority swap devices.
+    pub swap_requeue_seq: u64,
     /// `least_priority`: the last default (negative) swapon priority.
     pub least_priority: i32,
     /// `init_mm.mmlist`: every mm that ever held a swap entry, most recent
@@ -198,6 +200,7 @@ impl Kernel {
             swap_slot_cache_active: false,
             swap_slot_cache_enabled: true,
             least_priority: -1,
+            swap_requeue_seq: 0,
             mmlist: Vec::new(),
             io_wait_ns: 0,
             mms: Vec::new(),

@@ -66,6 +66,8 @@ pub struct SwapInfo {
     /// Rotational devices: slots left before the next search for a free
     /// run of SWAPFILE_CLUSTER slots (`cluster_nr`).
     cluster_nr: u32,
+    /// When the device was last requeued among equal priorities.
+    pub requeued: u64,
     pub zram: Zram,
     /// The block device, for every kind but zram.
     pub bdev: Option<BlockDev>,
@@ -112,6 +114,7 @@ impl SwapInfo {
             percpu_cluster: vec![None; cpus],
             cluster_next: 1,
             cluster_nr: SWAPFILE_CLUSTER,
+            requeued: 0,
             zram: Zram::new(if kind == SwapKind::Zram { max } else { 0 }),
             bdev: (kind != SwapKind::Zram).then(|| BlockDev::new(kind, max)),
         }
@@ -223,15 +226,21 @@ impl Kernel {
 
     /// `get_swap_pages`: up to `n` slots from the highest-priority device
     /// that has room; slots come back marked SWAP_HAS_CACHE.
+    /// Devices of equal priority take turns: each one tried is requeued
+    /// behind its equal-priority siblings (`plist_requeue`).
     fn get_swap_pages(&mut self, n: usize, out: &mut Vec<SwpEntry>) {
         let cpu = self.cur_cpu;
         let mut order: Vec<usize> = (0..self.swap.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(self.swap[i].prio));
+        // swap_avail_heads: by priority, then by when last requeued.
+        order.sort_by_key(|&i| (std::cmp::Reverse(self.swap[i].prio), self.swap[i].requeued));
         for ty in order {
             let si = &mut self.swap[ty];
             if si.flags & SWP_WRITEOK == 0 {
                 continue;
             }
+            self.swap_requeue_seq += 1;
+            let si = &mut self.swap[ty];
+            si.requeued = self.swap_requeue_seq;
             let mut offs = Vec::with_capacity(n);
             si.scan_swap_map_slots(cpu, n, &mut offs);
             self.nr_swap_pages -= offs.len() as i64;
@@ -415,7 +424,10 @@ impl Kernel {
             return Err(SwapoffError::NotOn);
         }
         let prio = self.swapon_priority(dev.priority);
-        let si = SwapInfo::new(dev, prio, self.cpus.len());
+        let mut si = SwapInfo::new(dev, prio, self.cpus.len());
+        // plist_add: behind the devices already on at this priority.
+        self.swap_requeue_seq += 1;
+        si.requeued = self.swap_requeue_seq;
         self.nr_swap_pages += si.pages as i64;
         self.total_swap_pages += si.pages as i64;
         if dev.rotational() {
