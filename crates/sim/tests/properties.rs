@@ -19,8 +19,71 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    /// A madvise over part of a region, or a fork whose child touches one.
+    fn other_op()(kind in 0u8..7, region in 0usize..2, first_mb in 0u64..2, len_mb in 1u64..2, t in touch())
+        -> String {
+        let range = format!("offset = \"{first_mb}M\", length = \"{len_mb}M\"");
+        match kind {
+            0 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"pageout\", {range} }},"),
+            1 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"cold\" }},"),
+            2 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"dontneed\", {range} }},"),
+            3 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"free\", {range} }},"),
+            4 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"willneed\" }},"),
+            5 => format!("{{ op = \"fork\", steps = [ {t} ] }},"),
+            _ => "{ op = \"wait\" },".to_string(),
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Block devices, fork, madvise and swapoff/swapon in any order keep
+    /// the invariants (the swap cache, writeback and locked folios
+    /// included) and every page's content.
+    #[test]
+    fn swap_cache_fork_madvise_swapoff(
+        device in prop::sample::select(vec!["zram", "virtio", "nvme", "hdd"]),
+        cpus in 1u32..3,
+        sizes in (2u64..8, 2u64..8),
+        ops in prop::collection::vec((touch(), other_op()), 1..6),
+        swapoff_at in 0usize..6,
+        limit_mb in 6u64..16,
+    ) {
+        let mut steps = format!(
+            "{{ op = \"mmap\", name = \"r0\", kind = \"anon\", size = \"{}M\" }},\n{{ op = \"mmap\", name = \"r1\", kind = \"anon\", size = \"{}M\" }},\n{{ op = \"touch\", region = \"r0\", write = 1.0 }},\n{{ op = \"touch\", region = \"r1\", write = 1.0 }},\n{{ op = \"phase\", name = \"p\" }},\n",
+            sizes.0, sizes.1
+        );
+        for (i, (t, o)) in ops.iter().enumerate() {
+            steps += t;
+            steps += "\n";
+            steps += o;
+            steps += "\n";
+            if i == swapoff_at {
+                steps += "{ op = \"swapoff\", device = 0 },\n{ op = \"phase\", name = \"off\" },\n{ op = \"swapon\", device = 0 },\n";
+            }
+        }
+        steps += "{ op = \"touch\", region = \"r0\" },\n{ op = \"touch\", region = \"r1\" },\n";
+        // memory.max sits above everything the task can map (two regions
+        // and a child's copies), so swapoff always finds room.
+        let text = format!(r#"
+[machine]
+memory = "256M"
+cpus = {cpus}
+[[swap]]
+device = "{device}"
+size = "64M"
+[cgroup.w]
+memory_high = "{limit_mb}M"
+[task.t]
+cgroup = "w"
+steps = [
+{steps}]
+"#);
+        let r = common::run_checked(&text);
+        prop_assert_eq!(r.integrity.violations, 0);
+    }
 
     #[test]
     fn invariants_and_integrity_hold(

@@ -28,19 +28,24 @@ impl Kernel {
         let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
         for &v in &vmas {
             if let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) {
-                self.traced(Fn::TryToUnmap, |k| k.try_to_unmap_one(pfn, v, idx, pte));
+                // rmap_walk stops at the first mapping that refuses.
+                if !self.traced(Fn::TryToUnmap, |k| k.try_to_unmap_one(pfn, v, idx, pte)) {
+                    break;
+                }
             }
         }
         self.anon_vmas[av as usize].vmas = vmas;
     }
 
-    fn try_to_unmap_one(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) {
+    /// One mapping of `try_to_unmap`; false stops the walk.
+    fn try_to_unmap_one(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) -> bool {
         self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
-        if !self.folios.get(pfn).test(PG_SWAPBACKED) {
-            return self.try_to_unmap_lazyfree(pfn, vma, idx, pte);
-        }
+        // The dirty bit moves to the folio as the PTE is cleared.
         if pte & PTE_DIRTY != 0 {
             self.folios.get_mut(pfn).set(PG_DIRTY);
+        }
+        if !self.folios.get(pfn).test(PG_SWAPBACKED) {
+            return self.try_to_unmap_lazyfree(pfn, vma, idx);
         }
         let f = *self.folios.get(pfn);
         let entry = f.swap;
@@ -54,16 +59,18 @@ impl Kernel {
         self.add_to_mmlist(mm as u32);
         self.page_remove_rmap(pfn);
         self.folio_put(pfn);
+        true
     }
 
-    /// A lazily freed (MADV_FREE) page: clean, it is dropped and the PTE
-    /// cleared (the page reads zeros afterwards); written since, it stays
-    /// mapped and becomes swap-backed again.
-    fn try_to_unmap_lazyfree(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) {
+    /// A lazily freed (MADV_FREE) page: clean, and with no references but
+    /// the isolation's and the mappings', it is dropped from this mapping
+    /// (the page reads zeros afterwards); written since, it stays mapped,
+    /// becomes swap-backed again, and the walk stops.
+    fn try_to_unmap_lazyfree(&mut self, pfn: Pfn, vma: u32, idx: usize) -> bool {
         let f = self.folios.get_mut(pfn);
-        if f.test(PG_DIRTY) || pte & PTE_DIRTY != 0 {
+        if f.test(PG_DIRTY) || f.refcount != 1 + f.mapcount {
             f.set(PG_SWAPBACKED);
-            return;
+            return false;
         }
         self.vmas[vma as usize].ptes[idx] = 0;
         // What user space will read now: zeros.
@@ -72,6 +79,7 @@ impl Kernel {
         self.mms[mm].rss_anon -= 1;
         self.page_remove_rmap(pfn);
         self.folio_put(pfn);
+        true
     }
 
     /// `folio_referenced`: how many mappings saw the folio young (clearing

@@ -72,8 +72,11 @@ impl Kernel {
         if self.swap[swp_type(entry)].swap_count(swp_offset(entry)) != 0 {
             return false;
         }
-        self.delete_from_swap_cache(pfn);
+        // Callers hold a reference (the kernel's always do), so the folio
+        // outlives the cache's reference dropped here.
+        debug_assert!(self.folios.get(pfn).refcount > 1);
         self.folios.get_mut(pfn).set(PG_DIRTY);
+        self.delete_from_swap_cache(pfn);
         true
     }
 
@@ -85,9 +88,12 @@ impl Kernel {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         if self.swap[ty].swap_map[off as usize] == super::swapfile::SWAP_HAS_CACHE {
             if let Some(pfn) = self.swap_folio_of(entry) {
-                let f = self.folios.get(pfn);
-                if f.mapcount == 0 || self.vm_swap_full() {
+                // __try_to_reclaim_swap: with a reference of its own.
+                let f = self.folios.get_mut(pfn);
+                if f.mapcount == 0 || self.nr_swap_pages * 2 < self.total_swap_pages {
+                    f.refcount += 1;
                     self.folio_free_swap(pfn);
+                    self.folio_put(pfn);
                 }
             }
         }

@@ -363,7 +363,10 @@ impl Kernel {
     pub fn swapcache_free_entries(&mut self, entries: &[SwpEntry]) {
         for &e in entries {
             let (ty, off) = (swp_type(e), swp_offset(e));
-            let memcg = self.swap[ty].cgroup[off as usize];
+            // swap_cgroup_record(entry, 0): the record goes with the charge,
+            // so a slot freed again unused (from a slot cache) uncharges
+            // nobody.
+            let memcg = std::mem::take(&mut self.swap[ty].cgroup[off as usize]);
             let si = &mut self.swap[ty];
             debug_assert_eq!(si.swap_map[off as usize], SWAP_HAS_CACHE);
             si.release_slot(off);
@@ -511,8 +514,11 @@ impl Kernel {
                 }
                 self.charge_cost(crate::cost::Fn::TryToUnuse, crate::cost::PTE_NS);
                 if let Some(pfn) = self.swap_folio_of(swp_entry(ty, off)) {
+                    // find_get_page's reference, dropped after.
+                    self.folios.get_mut(pfn).refcount += 1;
                     self.wait_on_folio(pfn);
                     self.folio_free_swap(pfn);
+                    self.folio_put(pfn);
                 }
             }
             // Slots parked in return batches are freed by the drain.
