@@ -2,6 +2,7 @@
 
 mod fidelity;
 mod oracle_cmd;
+mod reproduce;
 
 use clap::{Parser, Subcommand};
 use mmsim_sim::output::RunResult;
@@ -70,6 +71,22 @@ enum Cmd {
     /// Check the simulator against the recorded real-kernel results of the
     /// fidelity specs; print or write the table.
     Fidelity(FidelityArgs),
+    /// Rerun the seed experiments (baseline and patched) and print the
+    /// seed's numbers beside mmsim's.
+    Reproduce {
+        /// Experiments to run, by folder name or a prefix of it ("004");
+        /// all when none is given.
+        names: Vec<String>,
+        /// Run the reduced-scale specs.
+        #[arg(long)]
+        quick: bool,
+        /// Print every experiment's effects as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The folder of experiments.
+        #[arg(long, default_value = "experiments")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -175,6 +192,12 @@ fn main() -> ExitCode {
             &guest.oracle_args(),
         ),
         Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref()),
+        Cmd::Reproduce {
+            names,
+            quick,
+            json,
+            dir,
+        } => reproduce::reproduce_cmd(&dir, &names, quick, json),
     }
 }
 

@@ -1,0 +1,425 @@
+//! `mmsim reproduce`: rerun the seed experiments under `experiments/`,
+//! baseline and patched, and set mmsim's numbers beside the seed's.
+//!
+//! Each experiment folder holds `experiment.toml` (the feature flag that
+//! separates the two sides, the spec variants, and one `[[effect]]` per
+//! figure the seed reports: its numbers, how mmsim measures it, the
+//! expected direction and a band for the ratio) and the specs it names.
+
+use mmsim_sim::output::RunResult;
+use mmsim_sim::RunOptions;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub title: String,
+    /// The feature flag whose value separates baseline from patched.
+    pub feature: String,
+    pub baseline: bool,
+    pub patched: bool,
+    /// Where the docs discuss the experiment and any miss.
+    pub doc: String,
+    #[serde(default)]
+    pub tables: Vec<Table>,
+    #[serde(rename = "variant")]
+    pub variants: Vec<Variant>,
+    #[serde(rename = "effect")]
+    pub effects: Vec<Effect>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub variant: String,
+    pub site: String,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    pub spec: String,
+    /// The reduced-scale spec `--quick` runs.
+    pub quick: String,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Effect {
+    pub metric: String,
+    pub variant: String,
+    /// `phase_s:PHASE`, `vmstat:COUNTER`, or the share of a histogram's
+    /// events at most / at least N: `hist_share_le:SITE:N`,
+    /// `hist_share_ge:SITE:N`.
+    pub measure: String,
+    pub seed: Pair,
+    /// "lower" or "higher": where the patch moves the metric.
+    pub direction: String,
+    /// mmsim's patched/baseline ratio should be within this factor of
+    /// the seed's.
+    pub band: f64,
+    /// A known miss of the band: why (the docs explain it in full).
+    #[serde(default)]
+    pub miss: Option<String>,
+}
+
+#[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq)]
+pub struct Pair {
+    pub baseline: f64,
+    pub patched: f64,
+}
+
+impl Pair {
+    fn ratio(&self) -> f64 {
+        self.patched / self.baseline
+    }
+}
+
+/// One effect's outcome, as `--json` prints it.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct EffectResult {
+    pub metric: String,
+    pub seed: Pair,
+    pub sim: Pair,
+    pub direction: String,
+    pub direction_matches: bool,
+    pub band: f64,
+    pub within_band: bool,
+    /// The recorded reason for a known miss.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub known_miss: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct ExperimentResult {
+    pub name: String,
+    pub title: String,
+    pub doc: String,
+    pub effects: Vec<EffectResult>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Report {
+    pub experiments: Vec<ExperimentResult>,
+}
+
+/// The experiment folders under `dir` whose names start with any of
+/// `names` (all of them when `names` is empty), in name order.
+fn select(dir: &Path, names: &[String]) -> Result<Vec<PathBuf>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut all: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("experiment.toml").is_file())
+        .collect();
+    all.sort();
+    if names.is_empty() {
+        return Ok(all);
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let found: Vec<&PathBuf> = all
+            .iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|f| f.to_string_lossy().starts_with(n.as_str()))
+            })
+            .collect();
+        if found.is_empty() {
+            let known: Vec<String> = all
+                .iter()
+                .filter_map(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .collect();
+            return Err(format!(
+                "found no experiment named {n:?} under {}; expected one of {}",
+                dir.display(),
+                known.join(", ")
+            ));
+        }
+        out.extend(found.into_iter().cloned());
+    }
+    out.dedup();
+    Ok(out)
+}
+
+pub fn load(dir: &Path) -> Result<Experiment, String> {
+    let path = dir.join("experiment.toml");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let e: Experiment = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    for eff in &e.effects {
+        if !e.variants.iter().any(|v| v.name == eff.variant) {
+            return Err(format!(
+                "{}: effect {:?} names variant {:?}, which the file does not define",
+                path.display(),
+                eff.metric,
+                eff.variant
+            ));
+        }
+        if eff.direction != "lower" && eff.direction != "higher" {
+            return Err(format!(
+                "{}: effect {:?}: found direction {:?}, expected \"lower\" or \"higher\"",
+                path.display(),
+                eff.metric,
+                eff.direction
+            ));
+        }
+    }
+    Ok(e)
+}
+
+/// What one measure reads from a run.
+pub fn measure(r: &RunResult, what: &str) -> Result<f64, String> {
+    let parts: Vec<&str> = what.split(':').collect();
+    match parts.as_slice() {
+        ["phase_s", phase] => r
+            .tasks
+            .iter()
+            .flat_map(|t| t.phases.iter())
+            .find(|p| p.name == *phase)
+            .map(|p| (p.end_ns - p.start_ns) as f64 / 1e9)
+            .ok_or_else(|| format!("no phase {phase:?} in the run")),
+        ["vmstat", name] => Ok(r.vmstat.get(*name).copied().unwrap_or(0) as f64),
+        [kind @ ("hist_share_le" | "hist_share_ge"), site, n] => {
+            let n: u64 = n.parse().map_err(|_| format!("bad bucket {n:?} in {what:?}"))?;
+            let h = r.histograms.get(*site).cloned().unwrap_or_default();
+            let total: u64 = h.iter().map(|b| b.count).sum();
+            // Power-of-two buckets: [lo, hi) holds values of lo.
+            let hit: u64 = h
+                .iter()
+                .filter(|b| if *kind == "hist_share_le" { b.lo <= n } else { b.lo >= n })
+                .map(|b| b.count)
+                .sum();
+            Ok(if total == 0 { 0.0 } else { hit as f64 / total as f64 })
+        }
+        _ => Err(format!(
+            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, hist_share_le:SITE:N or hist_share_ge:SITE:N"
+        )),
+    }
+}
+
+/// Runs one variant's spec with the feature at `value`.
+fn run_side(dir: &Path, spec: &str, feature: &str, value: bool) -> Result<RunResult, String> {
+    let path = dir.join(spec);
+    let set = format!("features.{feature}={value}");
+    let s = mmsim_spec::load(&path, &[set]).map_err(|e| e.to_string())?;
+    mmsim_sim::run(&s, RunOptions::default()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn evaluate(e: &Effect, sim: Pair) -> EffectResult {
+    let direction_matches = if e.direction == "lower" {
+        sim.patched < sim.baseline
+    } else {
+        sim.patched > sim.baseline
+    };
+    let (rs, rm) = (e.seed.ratio(), sim.ratio());
+    let within_band = rm.is_finite() && rm > 0.0 && rm >= rs / e.band && rm <= rs * e.band;
+    EffectResult {
+        metric: e.metric.clone(),
+        seed: e.seed,
+        sim,
+        direction: e.direction.clone(),
+        direction_matches,
+        band: e.band,
+        within_band,
+        known_miss: e.miss.clone(),
+    }
+}
+
+/// Every run of an experiment, keyed by (variant, patched).
+type Runs = BTreeMap<(String, bool), RunResult>;
+
+/// Runs every side of one experiment (with a progress bar) and returns its
+/// effects and the runs.
+fn run_experiment(
+    dir: &Path,
+    e: &Experiment,
+    quick: bool,
+    bar: &indicatif::ProgressBar,
+) -> Result<(ExperimentResult, Runs), String> {
+    let mut runs = BTreeMap::new();
+    for v in &e.variants {
+        for patched in [false, true] {
+            let value = if patched { e.patched } else { e.baseline };
+            let spec = if quick { &v.quick } else { &v.spec };
+            bar.set_message(format!("{} {} {}", name_of(dir), v.name, side(patched)));
+            runs.insert(
+                (v.name.clone(), patched),
+                run_side(dir, spec, &e.feature, value)?,
+            );
+            bar.inc(1);
+        }
+    }
+    let mut effects = Vec::new();
+    for eff in &e.effects {
+        let get = |patched: bool| measure(&runs[&(eff.variant.clone(), patched)], &eff.measure);
+        let sim = Pair {
+            baseline: get(false)?,
+            patched: get(true)?,
+        };
+        effects.push(evaluate(eff, sim));
+    }
+    Ok((
+        ExperimentResult {
+            name: name_of(dir),
+            title: e.title.clone(),
+            doc: e.doc.clone(),
+            effects,
+        },
+        runs,
+    ))
+}
+
+fn name_of(dir: &Path) -> String {
+    dir.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn side(patched: bool) -> &'static str {
+    if patched {
+        "patched"
+    } else {
+        "baseline"
+    }
+}
+
+/// The side-by-side table of one experiment.
+pub fn render(r: &ExperimentResult) -> String {
+    let mut s = format!("{} — {}\n\n", r.name, r.title);
+    s += &format!(
+        "{:<42} {:>10} {:>10} {:>7}   {:>10} {:>10} {:>7}   {:<9} {}\n",
+        "metric",
+        "seed base",
+        "seed patch",
+        "ratio",
+        "mmsim base",
+        "mmsim patch",
+        "ratio",
+        "direction",
+        "magnitude"
+    );
+    let mut misses = Vec::new();
+    for e in &r.effects {
+        if let (false, Some(why)) = (e.within_band, &e.known_miss) {
+            misses.push(format!("  {}: {why}", e.metric));
+        }
+        s += &format!(
+            "{:<42} {:>10} {:>10} {:>7.3}   {:>10} {:>10} {:>7.3}   {:<9} {}\n",
+            e.metric,
+            num(e.seed.baseline),
+            num(e.seed.patched),
+            e.seed.ratio(),
+            num(e.sim.baseline),
+            num(e.sim.patched),
+            e.sim.ratio(),
+            if e.direction_matches { "ok" } else { "WRONG" },
+            if e.within_band {
+                format!("within ×{}", e.band)
+            } else {
+                format!("miss (×{} band)", e.band)
+            }
+        );
+    }
+    if !misses.is_empty() {
+        s += &format!(
+            "\nmisses (explained in {}):\n{}\n",
+            r.doc,
+            misses.join("\n")
+        );
+    }
+    s
+}
+
+fn num(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// A histogram as bpftrace's `count()` by value prints it: COUNT EVENT.
+fn render_table(site: &str, label: &str, r: &RunResult) -> String {
+    let mut s = format!("{site} ({label})\nCOUNT EVENT\n");
+    let mut rows: Vec<_> = r.histograms.get(site).cloned().unwrap_or_default();
+    rows.retain(|b| b.count > 0);
+    rows.sort_by_key(|b| b.count);
+    for b in rows {
+        s += &format!("{} $retval = {}\n", b.count, b.lo.max(1));
+    }
+    s
+}
+
+pub fn reproduce_cmd(dir: &Path, names: &[String], quick: bool, json: bool) -> ExitCode {
+    let dirs = match select(dir, names) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut exps = Vec::new();
+    for d in &dirs {
+        match load(d) {
+            Ok(e) => exps.push((d.clone(), e)),
+            Err(e) => {
+                eprintln!("mmsim: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let total: u64 = exps.iter().map(|(_, e)| 2 * e.variants.len() as u64).sum();
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{bar:30}] {pos}/{len} runs {msg} ({elapsed})",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    let mut report = Report {
+        experiments: Vec::new(),
+    };
+    let mut text = String::new();
+    for (d, e) in &exps {
+        let (res, runs) = match run_experiment(d, e, quick, &bar) {
+            Ok(x) => x,
+            Err(err) => {
+                bar.finish_and_clear();
+                eprintln!("mmsim: {}: {err}", d.display());
+                return ExitCode::from(1);
+            }
+        };
+        text += &render(&res);
+        for t in &e.tables {
+            for patched in [false, true] {
+                if let Some(r) = runs.get(&(t.variant.clone(), patched)) {
+                    text += "\n";
+                    text += &render_table(&t.site, &format!("{}, {}", t.variant, side(patched)), r);
+                }
+            }
+        }
+        text += "\n";
+        report.experiments.push(res);
+    }
+    bar.finish_and_clear();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+    } else {
+        print!("{text}");
+    }
+    ExitCode::SUCCESS
+}
