@@ -368,6 +368,19 @@ pub(crate) fn summary(r: &RunResult) -> String {
                 p.vmstat.get("pswpout").copied().unwrap_or(0)
             );
         }
+        if let Some(kv) = &t.kv {
+            s += &format!(
+                "  kvstore: {} requests ({} sets, {} gets)  Ops/sec {:.0}  Hits/sec {:.0}  Misses/sec {:.0}  Latency {:.3} ms  KB/sec {:.0}\n",
+                kv.requests,
+                kv.sets,
+                kv.gets,
+                kv.ops_per_sec(),
+                kv.hits_per_sec(),
+                kv.misses_per_sec(),
+                kv.latency_ms(),
+                kv.kb_per_sec()
+            );
+        }
     }
     s += "\nvmstat (whole run; the scored counters that moved):\n";
     for c in mmsim_oracle::compare::SCORED {

@@ -29,6 +29,18 @@ pub struct Experiment {
     pub variants: Vec<Variant>,
     #[serde(rename = "effect")]
     pub effects: Vec<Effect>,
+    /// Figures the seed does not report that explain the effects (mmsim
+    /// only), printed both ways.
+    #[serde(default, rename = "extra")]
+    pub extras: Vec<Extra>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Extra {
+    pub metric: String,
+    pub variant: String,
+    pub measure: String,
 }
 
 #[derive(Deserialize, Debug)]
@@ -65,7 +77,13 @@ pub struct Effect {
     /// A known miss of the band: why (the docs explain it in full).
     #[serde(default)]
     pub miss: Option<String>,
+    /// A known miss of the direction itself: why.
+    #[serde(default)]
+    pub direction_miss: Option<String>,
 }
+
+/// A change of less than this fraction is no change: a direction needs more.
+pub const NO_CHANGE: f64 = 0.01;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq)]
 pub struct Pair {
@@ -92,6 +110,16 @@ pub struct EffectResult {
     /// The recorded reason for a known miss.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub known_miss: Option<String>,
+    /// The recorded reason for a known miss of the direction.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub known_direction_miss: Option<String>,
+}
+
+/// An mmsim-only figure, both ways.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct ExtraResult {
+    pub metric: String,
+    pub sim: Pair,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -100,6 +128,8 @@ pub struct ExperimentResult {
     pub title: String,
     pub doc: String,
     pub effects: Vec<EffectResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extras: Vec<ExtraResult>,
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -184,6 +214,29 @@ pub fn measure(r: &RunResult, what: &str) -> Result<f64, String> {
             .map(|p| (p.end_ns - p.start_ns) as f64 / 1e9)
             .ok_or_else(|| format!("no phase {phase:?} in the run")),
         ["vmstat", name] => Ok(r.vmstat.get(*name).copied().unwrap_or(0) as f64),
+        ["kv", what, phase] => {
+            // memtier's figures, averaged over the tasks (the seed's
+            // "Index(average)" over its instances).
+            let per: Vec<f64> = r
+                .tasks
+                .iter()
+                .flat_map(|t| t.phases.iter())
+                .filter(|p| p.name == *phase)
+                .filter_map(|p| p.kv)
+                .map(|k| match *what {
+                    "ops_per_sec" => Ok(k.ops_per_sec()),
+                    "hits_per_sec" => Ok(k.hits_per_sec()),
+                    "misses_per_sec" => Ok(k.misses_per_sec()),
+                    "latency_ms" => Ok(k.latency_ms()),
+                    "kb_per_sec" => Ok(k.kb_per_sec()),
+                    other => Err(format!("found the kv figure {other:?}, expected ops_per_sec, hits_per_sec, misses_per_sec, latency_ms or kb_per_sec")),
+                })
+                .collect::<Result<_, _>>()?;
+            if per.is_empty() {
+                return Err(format!("no kvstore in phase {phase:?}"));
+            }
+            Ok(per.iter().sum::<f64>() / per.len() as f64)
+        }
         [kind @ ("hist_share_le" | "hist_share_ge"), site, n] => {
             let n: u64 = n.parse().map_err(|_| format!("bad bucket {n:?} in {what:?}"))?;
             let h = r.histograms.get(*site).cloned().unwrap_or_default();
@@ -197,7 +250,7 @@ pub fn measure(r: &RunResult, what: &str) -> Result<f64, String> {
             Ok(if total == 0 { 0.0 } else { hit as f64 / total as f64 })
         }
         _ => Err(format!(
-            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, hist_share_le:SITE:N or hist_share_ge:SITE:N"
+            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, hist_share_le:SITE:N or hist_share_ge:SITE:N"
         )),
     }
 }
@@ -211,10 +264,11 @@ fn run_side(dir: &Path, spec: &str, feature: &str, value: bool) -> Result<RunRes
 }
 
 fn evaluate(e: &Effect, sim: Pair) -> EffectResult {
+    let r = sim.ratio();
     let direction_matches = if e.direction == "lower" {
-        sim.patched < sim.baseline
+        r < 1.0 - NO_CHANGE
     } else {
-        sim.patched > sim.baseline
+        r > 1.0 + NO_CHANGE
     };
     let (rs, rm) = (e.seed.ratio(), sim.ratio());
     let within_band = rm.is_finite() && rm > 0.0 && rm >= rs / e.band && rm <= rs * e.band;
@@ -227,6 +281,7 @@ fn evaluate(e: &Effect, sim: Pair) -> EffectResult {
         band: e.band,
         within_band,
         known_miss: e.miss.clone(),
+        known_direction_miss: e.direction_miss.clone(),
     }
 }
 
@@ -263,12 +318,24 @@ fn run_experiment(
         };
         effects.push(evaluate(eff, sim));
     }
+    let mut extras = Vec::new();
+    for x in &e.extras {
+        let get = |patched: bool| measure(&runs[&(x.variant.clone(), patched)], &x.measure);
+        extras.push(ExtraResult {
+            metric: x.metric.clone(),
+            sim: Pair {
+                baseline: get(false)?,
+                patched: get(true)?,
+            },
+        });
+    }
     Ok((
         ExperimentResult {
             name: name_of(dir),
             title: e.title.clone(),
             doc: e.doc.clone(),
             effects,
+            extras,
         },
         runs,
     ))
@@ -305,6 +372,9 @@ pub fn render(r: &ExperimentResult) -> String {
     );
     let mut misses = Vec::new();
     for e in &r.effects {
+        if let (false, Some(why)) = (e.direction_matches, &e.known_direction_miss) {
+            misses.push(format!("  {} (direction): {why}", e.metric));
+        }
         if let (false, Some(why)) = (e.within_band, &e.known_miss) {
             misses.push(format!("  {}: {why}", e.metric));
         }
@@ -317,13 +387,33 @@ pub fn render(r: &ExperimentResult) -> String {
             num(e.sim.baseline),
             num(e.sim.patched),
             e.sim.ratio(),
-            if e.direction_matches { "ok" } else { "WRONG" },
+            if e.direction_matches {
+                "ok"
+            } else if (e.sim.ratio() - 1.0).abs() <= NO_CHANGE {
+                "none"
+            } else {
+                "WRONG"
+            },
             if e.within_band {
                 format!("within ×{}", e.band)
             } else {
                 format!("miss (×{} band)", e.band)
             }
         );
+    }
+    if !r.extras.is_empty() {
+        s += &format!(
+            "\n{:<42} {:>10} {:>10}   (mmsim only)\n",
+            "", "baseline", "patched"
+        );
+        for x in &r.extras {
+            s += &format!(
+                "{:<42} {:>10} {:>10}\n",
+                x.metric,
+                num(x.sim.baseline),
+                num(x.sim.patched)
+            );
+        }
     }
     if !misses.is_empty() {
         s += &format!(

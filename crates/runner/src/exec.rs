@@ -7,7 +7,7 @@
 
 use crate::procfs;
 use crate::setup::{cgroup_dir, SwapNode};
-use mmsim_spec::output::{CgroupResult, PhaseResult, TaskResult};
+use mmsim_spec::output::{CgroupResult, KvResult, PhaseResult, TaskResult};
 use mmsim_spec::stream::{access_is_write, access_page, TouchStream};
 use mmsim_spec::{Advice, Op, Spec, Step};
 use serde::{Deserialize, Serialize};
@@ -99,6 +99,13 @@ struct Child<'s> {
     reports: Vec<Report>,
     /// The write end of the pipe this process reports on.
     report_fd: libc::c_int,
+    /// The client statistics of finished kvstore steps.
+    kv: Option<KvResult>,
+    /// Each region's key-value server data, kept between kvstore steps
+    /// (copied into a forked child with the memory).
+    kv_dbs: HashMap<String, mmsim_spec::kv::KvDb>,
+    /// The kvstore figures of the open phase.
+    open_kv: Option<KvResult>,
 }
 
 impl Child<'_> {
@@ -137,6 +144,7 @@ impl Child<'_> {
                 start_ns: start,
                 end_ns: end,
                 phases: std::mem::take(&mut self.phases),
+                kv: self.kv,
             },
             pages_checked: self.checked,
             violations: self.violations,
@@ -195,6 +203,7 @@ impl Child<'_> {
                         .regions
                         .remove(region)
                         .ok_or_else(|| format!("line {}: no region {region}", s.line))?;
+                    self.kv_dbs.remove(region);
                     // SAFETY: the whole mapping made by mmap above.
                     unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
                 }
@@ -219,6 +228,44 @@ impl Child<'_> {
                             self.violations += bad;
                         }
                     }
+                }
+                Op::KvStore(kv) => {
+                    let r = self
+                        .regions
+                        .get_mut(&kv.region)
+                        .ok_or_else(|| format!("line {}: no region {}", s.line, kv.region))?;
+                    let mut db = self
+                        .kv_dbs
+                        .remove(&kv.region)
+                        .unwrap_or_else(|| mmsim_spec::kv::KvDb::new(kv));
+                    if !db.matches(kv) {
+                        return Err(format!(
+                            "line {}: kvstore on region {} with other keys or value_size than the server an earlier step started there",
+                            s.line, kv.region
+                        ));
+                    }
+                    let st = run_kvstore(
+                        r,
+                        kv,
+                        &mut db,
+                        self.instance,
+                        (&mut self.checked, &mut self.violations),
+                        self.t0,
+                    )
+                    .map_err(|e| format!("line {}: {e}", s.line))?;
+                    self.kv_dbs.insert(kv.region.clone(), db);
+                    if self.open.is_some() {
+                        self.open_kv.get_or_insert_with(KvResult::default).add(&st);
+                    }
+                    let acc = self.kv.get_or_insert_with(KvResult::default);
+                    acc.requests += st.requests;
+                    acc.sets += st.sets;
+                    acc.gets += st.gets;
+                    acc.hits += st.hits;
+                    acc.misses += st.misses;
+                    acc.bytes += st.bytes;
+                    acc.elapsed_ns += st.elapsed_ns;
+                    acc.latency_sum_ns += st.latency_sum_ns;
                 }
                 Op::Madvise {
                     region,
@@ -353,6 +400,8 @@ impl Child<'_> {
             self.open = None;
             self.checked = 0;
             self.violations = 0;
+            self.kv = None;
+            self.open_kv = None;
             let report =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.main(steps, None)));
             match report {
@@ -411,6 +460,7 @@ impl Child<'_> {
                 start_ns: start,
                 end_ns: self.now(),
                 vmstat: procfs::delta(&after, &before),
+                kv: self.open_kv.take(),
             });
         }
     }
@@ -469,6 +519,65 @@ fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
     (1, 1)
 }
 
+/// A `kvstore` step: the same request stream as the simulator's, its page
+/// accesses made as `touch` makes them, timed by the wall clock (a batch's
+/// latency is from its first request to its last).
+fn run_kvstore(
+    r: &mut Region,
+    kv: &mmsim_spec::KvStore,
+    db: &mut mmsim_spec::kv::KvDb,
+    instance: u32,
+    (checked, violations): (&mut u64, &mut u64),
+    t0: Instant,
+) -> Result<KvResult, String> {
+    let now = || t0.elapsed().as_nanos() as u64;
+    let mut stream = mmsim_spec::kv::KvStream::new(kv, instance);
+    let mut st = KvResult::default();
+    let mut buf = Vec::with_capacity(8);
+    let started = now();
+    let (mut batch_start, mut in_batch) = (started, 0u64);
+    while let Some(req) = {
+        buf.clear();
+        stream.next_request(db, &mut buf)
+    } {
+        if db.pages_used() > r.pages {
+            return Err(format!(
+                "kvstore: the server's heap ({} keys set) outgrew region {} of {} pages",
+                db.live_keys(),
+                kv.region,
+                r.pages
+            ));
+        }
+        for &a in &buf {
+            let (c, bad) = touch(r, access_page(a) as usize, access_is_write(a));
+            *checked += c;
+            *violations += bad;
+        }
+        st.requests += 1;
+        st.bytes += req.bytes;
+        if req.set {
+            st.sets += 1;
+        } else {
+            st.gets += 1;
+            if req.hit {
+                st.hits += 1;
+            } else {
+                st.misses += 1;
+            }
+        }
+        in_batch += 1;
+        if in_batch == kv.pipeline {
+            let t = now();
+            st.latency_sum_ns += in_batch * (t - batch_start);
+            (batch_start, in_batch) = (t, 0);
+        }
+    }
+    let t = now();
+    st.latency_sum_ns += in_batch * (t - batch_start);
+    st.elapsed_ns = t - started;
+    Ok(st)
+}
+
 /// Runs every task instance in its own process; returns their reports,
 /// each task followed by the processes it forked (depth first, in fork
 /// order).
@@ -518,6 +627,9 @@ pub fn run_tasks(spec: &Spec, swaps: &[SwapNode], t0: Instant) -> Result<Vec<Rep
                     pending: Vec::new(),
                     reports: Vec::new(),
                     report_fd: fds[1],
+                    kv: None,
+                    kv_dbs: HashMap::new(),
+                    open_kv: None,
                 };
                 let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let error = join_cgroup(&c.cgroup).err();

@@ -188,8 +188,10 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
                     start_ns: p.start,
                     end_ns: p.end,
                     vmstat: vm_map(&p.vm_delta),
+                    kv: p.kv,
                 })
                 .collect(),
+            kv: t.kv_stats,
         })
         .collect();
     let profile = cost::FN_NAMES

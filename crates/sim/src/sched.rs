@@ -13,6 +13,7 @@ use crate::kernel::Kernel;
 use crate::mm::vmscan::KswapdNext;
 use crate::vmstat::VmStat;
 use crate::SimError;
+use mmsim_spec::output::KvResult;
 use mmsim_spec::stream::{access_is_write, access_page, TouchStream};
 use mmsim_spec::{Op, Spec, Step};
 use std::collections::HashMap;
@@ -32,6 +33,11 @@ pub struct TaskRun<'s> {
     frames: Vec<Frame<'s>>,
     regions: HashMap<String, u32>,
     touch: Option<TouchRun>,
+    kv: Option<KvRun>,
+    /// The client statistics of the task's finished kvstore steps.
+    pub kv_stats: Option<KvResult>,
+    /// Each region's key-value server data, kept between kvstore steps.
+    kv_dbs: HashMap<String, mmsim_spec::kv::KvDb>,
     pub phases: Vec<PhaseRun>,
     open_phase: Option<usize>,
     /// The task that forked this one, its children still running, and
@@ -58,6 +64,54 @@ struct Frame<'s> {
     again: u64,
 }
 
+/// A `kvstore` step in progress: its request stream, the current
+/// request's accesses, and the client's statistics.
+struct KvRun {
+    stream: mmsim_spec::kv::KvStream,
+    db: mmsim_spec::kv::KvDb,
+    region: String,
+    line: usize,
+    vma: u32,
+    buf: Vec<u64>,
+    pos: usize,
+    cur: Option<mmsim_spec::kv::KvRequest>,
+    pipeline: u64,
+    in_batch: u64,
+    batch_start: u64,
+    started: u64,
+    stats: KvResult,
+}
+
+impl KvRun {
+    fn finish(&mut self, r: mmsim_spec::kv::KvRequest, now: u64) {
+        let s = &mut self.stats;
+        s.requests += 1;
+        s.bytes += r.bytes;
+        if r.set {
+            s.sets += 1;
+        } else {
+            s.gets += 1;
+            if r.hit {
+                s.hits += 1;
+            } else {
+                s.misses += 1;
+            }
+        }
+        self.in_batch += 1;
+        if self.in_batch == self.pipeline {
+            self.close_batch(now);
+        }
+    }
+
+    /// The batch's replies are out: each of its requests waited from the
+    /// batch's start until now.
+    fn close_batch(&mut self, now: u64) {
+        self.stats.latency_sum_ns += self.in_batch * (now - self.batch_start);
+        self.in_batch = 0;
+        self.batch_start = now;
+    }
+}
+
 struct TouchRun {
     stream: TouchStream,
     vma: u32,
@@ -71,6 +125,7 @@ pub struct PhaseRun {
     pub end: u64,
     pub vm_start: VmStat,
     pub vm_delta: VmStat,
+    pub kv: Option<KvResult>,
 }
 
 /// What one slice of a task ended with.
@@ -141,6 +196,9 @@ impl<'s> Scheduler<'s> {
                     }],
                     regions: HashMap::new(),
                     touch: None,
+                    kv: None,
+                    kv_stats: None,
+                    kv_dbs: HashMap::new(),
                     phases: Vec::new(),
                     open_phase: None,
                     parent: None,
@@ -404,6 +462,9 @@ impl<'s> Scheduler<'s> {
         if self.tasks[i].touch.is_some() {
             return self.run_touch(i, k, slice_end);
         }
+        if self.tasks[i].kv.is_some() {
+            return self.run_kv(i, k, slice_end);
+        }
         let t = &mut self.tasks[i];
         let Some(frame) = t.frames.last_mut() else {
             if t.live_children > 0 {
@@ -438,6 +499,7 @@ impl<'s> Scheduler<'s> {
                     .regions
                     .remove(region)
                     .ok_or_else(|| unknown_region(step, region))?;
+                t.kv_dbs.remove(region);
                 k.munmap(vma);
             }
             Op::Touch(touch) => {
@@ -467,6 +529,7 @@ impl<'s> Scheduler<'s> {
                     end: 0,
                     vm_start: k.vm.clone(),
                     vm_delta: VmStat::default(),
+                    kv: None,
                 });
                 t.open_phase = Some(t.phases.len() - 1);
             }
@@ -504,6 +567,38 @@ impl<'s> Scheduler<'s> {
                 let n = length.unwrap_or(pages - offset);
                 k.madvise(vma, *offset as usize, n as usize, *advice);
             }
+            Op::KvStore(kv) => {
+                let vma = *t
+                    .regions
+                    .get(&kv.region)
+                    .ok_or_else(|| unknown_region(step, &kv.region))?;
+                let now = k.now();
+                let db = t
+                    .kv_dbs
+                    .remove(&kv.region)
+                    .unwrap_or_else(|| mmsim_spec::kv::KvDb::new(kv));
+                if !db.matches(kv) {
+                    return Err(SimError::Spec(format!(
+                        "line {}: kvstore on region \"{}\" with other keys or value_size than the server an earlier kvstore step started there",
+                        step.line, kv.region
+                    )));
+                }
+                t.kv = Some(KvRun {
+                    stream: mmsim_spec::kv::KvStream::new(kv, t.instance),
+                    db,
+                    region: kv.region.clone(),
+                    line: step.line,
+                    vma,
+                    buf: Vec::with_capacity(8),
+                    pos: 0,
+                    cur: None,
+                    pipeline: kv.pipeline,
+                    in_batch: 0,
+                    batch_start: now,
+                    started: now,
+                    stats: KvResult::default(),
+                });
+            }
             Op::Repeat { times, steps } => {
                 t.frames.push(Frame {
                     steps,
@@ -538,7 +633,6 @@ impl<'s> Scheduler<'s> {
         mut slice_end: u64,
         tr: &mut TouchRun,
     ) -> Result<Option<SliceEnd>, SimError> {
-        let ktask = self.tasks[i].ktask;
         loop {
             if tr.pos == tr.buf.len() {
                 tr.buf.clear();
@@ -557,25 +651,108 @@ impl<'s> Scheduler<'s> {
                 self.done_accesses -= 1;
                 return Ok(Some(SliceEnd::Sleep(until)));
             }
-            // Return to user space: settle memory.high debt.
-            let debt = std::mem::take(&mut k.tasks[ktask].nr_pages_over_high);
-            if debt > 0 {
-                let memcg = k.tasks[ktask].memcg;
-                let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
-                if sleep > 0 {
-                    return Ok(Some(SliceEnd::Sleep(k.now().saturating_add(sleep))));
+            if let Some(end) = self.after_access(i, k, &mut slice_end) {
+                return Ok(Some(end));
+            }
+        }
+    }
+
+    /// Back in user space after an access: settle memory.high debt, let a
+    /// woken kswapd in, end the slice when it is used up.
+    fn after_access(&mut self, i: usize, k: &mut Kernel, slice_end: &mut u64) -> Option<SliceEnd> {
+        let ktask = self.tasks[i].ktask;
+        let debt = std::mem::take(&mut k.tasks[ktask].nr_pages_over_high);
+        if debt > 0 {
+            let memcg = k.tasks[ktask].memcg;
+            let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
+            if sleep > 0 {
+                return Some(SliceEnd::Sleep(k.now().saturating_add(sleep)));
+            }
+        }
+        if let Some(w) = k.kswapd_wake_at.take() {
+            self.place_woken_kswapd(w);
+            if self.wakeup_preempts(i, k.now()) {
+                return Some(SliceEnd::Preempted);
+            }
+            // kswapd waits for this CPU, or runs beside us on an idle one.
+            *slice_end = (*slice_end).min(self.slice_end(i, self.cur_cpu, self.cur_start));
+        }
+        (k.now() >= *slice_end).then_some(SliceEnd::Preempted)
+    }
+
+    /// Runs requests of the current kvstore until the slice ends.
+    fn run_kv(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice_end: u64,
+    ) -> Result<Option<SliceEnd>, SimError> {
+        let mut kr = self.tasks[i].kv.take().expect("kvstore in progress");
+        let result = self.kv_loop(i, k, slice_end, &mut kr);
+        if matches!(result, Ok(None)) {
+            // The last, partial batch's replies.
+            kr.close_batch(k.now());
+            kr.stats.elapsed_ns += k.now() - kr.started;
+            let t = &mut self.tasks[i];
+            t.kv_stats
+                .get_or_insert_with(Default::default)
+                .add(&kr.stats);
+            if let Some(p) = t.open_phase {
+                t.phases[p]
+                    .kv
+                    .get_or_insert_with(Default::default)
+                    .add(&kr.stats);
+            }
+            t.kv_dbs.insert(kr.region, kr.db);
+        } else {
+            self.tasks[i].kv = Some(kr);
+        }
+        result
+    }
+
+    /// Requests until the kvstore ends (Ok(None)) or the slice does.
+    fn kv_loop(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        mut slice_end: u64,
+        kr: &mut KvRun,
+    ) -> Result<Option<SliceEnd>, SimError> {
+        loop {
+            if kr.pos == kr.buf.len() {
+                if let Some(req) = kr.cur.take() {
+                    // The server's work on the request beyond its page
+                    // accesses: parsing, lookup, reply.
+                    k.charge_user(cost::KV_REQUEST_NS);
+                    kr.finish(req, k.now());
+                }
+                kr.buf.clear();
+                kr.pos = 0;
+                match kr.stream.next_request(&mut kr.db, &mut kr.buf) {
+                    None => return Ok(None),
+                    Some(req) => kr.cur = Some(req),
+                }
+                if kr.db.pages_used() > k.vmas[kr.vma as usize].pages {
+                    return Err(SimError::Spec(format!(
+                        "line {}: kvstore: the server's heap ({} keys set) outgrew region \"{}\" of {} pages",
+                        kr.line,
+                        kr.db.live_keys(),
+                        kr.region,
+                        k.vmas[kr.vma as usize].pages
+                    )));
                 }
             }
-            if let Some(w) = k.kswapd_wake_at.take() {
-                self.place_woken_kswapd(w);
-                if self.wakeup_preempts(i, k.now()) {
-                    return Ok(Some(SliceEnd::Preempted));
-                }
-                // kswapd waits for this CPU, or runs beside us on an idle one.
-                slice_end = slice_end.min(self.slice_end(i, self.cur_cpu, self.cur_start));
+            let a = kr.buf[kr.pos];
+            kr.pos += 1;
+            self.done_accesses += 1;
+            k.user_access(kr.vma, access_page(a) as usize, access_is_write(a))?;
+            if let Some(until) = k.blocked_until.take() {
+                kr.pos -= 1;
+                self.done_accesses -= 1;
+                return Ok(Some(SliceEnd::Sleep(until)));
             }
-            if k.now() >= slice_end {
-                return Ok(Some(SliceEnd::Preempted));
+            if let Some(end) = self.after_access(i, k, &mut slice_end) {
+                return Ok(Some(end));
             }
         }
     }
@@ -618,6 +795,9 @@ impl<'s> Scheduler<'s> {
             }],
             regions,
             touch: None,
+            kv: None,
+            kv_stats: None,
+            kv_dbs: p.kv_dbs.clone(),
             phases: Vec::new(),
             open_phase: None,
             parent: Some(i),
@@ -725,6 +905,8 @@ fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
                 n = n.saturating_add(times.saturating_mul(count_accesses(steps, sizes)))
             }
             Op::Fork { steps } => n = n.saturating_add(count_accesses(steps, &mut sizes.clone())),
+            // About 2.5 page accesses per request.
+            Op::KvStore(kv) => n = n.saturating_add(kv.requests.saturating_mul(5) / 2),
             _ => {}
         }
     }

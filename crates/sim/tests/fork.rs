@@ -127,3 +127,42 @@ fn wp_reuse_swapcache_off_copies_the_same_pages_here() {
     assert_eq!(phase_vm(&r, 0, "fork", "pgfault"), 1024);
     assert_eq!(phase_vm(&r, 0, "after", "pgreuse"), 1024);
 }
+
+#[test]
+fn kvstore_server_data_survives_between_steps_and_reads_check() {
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "256M"
+[cgroup.w]
+memory_max = "16M"
+[task.main]
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "ram", kind = "anon", size = "40M" },
+  { op = "phase", name = "load" },
+  { op = "kvstore", region = "ram", keys = 10000, value_size = "2K", requests = 30000, ratio = "1:0", pipeline = 16, seed = 1 },
+  { op = "phase", name = "bench" },
+  { op = "kvstore", region = "ram", keys = 10000, value_size = "2K", requests = 22000, ratio = "1:10", pipeline = 16, seed = 2 },
+]
+"#,
+    );
+    let load = r.tasks[0].phases[0].kv.unwrap();
+    assert_eq!((load.requests, load.sets, load.gets), (30000, 30000, 0));
+    let bench = r.tasks[0].phases[1].kv.unwrap();
+    assert_eq!((bench.sets, bench.gets), (2000, 20000));
+    // 30000 random SETs over 10000 keys leave 95% of them set
+    // (1 - e^-3): the bench's GETs mostly hit the data the load stored.
+    let hit = bench.hits as f64 / bench.gets as f64;
+    assert!((0.93..0.98).contains(&hit), "hit ratio {hit}");
+    // Values swapped out under the limit come back with the content the
+    // last SET wrote: every read was checked.
+    assert!(vm(&r, "pswpin") > 0);
+    assert!(r.integrity.pages_checked > 20000);
+    assert_eq!(r.integrity.violations, 0);
+    let total = r.tasks[0].kv.unwrap();
+    assert_eq!(total.requests, 52000);
+}

@@ -4,6 +4,7 @@
 //! draw the same access streams.
 
 mod error;
+pub mod kv;
 pub mod model;
 pub mod output;
 mod overrides;

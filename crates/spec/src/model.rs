@@ -231,6 +231,26 @@ pub enum Op {
     Swapon {
         device: usize,
     },
+    /// A key-value server in a region, driven by a memtier-like client
+    /// (crate::kv).
+    KvStore(KvStore),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvStore {
+    pub region: String,
+    /// Keys 1..=keys (memtier's --key-maximum).
+    pub keys: u64,
+    /// Value bytes (memtier's --data-size).
+    pub value_size: u64,
+    /// Requests the client makes.
+    pub requests: u64,
+    /// The set:get ratio (memtier's --ratio, default 1:10).
+    pub sets: u64,
+    pub gets: u64,
+    /// Requests sent before waiting for replies (--pipeline).
+    pub pipeline: u64,
+    pub seed: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

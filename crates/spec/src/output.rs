@@ -86,6 +86,70 @@ pub struct TaskResult {
     pub start_ns: u64,
     pub end_ns: u64,
     pub phases: Vec<PhaseResult>,
+    /// The client's view of the task's `kvstore` steps (all of them
+    /// together), as memtier reports it; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvResult>,
+}
+
+/// memtier_benchmark's figures for a task's `kvstore` requests.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct KvResult {
+    pub requests: u64,
+    pub sets: u64,
+    pub gets: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Bytes sent and received.
+    pub bytes: u64,
+    /// Time spent in kvstore steps, ns.
+    pub elapsed_ns: u64,
+    /// Sum over requests of the time from its batch's start (the client
+    /// sends `pipeline` requests) to the batch's last reply, ns.
+    pub latency_sum_ns: u64,
+}
+
+impl KvResult {
+    /// Adds another step's figures (its time to the elapsed time).
+    pub fn add(&mut self, o: &KvResult) {
+        self.requests += o.requests;
+        self.sets += o.sets;
+        self.gets += o.gets;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.bytes += o.bytes;
+        self.elapsed_ns += o.elapsed_ns;
+        self.latency_sum_ns += o.latency_sum_ns;
+    }
+
+    fn per_sec(&self, n: u64) -> f64 {
+        if self.elapsed_ns == 0 {
+            0.0
+        } else {
+            n as f64 * 1e9 / self.elapsed_ns as f64
+        }
+    }
+    pub fn ops_per_sec(&self) -> f64 {
+        self.per_sec(self.requests)
+    }
+    pub fn hits_per_sec(&self) -> f64 {
+        self.per_sec(self.hits)
+    }
+    pub fn misses_per_sec(&self) -> f64 {
+        self.per_sec(self.misses)
+    }
+    /// memtier's KB/sec (1024 bytes).
+    pub fn kb_per_sec(&self) -> f64 {
+        self.per_sec(self.bytes) / 1024.0
+    }
+    /// Mean latency per request, ms.
+    pub fn latency_ms(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.latency_sum_ns as f64 / self.requests as f64 / 1e6
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -95,6 +159,9 @@ pub struct PhaseResult {
     pub end_ns: u64,
     /// /proc/vmstat differences between the phase's start and end.
     pub vmstat: BTreeMap<String, i64>,
+    /// The client's view of the kvstore steps that ran in the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvResult>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use std::collections::HashMap;
 
 pub const OPS: &str =
-    "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon";
+    "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon, kvstore";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -959,6 +959,19 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
             &["region", "advice"],
         ),
         "swapoff" | "swapon" => (&["op", "device"], &["device"]),
+        "kvstore" => (
+            &[
+                "op",
+                "region",
+                "keys",
+                "value_size",
+                "requests",
+                "ratio",
+                "pipeline",
+                "seed",
+            ],
+            &["region", "keys", "value_size", "requests"],
+        ),
         _ => return None,
     })
 }
@@ -1086,6 +1099,7 @@ fn build_step(
             steps: build_steps(rep, req("steps"), &f.path("steps"), locs)?,
         },
         "wait" => Op::Wait,
+        "kvstore" => Op::KvStore(build_kvstore(rep, &f)?),
         "madvise" => {
             let a = req("advice");
             let advice = match string(rep, a, &f.path("advice"), ADVICE_WORDS)? {
@@ -1260,6 +1274,96 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
     })
 }
 
+fn build_kvstore(rep: &Reporter, f: &Fields) -> Result<KvStore, SpecError> {
+    let req = |field: &str| f.get(field).expect("required field checked");
+    let whole = |field: &str, lo: i64, words: &str| -> Result<u64, SpecError> {
+        integer(
+            rep,
+            req(field),
+            &f.path(field),
+            lo,
+            MAX_ACCESSES as i64,
+            words,
+        )
+        .map(|v| v as u64)
+    };
+    let keys = whole("keys", 1, "a whole number of keys from 1 to 2^32 - 2")?;
+    if keys >= u32::MAX as u64 - 1 {
+        return Err(type_error(
+            rep,
+            req("keys"),
+            &f.path("keys"),
+            "a whole number of keys from 1 to 2^32 - 2",
+        ));
+    }
+    let requests = whole(
+        "requests",
+        1,
+        "a whole number of requests, at least 1 and at most 2^48",
+    )?;
+    let vs = req("value_size");
+    let value_size = size(rep, vs, &f.path("value_size"))?;
+    if value_size == 0 || value_size > 1 << 20 {
+        return Err(rep.at(
+            vs.at,
+            f.path("value_size"),
+            format!("found {value_size} bytes, expected a value size from 1 byte to 1M"),
+        ));
+    }
+    let (sets, gets) = match f.get("ratio") {
+        None => (1, 10),
+        Some(r) => {
+            let words = "a string \"SETS:GETS\" such as \"1:10\" (not both zero)";
+            let text = string(rep, r, &f.path("ratio"), words)?;
+            let parsed = text
+                .split_once(':')
+                .and_then(|(a, b)| {
+                    Some((a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?))
+                })
+                .filter(|&(a, b)| a + b > 0 && a <= 1_000_000 && b <= 1_000_000);
+            parsed.ok_or_else(|| type_error(rep, r, &f.path("ratio"), words))?
+        }
+    };
+    let pipeline = match f.get("pipeline") {
+        None => 1,
+        Some(p) => integer(
+            rep,
+            p,
+            &f.path("pipeline"),
+            1,
+            1 << 20,
+            "a whole number from 1 to 1048576",
+        )? as u64,
+    };
+    let seed = match f.get("seed") {
+        None => 0,
+        Some(s) => integer(
+            rep,
+            s,
+            &f.path("seed"),
+            0,
+            i64::MAX,
+            "a whole number from 0 to 2^63-1",
+        )? as u64,
+    };
+    Ok(KvStore {
+        region: string(
+            rep,
+            req("region"),
+            &f.path("region"),
+            field_words("kvstore", "region"),
+        )?
+        .to_string(),
+        keys,
+        value_size,
+        requests,
+        sets,
+        gets,
+        pipeline,
+        seed,
+    })
+}
+
 /// A step's `offset` and `length` (bytes, whole pages) as pages.
 fn page_range(rep: &Reporter, f: &Fields) -> Result<(u64, Option<u64>), SpecError> {
     let pages_of = |field: &str| -> Result<Option<u64>, SpecError> {
@@ -1388,6 +1492,7 @@ impl RegionCheck<'_> {
                     }
                 }
                 Op::Sleep { .. } | Op::Phase { .. } | Op::Wait => {}
+                Op::KvStore(kv) => self.kvstore(&key, kv, regions)?,
             }
         }
         Ok(())
@@ -1431,6 +1536,31 @@ impl RegionCheck<'_> {
                 field,
                 format!(
                     "found the range of pages {offset}..{end}, expected it inside region \"{region}\" of {pages} pages",
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The region holds the table and every key the requests can insert.
+    fn kvstore(&self, key: &str, kv: &KvStore, regions: &Regions) -> Result<(), SpecError> {
+        let Some(&pages) = regions.get(&kv.region) else {
+            return Err(self.unknown_region(key, &kv.region, regions));
+        };
+        let max_sets = (kv.requests / (kv.sets + kv.gets)) * kv.sets
+            + (kv.requests % (kv.sets + kv.gets)).min(kv.sets);
+        let table = (kv.keys.next_power_of_two() * 8).div_ceil(4096);
+        let heap = (kv.keys.min(max_sets) * crate::kv::kv_slot_bytes(kv.value_size)).div_ceil(4096);
+        let need = table + heap;
+        if pages < need {
+            return Err(self.err(
+                key,
+                "region",
+                format!(
+                    "found region \"{}\" of {pages} pages, expected at least {need} pages: the hash table of {} keys and the {} values the requests can insert",
+                    kv.region,
+                    kv.keys,
+                    kv.keys.min(max_sets)
                 ),
             ));
         }

@@ -2554,3 +2554,58 @@ steps = [ { op = "wait", for = "child" } ]
     );
     check(&e, 4, "task.main.steps[0].for", &["for"]);
 }
+
+#[test]
+fn kvstore_parses_with_defaults() {
+    let s = parse(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "ram", kind = "anon", size = "64M" },
+  { op = "kvstore", region = "ram", keys = 1000, value_size = "2K", requests = 5000 },
+]
+"#,
+    )
+    .unwrap();
+    let Op::KvStore(kv) = &s.tasks[0].steps[1].op else {
+        panic!("not a kvstore");
+    };
+    assert_eq!((kv.sets, kv.gets, kv.pipeline, kv.seed), (1, 10, 1, 0));
+    assert_eq!(kv.value_size, 2048);
+}
+
+#[test]
+fn kvstore_region_too_small() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "ram", kind = "anon", size = "1M" },
+  { op = "kvstore", region = "ram", keys = 100000, value_size = "2K", requests = 110000 },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].region",
+        &["256 pages", "hash table of 100000 keys"],
+    );
+}
+
+#[test]
+fn kvstore_bad_ratio() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "ram", kind = "anon", size = "64M" },
+  { op = "kvstore", region = "ram", keys = 10, value_size = "2K", requests = 5, ratio = "0:0" },
+]
+"#,
+    );
+    check(&e, 6, "task.main.steps[1].ratio", &["\"0:0\"", "SETS:GETS"]);
+}
