@@ -168,6 +168,13 @@ impl Child<'_> {
     fn run(&mut self, steps: &[Step]) -> Result<(), String> {
         for s in steps {
             match &s.op {
+                Op::Mmap { kind, .. } if *kind != mmsim_spec::MapKind::Anon => {
+                    return Err(format!(
+                        "line {}: the runner cannot map {} memory yet",
+                        s.line,
+                        kind.name()
+                    ));
+                }
                 Op::Mmap { name, pages, .. } => {
                     let len = *pages as usize * PAGE;
                     // SAFETY: a fresh private anonymous mapping.

@@ -116,13 +116,20 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
         ));
     }
     let mut too_big = None;
+    let mut shared = false;
     for_each_step(&spec.tasks, &mut |op| {
-        if let mmsim_spec::Op::Mmap { pages, .. } = op {
+        if let mmsim_spec::Op::Mmap { pages, kind, .. } = op {
             if *pages > MAX_MAP_PAGES {
                 too_big = Some(*pages);
             }
+            shared |= *kind != mmsim_spec::MapKind::Anon;
         }
     });
+    if shared {
+        return Err(SimError::Unmodelled(
+            "shmem and shared anonymous mappings in the simulator".into(),
+        ));
+    }
     if let Some(p) = too_big {
         return Err(SimError::Unmodelled(format!(
             "a mapping of {} GiB: mappings over {} GiB (mmsim keeps 12 bytes of host memory per mapped page)",
@@ -137,8 +144,11 @@ fn for_each_step(tasks: &[mmsim_spec::Task], f: &mut impl FnMut(&mmsim_spec::Op)
     fn walk(steps: &[mmsim_spec::Step], f: &mut impl FnMut(&mmsim_spec::Op)) {
         for s in steps {
             f(&s.op);
-            if let mmsim_spec::Op::Repeat { steps, .. } = &s.op {
-                walk(steps, f);
+            match &s.op {
+                mmsim_spec::Op::Repeat { steps, .. } | mmsim_spec::Op::Fork { steps } => {
+                    walk(steps, f)
+                }
+                _ => {}
             }
         }
     }

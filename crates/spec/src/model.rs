@@ -16,6 +16,8 @@ pub struct Spec {
     /// what the oracle applies and what an output records.
     pub knobs: Vec<(String, String)>,
     pub swap: Vec<SwapDevice>,
+    /// `[[file]]`: files the tasks can map, created before they start.
+    pub files: Vec<File>,
     pub cgroups: Vec<Cgroup>,
     pub tasks: Vec<Task>,
     /// `[fidelity] tolerance`: per-counter relative tolerances of the
@@ -159,6 +161,38 @@ pub struct Step {
 pub enum MapKind {
     /// MAP_PRIVATE | MAP_ANONYMOUS.
     Anon,
+    /// MAP_SHARED of a file on tmpfs: shmem pages, shared by every task
+    /// that maps the file.
+    Shmem,
+    /// MAP_SHARED | MAP_ANONYMOUS: shmem pages private to the mapping (and
+    /// shared with children it forks).
+    SharedAnon,
+}
+
+impl MapKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MapKind::Anon => "anon",
+            MapKind::Shmem => "shmem",
+            MapKind::SharedAnon => "shared_anon",
+        }
+    }
+}
+
+/// A `[[file]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct File {
+    pub name: String,
+    /// Bytes (a whole number of pages).
+    pub size: u64,
+    /// Where the file lives; only tmpfs is modelled.
+    pub on: FileOn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileOn {
+    /// tmpfs (huge=never): the file's pages are shmem.
+    Tmpfs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +228,10 @@ pub enum Op {
         name: String,
         kind: MapKind,
         pages: u64,
+        /// The `[[file]]` mapped (index into `Spec::files`), for `shmem`.
+        file: Option<usize>,
+        /// The file offset of the mapping's first page, in pages.
+        offset: u64,
     },
     Munmap {
         region: String,

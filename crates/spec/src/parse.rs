@@ -360,7 +360,7 @@ const NAME_WORDS: &str = "a non-empty name of letters, digits, '_' or '-'";
 // ------------------------------------------------------------------ sections
 
 const SECTIONS: &[&str] = &[
-    "machine", "features", "sysctl", "sysfs", "swap", "cgroup", "task", "fidelity",
+    "machine", "features", "sysctl", "sysfs", "swap", "file", "cgroup", "task", "fidelity",
 ];
 
 fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
@@ -403,6 +403,10 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         Some(s) => build_swaps(rep, s)?,
         None => Vec::new(),
     };
+    let files = match top.get("file") {
+        Some(f) => build_files(rep, f)?,
+        None => Vec::new(),
+    };
     let mut cgroups = Vec::new();
     if let Some(c) = top.get("cgroup") {
         let f = Fields::of(
@@ -424,7 +428,14 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
             "a table of tasks, such as [task.main]",
         )?;
         for (name, e) in &f.table.entries {
-            tasks.push(build_task(rep, name, &e.node, &cgroups, swap.len())?);
+            tasks.push(build_task(
+                rep,
+                name,
+                &e.node,
+                &cgroups,
+                swap.len(),
+                &files,
+            )?);
         }
     }
     let fidelity = match top.get("fidelity") {
@@ -447,6 +458,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         sysfs,
         knobs,
         swap,
+        files,
         cgroups,
         tasks,
         fidelity,
@@ -843,6 +855,7 @@ fn build_task(
     node: &Node,
     cgroups: &[Cgroup],
     nswap: usize,
+    files: &[File],
 ) -> Result<Task, SpecError> {
     let key = join("task", name);
     if !valid_name(name) {
@@ -898,7 +911,7 @@ fn build_task(
     )?;
     let steps_key = t.path("steps");
     let mut locs = Locations::new();
-    let steps = build_steps(rep, steps_node, &steps_key, &mut locs)?;
+    let steps = build_steps(rep, steps_node, &steps_key, &mut locs, files)?;
     let mut check = RegionCheck {
         rep,
         locs: &locs,
@@ -921,6 +934,7 @@ fn build_steps(
     node: &Node,
     key: &str,
     locs: &mut Locations,
+    files: &[File],
 ) -> Result<Vec<Step>, SpecError> {
     let Val::Array(items) = &node.val else {
         return Err(type_error(
@@ -933,14 +947,17 @@ fn build_steps(
     items
         .iter()
         .enumerate()
-        .map(|(i, s)| build_step(rep, s, &format!("{key}[{i}]"), locs))
+        .map(|(i, s)| build_step(rep, s, &format!("{key}[{i}]"), locs, files))
         .collect()
 }
 
 /// The keys each op takes (`op` included) and which of them it requires.
 fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
     Some(match op {
-        "mmap" => (&["op", "name", "kind", "size"], &["name", "kind", "size"]),
+        "mmap" => (
+            &["op", "name", "kind", "size", "file", "offset"],
+            &["name", "kind", "size"],
+        ),
         "munmap" => (&["op", "region"], &["region"]),
         "touch" => (
             &[
@@ -982,7 +999,7 @@ const ADVICE_WORDS: &str = "a string: one of pageout, cold, dontneed, free, will
 fn field_words(op: &str, field: &str) -> &'static str {
     match (op, field) {
         ("mmap", "name") => "a string: a new region name of letters, digits, '_' or '-'",
-        ("mmap", "kind") => "a string: \"anon\"",
+        ("mmap", "kind") => "a string: one of anon, shmem, shared_anon",
         ("mmap", "size") => SIZE_WORDS,
         (_, "region") => "a string: the name of a region mapped by an earlier mmap step",
         ("touch", "order") => "a string: one of seq, rev, shuffle, uniform, zipf",
@@ -1002,6 +1019,7 @@ fn build_step(
     node: &Node,
     key: &str,
     locs: &mut Locations,
+    files: &[File],
 ) -> Result<Step, SpecError> {
     let f = Fields::of(
         rep,
@@ -1046,13 +1064,19 @@ fn build_step(
             let name = name_field("name")?;
             let kind = match string(rep, req("kind"), &f.path("kind"), field_words(op, "kind"))? {
                 "anon" => MapKind::Anon,
-                _ => {
-                    return Err(type_error(
-                        rep,
-                        req("kind"),
-                        &f.path("kind"),
-                        "\"anon\" (file, shmem and shared mappings are not modelled yet)",
-                    ))
+                "shmem" => MapKind::Shmem,
+                "shared_anon" => MapKind::SharedAnon,
+                other => {
+                    let why = if matches!(other, "file" | "file_private") {
+                        " (file mappings of disk files are not modelled yet)"
+                    } else {
+                        ""
+                    };
+                    return Err(rep.at(
+                        req("kind").at,
+                        f.path("kind"),
+                        format!("found \"{other}\"{why}, expected one of anon, shmem, shared_anon"),
+                    ));
                 }
             };
             let sz = req("size");
@@ -1073,10 +1097,14 @@ fn build_step(
                     ),
                 ));
             }
+            let pages = bytes.div_ceil(PAGE_SIZE);
+            let (file, offset) = mmap_file(rep, &f, kind, pages, files)?;
             Op::Mmap {
                 name,
                 kind,
-                pages: bytes.div_ceil(PAGE_SIZE),
+                pages,
+                file,
+                offset,
             }
         }
         "munmap" => Op::Munmap {
@@ -1096,7 +1124,7 @@ fn build_step(
             name: name_field("name")?,
         },
         "fork" => Op::Fork {
-            steps: build_steps(rep, req("steps"), &f.path("steps"), locs)?,
+            steps: build_steps(rep, req("steps"), &f.path("steps"), locs, files)?,
         },
         "wait" => Op::Wait,
         "kvstore" => Op::KvStore(build_kvstore(rep, &f)?),
@@ -1152,7 +1180,7 @@ fn build_step(
                     "a whole number of at least 1",
                 )? as u64,
             };
-            let steps = build_steps(rep, req("steps"), &f.path("steps"), locs)?;
+            let steps = build_steps(rep, req("steps"), &f.path("steps"), locs, files)?;
             Op::Repeat { times, steps }
         }
     };
@@ -1272,6 +1300,147 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
         length,
         seed,
     })
+}
+
+/// The file and offset of a mapping: `shmem` needs a `[[file]]` and the
+/// range must lie inside it; other kinds take neither key.
+fn mmap_file(
+    rep: &Reporter,
+    f: &Fields,
+    kind: MapKind,
+    pages: u64,
+    files: &[File],
+) -> Result<(Option<usize>, u64), SpecError> {
+    if kind != MapKind::Shmem {
+        for key in ["file", "offset"] {
+            if let Some(n) = f.get(key) {
+                return Err(rep.at(
+                    n.at,
+                    f.path(key),
+                    format!(
+                        "found {key}, which kind \"{}\" does not take; expected it only with kind = \"shmem\"",
+                        kind.name()
+                    ),
+                ));
+            }
+        }
+        return Ok((None, 0));
+    }
+    let known: Vec<&str> = files.iter().map(|x| x.name.as_str()).collect();
+    let words = format!(
+        "a string: the name of a [[file]] on tmpfs ({})",
+        if known.is_empty() {
+            "none defined".to_string()
+        } else {
+            known.join(", ")
+        }
+    );
+    let node = f.get("file").ok_or_else(|| f.missing("file", &words))?;
+    let name = string(rep, node, &f.path("file"), &words)?;
+    let idx = files.iter().position(|x| x.name == name).ok_or_else(|| {
+        rep.at(
+            node.at,
+            f.path("file"),
+            format!("found \"{name}\", expected {words}"),
+        )
+    })?;
+    let offset = match f.get("offset") {
+        None => 0,
+        Some(o) => {
+            let b = size(rep, o, &f.path("offset"))?;
+            if !b.is_multiple_of(PAGE_SIZE) {
+                return Err(rep.at(
+                    o.at,
+                    f.path("offset"),
+                    format!("found {b} bytes, expected a multiple of 4096"),
+                ));
+            }
+            b / PAGE_SIZE
+        }
+    };
+    let file_pages = files[idx].size / PAGE_SIZE;
+    if offset + pages > file_pages {
+        return Err(rep.at(
+            f.get("size").expect("required").at,
+            f.path("size"),
+            format!(
+                "found the file pages {offset}..{}, expected them inside file \"{name}\" of {file_pages} pages",
+                offset + pages
+            ),
+        ));
+    }
+    Ok((Some(idx), offset))
+}
+
+fn build_files(rep: &Reporter, node: &Node) -> Result<Vec<File>, SpecError> {
+    let Val::Array(items) = &node.val else {
+        return Err(type_error(
+            rep,
+            node,
+            "file",
+            "an array of tables, one [[file]] per file",
+        ));
+    };
+    let mut files: Vec<File> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let f = Fields::of(
+            rep,
+            format!("file[{i}]"),
+            item,
+            "a table such as { name = \"data\", size = \"1G\", on = \"tmpfs\" }",
+        )?;
+        f.only(&["name", "size", "on", "huge"], "[[file]]")?;
+        let n = f.require("name", NAME_WORDS)?;
+        let name = string(rep, n, &f.path("name"), NAME_WORDS)?;
+        if !valid_name(name) {
+            return Err(type_error(rep, n, &f.path("name"), NAME_WORDS));
+        }
+        if files.iter().any(|x| x.name == name) {
+            return Err(rep.at(n.at, f.path("name"), format!("found \"{name}\", which an earlier [[file]] already names; expected a new name")));
+        }
+        let sz = f.require(
+            "size",
+            "a size such as \"1G\" (a whole number of 4 KiB pages)",
+        )?;
+        let size = size(rep, sz, &f.path("size"))?;
+        if size == 0 || !size.is_multiple_of(PAGE_SIZE) {
+            return Err(rep.at(
+                sz.at,
+                f.path("size"),
+                format!("found {size} bytes, expected a whole number of 4 KiB pages, at least one"),
+            ));
+        }
+        let on_words = "a string: \"tmpfs\"";
+        let on_node = f.require("on", on_words)?;
+        let on = match string(rep, on_node, &f.path("on"), on_words)? {
+            "tmpfs" => FileOn::Tmpfs,
+            other => {
+                return Err(rep.at(
+                    on_node.at,
+                    f.path("on"),
+                    format!(
+                    "found \"{other}\" (files on disks are not modelled yet), expected \"tmpfs\""
+                ),
+                ))
+            }
+        };
+        if let Some(h) = f.get("huge") {
+            let v = string(rep, h, &f.path("huge"), "a string: \"never\"")?;
+            if v != "never" {
+                return Err(rep.at(
+                    h.at,
+                    f.path("huge"),
+                    format!("found \"{v}\" (large shmem folios are not modelled yet), expected \"never\""),
+                ));
+            }
+        }
+        files.push(File {
+            name: name.to_string(),
+            size,
+            on,
+        });
+    }
+    Ok(files)
 }
 
 fn build_kvstore(rep: &Reporter, f: &Fields) -> Result<KvStore, SpecError> {

@@ -839,7 +839,7 @@ steps = [
         &e,
         5,
         "task.main.steps[0].kind",
-        &["\"file\"", "\"anon\"", "not modelled"],
+        &["\"file\"", "anon, shmem, shared_anon", "not modelled"],
     );
 }
 
@@ -1599,7 +1599,12 @@ name = "heap"
 size = "8M"
 "#,
     );
-    check(&e, 4, "task.main.steps[0].kind", &["missing", "\"anon\""]);
+    check(
+        &e,
+        4,
+        "task.main.steps[0].kind",
+        &["missing", "anon, shmem"],
+    );
 }
 
 #[test]
@@ -2007,7 +2012,9 @@ fn full_valid_spec() {
         Op::Mmap {
             name: "heap".into(),
             kind: MapKind::Anon,
-            pages: 51200
+            pages: 51200,
+            file: None,
+            offset: 0
         }
     );
     // mmap rounds a length up to whole pages.
@@ -2016,7 +2023,9 @@ fn full_valid_spec() {
         Op::Mmap {
             name: "odd".into(),
             kind: MapKind::Anon,
-            pages: 2
+            pages: 2,
+            file: None,
+            offset: 0
         }
     );
     assert_eq!(
@@ -2077,7 +2086,9 @@ fn full_valid_spec() {
         Op::Mmap {
             name: "heap".into(),
             kind: MapKind::Anon,
-            pages: 1
+            pages: 1,
+            file: None,
+            offset: 0
         }
     );
     let Op::Touch(u) = &t.steps[1].op else {
@@ -2608,4 +2619,159 @@ steps = [
 "#,
     );
     check(&e, 6, "task.main.steps[1].ratio", &["\"0:0\"", "SETS:GETS"]);
+}
+
+// ------------------------------------------------------------ files, shmem
+
+const TMPFS: &str = r#"[machine]
+memory = "512M"
+[[file]]
+name = "data"
+size = "16M"
+on = "tmpfs"
+"#;
+
+#[test]
+fn shmem_and_shared_anon_mappings() {
+    let s = parse(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "shmem", file = "data", offset = "4M", size = "8M" }},
+  {{ op = "mmap", name = "s", kind = "shared_anon", size = "1M" }},
+]
+"#
+    ))
+    .unwrap();
+    assert_eq!(s.files.len(), 1);
+    assert_eq!(s.files[0].size, 16 << 20);
+    assert_eq!(
+        s.tasks[0].steps[0].op,
+        Op::Mmap {
+            name: "m".into(),
+            kind: MapKind::Shmem,
+            pages: 2048,
+            file: Some(0),
+            offset: 1024
+        }
+    );
+    assert!(matches!(
+        s.tasks[0].steps[1].op,
+        Op::Mmap {
+            kind: MapKind::SharedAnon,
+            file: None,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn shmem_mapping_past_the_end_of_its_file() {
+    let e = rejected(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "shmem", file = "data", offset = "12M", size = "8M" }},
+]
+"#
+    ));
+    check(
+        &e,
+        9,
+        "task.main.steps[0].size",
+        &["3072..5120", "4096 pages"],
+    );
+}
+
+#[test]
+fn shmem_mapping_of_an_unknown_file() {
+    let e = rejected(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "shmem", file = "nope", size = "8M" }},
+]
+"#
+    ));
+    check(&e, 9, "task.main.steps[0].file", &["\"nope\"", "data"]);
+    let e = rejected(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "shmem", size = "8M" }},
+]
+"#
+    ));
+    check(&e, 9, "task.main.steps[0].file", &["missing", "[[file]]"]);
+}
+
+#[test]
+fn file_keys_only_with_shmem() {
+    let e = rejected(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "anon", file = "data", size = "8M" }},
+]
+"#
+    ));
+    check(&e, 9, "task.main.steps[0].file", &["\"anon\"", "shmem"]);
+}
+
+#[test]
+fn file_on_a_disk_and_huge_are_not_modelled_yet() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[file]]
+name = "data"
+size = "16M"
+on = "nvme0"
+"#,
+    ));
+    check(
+        &e,
+        6,
+        "file[0].on",
+        &["\"nvme0\"", "not modelled", "\"tmpfs\""],
+    );
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[file]]
+name = "data"
+size = "16M"
+on = "tmpfs"
+huge = "always"
+"#,
+    ));
+    check(
+        &e,
+        7,
+        "file[0].huge",
+        &["\"always\"", "not modelled", "\"never\""],
+    );
+}
+
+#[test]
+fn file_size_and_duplicate_names() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[file]]
+name = "data"
+size = 100
+on = "tmpfs"
+"#,
+    ));
+    check(&e, 5, "file[0].size", &["100 bytes", "4 KiB pages"]);
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[file]]
+name = "data"
+size = "4K"
+on = "tmpfs"
+[[file]]
+name = "data"
+size = "4K"
+on = "tmpfs"
+"#,
+    ));
+    check(&e, 8, "file[1].name", &["\"data\"", "already"]);
 }
