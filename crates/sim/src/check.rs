@@ -56,6 +56,7 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
                 || f.test(PG_UPTODATE)
                 || pending_reads.get(&p) != Some(&1)
                 || !k.io_wait.contains_key(&p)
+                || f.test(PG_WRITEBACK)
             {
                 return fail(format!(
                     "locked frame {p} without its one pending read: {f:?}"
@@ -70,7 +71,7 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
             k.vm.get(Vm::NrWriteback)
         ));
     }
-    if locked != pending_reads.len() || locked != k.io_wait.len() {
+    if locked != pending_reads.len() || locked + wb != k.io_wait.len() {
         return fail(format!(
             "{locked} locked folios, {} pending reads, {} waited on",
             pending_reads.len(),
@@ -255,8 +256,32 @@ fn zone_free_head(k: &Kernel, z: &crate::mm::page_alloc::Zone) -> Pfn {
 fn check_mappings(k: &Kernel) -> Result<(), SimError> {
     let mut maps = vec![0u32; k.folios.len()];
     let mut rss = vec![(0u64, 0u64); k.mms.len()];
+    let mut rss_shmem = vec![0u64; k.mms.len()];
     for (vi, v) in k.vmas.iter().enumerate() {
         if !v.live {
+            continue;
+        }
+        if v.inode != NIL {
+            for (idx, &pte) in v.ptes.iter().enumerate() {
+                if pte_none(pte) {
+                    continue;
+                }
+                let p = pte_pfn(pte);
+                let f = k.folios.get(p);
+                let index = v.pgoff + idx as u64;
+                if !pte_present(pte)
+                    || !f.test(PG_PAGECACHE)
+                    || f.mapping != v.inode
+                    || f.index as u64 != index
+                    || k.shmem_folio_at(v.inode, index) != Some(p)
+                {
+                    return fail(format!(
+                        "shmem vma {vi} page {idx}: PTE {pte:#x} does not map the inode's page {index}: {f:?}"
+                    ));
+                }
+                maps[p as usize] += 1;
+                rss_shmem[v.mm as usize] += 1;
+            }
             continue;
         }
         for (idx, &pte) in v.ptes.iter().enumerate() {
@@ -293,7 +318,10 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
                 f.mapcount, maps[p]
             ));
         }
-        let expected = f.mapcount + f.test(PG_SWAPCACHE) as u32 + f.test(PG_LRU_BATCH) as u32;
+        let expected = f.mapcount
+            + f.test(PG_SWAPCACHE) as u32
+            + f.test(PG_PAGECACHE) as u32
+            + f.test(PG_LRU_BATCH) as u32;
         if f.refcount != expected {
             return fail(format!(
                 "frame {p} refcount {} but expected {expected}: {f:?}",
@@ -303,7 +331,7 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         if f.refcount == 0 {
             return fail(format!("frame {p} has no references but is not free"));
         }
-        if f.mapcount > 0 {
+        if f.mapcount > 0 && f.test(PG_ANON) {
             anon_mapped += 1;
         }
     }
@@ -314,6 +342,12 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         ));
     }
     for (i, mm) in k.mms.iter().enumerate() {
+        if mm.rss_shmem != rss_shmem[i] {
+            return fail(format!(
+                "mm {i}: MM_SHMEMPAGES {} but PTEs map {}",
+                mm.rss_shmem, rss_shmem[i]
+            ));
+        }
         if (mm.rss_anon, mm.swapents) != rss[i] {
             return fail(format!(
                 "mm {i}: MM_ANONPAGES/MM_SWAPENTS {}/{} but PTEs say {:?}",
@@ -334,6 +368,10 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
                 *refs.entry(pte_swp_entry(pte)).or_default() += 1;
             }
         }
+    }
+    // A shmem inode's swap entry is its slot's one reference.
+    for e in k.shmem_swap_entries() {
+        *refs.entry(e).or_default() += 1;
     }
     let cached: std::collections::HashSet<u32> = k.slots_in_caches().collect();
     let mut swapcached = 0i64;
@@ -393,6 +431,13 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             k.nr_swap_pages
         ));
     }
+    let shmem = k.folios.f.iter().filter(|f| f.test(PG_PAGECACHE)).count() as i64;
+    if k.vm.get(Vm::NrShmem) != shmem {
+        return fail(format!(
+            "nr_shmem {} but {shmem} folios are in shmem page caches",
+            k.vm.get(Vm::NrShmem)
+        ));
+    }
     let in_cache = k.folios.f.iter().filter(|f| f.test(PG_SWAPCACHE)).count() as i64;
     if in_cache != swapcached || k.vm.get(Vm::NrSwapcached) != in_cache {
         return fail(format!(
@@ -413,7 +458,7 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
             continue;
         }
         charged[f.memcg as usize] += f.nr_pages() as u64;
-        if f.mapcount > 0 {
+        if f.mapcount > 0 && f.test(PG_ANON) {
             anon[f.memcg as usize] += 1;
         }
     }

@@ -163,6 +163,7 @@ functions! {
     TryToUnuse = "try_to_unuse",
     Madvise = "do_madvise",
     IoSchedule = "io_schedule",
+    ShmemFault = "shmem_fault",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

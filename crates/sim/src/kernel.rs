@@ -34,6 +34,9 @@ pub struct KTask {
     /// was major; whether an attempt read from swap.
     pub fault_start: Option<(u64, bool)>,
     pub fault_read: bool,
+    /// The fault slept inside (a shmem swap-in waiting for its read): its
+    /// continuation does not count as another fault.
+    pub fault_waited: bool,
 }
 
 /// Content-integrity results.
@@ -72,6 +75,9 @@ pub struct Kernel {
     pub mms: Vec<Mm>,
     pub vmas: Vec<Vma>,
     pub anon_vmas: Vec<AnonVma>,
+    /// shmem inodes: the spec's tmpfs files first, then shared anonymous
+    /// objects.
+    pub shmem: Vec<crate::mm::shmem::ShmemInode>,
     pub cpus: Vec<Cpu>,
     pub cur_cpu: usize,
     pub tasks: Vec<KTask>,
@@ -206,6 +212,7 @@ impl Kernel {
             mms: Vec::new(),
             vmas: Vec::new(),
             anon_vmas: Vec::new(),
+            shmem: Vec::new(),
             cpus: (0..cpus).map(|_| Cpu::default()).collect(),
             cur_cpu: 0,
             tasks: Vec::new(),
@@ -234,6 +241,9 @@ impl Kernel {
         };
         for pfn in (0..managed as u32).rev() {
             k.add_free_at_boot(pfn);
+        }
+        for f in &spec.files {
+            k.shmem_inode_create(f.size / 4096, false);
         }
         k.boot_watermarks(spec);
         k.boot_kernel_usage(boot_used_bytes(spec) / 4096);

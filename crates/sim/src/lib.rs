@@ -116,20 +116,13 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
         ));
     }
     let mut too_big = None;
-    let mut shared = false;
     for_each_step(&spec.tasks, &mut |op| {
-        if let mmsim_spec::Op::Mmap { pages, kind, .. } = op {
+        if let mmsim_spec::Op::Mmap { pages, .. } = op {
             if *pages > MAX_MAP_PAGES {
                 too_big = Some(*pages);
             }
-            shared |= *kind != mmsim_spec::MapKind::Anon;
         }
     });
-    if shared {
-        return Err(SimError::Unmodelled(
-            "shmem and shared anonymous mappings in the simulator".into(),
-        ));
-    }
     if let Some(p) = too_big {
         return Err(SimError::Unmodelled(format!(
             "a mapping of {} GiB: mappings over {} GiB (mmsim keeps 12 bytes of host memory per mapped page)",

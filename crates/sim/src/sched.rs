@@ -175,6 +175,7 @@ impl<'s> Scheduler<'s> {
                     nr_pages_over_high: 0,
                     fault_start: None,
                     fault_read: false,
+                    fault_waited: false,
                 });
                 let name = if t.instances == 1 {
                     t.name.clone()
@@ -488,9 +489,24 @@ impl<'s> Scheduler<'s> {
         let ktask = t.ktask;
         let mm = k.tasks[ktask].mm;
         match &step.op {
-            Op::Mmap { name, pages, .. } => {
+            Op::Mmap {
+                name,
+                pages,
+                kind,
+                file,
+                offset,
+            } => {
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
-                let vma = k.mmap_anon(mm, *pages);
+                let vma = match kind {
+                    mmsim_spec::MapKind::Anon => k.mmap_anon(mm, *pages),
+                    mmsim_spec::MapKind::Shmem => {
+                        k.mmap_shmem(mm, file.expect("validated") as u32, *offset, *pages)
+                    }
+                    mmsim_spec::MapKind::SharedAnon => {
+                        let inode = k.shmem_inode_create(*pages, true);
+                        k.mmap_shmem(mm, inode, 0, *pages)
+                    }
+                };
                 t.regions.insert(name.clone(), vma);
             }
             Op::Munmap { region } => {
@@ -565,7 +581,8 @@ impl<'s> Scheduler<'s> {
                     .ok_or_else(|| unknown_region(step, region))?;
                 let pages = k.vmas[vma as usize].pages;
                 let n = length.unwrap_or(pages - offset);
-                k.madvise(vma, *offset as usize, n as usize, *advice);
+                k.madvise(vma, *offset as usize, n as usize, *advice)
+                    .map_err(|e| SimError::Spec(format!("line {}: madvise: {e}", step.line)))?;
             }
             Op::KvStore(kv) => {
                 let vma = *t
@@ -770,6 +787,7 @@ impl<'s> Scheduler<'s> {
             nr_pages_over_high: 0,
             fault_start: None,
             fault_read: false,
+            fault_waited: false,
         });
         let p = &self.tasks[i];
         let regions = p

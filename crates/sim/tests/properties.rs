@@ -50,15 +50,17 @@ proptest! {
         ops in prop::collection::vec((touch(), other_op()), 1..6),
         swapoff_at in 0usize..6,
         limit_mb in 6u64..16,
+        shared in prop::sample::select(vec!["anon", "shared_anon"]),
     ) {
         let mut steps = format!(
-            "{{ op = \"mmap\", name = \"r0\", kind = \"anon\", size = \"{}M\" }},\n{{ op = \"mmap\", name = \"r1\", kind = \"anon\", size = \"{}M\" }},\n{{ op = \"touch\", region = \"r0\", write = 1.0 }},\n{{ op = \"touch\", region = \"r1\", write = 1.0 }},\n{{ op = \"phase\", name = \"p\" }},\n",
+            "{{ op = \"mmap\", name = \"r0\", kind = \"anon\", size = \"{}M\" }},\n{{ op = \"mmap\", name = \"r1\", kind = \"{shared}\", size = \"{}M\" }},\n{{ op = \"touch\", region = \"r0\", write = 1.0 }},\n{{ op = \"touch\", region = \"r1\", write = 1.0 }},\n{{ op = \"phase\", name = \"p\" }},\n",
             sizes.0, sizes.1
         );
         for (i, (t, o)) in ops.iter().enumerate() {
             steps += t;
             steps += "\n";
-            steps += o;
+            // MADV_FREE is for private anonymous memory only.
+            steps += &o.replace("region = \"r1\", advice = \"free\"", "region = \"r0\", advice = \"free\"");
             steps += "\n";
             if i == swapoff_at {
                 steps += "{ op = \"swapoff\", device = 0 },\n{ op = \"phase\", name = \"off\" },\n{ op = \"swapon\", device = 0 },\n";

@@ -15,8 +15,35 @@ use mmsim_spec::Advice;
 const PTRS_PER_PTE: usize = 512;
 
 impl Kernel {
-    /// madvise(2) over pages `[first, first + n)` of `vma`.
-    pub fn madvise(&mut self, vma: u32, first: usize, n: usize, advice: Advice) {
+    /// madvise(2) over pages `[first, first + n)` of `vma`. MADV_FREE on a
+    /// shared mapping fails with EINVAL, as `madvise_free_single_vma` does.
+    pub fn madvise(
+        &mut self,
+        vma: u32,
+        first: usize,
+        n: usize,
+        advice: Advice,
+    ) -> Result<(), &'static str> {
+        let inode = self.vmas[vma as usize].inode;
+        if inode != NIL {
+            match advice {
+                Advice::Free => {
+                    return Err("MADV_FREE applies to private anonymous memory only (EINVAL)")
+                }
+                Advice::Willneed => {
+                    let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
+                    let pgoff = self.vmas[vma as usize].pgoff;
+                    self.traced(Fn::Madvise, |k| {
+                        k.blk_start_plug();
+                        k.shmem_willneed(inode, pgoff + first as u64, n as u64, memcg);
+                        k.blk_finish_plug();
+                        k.lru_add_drain();
+                    });
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         self.traced(Fn::Madvise, |k| {
             k.blk_start_plug();
             match advice {
@@ -33,6 +60,7 @@ impl Kernel {
             }
             k.blk_finish_plug();
         });
+        Ok(())
     }
 
     /// Page-table ranges of `[first, first + n)`, in walk order.
@@ -112,7 +140,10 @@ impl Kernel {
         self.lru_add_drain();
         for idx in first..first + n {
             let pte = self.vmas[vma as usize].ptes[idx];
-            self.vmas[vma as usize].user_version[idx] = 0;
+            // Private anon reads zeros afterwards; shmem keeps its data.
+            if self.vmas[vma as usize].inode == NIL {
+                self.vmas[vma as usize].user_version[idx] = 0;
+            }
             if pte_none(pte) {
                 continue;
             }

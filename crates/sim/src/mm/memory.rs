@@ -22,6 +22,9 @@ pub enum FaultError {
     /// VM_FAULT_RETRY: the fault waited for a locked folio (I/O in flight)
     /// until the given time; the access is retried then.
     Retry(u64),
+    /// The fault sleeps inside until the given time and then completes:
+    /// modelled as a retry that does not count as a new fault.
+    Wait(u64),
 }
 
 impl From<FaultError> for SimError {
@@ -29,7 +32,7 @@ impl From<FaultError> for SimError {
         match e {
             FaultError::Oom => SimError::Oom,
             FaultError::Unmodelled(what) => SimError::Unmodelled(what.to_string()),
-            FaultError::Retry(_) => unreachable!("a retry is not an error"),
+            FaultError::Retry(_) | FaultError::Wait(_) => unreachable!("a wait is not an error"),
         }
     }
 }
@@ -57,6 +60,12 @@ impl Kernel {
                     self.blocked_until = Some(until);
                     return Ok(());
                 }
+                Err(FaultError::Wait(until)) => {
+                    let t = self.cur_task.expect("faults come from tasks");
+                    self.tasks[t].fault_waited = true;
+                    self.blocked_until = Some(until);
+                    return Ok(());
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -66,10 +75,21 @@ impl Kernel {
     fn access_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
         let v = &mut self.vmas[vma as usize];
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
-        let expected = v.user_version[idx];
+        // What the user expects: shared pages' expectations live with the
+        // inode, so every mapping of it agrees.
+        let (inode, page) = (v.inode, v.pgoff as usize + idx);
+        let expected = if inode == NIL {
+            v.user_version[idx]
+        } else {
+            self.shmem[inode as usize].user_version[page]
+        };
         if write {
             let next = expected.wrapping_add(1).max(1);
-            self.vmas[vma as usize].user_version[idx] = next;
+            if inode == NIL {
+                self.vmas[vma as usize].user_version[idx] = next;
+            } else {
+                self.shmem[inode as usize].user_version[page] = next;
+            }
             self.folios.version[pte_pfn(pte) as usize] = next;
         } else {
             let found = if pte & PTE_ZERO != 0 {
@@ -98,7 +118,7 @@ impl Kernel {
         let r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
         let major = was_major || self.vm.get(Vm::Pgmajfault) > majors;
         let read = self.vm.get(Vm::Pswpin) > reads;
-        if let Err(FaultError::Retry(_)) = r {
+        if let Err(FaultError::Retry(_) | FaultError::Wait(_)) = r {
             self.tasks[task].fault_start = Some((t0, major));
             self.tasks[task].fault_read |= read;
             return r;
@@ -119,14 +139,21 @@ impl Kernel {
 
     /// `handle_mm_fault` → `handle_pte_fault`'s dispatch.
     fn handle_pte_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
-        self.charge_cost(Fn::FaultEntry, cost::FAULT_ENTRY_NS);
         let memcg = self.vma_memcg(vma);
-        self.vm.inc(Vm::Pgfault);
-        self.memcg_stat(memcg, Mc::Pgfault, 1);
+        let task = self.cur_task.expect("faults come from tasks");
+        if !std::mem::take(&mut self.tasks[task].fault_waited) {
+            self.charge_cost(Fn::FaultEntry, cost::FAULT_ENTRY_NS);
+            self.vm.inc(Vm::Pgfault);
+            self.memcg_stat(memcg, Mc::Pgfault, 1);
+        }
         if self.pte_alloc(vma, idx).is_err() {
             return Err(FaultError::Oom);
         }
         let pte = self.vmas[vma as usize].ptes[idx];
+        if self.vmas[vma as usize].inode != NIL {
+            debug_assert!(pte_none(pte), "shmem PTEs are writable");
+            return self.do_shmem_fault(vma, idx, write);
+        }
         if pte_none(pte) {
             return self.traced(Fn::DoAnonymousPage, |k| {
                 k.do_anonymous_page(vma, idx, write)

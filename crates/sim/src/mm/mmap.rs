@@ -27,9 +27,10 @@ pub struct Mm {
     pub vmas: Vec<u32>,
     /// Next free virtual page number for a new mapping.
     pub next_vpn: u64,
-    /// MM_ANONPAGES and MM_SWAPENTS.
+    /// MM_ANONPAGES, MM_SWAPENTS and MM_SHMEMPAGES.
     pub rss_anon: u64,
     pub swapents: u64,
+    pub rss_shmem: u64,
 }
 
 pub struct Vma {
@@ -61,6 +62,8 @@ pub struct Vma {
     /// The anon_vmas this VMA is linked into (its `anon_vma_chain`): its
     /// own first, then its ancestors'.
     pub avc: Vec<u32>,
+    /// The shmem inode a shared mapping maps (NIL for private anon).
+    pub inode: u32,
 }
 
 /// `anon_vma`: the VMAs an anon folio's rmap walk visits. A forked
@@ -136,6 +139,7 @@ impl Kernel {
             next_vpn: 0x1000,
             rss_anon: 0,
             swapents: 0,
+            rss_shmem: 0,
         });
         (self.mms.len() - 1) as u32
     }
@@ -168,7 +172,35 @@ impl Kernel {
             live: true,
             swap_readahead_info: 0,
             avc: vec![av],
+            inode: NIL,
         });
+        self.mms[mm as usize].vmas.push(id);
+        id
+    }
+
+    /// mmap(MAP_SHARED) of shmem inode `inode` from page `offset`: no
+    /// anon_vma; the inode's i_mmap knows the VMA.
+    pub fn mmap_shmem(&mut self, mm: u32, inode: u32, offset: u64, pages: u64) -> u32 {
+        let start = self.mms[mm as usize].next_vpn;
+        self.mms[mm as usize].next_vpn = start + pages + 512;
+        let id = self.vmas.len() as u32;
+        self.vmas.push(Vma {
+            mm,
+            start_vpn: start,
+            pages,
+            pgoff: offset,
+            flags: VM_READ | VM_WRITE | VM_SHARED,
+            anon_vma: NIL,
+            ptes: vec![0; pages as usize],
+            user_version: Vec::new(),
+            pte_tables: vec![NIL; table_span(start, pages, PTE_SHIFT)],
+            pmd_tables: vec![NIL; table_span(start, pages, PMD_SHIFT)],
+            live: true,
+            swap_readahead_info: 0,
+            avc: Vec::new(),
+            inode,
+        });
+        self.shmem[inode as usize].vmas.push(id);
         self.mms[mm as usize].vmas.push(id);
         id
     }
@@ -189,7 +221,10 @@ impl Kernel {
         for pv in self.mms[parent as usize].vmas.clone() {
             let cv = self.dup_vma(pv, child);
             pairs.push((pv, cv));
-            self.traced(cost::Fn::CopyPageRange, |k| k.copy_page_range(pv, cv))?;
+            // copy_page_range skips shared mappings without an anon_vma.
+            if self.vmas[pv as usize].inode == NIL {
+                self.traced(cost::Fn::CopyPageRange, |k| k.copy_page_range(pv, cv))?;
+            }
         }
         // flush_tlb_mm: the parent's PTEs were write-protected.
         self.charge_cost(cost::Fn::CopyPageRange, cost::TLB_FLUSH_NS);
@@ -200,6 +235,14 @@ impl Kernel {
     fn dup_vma(&mut self, pv: u32, mm: u32) -> u32 {
         let id = self.vmas.len() as u32;
         let p = &self.vmas[pv as usize];
+        if p.inode != NIL {
+            // A shared mapping: the same inode, PTEs left to faults.
+            let (inode, offset, pages) = (p.inode, p.pgoff, p.pages);
+            let v = self.mmap_shmem(mm, inode, offset, pages);
+            let start = self.vmas[pv as usize].start_vpn;
+            self.vmas[v as usize].start_vpn = start;
+            return v;
+        }
         let av = self.anon_vmas.len() as u32;
         let root = self.anon_vmas[p.anon_vma as usize].root;
         let mut avc = vec![av];
@@ -218,6 +261,7 @@ impl Kernel {
             live: true,
             swap_readahead_info: 0,
             avc,
+            inode: NIL,
         };
         self.anon_vmas.push(AnonVma {
             vmas: Vec::new(),
@@ -255,9 +299,17 @@ impl Kernel {
         v.user_version = Vec::new();
         let mm = v.mm;
         let avc = std::mem::take(&mut v.avc);
+        let inode = v.inode;
         self.mms[mm as usize].vmas.retain(|&x| x != vma);
         for av in avc {
             self.anon_vmas[av as usize].vmas.retain(|&x| x != vma);
+        }
+        if inode != NIL {
+            let i = &mut self.shmem[inode as usize];
+            i.vmas.retain(|&x| x != vma);
+            if i.anon && i.vmas.is_empty() {
+                self.shmem_evict(inode);
+            }
         }
     }
 
@@ -274,6 +326,12 @@ impl Kernel {
             return;
         }
         let pfn = pte_pfn(pte);
+        if self.vmas[vma as usize].inode != NIL {
+            self.mms[mm].rss_shmem -= 1;
+            self.page_remove_file_rmap(pfn);
+            self.folio_put(pfn);
+            return;
+        }
         self.mms[mm].rss_anon -= 1;
         self.page_remove_rmap(pfn);
         // free_pages_and_swap_cache: drop the swap cache of an unmapped page.

@@ -9,6 +9,7 @@ pub mod page_alloc;
 pub mod page_io;
 pub mod pgtable;
 pub mod rmap;
+pub mod shmem;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;

@@ -67,9 +67,7 @@ impl Kernel {
                 self.io_seq += 1;
                 self.io_events
                     .push(Reverse((done, self.io_seq, pfn, bio.write)));
-                if !bio.write {
-                    self.io_wait.insert(pfn, done);
-                }
+                self.io_wait.insert(pfn, done);
             }
         }
     }
@@ -157,6 +155,15 @@ impl Kernel {
         self.io_wait.get(&pfn).copied()
     }
 
+    /// When a folio's read or writeback completes (`folio_lock` plus
+    /// `folio_wait_writeback`), None if neither is in flight.
+    pub fn folio_lock_and_writeback_done_at(&self, pfn: Pfn) -> Option<u64> {
+        if !self.folios.get(pfn).test(PG_LOCKED | PG_WRITEBACK) {
+            return None;
+        }
+        self.io_wait.get(&pfn).copied()
+    }
+
     /// Runs every I/O completion due by `now`.
     pub fn process_io_completions(&mut self, now: u64) {
         while let Some(&Reverse((t, _, pfn, write))) = self.io_events.peek() {
@@ -187,6 +194,7 @@ impl Kernel {
     /// `folio_end_writeback`: a folio reclaim wanted (PG_reclaim) goes to
     /// the tail of its inactive list, to be freed by the next scan.
     fn end_swap_bio_write(&mut self, pfn: Pfn) {
+        self.io_wait.remove(&pfn);
         self.vm.add(Vm::NrWriteback, -1);
         self.vm.inc(Vm::NrWritten);
         let f = self.folios.get_mut(pfn);

@@ -62,6 +62,27 @@ impl Kernel {
         true
     }
 
+    /// `folio_referenced`'s walk over a shmem folio's mappings.
+    fn folio_referenced_shmem(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
+        let mut referenced = 0;
+        let mut vm_flags = 0;
+        for (v, idx, pte) in self.shmem_mappings(pfn) {
+            let vma = &self.vmas[v as usize];
+            if let Some(t) = target {
+                if !self.is_descendant(self.mms[vma.mm as usize].memcg, t) {
+                    continue;
+                }
+            }
+            let flags = vma.flags;
+            if pte & PTE_YOUNG != 0 {
+                self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
+                referenced += 1;
+                vm_flags |= flags;
+            }
+        }
+        (referenced, vm_flags)
+    }
+
     /// A lazily freed (MADV_FREE) page: clean, and with no references but
     /// the isolation's and the mappings', it is dropped from this mapping
     /// (the page reads zeros afterwards); written since, it stays mapped,
@@ -88,7 +109,13 @@ impl Kernel {
     pub fn folio_referenced(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
         self.charge_cost(Fn::FolioReferenced, cost::FOLIO_REFERENCED_NS);
         let f = *self.folios.get(pfn);
-        if f.mapcount == 0 || !f.test(PG_ANON) {
+        if f.mapcount == 0 {
+            return (0, 0);
+        }
+        if f.test(PG_PAGECACHE) {
+            return self.folio_referenced_shmem(pfn, target);
+        }
+        if !f.test(PG_ANON) {
             return (0, 0);
         }
         let mut referenced = 0;

@@ -271,6 +271,13 @@ impl Kernel {
         self.read_swap_cache_target(entry, memcg)
     }
 
+    /// `shmem_swapin_cluster`: shmem always reads with cluster readahead.
+    pub fn shmem_swapin_cluster(&mut self, entry: SwpEntry, memcg: u16) -> Option<Pfn> {
+        self.traced(crate::cost::Fn::SwapinReadahead, |k| {
+            k.swap_cluster_readahead(entry, memcg)
+        })
+    }
+
     /// The final `read_swap_cache_async` of the target.
     fn read_swap_cache_target(&mut self, entry: SwpEntry, memcg: u16) -> Option<Pfn> {
         let (pfn, allocated) = self.read_swap_cache_async(entry, memcg)?;

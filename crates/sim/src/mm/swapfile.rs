@@ -501,6 +501,9 @@ impl Kernel {
     /// until nothing is in use.
     fn try_to_unuse(&mut self, ty: usize) -> Result<(), SwapoffError> {
         while self.swap[ty].inuse_pages > 0 {
+            if !self.shmem_unuse(ty) {
+                return Err(SwapoffError::NoMemory);
+            }
             let mms = self.mmlist.clone();
             for mm in mms {
                 for vma in self.mms[mm as usize].vmas.clone() {
@@ -530,6 +533,10 @@ impl Kernel {
     }
 
     /// Waits, inside the current syscall, for a folio's read or writeback.
+    pub fn wait_on_folio_io(&mut self, pfn: Pfn) {
+        self.wait_on_folio(pfn);
+    }
+
     fn wait_on_folio(&mut self, pfn: Pfn) {
         loop {
             let f = self.folios.get(pfn);

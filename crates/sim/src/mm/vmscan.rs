@@ -705,7 +705,11 @@ impl Kernel {
             return self.activate_locked(pfn, stat);
         }
         if self.folios.get(pfn).mapcount > 0 {
-            self.try_to_unmap(pfn);
+            if self.folios.get(pfn).test(PG_PAGECACHE) {
+                self.try_to_unmap_shmem(pfn);
+            } else {
+                self.try_to_unmap(pfn);
+            }
             *unmapped_any = true;
             if self.folios.get(pfn).mapcount > 0 {
                 return self.activate_locked(pfn, stat);
@@ -725,6 +729,11 @@ impl Kernel {
             g.clear(PG_ISOLATED);
             self.free_folio(pfn);
             return true;
+        }
+        let f = *self.folios.get(pfn);
+        if f.test(PG_PAGECACHE) && !f.test(PG_DIRTY) {
+            // A shmem page never written: dropped, its hole reads zeros.
+            return self.shmem_remove_clean(pfn);
         }
         if self.folios.get(pfn).test(PG_DIRTY) {
             if references == FolioRef::ReclaimClean || !sc.may_writepage {
@@ -776,6 +785,21 @@ impl Kernel {
         if f.refcount != 1 + f.nr_pages() {
             return PageOut::Keep;
         }
+        if f.test(PG_PAGECACHE) {
+            // shmem_writepage: to swap through the swap cache; without a
+            // slot the folio is redirtied and activated.
+            self.folios.get_mut(pfn).clear(PG_DIRTY);
+            self.vm.inc(Vm::NrVmscanWrite);
+            if !self.traced(Fn::SwapWritepage, |k| k.shmem_writepage(pfn)) {
+                self.folios.get_mut(pfn).set(PG_DIRTY);
+                return PageOut::Activate;
+            }
+            let f = self.folios.get_mut(pfn);
+            if !f.test(PG_WRITEBACK) {
+                f.clear(PG_RECLAIM);
+            }
+            return PageOut::Success;
+        }
         if !f.test(PG_SWAPCACHE) {
             return PageOut::Activate;
         }
@@ -795,7 +819,7 @@ impl Kernel {
 
     /// `swap_writepage`: a stale cache entry no PTE needs is just dropped;
     /// zram stores the page at once, a block device gets a bio.
-    fn swap_writepage(&mut self, pfn: Pfn) {
+    pub fn swap_writepage(&mut self, pfn: Pfn) {
         if self.folio_free_swap(pfn) {
             return;
         }

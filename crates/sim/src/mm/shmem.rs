@@ -1,0 +1,381 @@
+//! mm/shmem.c: tmpfs files and shared anonymous memory. A shmem page is
+//! swap-backed (on the anon LRU lists) but lives in its inode's page cache,
+//! counted as a file and shmem page. Reclaim writes it to swap through the
+//! swap cache (`shmem_writepage`), leaving the swap entry in the inode's
+//! mapping; a fault brings it back through the swap cache with cluster
+//! readahead (`shmem_swapin_folio`; 6.1 has no skip-swapcache path here).
+//! A never-written page is clean and reclaim simply drops it (a hole reads
+//! as zeros again).
+
+use super::folio::*;
+use super::memory::FaultError;
+use super::page_alloc::Gfp;
+use super::pgtable::*;
+use super::swapfile::SwpEntry;
+use crate::cost::{self, Fn};
+use crate::kernel::Kernel;
+use crate::vmstat::{Mc, Vm};
+
+/// An inode's page-cache slot: empty, a folio, or a swap entry.
+const SLOT_FOLIO: u64 = 2;
+const SLOT_SWAP: u64 = 1;
+
+/// fault_around_bytes (64 KiB): a read fault maps up to 16 cached pages.
+const FAULT_AROUND_PAGES: u64 = 16;
+
+pub struct ShmemInode {
+    /// The mapping's xarray, one slot per page: 0 empty, `pfn << 2 | 2`,
+    /// or `entry << 2 | 1`.
+    pub pages: Vec<u64>,
+    /// What users last wrote to each page (0 = never: reads zeros). User
+    /// knowledge for the integrity check; the kernel never reads it.
+    pub user_version: Vec<u32>,
+    /// The VMAs mapping the inode (`i_mmap`).
+    pub vmas: Vec<u32>,
+    /// Shared anonymous memory: freed with its last mapping.
+    pub anon: bool,
+}
+
+impl Kernel {
+    /// A new shmem inode of `pages` pages (a tmpfs file, or the object
+    /// behind a MAP_SHARED|MAP_ANONYMOUS mapping).
+    pub fn shmem_inode_create(&mut self, pages: u64, anon: bool) -> u32 {
+        self.shmem.push(ShmemInode {
+            pages: vec![0; pages as usize],
+            user_version: vec![0; pages as usize],
+            vmas: Vec::new(),
+            anon,
+        });
+        (self.shmem.len() - 1) as u32
+    }
+
+    pub fn shmem_folio_at(&self, inode: u32, index: u64) -> Option<Pfn> {
+        let v = self.shmem[inode as usize].pages[index as usize];
+        (v & 3 == SLOT_FOLIO).then_some((v >> 2) as Pfn)
+    }
+
+    fn shmem_swap_at(&self, inode: u32, index: u64) -> Option<SwpEntry> {
+        let v = self.shmem[inode as usize].pages[index as usize];
+        (v & 3 == SLOT_SWAP).then_some((v >> 2) as SwpEntry)
+    }
+
+    /// `shmem_add_to_page_cache`: the folio takes the slot (the cache's
+    /// reference), counted as a file and shmem page.
+    fn shmem_add_to_page_cache(&mut self, pfn: Pfn, inode: u32, index: u64) {
+        self.shmem[inode as usize].pages[index as usize] = (pfn as u64) << 2 | SLOT_FOLIO;
+        let f = self.folios.get_mut(pfn);
+        f.refcount += 1;
+        f.set(PG_PAGECACHE | PG_SWAPBACKED);
+        f.mapping = inode;
+        f.index = index as u32;
+        let memcg = f.memcg;
+        self.vm.add(Vm::NrFilePages, 1);
+        self.vm.add(Vm::NrShmem, 1);
+        self.memcg_stat(memcg, Mc::File, 1);
+        self.memcg_stat(memcg, Mc::Shmem, 1);
+    }
+
+    /// `shmem_delete_from_page_cache` / the page-cache half of
+    /// `__filemap_remove_folio`: the slot takes `value`, the cache drops
+    /// its reference.
+    fn shmem_delete_from_page_cache(&mut self, pfn: Pfn, value: u64) {
+        let f = self.folios.get_mut(pfn);
+        let (inode, index, memcg) = (f.mapping, f.index, f.memcg);
+        f.clear(PG_PAGECACHE);
+        self.shmem[inode as usize].pages[index as usize] = value;
+        self.vm.add(Vm::NrFilePages, -1);
+        self.vm.add(Vm::NrShmem, -1);
+        self.memcg_stat(memcg, Mc::File, -1);
+        self.memcg_stat(memcg, Mc::Shmem, -1);
+        self.folio_put(pfn);
+    }
+
+    /// `shmem_get_folio_gfp` for a fault: the cached folio, the swapped-out
+    /// one read back, or a new zeroed one charged to the faulting memcg;
+    /// with a reference for the caller.
+    fn shmem_get_folio(&mut self, inode: u32, index: u64, memcg: u16) -> Result<Pfn, FaultError> {
+        self.charge_cost(Fn::ShmemFault, cost::PTE_NS);
+        if let Some(pfn) = self.shmem_folio_at(inode, index) {
+            self.folios.get_mut(pfn).refcount += 1;
+            return Ok(pfn);
+        }
+        if let Some(entry) = self.shmem_swap_at(inode, index) {
+            return self.shmem_swapin_folio(inode, index, entry, memcg);
+        }
+        let pfn = self
+            .alloc_page(Gfp::HighUserMovable)
+            .ok_or(FaultError::Oom)?;
+        self.folios.get_mut(pfn).memcg = memcg;
+        if self.try_charge(memcg, 1) != super::memcontrol::Charge::Ok {
+            self.free_page(pfn);
+            return Err(FaultError::Oom);
+        }
+        self.charge_cost(Fn::ShmemFault, cost::CLEAR_PAGE_NS);
+        self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
+        self.folios.version[pfn as usize] = 0;
+        self.shmem_add_to_page_cache(pfn, inode, index);
+        self.folio_add_lru(pfn);
+        Ok(pfn)
+    }
+
+    /// `shmem_swapin_folio`: from the swap cache, or read with cluster
+    /// readahead (a major fault); a read in flight makes the fault wait.
+    /// Then the folio replaces the swap entry in the mapping, leaves the
+    /// swap cache dirty, and the slot is freed.
+    fn shmem_swapin_folio(
+        &mut self,
+        inode: u32,
+        index: u64,
+        entry: SwpEntry,
+        memcg: u16,
+    ) -> Result<Pfn, FaultError> {
+        let pfn = match self.lookup_swap_cache(entry, None) {
+            Some(p) => p,
+            None => {
+                self.vm.inc(Vm::Pgmajfault);
+                self.memcg_stat(memcg, Mc::Pgmajfault, 1);
+                self.shmem_swapin_cluster(entry, memcg)
+                    .ok_or(FaultError::Oom)?
+            }
+        };
+        if let Some(done) = self.folio_lock_and_writeback_done_at(pfn) {
+            // folio_lock sleeps until a read completes, folio_wait_writeback
+            // until a write does; the fault then goes on (no retry: it does
+            // not count again).
+            self.folio_put(pfn);
+            return Err(FaultError::Wait(done));
+        }
+        self.charge_cost(Fn::ShmemFault, cost::SWAP_SLOT_NS);
+        // Into the page cache first, then out of the swap cache (whose
+        // reference that drops), as shmem_swapin_folio orders them.
+        self.shmem_add_to_page_cache(pfn, inode, index);
+        self.delete_from_swap_cache(pfn);
+        self.folios.get_mut(pfn).set(PG_DIRTY);
+        self.swap_free(entry);
+        Ok(pfn)
+    }
+
+    /// A fault on page `idx` of shmem VMA `vma` whose PTE is empty: fault
+    /// around first on a read (the page may already be cached), then
+    /// `shmem_fault`, and map the folio (writable: shmem mappings need no
+    /// write notification; dirty on a write).
+    pub fn do_shmem_fault(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), FaultError> {
+        let v = &self.vmas[vma as usize];
+        let (inode, index) = (v.inode, v.pgoff + idx as u64);
+        let memcg = self.mms[v.mm as usize].memcg;
+        if !write {
+            self.do_fault_around(vma, idx);
+            if pte_present(self.vmas[vma as usize].ptes[idx]) {
+                return Ok(());
+            }
+        }
+        let pfn = self.traced(Fn::ShmemFault, |k| k.shmem_get_folio(inode, index, memcg))?;
+        if write {
+            self.folios.get_mut(pfn).set(PG_DIRTY);
+        }
+        self.map_shmem_pte(vma, idx, pfn, write);
+        Ok(())
+    }
+
+    /// `do_fault_around` → `filemap_map_pages`: every cached, unlocked
+    /// page in the 16-page aligned window (inside the VMA and its page
+    /// table) whose PTE is empty gets mapped.
+    fn do_fault_around(&mut self, vma: u32, idx: usize) {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + idx as u64;
+        let start = (va & !(FAULT_AROUND_PAGES - 1))
+            .max(v.start_vpn)
+            .max(va & !511);
+        let end = ((va & !(FAULT_AROUND_PAGES - 1)) + FAULT_AROUND_PAGES)
+            .min(v.start_vpn + v.pages)
+            .min((va & !511) + 512);
+        let (inode, pgoff, base) = (v.inode, v.pgoff, v.start_vpn);
+        for a in start..end {
+            let i = (a - base) as usize;
+            if !pte_none(self.vmas[vma as usize].ptes[i]) {
+                continue;
+            }
+            let Some(pfn) = self.shmem_folio_at(inode, pgoff + i as u64) else {
+                continue;
+            };
+            if self.folios.get(pfn).test(PG_LOCKED) {
+                continue;
+            }
+            self.folios.get_mut(pfn).refcount += 1;
+            self.map_shmem_pte(vma, i, pfn, false);
+        }
+    }
+
+    /// Installs a PTE for a shmem page (`do_set_pte`): the caller's
+    /// reference becomes the mapping's.
+    fn map_shmem_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
+        self.charge_cost(Fn::AddRmap, cost::RMAP_NS + cost::PTE_NS);
+        let f = self.folios.get_mut(pfn);
+        f.mapcount += 1;
+        if f.mapcount == 1 {
+            let memcg = f.memcg;
+            self.vm.inc(Vm::NrMapped);
+            self.memcg_stat(memcg, Mc::FileMapped, 1);
+        }
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_shmem += 1;
+        let dirty = if write { PTE_DIRTY } else { 0 };
+        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, PTE_WRITE | PTE_YOUNG | dirty);
+    }
+
+    /// `page_remove_rmap` for a shmem page.
+    pub fn page_remove_file_rmap(&mut self, pfn: Pfn) {
+        self.charge_cost(Fn::RemoveRmap, cost::RMAP_NS);
+        let f = self.folios.get_mut(pfn);
+        debug_assert!(f.mapcount > 0);
+        f.mapcount -= 1;
+        if f.mapcount == 0 {
+            let memcg = f.memcg;
+            self.vm.add(Vm::NrMapped, -1);
+            self.memcg_stat(memcg, Mc::FileMapped, -1);
+        }
+    }
+
+    /// `shmem_writepage` for a clean-of-mappings, dirty shmem folio in
+    /// reclaim: a swap slot owned by the inode, the folio moved from the
+    /// page cache to the swap cache, then the write. False: no swap
+    /// space (the folio stays, redirtied, and is activated).
+    pub fn shmem_writepage(&mut self, pfn: Pfn) -> bool {
+        let memcg = self.folios.get(pfn).memcg;
+        let Some(entry) = self.folio_alloc_swap(memcg) else {
+            return false;
+        };
+        self.charge_cost(Fn::AddToSwap, cost::SWAP_SLOT_NS);
+        let _ = self.add_to_swap_cache(pfn, entry);
+        // swap_shmem_alloc: the inode's entry is the slot's one reference.
+        self.swap_duplicate(entry);
+        self.shmem_delete_from_page_cache(pfn, (entry as u64) << 2 | SLOT_SWAP);
+        self.swap_writepage(pfn);
+        true
+    }
+
+    /// Reclaim drops a clean shmem folio from its page cache (it was never
+    /// written: the hole reads as zeros again). Returns true if freed.
+    pub fn shmem_remove_clean(&mut self, pfn: Pfn) -> bool {
+        let f = *self.folios.get(pfn);
+        // Only the isolation's and the cache's references.
+        if f.refcount != 2 || f.test(PG_DIRTY) {
+            return false;
+        }
+        self.shmem_delete_from_page_cache(pfn, 0);
+        let f = self.folios.get_mut(pfn);
+        f.refcount = 0;
+        f.clear(PG_ISOLATED);
+        self.free_folio(pfn);
+        true
+    }
+
+    /// The VMAs of a shmem folio's rmap walk that map it, with the PTE.
+    pub fn shmem_mappings(&self, pfn: Pfn) -> Vec<(u32, usize, Pte)> {
+        let f = self.folios.get(pfn);
+        let inode = f.mapping as usize;
+        let mut out = Vec::new();
+        for &v in &self.shmem[inode].vmas {
+            let vm = &self.vmas[v as usize];
+            let idx = (f.index as u64).wrapping_sub(vm.pgoff);
+            if idx >= vm.pages {
+                continue;
+            }
+            let pte = vm.ptes[idx as usize];
+            if pte_present(pte) && pte_pfn(pte) == pfn {
+                out.push((v, idx as usize, pte));
+            }
+        }
+        out
+    }
+
+    /// `try_to_unmap_one` for a shmem page: the PTE goes (the page cache
+    /// keeps the page); its dirty bit moves to the folio.
+    pub fn try_to_unmap_shmem(&mut self, pfn: Pfn) {
+        for (v, idx, pte) in self.shmem_mappings(pfn) {
+            self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
+            if pte & PTE_DIRTY != 0 {
+                self.folios.get_mut(pfn).set(PG_DIRTY);
+            }
+            self.vmas[v as usize].ptes[idx] = 0;
+            let mm = self.vmas[v as usize].mm as usize;
+            self.mms[mm].rss_shmem -= 1;
+            self.page_remove_file_rmap(pfn);
+            self.folio_put(pfn);
+        }
+    }
+
+    /// `shmem_evict_inode` of shared anonymous memory whose last mapping
+    /// went: its pages and swap entries are freed.
+    pub fn shmem_evict(&mut self, inode: u32) {
+        for index in 0..self.shmem[inode as usize].pages.len() as u64 {
+            if let Some(pfn) = self.shmem_folio_at(inode, index) {
+                if self.folios.get(pfn).test(PG_LOCKED) {
+                    continue;
+                }
+                self.shmem_delete_from_page_cache(pfn, 0);
+            } else if let Some(entry) = self.shmem_swap_at(inode, index) {
+                self.shmem[inode as usize].pages[index as usize] = 0;
+                self.free_swap_and_cache(entry);
+            }
+        }
+        self.shmem[inode as usize].pages = Vec::new();
+        self.shmem[inode as usize].user_version = Vec::new();
+    }
+
+    /// `shmem_swapin_range` (MADV_WILLNEED on shmem): start reading the
+    /// range's swapped-out pages into the swap cache.
+    pub fn shmem_willneed(&mut self, inode: u32, first: u64, n: u64, memcg: u16) {
+        for index in first..first + n {
+            if let Some(entry) = self.shmem_swap_at(inode, index) {
+                if let Some((pfn, allocated)) = self.read_swap_cache_async(entry, memcg) {
+                    if allocated {
+                        self.swap_readpage(pfn, entry);
+                    }
+                    self.folio_put(pfn);
+                }
+            }
+        }
+    }
+
+    /// `shmem_unuse` for swapoff of device `ty`: every inode's entries on
+    /// it come back into the page cache (through the swap cache, with
+    /// cluster readahead; no fault is counted). False if memory ran out.
+    pub fn shmem_unuse(&mut self, ty: usize) -> bool {
+        for inode in 0..self.shmem.len() as u32 {
+            for index in 0..self.shmem[inode as usize].pages.len() as u64 {
+                let Some(entry) = self.shmem_swap_at(inode, index) else {
+                    continue;
+                };
+                if super::swapfile::swp_type(entry) != ty {
+                    continue;
+                }
+                self.charge_cost(Fn::TryToUnuse, cost::PTE_NS);
+                let memcg = self.swap[ty].cgroup[super::swapfile::swp_offset(entry) as usize];
+                let pfn = match self.lookup_swap_cache(entry, None) {
+                    Some(p) => p,
+                    None => match self.shmem_swapin_cluster(entry, memcg) {
+                        Some(p) => p,
+                        None => return false,
+                    },
+                };
+                self.wait_on_folio_io(pfn);
+                self.shmem_add_to_page_cache(pfn, inode, index);
+                self.delete_from_swap_cache(pfn);
+                self.folios.get_mut(pfn).set(PG_DIRTY);
+                self.swap_free(entry);
+                self.folio_put(pfn);
+            }
+        }
+        true
+    }
+
+    /// Swap entries an inode holds (for the invariant checker).
+    pub fn shmem_swap_entries(&self) -> impl Iterator<Item = SwpEntry> + '_ {
+        self.shmem
+            .iter()
+            .flat_map(|i| i.pages.iter())
+            .filter(|&&v| v & 3 == SLOT_SWAP)
+            .map(|&v| (v >> 2) as SwpEntry)
+    }
+}

@@ -1,0 +1,186 @@
+//! shmem: tmpfs files and shared anonymous memory — pages shared between
+//! tasks and with forked children, counted as file and shmem pages, fault
+//! around on reads, swapped out through the swap cache and back, dropped
+//! when clean, freed with their last mapping, brought back by swapoff.
+
+mod common;
+use common::*;
+
+const PAGES: i64 = 4096;
+
+fn tmpfs(extra: &str, tasks: &str) -> String {
+    format!(
+        r#"
+[machine]
+memory = "512M"
+cpus = 2
+[[swap]]
+device = "zram"
+size = "256M"
+[[file]]
+name = "shm"
+size = "16M"
+on = "tmpfs"
+{extra}
+{tasks}
+"#
+    )
+}
+
+#[test]
+fn tasks_share_a_tmpfs_file_and_read_with_fault_around() {
+    let r = run_checked(&tmpfs(
+        "",
+        r#"
+[task.writer]
+steps = [
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "touch", region = "m", write = 1.0 },
+]
+[task.reader]
+steps = [
+  { op = "sleep", duration = "1s" },
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "phase", name = "read" },
+  { op = "touch", region = "m" },
+]
+"#,
+    ));
+    // The reader sees every page the writer wrote (checked), and maps
+    // them 16 at a time: one fault per fault-around window.
+    assert_eq!(r.integrity.pages_checked, PAGES as u64);
+    let reader = r.tasks.iter().find(|t| t.name == "reader").unwrap();
+    let read = reader.phases.iter().find(|p| p.name == "read").unwrap();
+    assert_eq!(read.vmstat["pgfault"], PAGES / 16);
+    // The file's pages stay in the page cache after both unmap it.
+    assert_eq!(vm(&r, "nr_shmem"), PAGES);
+    assert_eq!(vm(&r, "nr_file_pages"), PAGES);
+    assert_eq!(vm(&r, "nr_anon_pages"), 0);
+}
+
+#[test]
+fn shmem_under_a_limit_goes_to_swap_and_comes_back() {
+    let r = run_checked(&tmpfs(
+        "[cgroup.w]\nmemory_max = \"8M\"",
+        r#"
+[task.main]
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "phase", name = "write" },
+  { op = "touch", region = "m", write = 1.0 },
+  { op = "phase", name = "read" },
+  { op = "touch", region = "m" },
+]
+"#,
+    ));
+    assert!(phase_vm(&r, 0, "write", "pswpout") > 2000);
+    // shmem swap-in always goes through the swap cache with cluster
+    // readahead (no skip-swapcache path for shmem in 6.1): 8-page windows.
+    let maj = phase_vm(&r, 0, "read", "pgmajfault");
+    let inn = phase_vm(&r, 0, "read", "pswpin");
+    assert!(maj > 0 && inn >= 7 * maj, "pswpin {inn} pgmajfault {maj}");
+    assert!(phase_vm(&r, 0, "read", "swap_ra_hit") > 0);
+    assert_eq!(r.integrity.violations, 0);
+    // Counted as shmem and file in the cgroup (bytes).
+    let st = &r.cgroups["w"].memory_stat;
+    assert!(st["shmem"] > 0 && st["file"] >= st["shmem"], "{st:?}");
+    assert_eq!(st["anon"], 0);
+}
+
+#[test]
+fn clean_shmem_pages_are_dropped_not_written() {
+    // Read-only use of a fresh file: zero pages in the page cache, never
+    // dirtied; reclaim drops them without any swap-out.
+    let r = run_checked(&tmpfs(
+        "[cgroup.w]\nmemory_max = \"8M\"",
+        r#"
+[task.main]
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "touch", region = "m", passes = 2 },
+]
+"#,
+    ));
+    assert_eq!(vm(&r, "pswpout"), 0);
+    assert!(vm(&r, "pgsteal_anon") > 0);
+    assert_eq!(r.integrity.violations, 0);
+}
+
+#[test]
+fn shared_anon_is_shared_with_a_child_and_freed_with_its_last_mapping() {
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "256M"
+[cgroup.w]
+memory_max = "12M"
+[task.main]
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "s", kind = "shared_anon", size = "16M" },
+  { op = "touch", region = "s", write = 1.0 },
+  { op = "fork", steps = [ { op = "touch", region = "s", write = 1.0, length = "8M" } ] },
+  { op = "wait" },
+  { op = "phase", name = "after" },
+  { op = "touch", region = "s" },
+  { op = "munmap", region = "s" },
+]
+"#,
+    );
+    // The parent reads the child's writes (no copy-on-write: checked).
+    assert_eq!(r.integrity.pages_checked, PAGES as u64);
+    assert_eq!(r.integrity.violations, 0);
+    // No COW copies: nothing anon was ever mapped.
+    assert_eq!(vm(&r, "pgreuse"), 0);
+    // Gone with its last mapping: pages and swap entries (whose slots
+    // wait in the CPU's return batch of 64 before the charge goes).
+    assert_eq!(vm(&r, "nr_shmem"), 0);
+    assert!(r.cgroups["w"].memory_swap_current <= 64 * 4096);
+}
+
+#[test]
+fn swapoff_brings_shmem_back() {
+    let r = run_checked(&tmpfs(
+        "[cgroup.w]\nmemory_max = \"64M\"",
+        r#"
+[task.main]
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "touch", region = "m", write = 1.0 },
+  { op = "madvise", region = "m", advice = "pageout" },
+  { op = "phase", name = "off" },
+  { op = "swapoff", device = 0 },
+  { op = "phase", name = "read" },
+  { op = "touch", region = "m" },
+]
+"#,
+    ));
+    assert_eq!(phase_vm(&r, 0, "off", "pswpin"), PAGES);
+    // Back in the page cache, unmapped: reads fault around, none major.
+    assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 0);
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), PAGES / 16);
+    assert_eq!(r.integrity.violations, 0);
+}
+
+#[test]
+fn madvise_free_on_shared_memory_is_einval() {
+    let e = try_run(&tmpfs(
+        "",
+        r#"
+[task.main]
+steps = [
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "madvise", region = "m", advice = "free" },
+]
+"#,
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("EINVAL") && e.contains("line"), "{e}");
+}
