@@ -481,9 +481,10 @@ impl Child<'_> {
     }
 
     /// fork(2): the child continues with a copy of this process's regions
-    /// and tokens (the same memory, copy-on-write), runs `steps`, reports
-    /// and exits; this process goes on at once and reads the child's report
-    /// on a thread, so the child never blocks writing it.
+    /// and tokens (private regions copy-on-write, shared ones shared), runs
+    /// `steps`, reports and exits; this process goes on at once and reads
+    /// the child's report on a thread, so the child never blocks writing
+    /// it.
     fn fork(&mut self, steps: &[Step], line: usize) -> Result<(), String> {
         let k = self.forks;
         self.forks += 1;
