@@ -4,12 +4,19 @@
 //! every access and /proc/vmstat snapshotted at every phase mark. A `fork`
 //! step forks a real child process, which runs its steps on its copy of the
 //! address space and reports like a task of its own.
+//!
+//! Private anonymous regions keep their tokens in the process (copied on
+//! fork like the memory). Shared regions — a tmpfs file mapped MAP_SHARED,
+//! a MAP_SHARED|MAP_ANONYMOUS region — keep them in shared memory
+//! (`SharedTokens`), one per page of the shared object, so a process checks
+//! what any process last wrote there.
 
 use crate::procfs;
-use crate::setup::{cgroup_dir, SwapNode};
+use crate::setup::{cgroup_dir, SharedFile, SwapNode};
+use crate::shared::SharedTokens;
 use mmsim_spec::output::{CgroupResult, KvResult, PhaseResult, TaskResult};
 use mmsim_spec::stream::{access_is_write, access_page, TouchStream};
-use mmsim_spec::{Advice, Op, Spec, Step};
+use mmsim_spec::{Advice, MapKind, Op, Spec, Step};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
@@ -37,16 +44,40 @@ pub struct Report {
 struct Region {
     addr: *mut u8,
     pages: u64,
-    /// What this process last wrote to each page (0 = never written, or
-    /// dropped by MADV_DONTNEED).
-    versions: Vec<u32>,
+    tokens: Tokens,
     /// One bit per page: freed by MADV_FREE and not written since, so it
     /// reads either its last token or zero (if reclaim discarded it). Empty
-    /// until the region's first MADV_FREE.
+    /// until the region's first MADV_FREE (which only private anonymous
+    /// regions take).
     lazy: Vec<u64>,
 }
 
+/// The content tokens a region's pages are checked against.
+enum Tokens {
+    /// Private anonymous: what this process last wrote to each page (0 =
+    /// never written, or dropped by MADV_DONTNEED).
+    Private(Vec<u32>),
+    /// Shared: the shared object's token array, the region's page `i`
+    /// being the object's page `base + i`; `owned` for a shared anonymous
+    /// region's own array (unmapped with the region), not for a file's
+    /// (the runner's, for the whole run).
+    Shared {
+        tokens: SharedTokens,
+        base: usize,
+        owned: bool,
+    },
+}
+
 impl Region {
+    /// A private region's tokens.
+    #[inline]
+    fn versions(&mut self) -> &mut [u32] {
+        match &mut self.tokens {
+            Tokens::Private(v) => v,
+            Tokens::Shared { .. } => unreachable!("a shared region has no private tokens"),
+        }
+    }
+
     fn is_lazy(&self, page: usize) -> bool {
         self.lazy
             .get(page / 64)
@@ -58,7 +89,7 @@ impl Region {
             if !on {
                 return;
             }
-            self.lazy = vec![0; self.versions.len().div_ceil(64)];
+            self.lazy = vec![0; (self.pages as usize).div_ceil(64)];
         }
         for p in pages {
             if on {
@@ -83,6 +114,7 @@ struct Forked {
 struct Child<'s> {
     spec: &'s Spec,
     swaps: &'s [SwapNode],
+    files: &'s [SharedFile],
     t0: Instant,
     instance: u32,
     name: String,
@@ -168,42 +200,17 @@ impl Child<'_> {
     fn run(&mut self, steps: &[Step]) -> Result<(), String> {
         for s in steps {
             match &s.op {
-                Op::Mmap { kind, .. } if *kind != mmsim_spec::MapKind::Anon => {
-                    return Err(format!(
-                        "line {}: the runner cannot map {} memory yet",
-                        s.line,
-                        kind.name()
-                    ));
-                }
-                Op::Mmap { name, pages, .. } => {
-                    let len = *pages as usize * PAGE;
-                    // SAFETY: a fresh private anonymous mapping.
-                    let addr = unsafe {
-                        libc::mmap(
-                            std::ptr::null_mut(),
-                            len,
-                            libc::PROT_READ | libc::PROT_WRITE,
-                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                            -1,
-                            0,
-                        )
-                    };
-                    if addr == libc::MAP_FAILED {
-                        return Err(format!(
-                            "line {}: mmap of {len} bytes failed: {}",
-                            s.line,
-                            std::io::Error::last_os_error()
-                        ));
-                    }
-                    self.regions.insert(
-                        name.clone(),
-                        Region {
-                            addr: addr as *mut u8,
-                            pages: *pages,
-                            versions: vec![0; *pages as usize],
-                            lazy: Vec::new(),
-                        },
-                    );
+                Op::Mmap {
+                    name,
+                    kind,
+                    pages,
+                    file,
+                    offset,
+                } => {
+                    let r = self
+                        .map(*kind, *pages, *file, *offset)
+                        .map_err(|e| format!("line {}: {e}", s.line))?;
+                    self.regions.insert(name.clone(), r);
                 }
                 Op::Munmap { region } => {
                     let r = self
@@ -211,8 +218,18 @@ impl Child<'_> {
                         .remove(region)
                         .ok_or_else(|| format!("line {}: no region {region}", s.line))?;
                     self.kv_dbs.remove(region);
-                    // SAFETY: the whole mapping made by mmap above.
+                    // SAFETY: the whole mapping made by `map`. A file's
+                    // pages stay in the file; a shared anonymous region's
+                    // stay while a forked process still maps them.
                     unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
+                    if let Tokens::Shared {
+                        tokens,
+                        owned: true,
+                        ..
+                    } = r.tokens
+                    {
+                        tokens.unmap();
+                    }
                 }
                 Op::Touch(t) => {
                     let instance = self.instance;
@@ -302,23 +319,32 @@ impl Child<'_> {
                         )
                     };
                     if rc != 0 {
+                        let e = std::io::Error::last_os_error();
+                        let hint = match (advice, &r.tokens) {
+                            (Advice::Free, Tokens::Shared { .. }) => {
+                                " (MADV_FREE takes only private anonymous memory)"
+                            }
+                            _ => "",
+                        };
                         return Err(format!(
-                            "line {}: madvise({}) of {region} pages {first}..{}: {}",
+                            "line {}: madvise({}) of {region} pages {first}..{}: {e}{hint}",
                             s.line,
                             advice.name(),
                             first + n,
-                            std::io::Error::last_os_error()
                         ));
                     }
-                    match advice {
+                    match (advice, &mut r.tokens) {
                         // Private anonymous pages are dropped: zero-fill next.
-                        Advice::Dontneed => {
-                            r.versions[first..first + n].fill(0);
+                        (Advice::Dontneed, Tokens::Private(versions)) => {
+                            versions[first..first + n].fill(0);
                             r.set_lazy(first..first + n, false);
                         }
+                        // Shared pages are only unmapped here: the data
+                        // stays in the shared object (page cache or swap).
+                        (Advice::Dontneed, Tokens::Shared { .. }) => {}
                         // Lazily freed: either value until written again.
-                        Advice::Free => r.set_lazy(first..first + n, true),
-                        Advice::Pageout | Advice::Cold | Advice::Willneed => {}
+                        (Advice::Free, _) => r.set_lazy(first..first + n, true),
+                        (Advice::Pageout | Advice::Cold | Advice::Willneed, _) => {}
                     }
                 }
                 Op::Swapoff { device } | Op::Swapon { device } => {
@@ -358,10 +384,107 @@ impl Child<'_> {
         Ok(())
     }
 
+    /// mmap(2) of a region of `pages` pages: private anonymous; a
+    /// `[[file]]` (MAP_SHARED, from file page `offset`), checked against
+    /// the file's token array; or shared anonymous, with a token array of
+    /// its own in shared memory, mapped here (charged to this process's
+    /// cgroup), which the processes this one forks share.
+    fn map(
+        &self,
+        kind: MapKind,
+        pages: u64,
+        file: Option<usize>,
+        offset: u64,
+    ) -> Result<Region, String> {
+        let len = pages as usize * PAGE;
+        let mut fd = None;
+        let (flags, tokens) = match kind {
+            MapKind::Anon => (
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                Tokens::Private(vec![0; pages as usize]),
+            ),
+            MapKind::Shmem => {
+                let f = file
+                    .and_then(|i| self.files.get(i))
+                    .ok_or("a shmem mapping without its file")?;
+                if offset + pages > f.pages {
+                    return Err(format!(
+                        "pages {offset}..{} of {}, which has {} pages",
+                        offset + pages,
+                        f.path,
+                        f.pages
+                    ));
+                }
+                let opened = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&f.path)
+                    .map_err(|e| format!("cannot open {}: {e}", f.path))?;
+                fd = Some(opened);
+                (
+                    libc::MAP_SHARED,
+                    Tokens::Shared {
+                        tokens: f.tokens,
+                        base: offset as usize,
+                        owned: false,
+                    },
+                )
+            }
+            MapKind::SharedAnon => {
+                let tokens = SharedTokens::map(pages as usize)
+                    .map_err(|e| format!("cannot map the region's token array: {e}"))?;
+                (
+                    libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                    Tokens::Shared {
+                        tokens,
+                        base: 0,
+                        owned: true,
+                    },
+                )
+            }
+        };
+        let raw_fd = fd.as_ref().map_or(-1, |f| {
+            use std::os::fd::AsRawFd;
+            f.as_raw_fd()
+        });
+        // SAFETY: a fresh mapping; the file (if any) is open for reading
+        // and writing, and the mapping outlives the descriptor.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                raw_fd,
+                (offset as usize * PAGE) as libc::off_t,
+            )
+        };
+        drop(fd);
+        if addr == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            if let Tokens::Shared {
+                tokens,
+                owned: true,
+                ..
+            } = tokens
+            {
+                tokens.unmap();
+            }
+            return Err(format!("mmap of {len} bytes ({}) failed: {e}", kind.name()));
+        }
+        Ok(Region {
+            addr: addr as *mut u8,
+            pages,
+            tokens,
+            lazy: Vec::new(),
+        })
+    }
+
     /// fork(2): the child continues with a copy of this process's regions
-    /// and tokens (the same memory, copy-on-write), runs `steps`, reports
-    /// and exits; this process goes on at once and reads the child's report
-    /// on a thread, so the child never blocks writing it.
+    /// and tokens (private regions copy-on-write, shared ones shared), runs
+    /// `steps`, reports and exits; this process goes on at once and reads
+    /// the child's report on a thread, so the child never blocks writing
+    /// it.
     fn fork(&mut self, steps: &[Step], line: usize) -> Result<(), String> {
         let k = self.forks;
         self.forks += 1;
@@ -497,13 +620,32 @@ fn describe_status(status: libc::c_int) -> String {
 /// access (one write fault on a missing page). An atomic exchange would
 /// check writes too, but QEMU's TCG performs it as a read probe and then a
 /// write, which faults twice.
+///
+/// On a shared region the next token comes from an atomic fetch-and-add on
+/// the shared token array (unique among all processes), and is then stored
+/// to the page. Two processes writing one page at the same moment race
+/// between the two stores (the page may end up with the older token), and
+/// a read racing with a write may see the page and the array disagree:
+/// either shows as a violation. Specs that share pages between concurrent
+/// tasks should order their accesses (e.g. with `sleep` or `wait`).
 #[inline]
 fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
     // SAFETY: page < r.pages, inside the mapping.
     let p = unsafe { r.addr.add(page * PAGE) } as *mut u32;
+    if let Tokens::Shared { tokens, base, .. } = &r.tokens {
+        if write {
+            let next = tokens.next(base + page);
+            // SAFETY: aligned, mapped, ours.
+            unsafe { std::ptr::write_volatile(p, next) };
+            return (0, 0);
+        }
+        // SAFETY: aligned, mapped, ours.
+        let found = unsafe { std::ptr::read_volatile(p) };
+        return (1, (found != tokens.get(base + page)) as u64);
+    }
     if write {
-        let next = r.versions[page].wrapping_add(1).max(1);
-        r.versions[page] = next;
+        let next = r.versions()[page].wrapping_add(1).max(1);
+        r.versions()[page] = next;
         // SAFETY: aligned, mapped, ours.
         unsafe { std::ptr::write_volatile(p, next) };
         if !r.lazy.is_empty() {
@@ -513,13 +655,13 @@ fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
     }
     // SAFETY: aligned, mapped, ours.
     let found = unsafe { std::ptr::read_volatile(p) };
-    if found == r.versions[page] {
+    if found == r.versions()[page] {
         return (1, 0);
     }
     if found == 0 && r.is_lazy(page) {
         // Reclaim discarded the lazily freed page: it reads zeros from now
         // on, until written.
-        r.versions[page] = 0;
+        r.versions()[page] = 0;
         r.set_lazy(page..page + 1, false);
         return (1, 0);
     }
@@ -588,7 +730,12 @@ fn run_kvstore(
 /// Runs every task instance in its own process; returns their reports,
 /// each task followed by the processes it forked (depth first, in fork
 /// order).
-pub fn run_tasks(spec: &Spec, swaps: &[SwapNode], t0: Instant) -> Result<Vec<Report>, String> {
+pub fn run_tasks(
+    spec: &Spec,
+    swaps: &[SwapNode],
+    files: &[SharedFile],
+    t0: Instant,
+) -> Result<Vec<Report>, String> {
     let mut children = Vec::new();
     for task in &spec.tasks {
         for i in 0..task.instances {
@@ -621,6 +768,7 @@ pub fn run_tasks(spec: &Spec, swaps: &[SwapNode], t0: Instant) -> Result<Vec<Rep
                 let mut c = Child {
                     spec,
                     swaps,
+                    files,
                     t0,
                     instance: i,
                     name,
@@ -727,10 +875,107 @@ mod tests {
         let r = Region {
             addr: mem.as_mut_ptr() as *mut u8,
             pages: pages as u64,
-            versions: vec![0; pages],
+            tokens: Tokens::Private(vec![0; pages]),
             lazy: Vec::new(),
         };
         (r, mem)
+    }
+
+    /// A shared anonymous region of `pages` pages with its token array, as
+    /// `Child::map` makes it for `shared_anon`.
+    fn shared_region(pages: usize) -> Region {
+        // SAFETY: a fresh shared anonymous mapping.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                pages * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        Region {
+            addr: addr as *mut u8,
+            pages: pages as u64,
+            tokens: Tokens::Shared {
+                tokens: SharedTokens::map(pages).unwrap(),
+                base: 0,
+                owned: true,
+            },
+            lazy: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn shared_tokens_are_checked_across_views() {
+        // Two regions over the same pages and the same token array (two
+        // mappings of one file at different offsets, say).
+        let mut a = shared_region(8);
+        let Tokens::Shared { tokens, .. } = a.tokens else {
+            unreachable!()
+        };
+        let mut b = Region {
+            // SAFETY: page 2 of a's mapping.
+            addr: unsafe { a.addr.add(2 * PAGE) },
+            pages: 6,
+            tokens: Tokens::Shared {
+                tokens,
+                base: 2,
+                owned: false,
+            },
+            lazy: Vec::new(),
+        };
+        assert_eq!(touch(&mut a, 3, true), (0, 0));
+        assert_eq!(touch(&mut b, 1, false), (1, 0));
+        assert_eq!(touch(&mut b, 1, true), (0, 0));
+        assert_eq!(touch(&mut a, 3, false), (1, 0));
+        assert_eq!(tokens.get(3), 2);
+        // Someone else's token in the page is a violation.
+        // SAFETY: page 3 of the mapping.
+        unsafe { *(a.addr.add(3 * PAGE) as *mut u32) = 1 };
+        assert_eq!(touch(&mut b, 1, false), (1, 1));
+        // SAFETY: the whole mapping.
+        unsafe { libc::munmap(a.addr as *mut libc::c_void, 8 * PAGE) };
+        tokens.unmap();
+    }
+
+    #[test]
+    fn a_forked_process_writes_what_its_parent_reads() {
+        let mut r = shared_region(4);
+        touch(&mut r, 0, true);
+        touch(&mut r, 1, true);
+        // SAFETY: the child only touches shared memory and _exit()s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let (c0, bad0) = touch(&mut r, 0, false);
+            touch(&mut r, 1, true);
+            touch(&mut r, 2, true);
+            // SAFETY: _exit has no preconditions.
+            unsafe { libc::_exit(if (c0, bad0) == (1, 0) { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: our child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        for p in 0..4 {
+            assert_eq!(touch(&mut r, p, false), (1, 0), "page {p}");
+        }
+        let Tokens::Shared { tokens, .. } = r.tokens else {
+            unreachable!()
+        };
+        assert_eq!((tokens.get(0), tokens.get(1), tokens.get(2)), (1, 2, 1));
+    }
+
+    #[test]
+    fn shared_token_counters_skip_zero_when_they_wrap() {
+        let t = SharedTokens::map(1).unwrap();
+        // SAFETY: token 0 of the mapping.
+        unsafe { *(t.ptr_for_test() as *mut u32) = u32::MAX };
+        assert_eq!(t.next(0), 1);
+        t.unmap();
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod exec;
 mod procfs;
 mod setup;
+mod shared;
 
 use mmsim_spec::output::{Engine, IntegrityResult, MachineInfo, RunResult};
 use std::collections::BTreeMap;
@@ -99,7 +100,7 @@ fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
     };
     let before = procfs::vmstat();
     let t0 = Instant::now();
-    let reports = exec::run_tasks(spec, &setup.devices, t0);
+    let reports = exec::run_tasks(spec, &setup.devices, &setup.files, t0);
     let elapsed = t0.elapsed().as_nanos() as u64;
     let after = procfs::vmstat();
     setup.teardown();

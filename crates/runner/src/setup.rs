@@ -1,8 +1,10 @@
 //! Puts the machine into the state the spec describes: knobs, swap devices
 //! (zram, or the virtio-blk, NVMe and IDE disks the oracle gave the guest),
-//! cgroup v2 groups; and takes it back out afterwards.
+//! cgroup v2 groups, `[[file]]`s on a tmpfs of the run's own; and takes it
+//! back out afterwards.
 
-use mmsim_spec::{Limit, Spec, SwapDevice, SwapKind};
+use crate::shared::SharedTokens;
+use mmsim_spec::{FileOn, Limit, MapKind, Op, Spec, Step, SwapDevice, SwapKind};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
@@ -55,6 +57,21 @@ fn swap_flags(prio: Option<i32>) -> libc::c_int {
 /// libata probes its ports in the background).
 const DISK_WAIT: Duration = Duration::from_secs(30);
 
+/// Where the run's tmpfs is mounted.
+pub const TMPFS_DIR: &str = "/mnt/mmsim-tmpfs";
+/// shmem's THP policy for the internal mount (shared anonymous mappings)
+/// and, at `force` or `deny`, for every tmpfs.
+const SHMEM_ENABLED: &str = "kernel/mm/transparent_hugepage/shmem_enabled";
+
+/// A `[[file]]` as set up: its path on the run's tmpfs and its content
+/// tokens, one per file page, in memory every task process shares.
+#[derive(Debug, Clone)]
+pub struct SharedFile {
+    pub path: String,
+    pub pages: u64,
+    pub tokens: SharedTokens,
+}
+
 pub struct Setup {
     /// Knob files and the values they had before.
     restore: Vec<(String, String)>,
@@ -66,6 +83,11 @@ pub struct Setup {
     cgroups: Vec<String>,
     /// Every knob in force, read back after setting: `section:key` → value.
     pub knobs: Vec<(String, String)>,
+    /// Every `[[file]]`, by spec index, created on the tmpfs.
+    pub files: Vec<SharedFile>,
+    /// The tmpfs is mounted at TMPFS_DIR; and whether the runner made that
+    /// directory (removed again after).
+    tmpfs: Option<bool>,
 }
 
 fn write(path: &str, value: &str) -> Result<(), String> {
@@ -101,6 +123,8 @@ impl Setup {
             devices: Vec::new(),
             cgroups: Vec::new(),
             knobs: Vec::new(),
+            files: Vec::new(),
+            tmpfs: None,
         };
         if let Err(e) = s.apply_all(spec) {
             s.teardown();
@@ -161,6 +185,100 @@ impl Setup {
             self.knobs.push((
                 format!("cgroup:{}/memory.high", cg.name),
                 limit(cg.memory_high),
+            ));
+        }
+        if uses_shmem(spec) {
+            self.shmem_thp_never()?;
+        }
+        if !spec.files.is_empty() {
+            self.make_files(spec)?;
+        }
+        Ok(())
+    }
+
+    /// Large shmem folios are not modelled: shmem_enabled must be `never`
+    /// (its default) for shared anonymous mappings, and neither `force` nor
+    /// `deny` may override the run's tmpfs mount. Recorded as a knob.
+    fn shmem_thp_never(&mut self) -> Result<(), String> {
+        let key = format!("sysfs:{SHMEM_ENABLED}");
+        let path = format!("/sys/{SHMEM_ENABLED}");
+        if !std::path::Path::new(&path).exists() {
+            self.knobs.push((key, "never (not built in)".into()));
+            return Ok(());
+        }
+        let old = current_value(&read_trim(&path));
+        if old != "never" {
+            write(&path, "never")?;
+            self.restore.push((path.clone(), old));
+        }
+        self.knobs.push((key, current_value(&read_trim(&path))));
+        Ok(())
+    }
+
+    /// Mounts a tmpfs (huge=never, as large as the files together) at
+    /// TMPFS_DIR and creates every `[[file]]` on it, sparse, with its size;
+    /// maps each file's token array (in this process, before the task
+    /// processes are forked: the root cgroup pays for it). Each file is
+    /// recorded as knob `file:NAME` = `tmpfs SIZE huge=never`.
+    fn make_files(&mut self, spec: &Spec) -> Result<(), String> {
+        let made_dir = !std::path::Path::new(TMPFS_DIR).exists();
+        if made_dir {
+            fs::create_dir_all(TMPFS_DIR).map_err(|e| format!("cannot create {TMPFS_DIR}: {e}"))?;
+        }
+        let total: u64 = spec.files.iter().map(|f| f.size).sum();
+        let opts = format!("size={total},huge=never,mode=0700");
+        let src = CString::new("mmsim-tmpfs").expect("name");
+        let fstype = CString::new("tmpfs").expect("name");
+        let dir = CString::new(TMPFS_DIR).expect("path");
+        let data = CString::new(opts.clone()).expect("options");
+        // SAFETY: valid NUL-terminated strings.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                dir.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                data.as_ptr() as *const libc::c_void,
+            )
+        };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if made_dir {
+                let _ = fs::remove_dir(TMPFS_DIR);
+            }
+            return Err(format!("cannot mount tmpfs ({opts}) at {TMPFS_DIR}: {e}"));
+        }
+        self.tmpfs = Some(made_dir);
+        for f in &spec.files {
+            let FileOn::Tmpfs = f.on;
+            let path = format!("{TMPFS_DIR}/{}", f.name);
+            let pages = f.size / 4096;
+            let tokens = SharedTokens::map(pages as usize)
+                .map_err(|e| format!("file {}: cannot map its token array: {e}", f.name))?;
+            let file = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path);
+            let file = match file {
+                Ok(file) => file,
+                Err(e) => {
+                    tokens.unmap();
+                    return Err(format!("file {}: cannot create {path}: {e}", f.name));
+                }
+            };
+            // From here on teardown removes it.
+            self.files.push(SharedFile {
+                path: path.clone(),
+                pages,
+                tokens,
+            });
+            // ftruncate(2): sparse, pages appear on first touch.
+            file.set_len(f.size)
+                .map_err(|e| format!("file {}: cannot size {path}: {e}", f.name))?;
+            self.knobs.push((
+                format!("file:{}", f.name),
+                format!("tmpfs {} huge=never", f.size),
             ));
         }
         Ok(())
@@ -230,8 +348,21 @@ impl Setup {
         Ok(node)
     }
 
-    /// Undoes everything, best effort, in reverse order.
+    /// Undoes everything, best effort, in reverse order. The files go
+    /// first, so that swapoff need not bring their swapped pages back.
     pub fn teardown(&mut self) {
+        for f in self.files.drain(..).rev() {
+            let _ = fs::remove_file(&f.path);
+            f.tokens.unmap();
+        }
+        if let Some(made_dir) = self.tmpfs.take() {
+            let dir = CString::new(TMPFS_DIR).expect("path");
+            // SAFETY: a valid NUL-terminated path; our own mount.
+            unsafe { libc::umount2(dir.as_ptr(), libc::MNT_DETACH) };
+            if made_dir {
+                let _ = fs::remove_dir(TMPFS_DIR);
+            }
+        }
         for dir in self.cgroups.drain(..).rev() {
             let _ = fs::remove_dir(&dir);
         }
@@ -249,6 +380,18 @@ impl Setup {
             let _ = fs::write(&path, old);
         }
     }
+}
+
+/// Whether the spec has files or maps shared memory anywhere.
+pub fn uses_shmem(spec: &Spec) -> bool {
+    fn walk(steps: &[Step]) -> bool {
+        steps.iter().any(|s| match &s.op {
+            Op::Mmap { kind, .. } => *kind != MapKind::Anon,
+            Op::Repeat { steps, .. } | Op::Fork { steps } => walk(steps),
+            _ => false,
+        })
+    }
+    !spec.files.is_empty() || spec.tasks.iter().any(|t| walk(&t.steps))
 }
 
 fn read_trim(path: &str) -> String {
