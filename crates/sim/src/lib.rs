@@ -253,6 +253,25 @@ fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
             limit(cg.memory_high),
         );
     }
+    for f in &spec.files {
+        m.insert(
+            format!("file:{}", f.name),
+            format!("tmpfs {} huge=never", f.size),
+        );
+    }
+    let mut shared = !spec.files.is_empty();
+    for_each_step(&spec.tasks, &mut |op| {
+        if let mmsim_spec::Op::Mmap { kind, .. } = op {
+            shared |= *kind != mmsim_spec::MapKind::Anon;
+        }
+    });
+    if shared {
+        // The oracle sets shmem THP off for what mmsim models, and says so.
+        m.insert(
+            "sysfs:kernel/mm/transparent_hugepage/shmem_enabled".into(),
+            "never".into(),
+        );
+    }
     for (i, s) in spec.swap.iter().enumerate() {
         m.insert(format!("swap:{i}"), format!("{} {}", s.kind.name(), s.size));
         if s.kind != mmsim_spec::SwapKind::Zram {
