@@ -281,15 +281,7 @@ impl Child<'_> {
                     if self.open.is_some() {
                         self.open_kv.get_or_insert_with(KvResult::default).add(&st);
                     }
-                    let acc = self.kv.get_or_insert_with(KvResult::default);
-                    acc.requests += st.requests;
-                    acc.sets += st.sets;
-                    acc.gets += st.gets;
-                    acc.hits += st.hits;
-                    acc.misses += st.misses;
-                    acc.bytes += st.bytes;
-                    acc.elapsed_ns += st.elapsed_ns;
-                    acc.latency_sum_ns += st.latency_sum_ns;
+                    self.kv.get_or_insert_with(KvResult::default).add(&st);
                 }
                 Op::Madvise {
                     region,
@@ -702,18 +694,7 @@ fn run_kvstore(
             *checked += c;
             *violations += bad;
         }
-        st.requests += 1;
-        st.bytes += req.bytes;
-        if req.set {
-            st.sets += 1;
-        } else {
-            st.gets += 1;
-            if req.hit {
-                st.hits += 1;
-            } else {
-                st.misses += 1;
-            }
-        }
+        st.record(req.set, req.hit, req.bytes);
         in_batch += 1;
         if in_batch == kv.pipeline {
             let t = now();

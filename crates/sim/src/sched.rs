@@ -84,19 +84,7 @@ struct KvRun {
 
 impl KvRun {
     fn finish(&mut self, r: mmsim_spec::kv::KvRequest, now: u64) {
-        let s = &mut self.stats;
-        s.requests += 1;
-        s.bytes += r.bytes;
-        if r.set {
-            s.sets += 1;
-        } else {
-            s.gets += 1;
-            if r.hit {
-                s.hits += 1;
-            } else {
-                s.misses += 1;
-            }
-        }
+        self.stats.record(r.set, r.hit, r.bytes);
         self.in_batch += 1;
         if self.in_batch == self.pipeline {
             self.close_batch(now);

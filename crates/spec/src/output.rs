@@ -110,6 +110,22 @@ pub struct KvResult {
 }
 
 impl KvResult {
+    /// Counts one finished request.
+    pub fn record(&mut self, set: bool, hit: bool, bytes: u64) {
+        self.requests += 1;
+        self.bytes += bytes;
+        if set {
+            self.sets += 1;
+        } else {
+            self.gets += 1;
+            if hit {
+                self.hits += 1;
+            } else {
+                self.misses += 1;
+            }
+        }
+    }
+
     /// Adds another step's figures (its time to the elapsed time).
     pub fn add(&mut self, o: &KvResult) {
         self.requests += o.requests;

@@ -82,40 +82,35 @@ impl Kernel {
 
     /// `lruvec_add_folio`: at the head of the list its flags select.
     pub fn lruvec_add_folio(&mut self, pfn: Pfn) {
-        let f = self.folios.get(pfn);
-        let (lru, memcg, nr) = (f.lru_list(), f.memcg, f.nr_pages() as i64);
-        let list = &mut self.lruvecs[memcg as usize].lists[lru as usize];
-        let old = list.head;
-        list.head = pfn;
-        if old == NIL {
-            list.tail = pfn;
-        } else {
-            self.folios.get_mut(old).prev = pfn;
-        }
-        list.len += nr as u64;
-        let f = self.folios.get_mut(pfn);
-        f.prev = NIL;
-        f.next = old;
-        f.lru = lru;
-        self.update_lru_size(memcg, lru, nr);
+        self.lru_link(pfn, false);
     }
 
     /// `lruvec_add_folio_tail`: at the tail, next in line for reclaim.
     pub fn lruvec_add_folio_tail(&mut self, pfn: Pfn) {
+        self.lru_link(pfn, true);
+    }
+
+    fn lru_link(&mut self, pfn: Pfn, tail: bool) {
         let f = self.folios.get(pfn);
         let (lru, memcg, nr) = (f.lru_list(), f.memcg, f.nr_pages() as i64);
         let list = &mut self.lruvecs[memcg as usize].lists[lru as usize];
-        let old = list.tail;
-        list.tail = pfn;
-        if old == NIL {
-            list.head = pfn;
+        let old = if tail { list.tail } else { list.head };
+        if tail {
+            list.tail = pfn;
         } else {
-            self.folios.get_mut(old).next = pfn;
+            list.head = pfn;
         }
+        if old == NIL {
+            *(if tail { &mut list.head } else { &mut list.tail }) = pfn;
+        } else if tail {
+            self.folios.get_mut(old).next = pfn;
+        } else {
+            self.folios.get_mut(old).prev = pfn;
+        }
+        let list = &mut self.lruvecs[memcg as usize].lists[lru as usize];
         list.len += nr as u64;
         let f = self.folios.get_mut(pfn);
-        f.prev = old;
-        f.next = NIL;
+        (f.prev, f.next) = if tail { (old, NIL) } else { (NIL, old) };
         f.lru = lru;
         self.update_lru_size(memcg, lru, nr);
     }
