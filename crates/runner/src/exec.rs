@@ -253,6 +253,12 @@ impl Child<'_> {
                         }
                     }
                 }
+                Op::FileIo { .. } | Op::Fsync { .. } | Op::DropCaches => {
+                    return Err(format!(
+                        "line {}: the runner cannot run this op yet",
+                        s.line
+                    ));
+                }
                 Op::KvStore(kv) => {
                     let r = self
                         .regions

@@ -572,6 +572,25 @@ impl<'s> Scheduler<'s> {
                 k.madvise(vma, *offset as usize, n as usize, *advice)
                     .map_err(|e| SimError::Spec(format!("line {}: madvise: {e}", step.line)))?;
             }
+            Op::FileIo {
+                write,
+                file,
+                offset,
+                length,
+                chunk,
+            } => {
+                let memcg = k.tasks[ktask].memcg;
+                k.shmem_file_io(*file as u32, *offset, *length, *chunk, *write, memcg)
+                    .map_err(SimError::from)?;
+            }
+            Op::Fsync { .. } => {
+                // tmpfs: noop_fsync.
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+            }
+            Op::DropCaches => {
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.drop_caches();
+            }
             Op::KvStore(kv) => {
                 let vma = *t
                     .regions
@@ -911,6 +930,7 @@ fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
                 n = n.saturating_add(times.saturating_mul(count_accesses(steps, sizes)))
             }
             Op::Fork { steps } => n = n.saturating_add(count_accesses(steps, &mut sizes.clone())),
+            Op::FileIo { length, .. } => n = n.saturating_add(*length),
             // About 2.5 page accesses per request.
             Op::KvStore(kv) => n = n.saturating_add(kv.requests.saturating_mul(5) / 2),
             _ => {}

@@ -272,6 +272,21 @@ pub enum Op {
     /// A key-value server in a region, driven by a memtier-like client
     /// (crate::kv).
     KvStore(KvStore),
+    /// read(2) or write(2) of a `[[file]]`'s pages `[offset, offset +
+    /// length)` in calls of `chunk` pages each (pread/pwrite).
+    FileIo {
+        write: bool,
+        file: usize,
+        offset: u64,
+        length: u64,
+        chunk: u64,
+    },
+    /// fsync(2) of a `[[file]]`.
+    Fsync {
+        file: usize,
+    },
+    /// `echo 3 > /proc/sys/vm/drop_caches`.
+    DropCaches,
 }
 
 #[derive(Debug, Clone, PartialEq)]

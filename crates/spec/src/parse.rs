@@ -12,8 +12,7 @@ use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
 use std::collections::HashMap;
 
-pub const OPS: &str =
-    "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon, kvstore";
+pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -976,6 +975,9 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
             &["region", "advice"],
         ),
         "swapoff" | "swapon" => (&["op", "device"], &["device"]),
+        "read" | "write" => (&["op", "file", "offset", "length", "chunk"], &["file"]),
+        "fsync" => (&["op", "file"], &["file"]),
+        "drop_caches" => (&["op"], &[]),
         "kvstore" => (
             &[
                 "op",
@@ -1128,6 +1130,11 @@ fn build_step(
         },
         "wait" => Op::Wait,
         "kvstore" => Op::KvStore(build_kvstore(rep, &f)?),
+        "read" | "write" => build_file_io(rep, &f, op == "write", files)?,
+        "fsync" => Op::Fsync {
+            file: file_index(rep, &f, files)?,
+        },
+        "drop_caches" => Op::DropCaches,
         "madvise" => {
             let a = req("advice");
             let advice = match string(rep, a, &f.path("advice"), ADVICE_WORDS)? {
@@ -1299,6 +1306,76 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
         offset,
         length,
         seed,
+    })
+}
+
+/// The `[[file]]` a step's `file` key names.
+fn file_index(rep: &Reporter, f: &Fields, files: &[File]) -> Result<usize, SpecError> {
+    let known: Vec<&str> = files.iter().map(|x| x.name.as_str()).collect();
+    let words = format!(
+        "a string: the name of a [[file]] ({})",
+        if known.is_empty() {
+            "none defined".to_string()
+        } else {
+            known.join(", ")
+        }
+    );
+    let node = f.get("file").ok_or_else(|| f.missing("file", &words))?;
+    let name = string(rep, node, &f.path("file"), &words)?;
+    files.iter().position(|x| x.name == name).ok_or_else(|| {
+        rep.at(
+            node.at,
+            f.path("file"),
+            format!("found \"{name}\", expected {words}"),
+        )
+    })
+}
+
+/// `read` / `write`: a page range of a file, in chunks (default: the whole
+/// file, 128 KiB chunks).
+fn build_file_io(rep: &Reporter, f: &Fields, write: bool, files: &[File]) -> Result<Op, SpecError> {
+    let file = file_index(rep, f, files)?;
+    let file_pages = files[file].size / PAGE_SIZE;
+    let (offset, length) = page_range(rep, f)?;
+    let length = length.unwrap_or(file_pages.saturating_sub(offset));
+    if offset >= file_pages || offset + length > file_pages {
+        let key = if offset >= file_pages {
+            "offset"
+        } else {
+            "length"
+        };
+        return Err(rep.at(
+            f.get(key).map_or(f.at, |n| n.at),
+            f.path(key),
+            format!(
+                "found the pages {offset}..{}, expected them inside file \"{}\" of {file_pages} pages",
+                offset + length,
+                files[file].name
+            ),
+        ));
+    }
+    let chunk = match f.get("chunk") {
+        None => 32,
+        Some(c) => {
+            let b = size(rep, c, &f.path("chunk"))?;
+            if b == 0 || !b.is_multiple_of(PAGE_SIZE) {
+                return Err(rep.at(
+                    c.at,
+                    f.path("chunk"),
+                    format!(
+                        "found {b} bytes, expected a whole number of 4 KiB pages, at least one"
+                    ),
+                ));
+            }
+            b / PAGE_SIZE
+        }
+    };
+    Ok(Op::FileIo {
+        write,
+        file,
+        offset,
+        length,
+        chunk,
     })
 }
 
@@ -1662,6 +1739,7 @@ impl RegionCheck<'_> {
                 }
                 Op::Sleep { .. } | Op::Phase { .. } | Op::Wait => {}
                 Op::KvStore(kv) => self.kvstore(&key, kv, regions)?,
+                Op::FileIo { .. } | Op::Fsync { .. } | Op::DropCaches => {}
             }
         }
         Ok(())

@@ -2775,3 +2775,66 @@ on = "tmpfs"
     ));
     check(&e, 8, "file[1].name", &["\"data\"", "already"]);
 }
+
+#[test]
+fn read_write_fsync_drop_caches_parse() {
+    let s = parse(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "write", file = "data", chunk = "64K" }},
+  {{ op = "read", file = "data", offset = "4M", length = "4M" }},
+  {{ op = "fsync", file = "data" }},
+  {{ op = "drop_caches" }},
+]
+"#
+    ))
+    .unwrap();
+    let ops: Vec<&Op> = s.tasks[0].steps.iter().map(|s| &s.op).collect();
+    assert_eq!(
+        *ops[0],
+        Op::FileIo {
+            write: true,
+            file: 0,
+            offset: 0,
+            length: 4096,
+            chunk: 16
+        }
+    );
+    assert_eq!(
+        *ops[1],
+        Op::FileIo {
+            write: false,
+            file: 0,
+            offset: 1024,
+            length: 1024,
+            chunk: 32
+        }
+    );
+    assert_eq!(*ops[2], Op::Fsync { file: 0 });
+    assert_eq!(*ops[3], Op::DropCaches);
+}
+
+#[test]
+fn read_past_the_end_of_the_file() {
+    let e = rejected(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "read", file = "data", offset = "12M", length = "8M" }},
+]
+"#
+    ));
+    check(
+        &e,
+        9,
+        "task.main.steps[0].length",
+        &["3072..5120", "4096 pages"],
+    );
+    let e = rejected(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "write", file = "nope" }},
+]
+"#
+    ));
+    check(&e, 9, "task.main.steps[0].file", &["\"nope\"", "data"]);
+}

@@ -379,3 +379,142 @@ impl Kernel {
             .map(|&v| (v >> 2) as SwpEntry)
     }
 }
+
+impl Kernel {
+    /// read(2)/write(2) of pages `[first, first + n)` of tmpfs inode
+    /// `inode` in calls of `chunk` pages (`shmem_file_read_iter`, and
+    /// `generic_perform_write` with `shmem_write_begin`/`end`). A syscall
+    /// that waits for a swap-in's read or writeback sleeps inside it.
+    pub fn shmem_file_io(
+        &mut self,
+        inode: u32,
+        first: u64,
+        n: u64,
+        chunk: u64,
+        write: bool,
+        memcg: u16,
+    ) -> Result<(), FaultError> {
+        for (i, index) in (first..first + n).enumerate() {
+            if (i as u64).is_multiple_of(chunk) {
+                self.charge_cost(Fn::User, cost::SYSCALL_NS);
+            }
+            loop {
+                let r = if write {
+                    self.shmem_write_page(inode, index, memcg)
+                } else {
+                    self.shmem_read_page(inode, index, memcg)
+                };
+                match r {
+                    Err(FaultError::Wait(t)) | Err(FaultError::Retry(t)) => self.wait_until(t),
+                    other => break other?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One page of `shmem_file_read_iter`: a hole reads zeros without a
+    /// page; a cached or swapped-in page is marked accessed (the read
+    /// starts at its beginning) and copied out.
+    fn shmem_read_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
+        self.charge_cost(Fn::ShmemFault, cost::PTE_NS);
+        let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
+            self.folios.get_mut(p).refcount += 1;
+            p
+        } else if let Some(entry) = self.shmem_swap_at(inode, index) {
+            self.shmem_swapin_folio_sgp(inode, index, entry, memcg, false)?
+        } else {
+            // A hole: iov_iter_zero.
+            self.charge_cost(Fn::User, cost::CLEAR_PAGE_NS);
+            self.check_read(0, self.shmem[inode as usize].user_version[index as usize]);
+            return Ok(());
+        };
+        self.folio_mark_accessed(pfn);
+        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        let found = self.folios.version[pfn as usize];
+        self.check_read(
+            found,
+            self.shmem[inode as usize].user_version[index as usize],
+        );
+        self.folio_put(pfn);
+        Ok(())
+    }
+
+    /// One page of a write: `shmem_write_begin` (SGP_WRITE: allocate a
+    /// hole, swap in, mark accessed), the copy, `shmem_write_end` (dirty).
+    fn shmem_write_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
+        self.charge_cost(Fn::ShmemFault, cost::PTE_NS);
+        let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
+            self.folios.get_mut(p).refcount += 1;
+            self.folio_mark_accessed(p);
+            p
+        } else if let Some(entry) = self.shmem_swap_at(inode, index) {
+            self.shmem_swapin_folio_sgp(inode, index, entry, memcg, true)?
+        } else {
+            self.shmem_get_folio(inode, index, memcg)?
+        };
+        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        let next = self.shmem[inode as usize].user_version[index as usize]
+            .wrapping_add(1)
+            .max(1);
+        self.shmem[inode as usize].user_version[index as usize] = next;
+        self.folios.version[pfn as usize] = next;
+        self.folios.get_mut(pfn).set(PG_DIRTY);
+        self.folio_put(pfn);
+        Ok(())
+    }
+
+    fn check_read(&mut self, found: u32, expected: u32) {
+        self.integrity.pages_checked += 1;
+        if found != expected {
+            self.integrity.violations += 1;
+        }
+    }
+
+    /// `shmem_swapin_folio` outside a fault (no major fault is counted);
+    /// SGP_WRITE marks the folio accessed.
+    fn shmem_swapin_folio_sgp(
+        &mut self,
+        inode: u32,
+        index: u64,
+        entry: SwpEntry,
+        memcg: u16,
+        write: bool,
+    ) -> Result<Pfn, FaultError> {
+        let majors = self.vm.get(Vm::Pgmajfault);
+        let memcg_majors = self.memcgs[memcg as usize].stat.get(Mc::Pgmajfault);
+        let r = self.shmem_swapin_folio(inode, index, entry, memcg);
+        // Only a fault counts pgmajfault (fault_type is NULL here).
+        let d = self.vm.get(Vm::Pgmajfault) - majors;
+        self.vm.add(Vm::Pgmajfault, -d);
+        let dm = self.memcgs[memcg as usize].stat.get(Mc::Pgmajfault) - memcg_majors;
+        self.memcg_stat(memcg, Mc::Pgmajfault, -dm);
+        let pfn = r?;
+        if write {
+            self.folio_mark_accessed(pfn);
+        }
+        Ok(pfn)
+    }
+
+    /// drop_caches' `invalidate_mapping_pages` over the shmem inodes: a
+    /// page only the page cache holds, clean and idle (never written: a
+    /// hole again), is dropped; dirty pages stay.
+    pub fn drop_caches(&mut self) {
+        for inode in 0..self.shmem.len() as u32 {
+            for index in 0..self.shmem[inode as usize].pages.len() as u64 {
+                let Some(pfn) = self.shmem_folio_at(inode, index) else {
+                    continue;
+                };
+                let f = *self.folios.get(pfn);
+                if f.refcount != 1 || f.test(PG_DIRTY | PG_WRITEBACK | PG_LOCKED) || !f.test(PG_LRU)
+                {
+                    continue;
+                }
+                self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
+                self.folios.get_mut(pfn).refcount += 1;
+                self.shmem_delete_from_page_cache(pfn, 0);
+                self.folio_put(pfn);
+            }
+        }
+    }
+}

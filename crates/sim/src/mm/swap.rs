@@ -40,6 +40,33 @@ impl Kernel {
         self.cpus[cpu].lru_add = batch;
     }
 
+    /// `folio_mark_accessed`: a first access sets PG_referenced; a second
+    /// activates an inactive folio (`folio_activate`, applied at once here
+    /// rather than through the per-CPU activate batch; a folio still in the
+    /// lru_add batch is marked active for its drain) and ages the
+    /// nonresident clock (`workingset_activation`).
+    pub fn folio_mark_accessed(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if !f.test(PG_REFERENCED) {
+            self.folios.get_mut(pfn).set(PG_REFERENCED);
+            return;
+        }
+        if f.test(PG_UNEVICTABLE) || f.test(PG_ACTIVE) {
+            return;
+        }
+        if f.test(PG_LRU) {
+            self.lruvec_del_folio(pfn);
+            self.folios.get_mut(pfn).set(PG_ACTIVE);
+            self.lruvec_add_folio(pfn);
+            self.vm.inc(crate::vmstat::Vm::Pgactivate);
+            self.memcg_stat(f.memcg, crate::vmstat::Mc::Pgactivate, 1);
+        } else {
+            self.folios.get_mut(pfn).set(PG_ACTIVE);
+        }
+        self.folios.get_mut(pfn).clear(PG_REFERENCED);
+        self.workingset_age_nonresident(f.memcg, 1);
+    }
+
     /// `lru_add_drain`: the local CPU's batches.
     pub fn lru_add_drain(&mut self) {
         self.lru_add_drain_cpu(self.cur_cpu);
