@@ -150,6 +150,15 @@ impl Setup {
             let now = current_value(&fs::read_to_string(&path).unwrap_or_default());
             self.knobs.push((knob.clone(), now));
         }
+        if let Some(i) = spec
+            .swap
+            .iter()
+            .position(|d| d.read_latency.is_some() || d.write_latency.is_some())
+        {
+            return Err(format!(
+                "swap[{i}]: read_latency and write_latency are simulator model parameters; a real device's latency cannot be set"
+            ));
+        }
         for (i, dev) in spec.swap.iter().enumerate() {
             // The n-th device of its kind.
             let nth = spec.swap[..i].iter().filter(|d| d.kind == dev.kind).count();

@@ -280,6 +280,14 @@ fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
                 (s.rotational() as u8).to_string(),
             );
         }
+        for (key, v) in [
+            ("read_latency", s.read_latency),
+            ("write_latency", s.write_latency),
+        ] {
+            if let Some(ns) = v {
+                m.insert(format!("swap:{i}:{key}"), format!("{ns}ns"));
+            }
+        }
     }
     m
 }

@@ -126,6 +126,10 @@ pub struct SwapDevice {
     /// /sys/block/DEV/queue/rotational, written before swapon; None = the
     /// device's default.
     pub rotational: Option<bool>,
+    /// Model parameters of a block device (simulator only): access latency
+    /// of a read and of a write, ns; None = the device model's.
+    pub read_latency: Option<u64>,
+    pub write_latency: Option<u64>,
 }
 
 impl SwapDevice {

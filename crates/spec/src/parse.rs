@@ -757,7 +757,17 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         node,
         "a table such as { device = \"zram\", size = \"512M\" }",
     )?;
-    s.only(&["device", "size", "priority", "rotational"], "[[swap]]")?;
+    s.only(
+        &[
+            "device",
+            "size",
+            "priority",
+            "rotational",
+            "read_latency",
+            "write_latency",
+        ],
+        "[[swap]]",
+    )?;
     let words = "a string: one of zram, nvme, virtio, hdd";
     let dev = s.require("device", words)?;
     let kind = match string(rep, dev, &s.path("device"), words)? {
@@ -807,11 +817,28 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         }
         Some(r) => Some(boolean(rep, r, &s.path("rotational"))?),
     };
+    let latency = |key: &str| -> Result<Option<u64>, SpecError> {
+        let Some(n) = s.get(key) else {
+            return Ok(None);
+        };
+        if kind == SwapKind::Zram {
+            return Err(rep.at(
+                n.at,
+                s.path(key),
+                format!("found {key} on a zram device, which has no device model; expected it only on nvme, virtio or hdd"),
+            ));
+        }
+        duration(rep, n, &s.path(key)).map(Some)
+    };
+    let read_latency = latency("read_latency")?;
+    let write_latency = latency("write_latency")?;
     Ok(SwapDevice {
         kind,
         size,
         priority,
         rotational,
+        read_latency,
+        write_latency,
     })
 }
 

@@ -2838,3 +2838,34 @@ steps = [
     ));
     check(&e, 9, "task.main.steps[0].file", &["\"nope\"", "data"]);
 }
+
+#[test]
+fn swap_latency_overrides() {
+    let s = parse(&with_task(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "virtio"
+size = "1G"
+read_latency = "25us"
+"#,
+    ))
+    .unwrap();
+    assert_eq!(s.swap[0].read_latency, Some(25_000));
+    assert_eq!(s.swap[0].write_latency, None);
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "1G"
+read_latency = "25us"
+"#,
+    ));
+    check(
+        &e,
+        6,
+        "swap[0].read_latency",
+        &["zram", "nvme, virtio or hdd"],
+    );
+}

@@ -45,7 +45,8 @@ pub struct BlockDev {
 }
 
 impl BlockDev {
-    pub fn new(kind: SwapKind, slots: u32) -> Self {
+    pub fn new(dev: &mmsim_spec::SwapDevice, slots: u32) -> Self {
+        let kind = dev.kind;
         let (rl, wl, rb, wb, qd, seeks) = match kind {
             SwapKind::Nvme => (53_000, 17_000, 3500, 3300, 1023, false),
             SwapKind::Virtio => (78_000, 42_000, 3500, 3300, 256, false),
@@ -53,8 +54,8 @@ impl BlockDev {
             SwapKind::Zram => unreachable!("zram is not a bio device"),
         };
         BlockDev {
-            read_latency_ns: rl,
-            write_latency_ns: wl,
+            read_latency_ns: dev.read_latency.unwrap_or(rl),
+            write_latency_ns: dev.write_latency.unwrap_or(wl),
             read_mb_s: rb,
             write_mb_s: wb,
             queue_depth: qd,
@@ -105,16 +106,33 @@ impl BlockDev {
 mod tests {
     use super::*;
 
+    fn dev(kind: SwapKind, read_latency: Option<u64>) -> mmsim_spec::SwapDevice {
+        mmsim_spec::SwapDevice {
+            kind,
+            size: 1 << 30,
+            priority: None,
+            rotational: None,
+            read_latency,
+            write_latency: None,
+        }
+    }
+
+    #[test]
+    fn latency_override() {
+        let mut d = BlockDev::new(&dev(SwapKind::Virtio, Some(10_000)), 16);
+        assert_eq!(d.submit(0, false, 5, 1), 10_000 + 1170);
+    }
+
     #[test]
     fn nvme_single_read_is_latency_plus_transfer() {
-        let mut d = BlockDev::new(SwapKind::Nvme, 16);
+        let mut d = BlockDev::new(&dev(SwapKind::Nvme, None), 16);
         // 53 µs + 4096 B at 3500 MB/s (1170 ns).
         assert_eq!(d.submit(1000, false, 5, 1), 1000 + 53_000 + 1170);
     }
 
     #[test]
     fn parallel_requests_share_bandwidth() {
-        let mut d = BlockDev::new(SwapKind::Nvme, 1024);
+        let mut d = BlockDev::new(&dev(SwapKind::Nvme, None), 1024);
         let a = d.submit(0, false, 0, 32);
         let b = d.submit(0, false, 100, 32);
         // Both wait the latency together; the second transfer follows the first.
@@ -123,7 +141,7 @@ mod tests {
 
     #[test]
     fn hdd_sequential_requests_skip_the_seek() {
-        let mut d = BlockDev::new(SwapKind::Hdd, 1024);
+        let mut d = BlockDev::new(&dev(SwapKind::Hdd, None), 1024);
         let a = d.submit(0, true, 10, 8);
         let b = d.submit(0, true, 18, 8);
         let c = d.submit(0, true, 500, 8);

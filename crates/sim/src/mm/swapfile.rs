@@ -116,7 +116,7 @@ impl SwapInfo {
             cluster_nr: SWAPFILE_CLUSTER,
             requeued: 0,
             zram: Zram::new(if kind == SwapKind::Zram { max } else { 0 }),
-            bdev: (kind != SwapKind::Zram).then(|| BlockDev::new(kind, max)),
+            bdev: (kind != SwapKind::Zram).then(|| BlockDev::new(dev, max)),
         }
     }
 
