@@ -253,11 +253,41 @@ impl Child<'_> {
                         }
                     }
                 }
-                Op::FileIo { .. } | Op::Fsync { .. } | Op::DropCaches => {
-                    return Err(format!(
-                        "line {}: the runner cannot run this op yet",
-                        s.line
-                    ));
+                Op::FileIo {
+                    write,
+                    file,
+                    offset,
+                    length,
+                    chunk,
+                } => {
+                    let f = self
+                        .files
+                        .get(*file)
+                        .ok_or_else(|| format!("line {}: there is no file {file}", s.line))?;
+                    let (checked, bad) = file_io(f, *write, *offset, *length, *chunk)
+                        .map_err(|e| format!("line {}: {e}", s.line))?;
+                    self.checked += checked;
+                    self.violations += bad;
+                }
+                Op::Fsync { file } => {
+                    let f = self
+                        .files
+                        .get(*file)
+                        .ok_or_else(|| format!("line {}: there is no file {file}", s.line))?;
+                    open_file(f)
+                        .and_then(|h| {
+                            h.sync_all()
+                                .map_err(|e| format!("fsync of {}: {e}", f.path))
+                        })
+                        .map_err(|e| format!("line {}: {e}", s.line))?;
+                }
+                Op::DropCaches => {
+                    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
+                        format!(
+                            "line {}: cannot write \"3\" to /proc/sys/vm/drop_caches: {e}",
+                            s.line
+                        )
+                    })?;
                 }
                 Op::KvStore(kv) => {
                     let r = self
@@ -666,6 +696,71 @@ fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
     (1, 1)
 }
 
+/// Opens a `[[file]]` for reading and writing.
+fn open_file(f: &SharedFile) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&f.path)
+        .map_err(|e| format!("cannot open {}: {e}", f.path))
+}
+
+/// A `read` or `write` step: pread(2) or pwrite(2) of the file's pages
+/// `[offset, offset + length)`, `chunk` pages per call, through one buffer
+/// of `chunk` pages (this process's own memory, allocated once per step).
+/// A write gives each page its next content token (an atomic fetch-and-add
+/// on the file's token array, as a `touch` write of a mapping does) in its
+/// first 4 bytes, the rest zeros; a read checks each page's first 4 bytes
+/// against the array (a page never written reads 0). Returns (pages
+/// checked, violations). Races with concurrent writers as `touch` does.
+fn file_io(
+    f: &SharedFile,
+    write: bool,
+    offset: u64,
+    length: u64,
+    chunk: u64,
+) -> Result<(u64, u64), String> {
+    use std::os::unix::fs::FileExt;
+    if offset + length > f.pages {
+        return Err(format!(
+            "pages {offset}..{} of {}, which has {} pages",
+            offset + length,
+            f.path,
+            f.pages
+        ));
+    }
+    let h = open_file(f)?;
+    let chunk = chunk.clamp(1, length.max(1)) as usize;
+    // Zeros; a write only ever changes each page's first 4 bytes.
+    let mut buf = vec![0u8; chunk * PAGE];
+    let (mut checked, mut bad) = (0, 0);
+    let mut page = offset as usize;
+    let end = (offset + length) as usize;
+    while page < end {
+        let n = chunk.min(end - page);
+        let bytes = &mut buf[..n * PAGE];
+        let at = (page * PAGE) as u64;
+        if write {
+            for i in 0..n {
+                let t = f.tokens.next(page + i);
+                bytes[i * PAGE..i * PAGE + 4].copy_from_slice(&t.to_ne_bytes());
+            }
+            h.write_all_at(bytes, at)
+                .map_err(|e| format!("pwrite of pages {page}..{} of {}: {e}", page + n, f.path))?;
+        } else {
+            h.read_exact_at(bytes, at)
+                .map_err(|e| format!("pread of pages {page}..{} of {}: {e}", page + n, f.path))?;
+            for i in 0..n {
+                let found = u32::from_ne_bytes(bytes[i * PAGE..i * PAGE + 4].try_into().unwrap());
+                checked += 1;
+                bad += (found != f.tokens.get(page + i)) as u64;
+            }
+        }
+        page += n;
+    }
+    Ok((checked, bad))
+}
+
 /// A `kvstore` step: the same request stream as the simulator's, its page
 /// accesses made as `touch` makes them, timed by the wall clock (a batch's
 /// latency is from its first request to its last).
@@ -954,6 +1049,67 @@ mod tests {
             unreachable!()
         };
         assert_eq!((tokens.get(0), tokens.get(1), tokens.get(2)), (1, 2, 1));
+    }
+
+    #[test]
+    fn file_reads_check_what_writes_and_mappings_wrote() {
+        let path = format!("/tmp/mmsim-runner-test-{}", std::process::id());
+        let pages = 10;
+        let h = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        h.set_len((pages * PAGE) as u64).unwrap();
+        let f = SharedFile {
+            path: path.clone(),
+            pages: pages as u64,
+            tokens: SharedTokens::map(pages).unwrap(),
+        };
+        // Pages 2..9 written in chunks of 3 (the last call is short).
+        assert_eq!(file_io(&f, true, 2, 7, 3), Ok((0, 0)));
+        assert_eq!(file_io(&f, true, 4, 1, 32), Ok((0, 0)));
+        assert_eq!(
+            (f.tokens.get(1), f.tokens.get(2), f.tokens.get(4)),
+            (0, 1, 2)
+        );
+        assert_eq!(file_io(&f, false, 0, 10, 4), Ok((10, 0)));
+        // A MAP_SHARED mapping of the file sees the same tokens.
+        let mut r = Region {
+            // SAFETY: a fresh shared mapping of the whole file.
+            addr: unsafe {
+                use std::os::fd::AsRawFd;
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    pages * PAGE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    h.as_raw_fd(),
+                    0,
+                )
+            } as *mut u8,
+            pages: pages as u64,
+            tokens: Tokens::Shared {
+                tokens: f.tokens,
+                base: 0,
+                owned: false,
+            },
+            lazy: Vec::new(),
+        };
+        assert_ne!(r.addr as *mut libc::c_void, libc::MAP_FAILED);
+        assert_eq!(touch(&mut r, 4, false), (1, 0));
+        assert_eq!(touch(&mut r, 0, true), (0, 0));
+        assert_eq!(file_io(&f, false, 0, 10, 32), Ok((10, 0)));
+        // Someone else's token in the file is a violation.
+        // SAFETY: page 5 of the mapping.
+        unsafe { *(r.addr.add(5 * PAGE) as *mut u32) = 77 };
+        assert_eq!(file_io(&f, false, 5, 1, 1), Ok((1, 1)));
+        assert!(file_io(&f, false, 5, 6, 1).is_err());
+        // SAFETY: the whole mapping.
+        unsafe { libc::munmap(r.addr as *mut libc::c_void, pages * PAGE) };
+        f.tokens.unmap();
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
