@@ -239,3 +239,29 @@ steps = [
     assert!((2048 - 15..=2048).contains(&dropped), "{dropped}");
     assert_eq!(vm(&r, "nr_shmem"), PAGES - dropped);
 }
+
+#[test]
+fn second_read_activates_and_drop_caches_deactivates_dirty_pages() {
+    let r = run_checked(&tmpfs(
+        "",
+        r#"
+[task.main]
+steps = [
+  { op = "write", file = "shm" },
+  { op = "phase", name = "read" },
+  { op = "read", file = "shm" },
+  { op = "read", file = "shm" },
+  { op = "phase", name = "drop" },
+  { op = "drop_caches" },
+]
+"#,
+    ));
+    // folio_mark_accessed: the first read sets PG_referenced (the write
+    // already did for pages it found cached: none here, all were new), the
+    // second activates — all but those still in the lru_add batch.
+    let act = phase_vm(&r, 0, "read", "pgactivate");
+    assert!((PAGES - 15..=PAGES).contains(&act), "{act}");
+    // drop_caches cannot drop dirty shmem; it deactivates it.
+    assert_eq!(phase_vm(&r, 0, "drop", "pgdeactivate"), act);
+    assert_eq!(phase_vm(&r, 0, "drop", "nr_shmem"), 0);
+}

@@ -496,9 +496,10 @@ impl Kernel {
         Ok(pfn)
     }
 
-    /// drop_caches' `invalidate_mapping_pages` over the shmem inodes: a
-    /// page only the page cache holds, clean and idle (never written: a
-    /// hole again), is dropped; dirty pages stay.
+    /// drop_caches' `invalidate_mapping_pagevec` over the shmem inodes: a
+    /// page only the page cache holds, clean (never written: a hole again),
+    /// is dropped (`mapping_evict_folio`); any other is deactivated as a
+    /// hint (`deactivate_file_folio`).
     pub fn drop_caches(&mut self) {
         for inode in 0..self.shmem.len() as u32 {
             for index in 0..self.shmem[inode as usize].pages.len() as u64 {
@@ -506,15 +507,43 @@ impl Kernel {
                     continue;
                 };
                 let f = *self.folios.get(pfn);
-                if f.refcount != 1 || f.test(PG_DIRTY | PG_WRITEBACK | PG_LOCKED) || !f.test(PG_LRU)
-                {
+                if f.test(PG_LOCKED) {
                     continue;
                 }
                 self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
-                self.folios.get_mut(pfn).refcount += 1;
-                self.shmem_delete_from_page_cache(pfn, 0);
-                self.folio_put(pfn);
+                if f.refcount == 1 && !f.test(PG_DIRTY | PG_WRITEBACK) {
+                    self.folios.get_mut(pfn).refcount += 1;
+                    self.shmem_delete_from_page_cache(pfn, 0);
+                    self.folio_put(pfn);
+                } else {
+                    self.deactivate_file_folio(pfn);
+                }
             }
+        }
+    }
+
+    /// `deactivate_file_folio` → `lru_deactivate_file_fn`, applied at once
+    /// rather than through the per-CPU batch (a folio not on an LRU list,
+    /// which the batch would skip, is left alone): an unmapped folio goes
+    /// inactive, dirty ones to the head marked for reclaim, clean ones to
+    /// the tail.
+    fn deactivate_file_folio(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if f.test(PG_UNEVICTABLE) || !f.test(PG_LRU) || f.mapcount > 0 {
+            return;
+        }
+        self.lruvec_del_folio(pfn);
+        self.folios.get_mut(pfn).clear(PG_ACTIVE | PG_REFERENCED);
+        if f.test(PG_WRITEBACK | PG_DIRTY) {
+            self.lruvec_add_folio(pfn);
+            self.folios.get_mut(pfn).set(PG_RECLAIM);
+        } else {
+            self.lruvec_add_folio_tail(pfn);
+            self.vm.inc(Vm::Pgrotated);
+        }
+        if f.test(PG_ACTIVE) {
+            self.vm.inc(Vm::Pgdeactivate);
+            self.memcg_stat(f.memcg, Mc::Pgdeactivate, 1);
         }
     }
 }
