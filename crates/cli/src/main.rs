@@ -86,6 +86,13 @@ enum Cmd {
         /// The folder of experiments.
         #[arg(long, default_value = "experiments")]
         dir: PathBuf,
+        /// Write the report (index.html, README.md, one SVG plot per
+        /// experiment) into this folder.
+        #[arg(long, default_value = "report")]
+        report: PathBuf,
+        /// Do not write the report.
+        #[arg(long)]
+        no_report: bool,
     },
 }
 
@@ -197,7 +204,15 @@ fn main() -> ExitCode {
             quick,
             json,
             dir,
-        } => reproduce::reproduce_cmd(&dir, &names, quick, json),
+            report,
+            no_report,
+        } => reproduce::reproduce_cmd(
+            &dir,
+            &names,
+            quick,
+            json,
+            (!no_report).then_some(report.as_path()),
+        ),
     }
 }
 
@@ -425,19 +440,31 @@ pub(crate) fn summary(r: &RunResult) -> String {
     for (name, buckets) in &r.histograms {
         s += &format!("\n@{name}:\n{}", hist_table(buckets));
     }
-    let total: u64 = r.profile.values().sum();
-    if total > 0 {
+    let profile = profile_text(r);
+    if !profile.is_empty() {
         s += "\nprofile (simulated time; children and self, call paths of 1% or more):\n";
-        for row in r.profile_tree.iter().filter(|p| p.total_ns * 100 >= total) {
-            let depth = row.path.matches(';').count();
-            let name = row.path.rsplit(';').next().unwrap_or(&row.path);
-            s += &format!(
-                "  {:>6.2}% {:>6.2}%  {}{name}\n",
-                row.total_ns as f64 * 100.0 / total as f64,
-                row.self_ns as f64 * 100.0 / total as f64,
-                "  ".repeat(depth)
-            );
-        }
+        s += &profile;
+    }
+    s
+}
+
+/// The profile by call path, `perf report --children` style: call paths
+/// of 1% of the time or more, nested by caller.
+pub(crate) fn profile_text(r: &RunResult) -> String {
+    let total: u64 = r.profile.values().sum();
+    let mut s = String::new();
+    if total == 0 {
+        return s;
+    }
+    for row in r.profile_tree.iter().filter(|p| p.total_ns * 100 >= total) {
+        let depth = row.path.matches(';').count();
+        let name = row.path.rsplit(';').next().unwrap_or(&row.path);
+        s += &format!(
+            "  {:>6.2}% {:>6.2}%  {}{name}\n",
+            row.total_ns as f64 * 100.0 / total as f64,
+            row.self_ns as f64 * 100.0 / total as f64,
+            "  ".repeat(depth)
+        );
     }
     s
 }

@@ -447,7 +447,13 @@ fn render_table(site: &str, label: &str, r: &RunResult) -> String {
     s
 }
 
-pub fn reproduce_cmd(dir: &Path, names: &[String], quick: bool, json: bool) -> ExitCode {
+pub fn reproduce_cmd(
+    dir: &Path,
+    names: &[String],
+    quick: bool,
+    json: bool,
+    report_dir: Option<&Path>,
+) -> ExitCode {
     let dirs = match select(dir, names) {
         Ok(d) => d,
         Err(e) => {
@@ -481,6 +487,7 @@ pub fn reproduce_cmd(dir: &Path, names: &[String], quick: bool, json: bool) -> E
         experiments: Vec::new(),
     };
     let mut text = String::new();
+    let mut parts = Vec::new();
     for (d, e) in &exps {
         let (res, runs) = match run_experiment(d, e, quick, &bar) {
             Ok(x) => x,
@@ -491,18 +498,61 @@ pub fn reproduce_cmd(dir: &Path, names: &[String], quick: bool, json: bool) -> E
             }
         };
         text += &render(&res);
+        let mut blocks = Vec::new();
         for t in &e.tables {
             for patched in [false, true] {
                 if let Some(r) = runs.get(&(t.variant.clone(), patched)) {
+                    let label = format!("{}, {}", t.variant, side(patched));
+                    let table = render_table(&t.site, &label, r);
                     text += "\n";
-                    text += &render_table(&t.site, &format!("{}, {}", t.variant, side(patched)), r);
+                    text += &table;
+                    blocks.push((format!("{} ({label})", t.site), table));
                 }
             }
         }
+        for ((variant, patched), r) in &runs {
+            let p = crate::profile_text(r);
+            if !p.is_empty() {
+                blocks.push((format!("profile: {variant}, {}", side(*patched)), p));
+            }
+        }
         text += "\n";
+        parts.push(ReportPart {
+            result: ExperimentResult {
+                name: res.name.clone(),
+                title: res.title.clone(),
+                doc: res.doc.clone(),
+                effects: res
+                    .effects
+                    .iter()
+                    .map(|x| EffectResult {
+                        metric: x.metric.clone(),
+                        seed: x.seed,
+                        sim: x.sim,
+                        direction: x.direction.clone(),
+                        direction_matches: x.direction_matches,
+                        band: x.band,
+                        within_band: x.within_band,
+                        known_miss: x.known_miss.clone(),
+                        known_direction_miss: x.known_direction_miss.clone(),
+                    })
+                    .collect(),
+                extras: Vec::new(),
+            },
+            blocks,
+        });
         report.experiments.push(res);
     }
     bar.finish_and_clear();
+    if let Some(out) = report_dir {
+        if let Err(e) = write_report(out, &parts, if quick { "reduced" } else { "full" }) {
+            eprintln!("mmsim: cannot write the report in {}: {e}", out.display());
+            return ExitCode::from(1);
+        }
+        if !json {
+            text += &format!("report: {}\n", out.join("index.html").display());
+        }
+    }
     if json {
         println!(
             "{}",
@@ -512,4 +562,235 @@ pub fn reproduce_cmd(dir: &Path, names: &[String], quick: bool, json: bool) -> E
         print!("{text}");
     }
     ExitCode::SUCCESS
+}
+
+// ---- the report ---------------------------------------------------------
+
+/// One experiment's part of the report: its result, and text blocks
+/// (bpftrace-like tables, profiles) to show under it.
+pub struct ReportPart {
+    pub result: ExperimentResult,
+    pub blocks: Vec<(String, String)>,
+}
+
+/// The SVG plot of an experiment: per effect, the patched/baseline ratio
+/// of the seed and of mmsim side by side, on a log2 axis around 1
+/// (clipped at 1/16 and 16).
+pub fn svg_plot(r: &ExperimentResult) -> String {
+    let n = r.effects.len().max(1);
+    let (w, h, mid) = (120 * n + 80, 360, 180.0);
+    let scale = 30.0; // pixels per doubling
+    let y = |ratio: f64| {
+        let l = if ratio.is_finite() && ratio > 0.0 {
+            ratio.log2().clamp(-4.0, 4.0)
+        } else if ratio > 0.0 {
+            4.0
+        } else {
+            -4.0
+        };
+        mid - l * scale
+    };
+    let mut s = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">
+<text x="10" y="16" font-size="13">{} — patched / baseline (log scale; 1 = no change)</text>
+<rect x="10" y="28" width="10" height="10" fill="#999"/><text x="24" y="37">seed</text>
+<rect x="70" y="28" width="10" height="10" fill="#36c"/><text x="84" y="37">mmsim</text>
+"##,
+        esc(&r.name),
+    );
+    for k in [-4i32, -2, 0, 2, 4] {
+        let yy = mid - k as f64 * scale;
+        let label = if k >= 0 {
+            format!("{}", 1u32 << k)
+        } else {
+            format!("1/{}", 1u32 << -k)
+        };
+        s += &format!(
+            "<line x1=\"50\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"{}\"/><text x=\"10\" y=\"{}\">{label}</text>\n",
+            w - 10,
+            if k == 0 { "#000" } else { "#ddd" },
+            yy + 4.0
+        );
+    }
+    for (i, e) in r.effects.iter().enumerate() {
+        let x0 = 60.0 + 120.0 * i as f64;
+        for (j, (ratio, color)) in [(e.seed.ratio(), "#999"), (e.sim.ratio(), "#36c")]
+            .iter()
+            .enumerate()
+        {
+            let (a, b) = (y(*ratio), mid);
+            let (y1, y2) = if a < b { (a, b) } else { (b, a) };
+            s += &format!(
+                "<rect x=\"{}\" y=\"{y1:.1}\" width=\"36\" height=\"{:.1}\" fill=\"{color}\"><title>{:.3}</title></rect>\n",
+                x0 + 40.0 * j as f64,
+                (y2 - y1).max(1.0),
+                ratio
+            );
+        }
+        let mark = if !e.direction_matches {
+            "direction missed"
+        } else if e.within_band {
+            "within band"
+        } else {
+            "magnitude missed"
+        };
+        s += &format!(
+            "<text x=\"{x0}\" y=\"{}\">{}</text><text x=\"{x0}\" y=\"{}\" fill=\"#666\">{mark}</text>\n",
+            mid + 138.0,
+            esc(&shorten(&e.metric, 19)),
+            mid + 153.0
+        );
+    }
+    s + "</svg>\n"
+}
+
+fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn effect_rows(r: &ExperimentResult) -> Vec<[String; 9]> {
+    r.effects
+        .iter()
+        .map(|e| {
+            [
+                e.metric.clone(),
+                num(e.seed.baseline),
+                num(e.seed.patched),
+                format!("{:.3}", e.seed.ratio()),
+                num(e.sim.baseline),
+                num(e.sim.patched),
+                format!("{:.3}", e.sim.ratio()),
+                (if e.direction_matches { "yes" } else { "**no**" }).to_string(),
+                if e.within_band {
+                    format!("within ×{}", e.band)
+                } else {
+                    format!("**missed** (×{} band)", e.band)
+                },
+            ]
+        })
+        .collect()
+}
+
+const HEADER: [&str; 9] = [
+    "metric",
+    "seed baseline",
+    "seed patched",
+    "seed ratio",
+    "mmsim baseline",
+    "mmsim patched",
+    "mmsim ratio",
+    "direction matches",
+    "magnitude",
+];
+
+/// report/README.md.
+pub fn report_markdown(parts: &[ReportPart], scale: &str) -> String {
+    let mut s = format!(
+        "# mmsim reproduce\n\nThe seed experiments ({scale} scale), run by mmsim {}: the seed's published figures beside mmsim's, baseline (before the patch) and patched. Every miss is explained in [docs/experiments.md](../docs/experiments.md).\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for p in parts {
+        let r = &p.result;
+        s += &format!(
+            "\n## {} — {}\n\n![{}]({}.svg)\n\n",
+            r.name, r.title, r.name, r.name
+        );
+        s += &format!(
+            "| {} |\n|{}\n",
+            HEADER.join(" | "),
+            "---|".repeat(HEADER.len())
+        );
+        for row in effect_rows(r) {
+            s += &format!("| {} |\n", row.join(" | "));
+        }
+        for e in &r.effects {
+            if let (false, Some(why)) = (e.direction_matches, &e.known_direction_miss) {
+                s += &format!("\n- {} (direction): {why}", e.metric);
+            }
+            if let (false, Some(why)) = (e.within_band, &e.known_miss) {
+                s += &format!("\n- {}: {why}", e.metric);
+            }
+        }
+        s += &format!("\n\nExplained in [{}](../{}).\n", r.doc, r.doc);
+        for (title, text) in &p.blocks {
+            s += &format!("\n### {title}\n\n```\n{text}```\n");
+        }
+    }
+    s
+}
+
+/// report/index.html: the same content.
+pub fn report_html(parts: &[ReportPart], scale: &str) -> String {
+    let mut s = format!(
+        "<!doctype html><meta charset=\"utf-8\"><title>mmsim reproduce</title>\n<style>body{{font-family:sans-serif;max-width:70em;margin:auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}td:first-child{{text-align:left}}pre{{background:#f6f6f6;padding:6px}}</style>\n<h1>mmsim reproduce</h1><p>The seed experiments ({scale} scale), run by mmsim {}: the seed's published figures beside mmsim's. Every miss is explained in <a href=\"../docs/experiments.md\">docs/experiments.md</a>.</p>\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for p in parts {
+        let r = &p.result;
+        s += &format!(
+            "<h2>{} — {}</h2>\n<img src=\"{}.svg\" alt=\"{}\">\n<table><tr>{}</tr>\n",
+            esc(&r.name),
+            esc(&r.title),
+            esc(&r.name),
+            esc(&r.name),
+            HEADER
+                .iter()
+                .map(|h| format!("<th>{h}</th>"))
+                .collect::<String>()
+        );
+        for row in effect_rows(r) {
+            s += &format!(
+                "<tr>{}</tr>\n",
+                row.iter()
+                    .map(|c| format!("<td>{}</td>", esc(&c.replace("**", ""))))
+                    .collect::<String>()
+            );
+        }
+        s += "</table>\n<ul>";
+        for e in &r.effects {
+            if let (false, Some(why)) = (e.direction_matches, &e.known_direction_miss) {
+                s += &format!("<li>{} (direction): {}</li>", esc(&e.metric), esc(why));
+            }
+            if let (false, Some(why)) = (e.within_band, &e.known_miss) {
+                s += &format!("<li>{}: {}</li>", esc(&e.metric), esc(why));
+            }
+        }
+        s += &format!(
+            "</ul><p>Explained in <a href=\"../{}\">{}</a>.</p>\n",
+            esc(&r.doc),
+            esc(&r.doc)
+        );
+        for (title, text) in &p.blocks {
+            s += &format!("<h3>{}</h3><pre>{}</pre>\n", esc(title), esc(text));
+        }
+    }
+    s
+}
+
+/// Writes report/README.md, report/index.html and one SVG per experiment,
+/// each atomically.
+fn write_report(out: &Path, parts: &[ReportPart], scale: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    for p in parts {
+        let svg = svg_plot(&p.result);
+        crate::write_atomically(&out.join(format!("{}.svg", p.result.name)), svg.as_bytes())?;
+    }
+    crate::write_atomically(
+        &out.join("README.md"),
+        report_markdown(parts, scale).as_bytes(),
+    )?;
+    crate::write_atomically(
+        &out.join("index.html"),
+        report_html(parts, scale).as_bytes(),
+    )
 }

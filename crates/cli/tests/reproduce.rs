@@ -28,7 +28,7 @@ fn reproduce(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn every_effect_has_the_seed_direction_and_its_recorded_magnitude() {
-    let (ok, stdout, stderr) = reproduce(&["--quick", "--json"]);
+    let (ok, stdout, stderr) = reproduce(&["--quick", "--json", "--no-report"]);
     assert!(ok, "{stderr}");
     let doc: Value = serde_json::from_str(&stdout).expect("JSON");
     let exps = doc["experiments"].as_array().expect("experiments");
@@ -81,7 +81,7 @@ fn github_anchor(heading: &str) -> String {
 
 #[test]
 fn unknown_experiment_is_a_clear_error() {
-    let (ok, _, stderr) = reproduce(&["999", "--quick"]);
+    let (ok, _, stderr) = reproduce(&["999", "--quick", "--no-report"]);
     assert!(!ok);
     assert!(
         stderr.contains("\"999\"") && stderr.contains("004_c34ba4c9cb305a5d"),
@@ -91,7 +91,7 @@ fn unknown_experiment_is_a_clear_error() {
 
 #[test]
 fn table_shows_seed_and_mmsim_side_by_side() {
-    let (ok, stdout, stderr) = reproduce(&["004", "--quick"]);
+    let (ok, stdout, stderr) = reproduce(&["004", "--quick", "--no-report"]);
     assert!(ok, "{stderr}");
     assert!(
         stdout.contains("swapoff time, cluster readahead (s)"),
@@ -110,4 +110,33 @@ fn table_shows_seed_and_mmsim_side_by_side() {
         stdout.contains("swapin_nr_pages (cluster, patched)\nCOUNT EVENT\n"),
         "{stdout}"
     );
+}
+
+#[test]
+fn report_is_written_with_a_plot_per_experiment() {
+    let dir = std::env::temp_dir().join(format!("mmsim-report-test-{}", std::process::id()));
+    let (ok, stdout, stderr) = reproduce(&["004", "--quick", "--report", dir.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("report: "), "{stdout}");
+    let md = std::fs::read_to_string(dir.join("README.md")).expect("README.md");
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
+    let svg = std::fs::read_to_string(dir.join("004_c34ba4c9cb305a5d.svg")).expect("svg");
+    assert!(
+        md.contains("![004_c34ba4c9cb305a5d](004_c34ba4c9cb305a5d.svg)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| swapoff time, cluster readahead (s) | 22.09 | 12.19 |"),
+        "{md}"
+    );
+    assert!(md.contains("### profile: cluster, patched"), "{md}");
+    assert!(
+        html.contains("<img src=\"004_c34ba4c9cb305a5d.svg\""),
+        "{html}"
+    );
+    assert!(
+        svg.starts_with("<svg") && svg.matches("<rect").count() >= 2 + 2 * 4,
+        "{svg}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
