@@ -281,6 +281,29 @@ impl Child<'_> {
                         })
                         .map_err(|e| format!("line {}: {e}", s.line))?;
                 }
+                Op::Stream {
+                    file,
+                    offset,
+                    length,
+                    window,
+                } => {
+                    let end = offset + length;
+                    let mut next = *offset;
+                    while next < end {
+                        let n = (*window).min(end - next);
+                        let mut r = self
+                            .map(MapKind::Shmem, n, Some(*file), next)
+                            .map_err(|e| format!("line {}: {e}", s.line))?;
+                        for p in 0..n as usize {
+                            let (c, bad) = touch(&mut r, p, false);
+                            self.checked += c;
+                            self.violations += bad;
+                        }
+                        // SAFETY: the whole window mapped just above.
+                        unsafe { libc::munmap(r.addr as *mut libc::c_void, n as usize * PAGE) };
+                        next += n;
+                    }
+                }
                 Op::DropCaches => {
                     std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
                         format!(

@@ -34,6 +34,7 @@ pub struct TaskRun<'s> {
     regions: HashMap<String, u32>,
     touch: Option<TouchRun>,
     kv: Option<KvRun>,
+    stream: Option<StreamRun>,
     /// The client statistics of the task's finished kvstore steps.
     pub kv_stats: Option<KvResult>,
     /// Each region's key-value server data, kept between kvstore steps.
@@ -98,6 +99,18 @@ impl KvRun {
         self.in_batch = 0;
         self.batch_start = now;
     }
+}
+
+/// A `stream` step in progress: the window mapped now, the next access in
+/// it, and where the next window starts.
+struct StreamRun {
+    inode: u32,
+    next: u64,
+    end: u64,
+    window: u64,
+    vma: Option<u32>,
+    pos: u64,
+    pages: u64,
 }
 
 struct TouchRun {
@@ -186,6 +199,7 @@ impl<'s> Scheduler<'s> {
                     regions: HashMap::new(),
                     touch: None,
                     kv: None,
+                    stream: None,
                     kv_stats: None,
                     kv_dbs: HashMap::new(),
                     phases: Vec::new(),
@@ -454,6 +468,9 @@ impl<'s> Scheduler<'s> {
         if self.tasks[i].kv.is_some() {
             return self.run_kv(i, k, slice_end);
         }
+        if self.tasks[i].stream.is_some() {
+            return self.run_stream(i, k, slice_end);
+        }
         let t = &mut self.tasks[i];
         let Some(frame) = t.frames.last_mut() else {
             if t.live_children > 0 {
@@ -586,6 +603,22 @@ impl<'s> Scheduler<'s> {
             Op::Fsync { .. } => {
                 // tmpfs: noop_fsync.
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+            }
+            Op::Stream {
+                file,
+                offset,
+                length,
+                window,
+            } => {
+                t.stream = Some(StreamRun {
+                    inode: *file as u32,
+                    next: *offset,
+                    end: offset + length,
+                    window: *window,
+                    vma: None,
+                    pos: 0,
+                    pages: 0,
+                });
             }
             Op::DropCaches => {
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
@@ -734,6 +767,46 @@ impl<'s> Scheduler<'s> {
         result
     }
 
+    /// Windows of the current stream until it ends or the slice does.
+    fn run_stream(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        mut slice_end: u64,
+    ) -> Result<Option<SliceEnd>, SimError> {
+        let mut sr = self.tasks[i].stream.take().expect("stream in progress");
+        let mm = k.tasks[self.tasks[i].ktask].mm;
+        loop {
+            if sr.vma.is_none() || sr.pos == sr.pages {
+                if let Some(v) = sr.vma.take() {
+                    k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                    k.munmap(v);
+                }
+                if sr.next >= sr.end {
+                    return Ok(None);
+                }
+                let n = sr.window.min(sr.end - sr.next);
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                sr.vma = Some(k.mmap_shmem(mm, sr.inode, sr.next, n));
+                (sr.pos, sr.pages) = (0, n);
+                sr.next += n;
+            }
+            let vma = sr.vma.expect("a window is mapped");
+            self.done_accesses += 1;
+            k.user_access(vma, sr.pos as usize, false)?;
+            if let Some(until) = k.blocked_until.take() {
+                self.done_accesses -= 1;
+                self.tasks[i].stream = Some(sr);
+                return Ok(Some(SliceEnd::Sleep(until)));
+            }
+            sr.pos += 1;
+            if let Some(end) = self.after_access(i, k, &mut slice_end) {
+                self.tasks[i].stream = Some(sr);
+                return Ok(Some(end));
+            }
+        }
+    }
+
     /// Requests until the kvstore ends (Ok(None)) or the slice does.
     fn kv_loop(
         &mut self,
@@ -821,6 +894,7 @@ impl<'s> Scheduler<'s> {
             regions,
             touch: None,
             kv: None,
+            stream: None,
             kv_stats: None,
             kv_dbs: p.kv_dbs.clone(),
             phases: Vec::new(),
@@ -930,7 +1004,7 @@ fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
                 n = n.saturating_add(times.saturating_mul(count_accesses(steps, sizes)))
             }
             Op::Fork { steps } => n = n.saturating_add(count_accesses(steps, &mut sizes.clone())),
-            Op::FileIo { length, .. } => n = n.saturating_add(*length),
+            Op::FileIo { length, .. } | Op::Stream { length, .. } => n = n.saturating_add(*length),
             // About 2.5 page accesses per request.
             Op::KvStore(kv) => n = n.saturating_add(kv.requests.saturating_mul(5) / 2),
             _ => {}

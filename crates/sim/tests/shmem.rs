@@ -265,3 +265,26 @@ steps = [
     assert_eq!(phase_vm(&r, 0, "drop", "pgdeactivate"), act);
     assert_eq!(phase_vm(&r, 0, "drop", "nr_shmem"), 0);
 }
+
+#[test]
+fn stream_maps_reads_and_unmaps_successive_windows() {
+    let r = run_checked(&tmpfs(
+        "",
+        r#"
+[task.main]
+steps = [
+  { op = "write", file = "shm" },
+  { op = "phase", name = "stream" },
+  { op = "stream", file = "shm", window = "1M" },
+]
+"#,
+    ));
+    // 16 windows of 256 pages, each read through a fresh mapping: fault
+    // around maps 16 cached pages per fault; every read is checked.
+    assert_eq!(phase_vm(&r, 0, "stream", "pgfault"), PAGES / 16);
+    assert_eq!(r.integrity.pages_checked, PAGES as u64);
+    assert_eq!(r.integrity.violations, 0);
+    // The windows are gone, the file's pages stay cached.
+    assert_eq!(vm(&r, "nr_mapped"), 0);
+    assert_eq!(vm(&r, "nr_shmem"), PAGES);
+}

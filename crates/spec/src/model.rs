@@ -291,6 +291,15 @@ pub enum Op {
     },
     /// `echo 3 > /proc/sys/vm/drop_caches`.
     DropCaches,
+    /// Map, read and unmap successive windows of `window` pages of a file
+    /// over its pages `[offset, offset + length)` (a hasher streaming a
+    /// large file through mmap).
+    Stream {
+        file: usize,
+        offset: u64,
+        length: u64,
+        window: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -12,7 +12,7 @@ use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
 use std::collections::HashMap;
 
-pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches";
+pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -1005,6 +1005,7 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
         "read" | "write" => (&["op", "file", "offset", "length", "chunk"], &["file"]),
         "fsync" => (&["op", "file"], &["file"]),
         "drop_caches" => (&["op"], &[]),
+        "stream" => (&["op", "file", "offset", "length", "window"], &["file"]),
         "kvstore" => (
             &[
                 "op",
@@ -1157,11 +1158,29 @@ fn build_step(
         },
         "wait" => Op::Wait,
         "kvstore" => Op::KvStore(build_kvstore(rep, &f)?),
-        "read" | "write" => build_file_io(rep, &f, op == "write", files)?,
+        "read" | "write" => build_file_io(rep, &f, op == "write", files, "chunk", 32)?,
         "fsync" => Op::Fsync {
             file: file_index(rep, &f, files)?,
         },
         "drop_caches" => Op::DropCaches,
+        "stream" => {
+            let Op::FileIo {
+                file,
+                offset,
+                length,
+                chunk,
+                ..
+            } = build_file_io(rep, &f, false, files, "window", 8192)?
+            else {
+                unreachable!("build_file_io builds FileIo")
+            };
+            Op::Stream {
+                file,
+                offset,
+                length,
+                window: chunk,
+            }
+        }
         "madvise" => {
             let a = req("advice");
             let advice = match string(rep, a, &f.path("advice"), ADVICE_WORDS)? {
@@ -1360,7 +1379,14 @@ fn file_index(rep: &Reporter, f: &Fields, files: &[File]) -> Result<usize, SpecE
 
 /// `read` / `write`: a page range of a file, in chunks (default: the whole
 /// file, 128 KiB chunks).
-fn build_file_io(rep: &Reporter, f: &Fields, write: bool, files: &[File]) -> Result<Op, SpecError> {
+fn build_file_io(
+    rep: &Reporter,
+    f: &Fields,
+    write: bool,
+    files: &[File],
+    chunk_key: &str,
+    default_chunk: u64,
+) -> Result<Op, SpecError> {
     let file = file_index(rep, f, files)?;
     let file_pages = files[file].size / PAGE_SIZE;
     let (offset, length) = page_range(rep, f)?;
@@ -1381,14 +1407,14 @@ fn build_file_io(rep: &Reporter, f: &Fields, write: bool, files: &[File]) -> Res
             ),
         ));
     }
-    let chunk = match f.get("chunk") {
-        None => 32,
+    let chunk = match f.get(chunk_key) {
+        None => default_chunk,
         Some(c) => {
-            let b = size(rep, c, &f.path("chunk"))?;
+            let b = size(rep, c, &f.path(chunk_key))?;
             if b == 0 || !b.is_multiple_of(PAGE_SIZE) {
                 return Err(rep.at(
                     c.at,
-                    f.path("chunk"),
+                    f.path(chunk_key),
                     format!(
                         "found {b} bytes, expected a whole number of 4 KiB pages, at least one"
                     ),
@@ -1766,7 +1792,7 @@ impl RegionCheck<'_> {
                 }
                 Op::Sleep { .. } | Op::Phase { .. } | Op::Wait => {}
                 Op::KvStore(kv) => self.kvstore(&key, kv, regions)?,
-                Op::FileIo { .. } | Op::Fsync { .. } | Op::DropCaches => {}
+                Op::FileIo { .. } | Op::Fsync { .. } | Op::DropCaches | Op::Stream { .. } => {}
             }
         }
         Ok(())

@@ -2869,3 +2869,34 @@ read_latency = "25us"
         &["zram", "nvme, virtio or hdd"],
     );
 }
+
+#[test]
+fn stream_parses_with_a_default_window() {
+    let s = parse(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "stream", file = "data" }},
+  {{ op = "stream", file = "data", offset = "4M", window = "2M" }},
+]
+"#
+    ))
+    .unwrap();
+    assert_eq!(
+        s.tasks[0].steps[0].op,
+        Op::Stream {
+            file: 0,
+            offset: 0,
+            length: 4096,
+            window: 8192
+        }
+    );
+    assert_eq!(
+        s.tasks[0].steps[1].op,
+        Op::Stream {
+            file: 0,
+            offset: 1024,
+            length: 3072,
+            window: 512
+        }
+    );
+}
