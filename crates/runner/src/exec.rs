@@ -126,6 +126,8 @@ struct Child<'s> {
     violations: u64,
     /// `fork` steps this process has run (names its children fork0, …).
     forks: u32,
+    /// `spawn` steps this process has run (names its children spawn0, …).
+    spawns: u32,
     pending: Vec<Forked>,
     /// Reports of the children waited for, in fork order.
     reports: Vec<Report>,
@@ -418,7 +420,8 @@ impl Child<'_> {
                         )
                     })?;
                 }
-                Op::Fork { steps } => self.fork(steps, s.line)?,
+                Op::Fork { steps } => self.fork(steps, s.line, false)?,
+                Op::Spawn { steps } => self.fork(steps, s.line, true)?,
                 Op::Wait => self.wait_all()?,
                 Op::Sleep { ns } => std::thread::sleep(std::time::Duration::from_nanos(*ns)),
                 Op::Phase { name } => {
@@ -536,9 +539,34 @@ impl Child<'_> {
     /// `steps`, reports and exits; this process goes on at once and reads
     /// the child's report on a thread, so the child never blocks writing
     /// it.
-    fn fork(&mut self, steps: &[Step], line: usize) -> Result<(), String> {
-        let k = self.forks;
-        self.forks += 1;
+    /// Unmaps every region (a spawned program starts without them).
+    fn unmap_all(&mut self) {
+        self.kv_dbs.clear();
+        for (_, r) in std::mem::take(&mut self.regions) {
+            // SAFETY: the whole mapping made by `map`, no longer used.
+            unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
+            if let Tokens::Shared {
+                tokens,
+                owned: true,
+                ..
+            } = r.tokens
+            {
+                tokens.unmap();
+            }
+        }
+    }
+
+    /// fork(2) for a `fork` step; for a `spawn` step the child then drops
+    /// every region it inherited, as exec would give it a fresh address
+    /// space (the runner's own memory stays: it does not exec).
+    fn fork(&mut self, steps: &[Step], line: usize, spawn: bool) -> Result<(), String> {
+        let (kind, k) = if spawn {
+            self.spawns += 1;
+            ("spawn", self.spawns - 1)
+        } else {
+            self.forks += 1;
+            ("fork", self.forks - 1)
+        };
         let mut fds = [0; 2];
         // SAFETY: fds is a two-element array.
         if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -575,8 +603,12 @@ impl Child<'_> {
             std::mem::forget(std::mem::take(&mut self.pending));
             self.report_fd = fds[1];
             self.reports.clear();
-            self.name = format!("{}/fork{k}", self.name);
+            self.name = format!("{}/{kind}{k}", self.name);
             self.forks = 0;
+            self.spawns = 0;
+            if spawn {
+                self.unmap_all();
+            }
             self.phases.clear();
             self.open = None;
             self.checked = 0;
@@ -884,6 +916,7 @@ pub fn run_tasks(
                     checked: 0,
                     violations: 0,
                     forks: 0,
+                    spawns: 0,
                     pending: Vec::new(),
                     reports: Vec::new(),
                     report_fd: fds[1],

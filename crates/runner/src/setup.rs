@@ -396,7 +396,7 @@ pub fn uses_shmem(spec: &Spec) -> bool {
     fn walk(steps: &[Step]) -> bool {
         steps.iter().any(|s| match &s.op {
             Op::Mmap { kind, .. } => *kind != MapKind::Anon,
-            Op::Repeat { steps, .. } | Op::Fork { steps } => walk(steps),
+            Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } => walk(steps),
             _ => false,
         })
     }

@@ -172,6 +172,13 @@ functions! {
 /// most of it outside page-table copying; 30 µs.
 pub const FORK_NS: u64 = 30_000;
 
+/// execve of a small program beyond fork: tearing down the old mm,
+/// loading and mapping the binary, the new stack and the loader's first
+/// steps (its page faults are simulated apart, by the program's steps).
+/// lmbench's "fork+execve" measures ~150-300 µs on current x86-64, fork
+/// included; 100 µs.
+pub const EXEC_NS: u64 = 100_000;
+
 /// Copying one PTE in `copy_page_range`: read the parent's PTE, take a
 /// reference and a map count on the page (an atomic on a struct page,
 /// usually a cache miss), write-protect the parent's PTE, write the

@@ -56,15 +56,18 @@ pub struct Histograms {
     pub swapin_ns: Log2Hist,
     /// Each swap readahead window `__swapin_nr_pages` chose, in pages.
     pub swapin_nr_pages: Log2Hist,
+    /// Each spawned program's run time, from its start to its exit.
+    pub spawn_runtime_ns: Log2Hist,
 }
 
 impl Histograms {
-    pub fn named(&self) -> [(&'static str, &Log2Hist); 4] {
+    pub fn named(&self) -> [(&'static str, &Log2Hist); 5] {
         [
             ("fault_latency_ns{kind=minor}", &self.fault_minor_ns),
             ("fault_latency_ns{kind=major}", &self.fault_major_ns),
             ("swapin_latency_ns", &self.swapin_ns),
             ("swapin_nr_pages", &self.swapin_nr_pages),
+            ("spawn_runtime_ns", &self.spawn_runtime_ns),
         ]
     }
 }

@@ -138,9 +138,9 @@ fn for_each_step(tasks: &[mmsim_spec::Task], f: &mut impl FnMut(&mmsim_spec::Op)
         for s in steps {
             f(&s.op);
             match &s.op {
-                mmsim_spec::Op::Repeat { steps, .. } | mmsim_spec::Op::Fork { steps } => {
-                    walk(steps, f)
-                }
+                mmsim_spec::Op::Repeat { steps, .. }
+                | mmsim_spec::Op::Fork { steps }
+                | mmsim_spec::Op::Spawn { steps } => walk(steps, f),
                 _ => {}
             }
         }

@@ -39,6 +39,10 @@ pub struct TaskRun<'s> {
     pub kv_stats: Option<KvResult>,
     /// Each region's key-value server data, kept between kvstore steps.
     kv_dbs: HashMap<String, mmsim_spec::kv::KvDb>,
+    /// Started by a `spawn` step (its run time goes to the histogram), and
+    /// how many this task has spawned.
+    spawned: bool,
+    nspawns: u32,
     pub phases: Vec<PhaseRun>,
     open_phase: Option<usize>,
     /// The task that forked this one, its children still running, and
@@ -202,6 +206,8 @@ impl<'s> Scheduler<'s> {
                     stream: None,
                     kv_stats: None,
                     kv_dbs: HashMap::new(),
+                    spawned: false,
+                    nspawns: 0,
                     phases: Vec::new(),
                     open_phase: None,
                     parent: None,
@@ -555,7 +561,10 @@ impl<'s> Scheduler<'s> {
                 t.open_phase = Some(t.phases.len() - 1);
             }
             Op::Fork { steps } => {
-                self.fork(i, steps, k)?;
+                self.fork(i, steps, k, false)?;
+            }
+            Op::Spawn { steps } => {
+                self.fork(i, steps, k, true)?;
             }
             Op::Wait => {
                 if self.tasks[i].live_children > 0 {
@@ -856,11 +865,23 @@ impl<'s> Scheduler<'s> {
 
     /// fork(2): a child task with a copy-on-write copy of the address
     /// space, runnable at once, running `steps`.
-    fn fork(&mut self, i: usize, steps: &'s [Step], k: &mut Kernel) -> Result<(), SimError> {
+    fn fork(
+        &mut self,
+        i: usize,
+        steps: &'s [Step],
+        k: &mut Kernel,
+        spawn: bool,
+    ) -> Result<(), SimError> {
         k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
         let parent_ktask = self.tasks[i].ktask;
         let (mm, memcg) = (k.tasks[parent_ktask].mm, k.tasks[parent_ktask].memcg);
-        let (child_mm, pairs) = k.dup_mm(mm, memcg)?;
+        let (child_mm, pairs) = if spawn {
+            // fork, then exec: the new program's address space is fresh.
+            k.charge_cost(cost::Fn::CopyPageRange, cost::FORK_NS + cost::EXEC_NS);
+            (k.mm_alloc(memcg), Vec::new())
+        } else {
+            k.dup_mm(mm, memcg)?
+        };
         k.tasks.push(crate::kernel::KTask {
             mm: child_mm,
             memcg,
@@ -870,16 +891,24 @@ impl<'s> Scheduler<'s> {
             fault_waited: false,
         });
         let p = &self.tasks[i];
-        let regions = p
-            .regions
-            .iter()
-            .map(|(name, v)| {
-                let child = pairs.iter().find(|(pv, _)| pv == v).expect("copied VMA").1;
-                (name.clone(), child)
-            })
-            .collect();
+        let regions = if spawn {
+            HashMap::new()
+        } else {
+            p.regions
+                .iter()
+                .map(|(name, v)| {
+                    let child = pairs.iter().find(|(pv, _)| pv == v).expect("copied VMA").1;
+                    (name.clone(), child)
+                })
+                .collect()
+        };
+        let (kind, nth) = if spawn {
+            ("spawn", p.nspawns)
+        } else {
+            ("fork", p.forks.len() as u32 - p.nspawns)
+        };
         let child = TaskRun {
-            name: format!("{}/fork{}", p.name, p.forks.len()),
+            name: format!("{}/{kind}{nth}", p.name),
             cgroup: p.cgroup.clone(),
             ktask: k.tasks.len() - 1,
             instance: p.instance,
@@ -896,7 +925,13 @@ impl<'s> Scheduler<'s> {
             kv: None,
             stream: None,
             kv_stats: None,
-            kv_dbs: p.kv_dbs.clone(),
+            kv_dbs: if spawn {
+                HashMap::new()
+            } else {
+                p.kv_dbs.clone()
+            },
+            spawned: spawn,
+            nspawns: 0,
             phases: Vec::new(),
             open_phase: None,
             parent: Some(i),
@@ -908,6 +943,7 @@ impl<'s> Scheduler<'s> {
         // A new entity starts at the queue's min_vruntime (place_entity).
         self.vruntime.push(self.min_vruntime);
         self.tasks[i].forks.push(id);
+        self.tasks[i].nspawns += spawn as u32;
         self.tasks[i].live_children += 1;
         Ok(())
     }
@@ -922,6 +958,9 @@ impl<'s> Scheduler<'s> {
             k.munmap(v);
         }
         t.clock = k.now();
+        if t.spawned {
+            k.hist.spawn_runtime_ns.record(t.clock - t.start);
+        }
         if let Some(p) = t.parent {
             let now = k.now();
             let parent = &mut self.tasks[p];
@@ -1004,6 +1043,7 @@ fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
                 n = n.saturating_add(times.saturating_mul(count_accesses(steps, sizes)))
             }
             Op::Fork { steps } => n = n.saturating_add(count_accesses(steps, &mut sizes.clone())),
+            Op::Spawn { steps } => n = n.saturating_add(count_accesses(steps, &mut HashMap::new())),
             Op::FileIo { length, .. } | Op::Stream { length, .. } => n = n.saturating_add(*length),
             // About 2.5 page accesses per request.
             Op::KvStore(kv) => n = n.saturating_add(kv.requests.saturating_mul(5) / 2),

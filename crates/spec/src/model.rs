@@ -256,8 +256,13 @@ pub enum Op {
     Fork {
         steps: Vec<Step>,
     },
-    /// Wait until every child this task forked has exited.
+    /// Wait until every child this task forked or spawned has exited.
     Wait,
+    /// Start a new program (fork and exec): a process with a fresh address
+    /// space, in the task's cgroup, runs `steps` beside the task and exits.
+    Spawn {
+        steps: Vec<Step>,
+    },
     /// madvise(2) over a page range of a region.
     Madvise {
         region: String,

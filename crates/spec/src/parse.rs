@@ -12,7 +12,7 @@ use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
 use std::collections::HashMap;
 
-pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream";
+pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -995,7 +995,7 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
         "sleep" => (&["op", "duration"], &["duration"]),
         "phase" => (&["op", "name"], &["name"]),
         "repeat" => (&["op", "times", "steps"], &["steps"]),
-        "fork" => (&["op", "steps"], &["steps"]),
+        "fork" | "spawn" => (&["op", "steps"], &["steps"]),
         "wait" => (&["op"], &[]),
         "madvise" => (
             &["op", "region", "advice", "offset", "length"],
@@ -1035,7 +1035,7 @@ fn field_words(op: &str, field: &str) -> &'static str {
         ("touch", "order") => "a string: one of seq, rev, shuffle, uniform, zipf",
         ("sleep", "duration") => "a duration such as \"250ms\"",
         ("phase", "name") => "a string: a phase name of letters, digits, '_' or '-'",
-        ("repeat" | "fork", "steps") => "an array of step tables",
+        ("repeat" | "fork" | "spawn", "steps") => "an array of step tables",
         ("madvise", "advice") => ADVICE_WORDS,
         ("swapoff" | "swapon", "device") => {
             "an integer: the number of a [[swap]] device, counting from 0"
@@ -1154,6 +1154,9 @@ fn build_step(
             name: name_field("name")?,
         },
         "fork" => Op::Fork {
+            steps: build_steps(rep, req("steps"), &f.path("steps"), locs, files)?,
+        },
+        "spawn" => Op::Spawn {
             steps: build_steps(rep, req("steps"), &f.path("steps"), locs, files)?,
         },
         "wait" => Op::Wait,
@@ -1761,6 +1764,11 @@ impl RegionCheck<'_> {
                 Op::Fork { steps } => {
                     // The child starts with a copy of the parent's regions.
                     let mut child = regions.clone();
+                    self.body(&format!("{key}.steps"), steps, &mut child)?;
+                }
+                Op::Spawn { steps } => {
+                    // A new program starts with no regions.
+                    let mut child = Regions::new();
                     self.body(&format!("{key}.steps"), steps, &mut child)?;
                 }
                 Op::Swapoff { device } | Op::Swapon { device } => {

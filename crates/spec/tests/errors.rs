@@ -2900,3 +2900,23 @@ steps = [
         }
     );
 }
+
+#[test]
+fn spawned_program_has_no_regions_of_its_launcher() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "spawn", steps = [ { op = "touch", region = "heap" } ] },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].steps[0].region",
+        &["\"heap\"", "none mapped"],
+    );
+}
