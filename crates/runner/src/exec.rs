@@ -357,6 +357,9 @@ impl Child<'_> {
                     let first = *offset as usize;
                     let n = length.unwrap_or(r.pages - offset) as usize;
                     let advice_flag = match advice {
+                        Advice::Sequential => libc::MADV_SEQUENTIAL,
+                        Advice::Random => libc::MADV_RANDOM,
+                        Advice::Normal => libc::MADV_NORMAL,
                         Advice::Pageout => libc::MADV_PAGEOUT,
                         Advice::Cold => libc::MADV_COLD,
                         Advice::Dontneed => libc::MADV_DONTNEED,
@@ -397,7 +400,15 @@ impl Child<'_> {
                         (Advice::Dontneed, Tokens::Shared { .. }) => {}
                         // Lazily freed: either value until written again.
                         (Advice::Free, _) => r.set_lazy(first..first + n, true),
-                        (Advice::Pageout | Advice::Cold | Advice::Willneed, _) => {}
+                        (
+                            Advice::Pageout
+                            | Advice::Cold
+                            | Advice::Willneed
+                            | Advice::Sequential
+                            | Advice::Random
+                            | Advice::Normal,
+                            _,
+                        ) => {}
                     }
                 }
                 Op::Swapoff { device } | Op::Swapon { device } => {

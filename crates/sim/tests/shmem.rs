@@ -288,3 +288,56 @@ steps = [
     assert_eq!(vm(&r, "nr_mapped"), 0);
     assert_eq!(vm(&r, "nr_shmem"), PAGES);
 }
+
+#[test]
+fn munmap_keeps_what_the_mapping_wrote_and_marks_pages_accessed() {
+    let cycle = |hint: &str| {
+        tmpfs(
+            "[cgroup.w]\nmemory_max = \"24M\"",
+            &format!(
+                r#"
+[task.main]
+cgroup = "w"
+steps = [
+  {{ op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" }},
+  {hint}
+  {{ op = "touch", region = "m" }},
+  {{ op = "touch", region = "m", write = 1.0 }},
+  {{ op = "munmap", region = "m" }},
+  {{ op = "mmap", name = "m2", kind = "shmem", file = "shm", size = "16M" }},
+  {hint2}
+  {{ op = "touch", region = "m2" }},
+  {{ op = "munmap", region = "m2" }},
+  {{ op = "phase", name = "pressure" }},
+  {{ op = "mmap", name = "a", kind = "anon", size = "20M" }},
+  {{ op = "touch", region = "a", write = 1.0 }},
+  {{ op = "munmap", region = "a" }},
+  {{ op = "mmap", name = "m3", kind = "shmem", file = "shm", size = "16M" }},
+  {{ op = "touch", region = "m3" }},
+]
+"#,
+                hint2 = hint.replace("\"m\"", "\"m2\"")
+            ),
+        )
+    };
+    let normal = run_checked(&cycle(""));
+    // Read-faulted pages written through their (writable) PTEs are dirty
+    // only in the PTE: munmap moves that to the folio, so reclaim writes
+    // them to swap instead of dropping them, and the last reads see the
+    // writes (checked).
+    assert!(phase_vm(&normal, 0, "pressure", "pswpout") > 0);
+    assert_eq!(normal.integrity.violations, 0);
+    // A young PTE at munmap marks the page accessed: referenced at the
+    // first unmap, activated at the second.
+    assert!(
+        vm(&normal, "pgactivate") >= PAGES - 16,
+        "{}",
+        vm(&normal, "pgactivate")
+    );
+    let seq = run_checked(&cycle(
+        r#"{ op = "madvise", region = "m", advice = "sequential" },"#,
+    ));
+    // MADV_SEQUENTIAL: references through the mapping do not count.
+    assert!(vm(&seq, "pgactivate") < 64, "{}", vm(&seq, "pgactivate"));
+    assert_eq!(seq.integrity.violations, 0);
+}

@@ -336,6 +336,11 @@ pub enum Advice {
     Free,
     /// MADV_WILLNEED: start reading swapped-out pages of the range.
     Willneed,
+    /// MADV_SEQUENTIAL, MADV_RANDOM, MADV_NORMAL: the mapping's access
+    /// hint (VM_SEQ_READ, VM_RAND_READ), for the whole region.
+    Sequential,
+    Random,
+    Normal,
 }
 
 impl Advice {
@@ -346,6 +351,9 @@ impl Advice {
             Advice::Dontneed => "dontneed",
             Advice::Free => "free",
             Advice::Willneed => "willneed",
+            Advice::Sequential => "sequential",
+            Advice::Random => "random",
+            Advice::Normal => "normal",
         }
     }
 }

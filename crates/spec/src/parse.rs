@@ -1023,7 +1023,8 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
     })
 }
 
-const ADVICE_WORDS: &str = "a string: one of pageout, cold, dontneed, free, willneed";
+const ADVICE_WORDS: &str =
+    "a string: one of pageout, cold, dontneed, free, willneed, sequential, random, normal";
 
 /// What a field takes, in words (for type errors and missing fields).
 fn field_words(op: &str, field: &str) -> &'static str {
@@ -1192,9 +1193,27 @@ fn build_step(
                 "dontneed" => Advice::Dontneed,
                 "free" => Advice::Free,
                 "willneed" => Advice::Willneed,
+                "sequential" => Advice::Sequential,
+                "random" => Advice::Random,
+                "normal" => Advice::Normal,
                 _ => return Err(type_error(rep, a, &f.path("advice"), ADVICE_WORDS)),
             };
             let (offset, length) = page_range(rep, &f)?;
+            if matches!(advice, Advice::Sequential | Advice::Random | Advice::Normal) {
+                if let Some(k) = ["offset", "length"]
+                    .into_iter()
+                    .find(|k| f.get(k).is_some())
+                {
+                    return Err(rep.at(
+                        f.get(k).expect("found").at,
+                        f.path(k),
+                        format!(
+                            "found {k} with advice \"{}\", which applies to the whole region; expected no {k}",
+                            advice.name()
+                        ),
+                    ));
+                }
+            }
             Op::Madvise {
                 region: string(
                     rep,

@@ -44,6 +44,19 @@ impl Kernel {
                 _ => {}
             }
         }
+        let hint = match advice {
+            Advice::Sequential => Some(super::mmap::VM_SEQ_READ),
+            Advice::Random => Some(super::mmap::VM_RAND_READ),
+            Advice::Normal => Some(0),
+            _ => None,
+        };
+        if let Some(flag) = hint {
+            // The hint is the mapping's (mmsim applies it to the whole
+            // region; the kernel splits the VMA at the range's edges).
+            let v = &mut self.vmas[vma as usize];
+            v.flags = (v.flags & !(super::mmap::VM_SEQ_READ | super::mmap::VM_RAND_READ)) | flag;
+            return Ok(());
+        }
         self.traced(Fn::Madvise, |k| {
             k.blk_start_plug();
             match advice {
@@ -57,6 +70,7 @@ impl Kernel {
                     k.madvise_willneed(vma, first, n);
                     k.lru_add_drain();
                 }
+                Advice::Sequential | Advice::Random | Advice::Normal => {}
             }
             k.blk_finish_plug();
         });

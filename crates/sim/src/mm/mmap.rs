@@ -20,6 +20,9 @@ pub const VM_READ: u32 = 1 << 0;
 pub const VM_WRITE: u32 = 1 << 1;
 pub const VM_EXEC: u32 = 1 << 2;
 pub const VM_SHARED: u32 = 1 << 3;
+/// madvise(MADV_SEQUENTIAL) / (MADV_RANDOM).
+pub const VM_SEQ_READ: u32 = 1 << 15;
+pub const VM_RAND_READ: u32 = 1 << 16;
 pub const VM_LOCKED: u32 = 1 << 13;
 
 pub struct Mm {
@@ -327,6 +330,15 @@ impl Kernel {
         }
         let pfn = pte_pfn(pte);
         if self.vmas[vma as usize].inode != NIL {
+            // zap_pte_range for a page-cache page: the dirty bit moves to
+            // the folio; a young PTE marks it accessed, unless the mapping
+            // is read sequentially.
+            if pte & PTE_DIRTY != 0 {
+                self.folios.get_mut(pfn).set(super::folio::PG_DIRTY);
+            }
+            if pte & PTE_YOUNG != 0 && self.vmas[vma as usize].flags & VM_SEQ_READ == 0 {
+                self.folio_mark_accessed(pfn);
+            }
             self.mms[mm].rss_shmem -= 1;
             self.page_remove_file_rmap(pfn);
             self.folio_put(pfn);

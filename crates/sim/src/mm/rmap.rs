@@ -76,8 +76,12 @@ impl Kernel {
             let flags = vma.flags;
             if pte & PTE_YOUNG != 0 {
                 self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
-                referenced += 1;
-                vm_flags |= flags;
+                // A reference through a sequentially read mapping does not
+                // count (folio_referenced_one).
+                if flags & super::mmap::VM_SEQ_READ == 0 {
+                    referenced += 1;
+                    vm_flags |= flags;
+                }
             }
         }
         (referenced, vm_flags)
@@ -139,8 +143,10 @@ impl Kernel {
             if pte & PTE_YOUNG != 0 {
                 let flags = vma.flags;
                 self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
-                referenced += 1;
-                vm_flags |= flags;
+                if flags & super::mmap::VM_SEQ_READ == 0 {
+                    referenced += 1;
+                    vm_flags |= flags;
+                }
             }
         }
         (referenced, vm_flags)
