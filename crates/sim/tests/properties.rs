@@ -21,7 +21,7 @@ prop_compose! {
 
 prop_compose! {
     /// A madvise over part of a region, or a fork whose child touches one.
-    fn other_op()(kind in 0u8..7, region in 0usize..2, first_mb in 0u64..2, len_mb in 1u64..2, t in touch())
+    fn other_op()(kind in 0u8..12, region in 0usize..2, first_mb in 0u64..2, len_mb in 1u64..2, t in touch())
         -> String {
         let range = format!("offset = \"{first_mb}M\", length = \"{len_mb}M\"");
         match kind {
@@ -31,6 +31,11 @@ prop_compose! {
             3 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"free\", {range} }},"),
             4 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"willneed\" }},"),
             5 => format!("{{ op = \"fork\", steps = [ {t} ] }},"),
+            6 => format!("{{ op = \"madvise\", region = \"r{region}\", advice = \"sequential\" }},"),
+            7 => format!("{{ op = \"write\", file = \"f\", {range} }},"),
+            8 => format!("{{ op = \"read\", file = \"f\", {range} }},"),
+            9 => "{ op = \"stream\", file = \"f\", window = \"1M\" },".to_string(),
+            10 => "{ op = \"drop_caches\" },".to_string(),
             _ => "{ op = \"wait\" },".to_string(),
         }
     }
@@ -76,6 +81,10 @@ cpus = {cpus}
 [[swap]]
 device = "{device}"
 size = "64M"
+[[file]]
+name = "f"
+size = "4M"
+on = "tmpfs"
 [cgroup.w]
 memory_high = "{limit_mb}M"
 [task.t]

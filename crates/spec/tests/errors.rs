@@ -2920,3 +2920,23 @@ steps = [
         &["\"heap\"", "none mapped"],
     );
 }
+
+#[test]
+fn access_hints_take_the_whole_region() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "madvise", region = "heap", advice = "sequential", offset = "4M" },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].offset",
+        &["\"sequential\"", "whole region"],
+    );
+}
