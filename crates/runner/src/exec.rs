@@ -220,18 +220,7 @@ impl Child<'_> {
                         .remove(region)
                         .ok_or_else(|| format!("line {}: no region {region}", s.line))?;
                     self.kv_dbs.remove(region);
-                    // SAFETY: the whole mapping made by `map`. A file's
-                    // pages stay in the file; a shared anonymous region's
-                    // stay while a forked process still maps them.
-                    unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
-                    if let Tokens::Shared {
-                        tokens,
-                        owned: true,
-                        ..
-                    } = r.tokens
-                    {
-                        tokens.unmap();
-                    }
+                    unmap_region(r);
                 }
                 Op::Touch(t) => {
                     let instance = self.instance;
@@ -301,8 +290,7 @@ impl Child<'_> {
                             self.checked += c;
                             self.violations += bad;
                         }
-                        // SAFETY: the whole window mapped just above.
-                        unsafe { libc::munmap(r.addr as *mut libc::c_void, n as usize * PAGE) };
+                        unmap_region(r);
                         next += n;
                     }
                 }
@@ -545,31 +533,21 @@ impl Child<'_> {
         })
     }
 
-    /// fork(2): the child continues with a copy of this process's regions
-    /// and tokens (private regions copy-on-write, shared ones shared), runs
-    /// `steps`, reports and exits; this process goes on at once and reads
-    /// the child's report on a thread, so the child never blocks writing
-    /// it.
     /// Unmaps every region (a spawned program starts without them).
     fn unmap_all(&mut self) {
         self.kv_dbs.clear();
         for (_, r) in std::mem::take(&mut self.regions) {
-            // SAFETY: the whole mapping made by `map`, no longer used.
-            unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
-            if let Tokens::Shared {
-                tokens,
-                owned: true,
-                ..
-            } = r.tokens
-            {
-                tokens.unmap();
-            }
+            unmap_region(r);
         }
     }
 
-    /// fork(2) for a `fork` step; for a `spawn` step the child then drops
-    /// every region it inherited, as exec would give it a fresh address
-    /// space (the runner's own memory stays: it does not exec).
+    /// fork(2): the child continues with a copy of this process's regions
+    /// and tokens (private regions copy-on-write, shared ones shared), runs
+    /// `steps`, reports and exits; this process goes on at once and reads
+    /// the child's report on a thread, so the child never blocks writing
+    /// it. For a `spawn` step the child then drops every region it
+    /// inherited, as exec would give it a fresh address space (the runner's
+    /// own memory stays: it does not exec).
     fn fork(&mut self, steps: &[Step], line: usize, spawn: bool) -> Result<(), String> {
         let (kind, k) = if spawn {
             self.spawns += 1;
@@ -687,6 +665,22 @@ impl Child<'_> {
                 kv: self.open_kv.take(),
             });
         }
+    }
+}
+
+/// munmap(2) of a region, and of its own token array if it has one. A
+/// file's pages stay in the file; a shared anonymous region's stay while a
+/// forked process still maps them.
+fn unmap_region(r: Region) {
+    // SAFETY: the whole mapping made by `map`, no longer used.
+    unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };
+    if let Tokens::Shared {
+        tokens,
+        owned: true,
+        ..
+    } = r.tokens
+    {
+        tokens.unmap();
     }
 }
 

@@ -247,8 +247,7 @@ impl Kernel {
         }
         k.boot_watermarks(spec);
         k.boot_kernel_usage(boot_used_bytes(spec) / 4096);
-        for (i, s) in spec.swap.iter().enumerate() {
-            let _ = i;
+        for s in &spec.swap {
             let prio = k.swapon_priority(s.priority);
             let si = SwapInfo::new(s, prio, cpus);
             k.nr_swap_pages += si.pages as i64;
