@@ -404,6 +404,15 @@ pub(crate) fn summary(r: &RunResult) -> String {
             _ => {}
         }
     }
+    let gauge = |k: &str| r.vmstat.get(k).copied().unwrap_or(0);
+    if gauge("nr_shmem") != 0 || gauge("nr_file_pages") != 0 {
+        s += &format!(
+            "  page cache at the end (change over the run, pages): nr_file_pages {:+}, nr_shmem {:+}, nr_swapcached {:+}\n",
+            gauge("nr_file_pages"),
+            gauge("nr_shmem"),
+            gauge("nr_swapcached")
+        );
+    }
     for (name, cg) in &r.cgroups {
         s += &format!(
             "\ncgroup {name}: memory.current {} MiB (peak {} MiB), memory.swap.current {} MiB, events max {} high {} oom {}\n",
@@ -413,6 +422,15 @@ pub(crate) fn summary(r: &RunResult) -> String {
             cg.memory_events.get("max").copied().unwrap_or(0),
             cg.memory_events.get("high").copied().unwrap_or(0),
             cg.memory_events.get("oom").copied().unwrap_or(0)
+        );
+        let mib = |k: &str| cg.memory_stat.get(k).copied().unwrap_or(0) >> 20;
+        s += &format!(
+            "  anon {} MiB, file {} MiB (shmem {} MiB, mapped {} MiB), swapcached {} MiB\n",
+            mib("anon"),
+            mib("file"),
+            mib("shmem"),
+            mib("file_mapped"),
+            mib("swapcached")
         );
         for k in [
             "pgscan",
