@@ -208,6 +208,7 @@ impl Child<'_> {
                     pages,
                     file,
                     offset,
+                    ..
                 } => {
                     let r = self
                         .map(*kind, *pages, *file, *offset)
@@ -482,6 +483,9 @@ impl Child<'_> {
                         owned: false,
                     },
                 )
+            }
+            MapKind::File | MapKind::FilePrivate => {
+                return Err("mappings of files on disks are not supported by the runner yet".into())
             }
             MapKind::SharedAnon => {
                 let tokens = SharedTokens::map(pages as usize)

@@ -259,7 +259,12 @@ impl Setup {
         }
         self.tmpfs = Some(made_dir);
         for f in &spec.files {
-            let FileOn::Tmpfs = f.on;
+            if f.on != FileOn::Tmpfs {
+                return Err(format!(
+                    "file {}: files on disks are not supported by the runner yet",
+                    f.name
+                ));
+            }
             let path = format!("{TMPFS_DIR}/{}", f.name);
             let pages = f.size / 4096;
             let tokens = SharedTokens::map(pages as usize)

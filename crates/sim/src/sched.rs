@@ -506,6 +506,7 @@ impl<'s> Scheduler<'s> {
                 kind,
                 file,
                 offset,
+                ..
             } => {
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
                 let vma = match kind {
@@ -516,6 +517,12 @@ impl<'s> Scheduler<'s> {
                     mmsim_spec::MapKind::SharedAnon => {
                         let inode = k.shmem_inode_create(*pages, true);
                         k.mmap_shmem(mm, inode, 0, *pages)
+                    }
+                    mmsim_spec::MapKind::File | mmsim_spec::MapKind::FilePrivate => {
+                        return Err(SimError::Unmodelled(format!(
+                            "line {}: mappings of files on disks",
+                            step.line
+                        )))
                     }
                 };
                 t.regions.insert(name.clone(), vma);

@@ -16,6 +16,8 @@ pub struct Spec {
     /// what the oracle applies and what an output records.
     pub knobs: Vec<(String, String)>,
     pub swap: Vec<SwapDevice>,
+    /// `[[disk]]`: block devices holding an ext2 file system for files.
+    pub disks: Vec<Disk>,
     /// `[[file]]`: files the tasks can map, created before they start.
     pub files: Vec<File>,
     pub cgroups: Vec<Cgroup>,
@@ -171,6 +173,11 @@ pub enum MapKind {
     /// MAP_SHARED | MAP_ANONYMOUS: shmem pages private to the mapping (and
     /// shared with children it forks).
     SharedAnon,
+    /// MAP_SHARED of a file on a disk: page-cache pages on the file LRU.
+    File,
+    /// MAP_PRIVATE of a file on a disk: page-cache pages mapped read-only,
+    /// copied to private anon pages on a write.
+    FilePrivate,
 }
 
 impl MapKind {
@@ -179,6 +186,8 @@ impl MapKind {
             MapKind::Anon => "anon",
             MapKind::Shmem => "shmem",
             MapKind::SharedAnon => "shared_anon",
+            MapKind::File => "file",
+            MapKind::FilePrivate => "file_private",
         }
     }
 }
@@ -189,7 +198,7 @@ pub struct File {
     pub name: String,
     /// Bytes (a whole number of pages).
     pub size: u64,
-    /// Where the file lives; only tmpfs is modelled.
+    /// Where the file lives.
     pub on: FileOn,
 }
 
@@ -197,6 +206,21 @@ pub struct File {
 pub enum FileOn {
     /// tmpfs (huge=never): the file's pages are shmem.
     Tmpfs,
+    /// An ext2 file system on `[[disk]]` number N: the file exists with
+    /// data at start (not cached) and is read through the page cache.
+    Disk(usize),
+}
+
+/// A `[[disk]]`: a block device with an ext2 file system holding files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disk {
+    pub name: String,
+    /// nvme, virtio or hdd (never zram).
+    pub kind: SwapKind,
+    /// Bytes.
+    pub size: u64,
+    /// /sys/block/DEV/queue/read_ahead_kb: the files' readahead window.
+    pub read_ahead_kb: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,10 +256,13 @@ pub enum Op {
         name: String,
         kind: MapKind,
         pages: u64,
-        /// The `[[file]]` mapped (index into `Spec::files`), for `shmem`.
+        /// The `[[file]]` mapped (index into `Spec::files`), for `shmem`,
+        /// `file` and `file_private`.
         file: Option<usize>,
         /// The file offset of the mapping's first page, in pages.
         offset: u64,
+        /// PROT_EXEC (VM_EXEC): a program's text.
+        exec: bool,
     },
     Munmap {
         region: String,

@@ -359,7 +359,7 @@ const NAME_WORDS: &str = "a non-empty name of letters, digits, '_' or '-'";
 // ------------------------------------------------------------------ sections
 
 const SECTIONS: &[&str] = &[
-    "machine", "features", "sysctl", "sysfs", "swap", "file", "cgroup", "task", "fidelity",
+    "machine", "features", "sysctl", "sysfs", "swap", "disk", "file", "cgroup", "task", "fidelity",
 ];
 
 fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
@@ -402,8 +402,12 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         Some(s) => build_swaps(rep, s)?,
         None => Vec::new(),
     };
+    let disks = match top.get("disk") {
+        Some(d) => build_disks(rep, d)?,
+        None => Vec::new(),
+    };
     let files = match top.get("file") {
-        Some(f) => build_files(rep, f)?,
+        Some(f) => build_files(rep, f, &disks)?,
         None => Vec::new(),
     };
     let mut cgroups = Vec::new();
@@ -457,6 +461,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         sysfs,
         knobs,
         swap,
+        disks,
         files,
         cgroups,
         tasks,
@@ -981,7 +986,7 @@ fn build_steps(
 fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
     Some(match op {
         "mmap" => (
-            &["op", "name", "kind", "size", "file", "offset"],
+            &["op", "name", "kind", "size", "file", "offset", "exec"],
             &["name", "kind", "size"],
         ),
         "munmap" => (&["op", "region"], &["region"]),
@@ -1030,7 +1035,7 @@ const ADVICE_WORDS: &str =
 fn field_words(op: &str, field: &str) -> &'static str {
     match (op, field) {
         ("mmap", "name") => "a string: a new region name of letters, digits, '_' or '-'",
-        ("mmap", "kind") => "a string: one of anon, shmem, shared_anon",
+        ("mmap", "kind") => "a string: one of anon, shmem, shared_anon, file, file_private",
         ("mmap", "size") => SIZE_WORDS,
         (_, "region") => "a string: the name of a region mapped by an earlier mmap step",
         ("touch", "order") => "a string: one of seq, rev, shuffle, uniform, zipf",
@@ -1097,16 +1102,13 @@ fn build_step(
                 "anon" => MapKind::Anon,
                 "shmem" => MapKind::Shmem,
                 "shared_anon" => MapKind::SharedAnon,
+                "file" => MapKind::File,
+                "file_private" => MapKind::FilePrivate,
                 other => {
-                    let why = if matches!(other, "file" | "file_private") {
-                        " (file mappings of disk files are not modelled yet)"
-                    } else {
-                        ""
-                    };
                     return Err(rep.at(
                         req("kind").at,
                         f.path("kind"),
-                        format!("found \"{other}\"{why}, expected one of anon, shmem, shared_anon"),
+                        format!("found \"{other}\", expected one of anon, shmem, shared_anon, file, file_private"),
                     ));
                 }
             };
@@ -1130,12 +1132,27 @@ fn build_step(
             }
             let pages = bytes.div_ceil(PAGE_SIZE);
             let (file, offset) = mmap_file(rep, &f, kind, pages, files)?;
+            let exec = match f.get("exec") {
+                None => false,
+                Some(n) if file.is_none() || kind == MapKind::Shmem => {
+                    return Err(rep.at(
+                        n.at,
+                        f.path("exec"),
+                        format!(
+                            "found exec on kind \"{}\", expected it only with kind = \"file\" or \"file_private\" (a program's text)",
+                            kind.name()
+                        ),
+                    ))
+                }
+                Some(n) => boolean(rep, n, &f.path("exec"))?,
+            };
             Op::Mmap {
                 name,
                 kind,
                 pages,
                 file,
                 offset,
+                exec,
             }
         }
         "munmap" => Op::Munmap {
@@ -1454,8 +1471,9 @@ fn build_file_io(
     })
 }
 
-/// The file and offset of a mapping: `shmem` needs a `[[file]]` and the
-/// range must lie inside it; other kinds take neither key.
+/// The file and offset of a mapping: `shmem` needs a `[[file]]` on tmpfs,
+/// `file` and `file_private` one on a disk, and the range must lie inside
+/// it; other kinds take neither key.
 fn mmap_file(
     rep: &Reporter,
     f: &Fields,
@@ -1463,14 +1481,14 @@ fn mmap_file(
     pages: u64,
     files: &[File],
 ) -> Result<(Option<usize>, u64), SpecError> {
-    if kind != MapKind::Shmem {
+    if matches!(kind, MapKind::Anon | MapKind::SharedAnon) {
         for key in ["file", "offset"] {
             if let Some(n) = f.get(key) {
                 return Err(rep.at(
                     n.at,
                     f.path(key),
                     format!(
-                        "found {key}, which kind \"{}\" does not take; expected it only with kind = \"shmem\"",
+                        "found {key}, which kind \"{}\" does not take; expected it only with kind = \"shmem\", \"file\" or \"file_private\"",
                         kind.name()
                     ),
                 ));
@@ -1478,9 +1496,19 @@ fn mmap_file(
         }
         return Ok((None, 0));
     }
-    let known: Vec<&str> = files.iter().map(|x| x.name.as_str()).collect();
+    let on_tmpfs = kind == MapKind::Shmem;
+    let known: Vec<&str> = files
+        .iter()
+        .filter(|x| (x.on == FileOn::Tmpfs) == on_tmpfs)
+        .map(|x| x.name.as_str())
+        .collect();
     let words = format!(
-        "a string: the name of a [[file]] on tmpfs ({})",
+        "a string: the name of a [[file]] {} ({})",
+        if on_tmpfs {
+            "on tmpfs"
+        } else {
+            "on a [[disk]]"
+        },
         if known.is_empty() {
             "none defined".to_string()
         } else {
@@ -1496,6 +1524,18 @@ fn mmap_file(
             format!("found \"{name}\", expected {words}"),
         )
     })?;
+    if (files[idx].on == FileOn::Tmpfs) != on_tmpfs {
+        let hint = if on_tmpfs {
+            "a file on a disk is mapped with kind = \"file\" or \"file_private\""
+        } else {
+            "a tmpfs file is mapped with kind = \"shmem\" (MAP_PRIVATE of tmpfs files is not modelled yet)"
+        };
+        return Err(rep.at(
+            node.at,
+            f.path("file"),
+            format!("found \"{name}\" ({hint}), expected {words}"),
+        ));
+    }
     let offset = match f.get("offset") {
         None => 0,
         Some(o) => {
@@ -1524,7 +1564,7 @@ fn mmap_file(
     Ok((Some(idx), offset))
 }
 
-fn build_files(rep: &Reporter, node: &Node) -> Result<Vec<File>, SpecError> {
+fn build_files(rep: &Reporter, node: &Node, disks: &[Disk]) -> Result<Vec<File>, SpecError> {
     let Val::Array(items) = &node.val else {
         return Err(type_error(
             rep,
@@ -1562,20 +1602,58 @@ fn build_files(rep: &Reporter, node: &Node) -> Result<Vec<File>, SpecError> {
                 format!("found {size} bytes, expected a whole number of 4 KiB pages, at least one"),
             ));
         }
-        let on_words = "a string: \"tmpfs\"";
-        let on_node = f.require("on", on_words)?;
-        let on = match string(rep, on_node, &f.path("on"), on_words)? {
+        let mut names = vec!["\"tmpfs\"".to_string()];
+        names.extend(disks.iter().map(|d| format!("\"{}\"", d.name)));
+        let on_words = format!(
+            "a string: \"tmpfs\" or the name of a [[disk]] ({})",
+            names.join(", ")
+        );
+        let on_node = f.require("on", &on_words)?;
+        let on = match string(rep, on_node, &f.path("on"), &on_words)? {
             "tmpfs" => FileOn::Tmpfs,
-            other => {
-                return Err(rep.at(
-                    on_node.at,
-                    f.path("on"),
-                    format!(
-                    "found \"{other}\" (files on disks are not modelled yet), expected \"tmpfs\""
-                ),
-                ))
-            }
+            other => match disks.iter().position(|d| d.name == other) {
+                Some(d) => FileOn::Disk(d),
+                None => {
+                    return Err(rep.at(
+                        on_node.at,
+                        f.path("on"),
+                        format!("found \"{other}\", expected {on_words}"),
+                    ))
+                }
+            },
         };
+        if let (FileOn::Disk(d), Some(h)) = (on, f.get("huge")) {
+            return Err(rep.at(
+                h.at,
+                f.path("huge"),
+                format!(
+                    "found huge on a file on disk \"{}\", expected it only on tmpfs files (the tmpfs mount option)",
+                    disks[d].name
+                ),
+            ));
+        }
+        if let FileOn::Disk(d) = on {
+            let used: u64 = files
+                .iter()
+                .filter(|x| x.on == on)
+                .map(|x| x.size)
+                .sum::<u64>()
+                + size;
+            let room = disk_room(disks[d].size);
+            if used > room {
+                return Err(rep.at(
+                    sz.at,
+                    f.path("size"),
+                    format!(
+                        "found {} MiB of files on disk \"{}\", expected at most {} MiB: ext2 on its {} MiB keeps 5% for root and about 2% for inode tables, block bitmaps and indirect blocks",
+                        used >> 20,
+                        disks[d].name,
+                        room >> 20,
+                        disks[d].size >> 20
+                    ),
+                ));
+            }
+        }
         if let Some(h) = f.get("huge") {
             let v = string(rep, h, &f.path("huge"), "a string: \"never\"")?;
             if v != "never" {
@@ -1593,6 +1671,94 @@ fn build_files(rep: &Reporter, node: &Node) -> Result<Vec<File>, SpecError> {
         });
     }
     Ok(files)
+}
+
+/// What files an ext2 file system on a disk of `size` bytes can hold
+/// (4 KiB blocks): mke2fs reserves 5% for root, and inode tables (256 B
+/// per 16 KiB), bitmaps and indirect blocks take about 2% more.
+pub fn disk_room(size: u64) -> u64 {
+    (size / 100 * 93) & !(PAGE_SIZE - 1)
+}
+
+fn build_disks(rep: &Reporter, node: &Node) -> Result<Vec<Disk>, SpecError> {
+    let Val::Array(items) = &node.val else {
+        return Err(type_error(
+            rep,
+            node,
+            "disk",
+            "an array of tables, one [[disk]] per disk",
+        ));
+    };
+    let mut disks: Vec<Disk> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let d = Fields::of(
+            rep,
+            format!("disk[{i}]"),
+            item,
+            "a table such as { name = \"data\", device = \"virtio\", size = \"1G\" }",
+        )?;
+        d.only(&["name", "device", "size", "read_ahead_kb"], "[[disk]]")?;
+        let n = d.require("name", NAME_WORDS)?;
+        let name = string(rep, n, &d.path("name"), NAME_WORDS)?;
+        if !valid_name(name) {
+            return Err(type_error(rep, n, &d.path("name"), NAME_WORDS));
+        }
+        if name == "tmpfs" || disks.iter().any(|x| x.name == name) {
+            return Err(rep.at(
+                n.at,
+                d.path("name"),
+                format!("found \"{name}\", which is taken (tmpfs, or an earlier [[disk]]); expected a new name"),
+            ));
+        }
+        let words = "a string: one of nvme, virtio, hdd";
+        let dev = d.require("device", words)?;
+        let kind = match string(rep, dev, &d.path("device"), words)? {
+            "nvme" => SwapKind::Nvme,
+            "virtio" => SwapKind::Virtio,
+            "hdd" => SwapKind::Hdd,
+            other => {
+                return Err(rep.at(
+                    dev.at,
+                    d.path("device"),
+                    format!("found \"{other}\", expected one of nvme, virtio, hdd (zram holds no file system here)"),
+                ))
+            }
+        };
+        let sz = d.require("size", "a size such as \"1G\" (at least 16M)")?;
+        let size = size(rep, sz, &d.path("size"))?;
+        if size < 16 << 20 || !size.is_multiple_of(PAGE_SIZE) {
+            return Err(rep.at(
+                sz.at,
+                d.path("size"),
+                format!("found {size} bytes, expected a whole number of 4 KiB pages, at least 16M"),
+            ));
+        }
+        let read_ahead_kb = match d.get("read_ahead_kb") {
+            None => 128,
+            Some(r) => integer(
+                rep,
+                r,
+                &d.path("read_ahead_kb"),
+                0,
+                65536,
+                "an integer from 0 to 65536, a multiple of 4 (KiB; 0 turns readahead off)",
+            )? as u64,
+        };
+        if !read_ahead_kb.is_multiple_of(4) {
+            return Err(rep.at(
+                d.get("read_ahead_kb").expect("given").at,
+                d.path("read_ahead_kb"),
+                format!("found {read_ahead_kb}, expected a multiple of 4 (whole pages)"),
+            ));
+        }
+        disks.push(Disk {
+            name: name.to_string(),
+            kind,
+            size,
+            read_ahead_kb,
+        });
+    }
+    Ok(disks)
 }
 
 fn build_kvstore(rep: &Reporter, f: &Fields) -> Result<KvStore, SpecError> {
