@@ -44,7 +44,8 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
         let p = p as Pfn;
         if f.test(PG_WRITEBACK) {
             wb += 1;
-            if !f.test(PG_SWAPCACHE) || pending_writes.get(&p) != Some(&1) {
+            let file = f.test(PG_PAGECACHE) && !f.test(PG_SWAPBACKED);
+            if !(f.test(PG_SWAPCACHE) || file) || pending_writes.get(&p) != Some(&1) {
                 return fail(format!(
                     "frame {p} under writeback without its one pending write: {f:?}"
                 ));
@@ -52,7 +53,8 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
         }
         if f.test(PG_LOCKED) {
             locked += 1;
-            if !f.test(PG_SWAPCACHE)
+            let file = f.test(PG_PAGECACHE) && !f.test(PG_SWAPBACKED);
+            if !(f.test(PG_SWAPCACHE) || file)
                 || f.test(PG_UPTODATE)
                 || pending_reads.get(&p) != Some(&1)
                 || !k.io_wait.contains_key(&p)
@@ -257,30 +259,54 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
     let mut maps = vec![0u32; k.folios.len()];
     let mut rss = vec![(0u64, 0u64); k.mms.len()];
     let mut rss_shmem = vec![0u64; k.mms.len()];
+    let mut rss_file = vec![0u64; k.mms.len()];
     for (vi, v) in k.vmas.iter().enumerate() {
         if !v.live {
             continue;
         }
         if v.inode != NIL {
+            let private = v.flags & crate::mm::mmap::VM_SHARED == 0;
             for (idx, &pte) in v.ptes.iter().enumerate() {
                 if pte_none(pte) {
+                    continue;
+                }
+                if private && is_swap_pte(pte) {
+                    rss[v.mm as usize].1 += 1;
                     continue;
                 }
                 let p = pte_pfn(pte);
                 let f = k.folios.get(p);
                 let index = v.pgoff + idx as u64;
+                if private && pte_present(pte) && f.test(PG_ANON) {
+                    // A private file mapping's copy.
+                    if f.index as u64 != index
+                        || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32))
+                    {
+                        return fail(format!(
+                            "frame {p}'s rmap does not lead back to vma {vi} page {idx}"
+                        ));
+                    }
+                    maps[p as usize] += 1;
+                    rss[v.mm as usize].0 += 1;
+                    continue;
+                }
                 if !pte_present(pte)
                     || !f.test(PG_PAGECACHE)
                     || f.mapping != v.inode
                     || f.index as u64 != index
-                    || k.shmem_folio_at(v.inode, index) != Some(p)
+                    || k.filemap_folio_at(v.inode, index) != Some(p)
+                    || (private && pte & PTE_WRITE != 0)
                 {
                     return fail(format!(
-                        "shmem vma {vi} page {idx}: PTE {pte:#x} does not map the inode's page {index}: {f:?}"
+                        "file vma {vi} page {idx}: PTE {pte:#x} does not map the inode's page {index}: {f:?}"
                     ));
                 }
                 maps[p as usize] += 1;
-                rss_shmem[v.mm as usize] += 1;
+                if f.test(PG_SWAPBACKED) {
+                    rss_shmem[v.mm as usize] += 1;
+                } else {
+                    rss_file[v.mm as usize] += 1;
+                }
             }
             continue;
         }
@@ -342,6 +368,12 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         ));
     }
     for (i, mm) in k.mms.iter().enumerate() {
+        if mm.rss_file != rss_file[i] {
+            return fail(format!(
+                "mm {i}: MM_FILEPAGES {} but PTEs map {}",
+                mm.rss_file, rss_file[i]
+            ));
+        }
         if mm.rss_shmem != rss_shmem[i] {
             return fail(format!(
                 "mm {i}: MM_SHMEMPAGES {} but PTEs map {}",
@@ -431,18 +463,76 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             k.nr_swap_pages
         ));
     }
-    let shmem = k.folios.f.iter().filter(|f| f.test(PG_PAGECACHE)).count() as i64;
+    let shmem = k
+        .folios
+        .f
+        .iter()
+        .filter(|f| f.test(PG_PAGECACHE) && f.test(PG_SWAPBACKED))
+        .count() as i64;
     if k.vm.get(Vm::NrShmem) != shmem {
         return fail(format!(
             "nr_shmem {} but {shmem} folios are in shmem page caches",
             k.vm.get(Vm::NrShmem)
         ));
     }
+    check_file_cache(k)?;
     let in_cache = k.folios.f.iter().filter(|f| f.test(PG_SWAPCACHE)).count() as i64;
     if in_cache != swapcached || k.vm.get(Vm::NrSwapcached) != in_cache {
         return fail(format!(
             "nr_swapcached {} vs {in_cache} flagged folios vs {swapcached} cache entries",
             k.vm.get(Vm::NrSwapcached)
+        ));
+    }
+    Ok(())
+}
+
+/// Every regular file's cached folio points back at its slot; dirty pages
+/// are counted in nr_dirty and by their inode; a page nobody wrote since
+/// its last writeback reads what the disk holds.
+fn check_file_cache(k: &Kernel) -> Result<(), SimError> {
+    let mut dirty = 0i64;
+    for (ino, inode) in k.inodes.iter().enumerate() {
+        if inode.is_shmem() {
+            continue;
+        }
+        let mut nr_dirty = 0;
+        for (index, &slot) in inode.pages.iter().enumerate() {
+            if slot & 3 != crate::mm::filemap::SLOT_FOLIO {
+                continue;
+            }
+            let p = (slot >> 2) as Pfn;
+            let f = k.folios.get(p);
+            if !f.test(PG_PAGECACHE)
+                || f.test(PG_SWAPBACKED | PG_ANON)
+                || f.mapping as usize != ino
+                || f.index as usize != index
+            {
+                return fail(format!(
+                    "inode {ino} page {index} holds frame {p} which does not point back: {f:?}"
+                ));
+            }
+            if f.test(PG_DIRTY) {
+                nr_dirty += 1;
+            } else if !f.test(PG_LOCKED | PG_WRITEBACK)
+                && k.folios.version[p as usize] != inode.disk_version[index]
+            {
+                return fail(format!(
+                    "inode {ino} page {index} is clean but differs from the disk"
+                ));
+            }
+        }
+        if nr_dirty != inode.nr_dirty {
+            return fail(format!(
+                "inode {ino} counts {} dirty pages but {nr_dirty} are",
+                inode.nr_dirty
+            ));
+        }
+        dirty += nr_dirty as i64;
+    }
+    if k.vm.get(Vm::NrDirty) != dirty {
+        return fail(format!(
+            "nr_dirty {} but {dirty} file pages are dirty",
+            k.vm.get(Vm::NrDirty)
         ));
     }
     Ok(())

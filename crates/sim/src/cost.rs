@@ -68,6 +68,12 @@ pub const FOLIO_REFERENCED_NS: u64 = 150;
 /// of `shrink_folio_list` (charged as TLB_FLUSH_NS once per batch): ~250 ns.
 pub const UNMAP_ONE_NS: u64 = 250;
 
+/// `filemap_add_folio` of a new page-cache folio: xarray insert under the
+/// i_pages lock, mapping and index set, node and memcg stat updates; the
+/// same order as `add_to_swap_cache` with its deletion (SWAP_SLOT_NS), of
+/// which it is about two thirds: ~100 ns.
+pub const PAGE_CACHE_ADD_NS: u64 = 100;
+
 /// Swap slot allocation from the per-CPU slot cache, `add_to_swap_cache`
 /// (xarray store) and the matching deletion: ~150 ns together.
 pub const SWAP_SLOT_NS: u64 = 150;
@@ -164,6 +170,13 @@ functions! {
     Madvise = "do_madvise",
     IoSchedule = "io_schedule",
     ShmemFault = "shmem_fault",
+    FilemapFault = "filemap_fault",
+    DoFault = "do_fault",
+    FilemapRead = "filemap_read",
+    FilemapWrite = "generic_perform_write",
+    AddToPageCache = "filemap_add_folio",
+    Writeback = "do_writepages",
+    PageCacheRa = "page_cache_ra_unbounded",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

@@ -77,7 +77,9 @@ pub struct Kernel {
     pub anon_vmas: Vec<AnonVma>,
     /// shmem inodes: the spec's tmpfs files first, then shared anonymous
     /// objects.
-    pub shmem: Vec<crate::mm::shmem::ShmemInode>,
+    pub inodes: Vec<crate::mm::filemap::Inode>,
+    /// `[[disk]]`s holding the regular files.
+    pub disks: Vec<crate::mm::filemap::Disk>,
     pub cpus: Vec<Cpu>,
     pub cur_cpu: usize,
     pub tasks: Vec<KTask>,
@@ -212,7 +214,8 @@ impl Kernel {
             mms: Vec::new(),
             vmas: Vec::new(),
             anon_vmas: Vec::new(),
-            shmem: Vec::new(),
+            inodes: Vec::new(),
+            disks: Vec::new(),
             cpus: (0..cpus).map(|_| Cpu::default()).collect(),
             cur_cpu: 0,
             tasks: Vec::new(),
@@ -242,8 +245,19 @@ impl Kernel {
         for pfn in (0..managed as u32).rev() {
             k.add_free_at_boot(pfn);
         }
+        for d in &spec.disks {
+            k.disks.push(crate::mm::filemap::Disk {
+                bdev: crate::dev::blockdev::BlockDev::of_kind(d.kind, 0),
+                ra_pages: d.read_ahead_kb / 4,
+                next_block: 0,
+            });
+        }
+        // The spec's files are inodes 0.. in their order.
         for f in &spec.files {
-            k.shmem_inode_create(f.size / 4096, false);
+            match f.on {
+                mmsim_spec::FileOn::Tmpfs => k.shmem_inode_create(f.size / 4096, false),
+                mmsim_spec::FileOn::Disk(d) => k.disk_inode_create(f.size / 4096, d as u16),
+            };
         }
         k.boot_watermarks(spec);
         k.boot_kernel_usage(boot_used_bytes(spec) / 4096);

@@ -66,11 +66,6 @@ fn check_features(f: &Features) -> Result<(), SimError> {
             "shmem is not modelled yet",
         ),
         (
-            "used_once_mapped_file",
-            f.used_once_mapped_file != d.used_once_mapped_file,
-            "file mappings are not modelled yet",
-        ),
-        (
             "batched_rmap_unmap",
             f.batched_rmap_unmap != d.batched_rmap_unmap,
             "large folios are not modelled yet",
@@ -253,11 +248,23 @@ fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
             limit(cg.memory_high),
         );
     }
-    for f in &spec.files {
+    for d in &spec.disks {
         m.insert(
-            format!("file:{}", f.name),
-            format!("tmpfs {} huge=never", f.size),
+            format!("disk:{}", d.name),
+            format!(
+                "{} {} ext2 read_ahead_kb={}",
+                d.kind.name(),
+                d.size,
+                d.read_ahead_kb
+            ),
         );
+    }
+    for f in &spec.files {
+        let v = match f.on {
+            mmsim_spec::FileOn::Tmpfs => format!("tmpfs {} huge=never", f.size),
+            mmsim_spec::FileOn::Disk(d) => format!("on {} {}", spec.disks[d].name, f.size),
+        };
+        m.insert(format!("file:{}", f.name), v);
     }
     let mut shared = !spec.files.is_empty();
     for_each_step(&spec.tasks, &mut |op| {

@@ -10,6 +10,7 @@
 
 use crate::cost;
 use crate::kernel::Kernel;
+use crate::mm::memory::FaultError;
 use crate::mm::vmscan::KswapdNext;
 use crate::vmstat::VmStat;
 use crate::SimError;
@@ -35,6 +36,7 @@ pub struct TaskRun<'s> {
     touch: Option<TouchRun>,
     kv: Option<KvRun>,
     stream: Option<StreamRun>,
+    file_io: Option<FileIoRun>,
     /// The client statistics of the task's finished kvstore steps.
     pub kv_stats: Option<KvResult>,
     /// Each region's key-value server data, kept between kvstore steps.
@@ -115,6 +117,19 @@ struct StreamRun {
     vma: Option<u32>,
     pos: u64,
     pages: u64,
+}
+
+/// A `read` or `write` step in progress: the next page, the end of the
+/// current call, and the open file's readahead state.
+struct FileIoRun {
+    inode: u32,
+    shmem: bool,
+    write: bool,
+    next: u64,
+    end: u64,
+    chunk: u64,
+    call_end: u64,
+    ra: crate::mm::readahead::FileRa,
 }
 
 struct TouchRun {
@@ -204,6 +219,7 @@ impl<'s> Scheduler<'s> {
                     touch: None,
                     kv: None,
                     stream: None,
+                    file_io: None,
                     kv_stats: None,
                     kv_dbs: HashMap::new(),
                     spawned: false,
@@ -477,6 +493,9 @@ impl<'s> Scheduler<'s> {
         if self.tasks[i].stream.is_some() {
             return self.run_stream(i, k, slice_end);
         }
+        if self.tasks[i].file_io.is_some() {
+            return self.run_file_io(i, k, slice_end);
+        }
         let t = &mut self.tasks[i];
         let Some(frame) = t.frames.last_mut() else {
             if t.live_children > 0 {
@@ -506,7 +525,7 @@ impl<'s> Scheduler<'s> {
                 kind,
                 file,
                 offset,
-                ..
+                exec,
             } => {
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
                 let vma = match kind {
@@ -518,12 +537,14 @@ impl<'s> Scheduler<'s> {
                         let inode = k.shmem_inode_create(*pages, true);
                         k.mmap_shmem(mm, inode, 0, *pages)
                     }
-                    mmsim_spec::MapKind::File | mmsim_spec::MapKind::FilePrivate => {
-                        return Err(SimError::Unmodelled(format!(
-                            "line {}: mappings of files on disks",
-                            step.line
-                        )))
-                    }
+                    mmsim_spec::MapKind::File | mmsim_spec::MapKind::FilePrivate => k.mmap_file(
+                        mm,
+                        file.expect("validated") as u32,
+                        *offset,
+                        *pages,
+                        *kind == mmsim_spec::MapKind::File,
+                        *exec,
+                    ),
                 };
                 t.regions.insert(name.clone(), vma);
             }
@@ -612,13 +633,30 @@ impl<'s> Scheduler<'s> {
                 length,
                 chunk,
             } => {
-                let memcg = k.tasks[ktask].memcg;
-                k.shmem_file_io(*file as u32, *offset, *length, *chunk, *write, memcg)
-                    .map_err(SimError::from)?;
+                let inode = *file as u32;
+                let i = &k.inodes[inode as usize];
+                let ra_pages = i.disk.map_or(0, |d| k.disks[d as usize].ra_pages);
+                t.file_io = Some(FileIoRun {
+                    inode,
+                    shmem: i.is_shmem(),
+                    write: *write,
+                    next: *offset,
+                    end: offset + length,
+                    chunk: *chunk,
+                    call_end: *offset,
+                    ra: crate::mm::readahead::FileRa::new(ra_pages),
+                });
             }
-            Op::Fsync { .. } => {
-                // tmpfs: noop_fsync.
+            Op::Fsync { file } => {
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                // tmpfs has noop_fsync; a regular file waits for its pages.
+                if !k.inodes[*file].is_shmem() {
+                    if let Some(done) = k.filemap_fsync(*file as u32) {
+                        if done > k.now() {
+                            return Ok(Some(SliceEnd::Sleep(done)));
+                        }
+                    }
+                }
             }
             Op::Stream {
                 file,
@@ -803,7 +841,7 @@ impl<'s> Scheduler<'s> {
                 }
                 let n = sr.window.min(sr.end - sr.next);
                 k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
-                sr.vma = Some(k.mmap_shmem(mm, sr.inode, sr.next, n));
+                sr.vma = Some(k.mmap_file(mm, sr.inode, sr.next, n, true, false));
                 (sr.pos, sr.pages) = (0, n);
                 sr.next += n;
             }
@@ -821,6 +859,47 @@ impl<'s> Scheduler<'s> {
                 return Ok(Some(end));
             }
         }
+    }
+
+    /// Pages of the current read or write step until it ends or the slice
+    /// does; a page that must wait for I/O puts the task to sleep and is
+    /// tried again when it wakes.
+    fn run_file_io(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        mut slice_end: u64,
+    ) -> Result<Option<SliceEnd>, SimError> {
+        let mut io = self.tasks[i].file_io.take().expect("file I/O in progress");
+        let memcg = k.tasks[self.tasks[i].ktask].memcg;
+        while io.next < io.end {
+            if io.next == io.call_end {
+                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                io.call_end = (io.next + io.chunk).min(io.end);
+            }
+            k.process_io_completions(k.now());
+            let r = if io.shmem {
+                k.shmem_file_io_page(io.inode, io.next, io.write, memcg)
+            } else if io.write {
+                k.filemap_write_page(io.inode, io.next, memcg)
+            } else {
+                k.filemap_read_page(io.inode, io.next, io.call_end, &mut io.ra, memcg)
+            };
+            match r {
+                Ok(()) => io.next += 1,
+                Err(FaultError::Wait(t) | FaultError::Retry(t)) => {
+                    self.tasks[i].file_io = Some(io);
+                    return Ok(Some(SliceEnd::Sleep(t.max(k.now()))));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            self.done_accesses += 1;
+            if let Some(end) = self.after_access(i, k, &mut slice_end) {
+                self.tasks[i].file_io = Some(io);
+                return Ok(Some(end));
+            }
+        }
+        Ok(None)
     }
 
     /// Requests until the kvstore ends (Ok(None)) or the slice does.
@@ -931,6 +1010,7 @@ impl<'s> Scheduler<'s> {
             touch: None,
             kv: None,
             stream: None,
+            file_io: None,
             kv_stats: None,
             kv_dbs: if spawn {
                 HashMap::new()

@@ -42,6 +42,7 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     NrWriteback = "nr_writeback",
     NrShmem = "nr_shmem",
     NrVmscanWrite = "nr_vmscan_write",
+    NrVmscanImmediate = "nr_vmscan_immediate_reclaim",
     NrDirtied = "nr_dirtied",
     NrWritten = "nr_written",
     NrSwapcached = "nr_swapcached",

@@ -8,7 +8,7 @@
 //! and the crate does not do yet.
 
 use mmsim_spec::{
-    parse_str, Features, Limit, MapKind, Op, Order, Spec, SpecError, SwapKind, OPS, SYSCTLS,
+    parse_str, Features, FileOn, Limit, MapKind, Op, Order, Spec, SpecError, SwapKind, OPS, SYSCTLS,
 };
 
 fn parse(text: &str) -> Result<Spec, SpecError> {
@@ -825,7 +825,25 @@ steps = [
 }
 
 #[test]
-fn mmap_kind_not_modelled() {
+fn mmap_kind_unknown_and_file_mapping_without_a_disk_file() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "f", kind = "hugetlb", size = "8M" },
+]
+"#,
+    );
+    check(
+        &e,
+        5,
+        "task.main.steps[0].kind",
+        &[
+            "\"hugetlb\"",
+            "anon, shmem, shared_anon, file, file_private",
+        ],
+    );
     let e = rejected(
         r#"[machine]
 memory = "512M"
@@ -838,9 +856,177 @@ steps = [
     check(
         &e,
         5,
-        "task.main.steps[0].kind",
-        &["\"file\"", "anon, shmem, shared_anon", "not modelled"],
+        "task.main.steps[0].file",
+        &["missing", "[[file]] on a [[disk]]", "none defined"],
     );
+}
+
+const DISK: &str = r#"[machine]
+memory = "512M"
+[[disk]]
+name = "d0"
+device = "virtio"
+size = "256M"
+[[file]]
+name = "data"
+size = "16M"
+on = "d0"
+[[file]]
+name = "t"
+size = "4M"
+on = "tmpfs"
+"#;
+
+#[test]
+fn files_on_disks_and_their_mappings() {
+    let s = parse(&format!(
+        r#"{DISK}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "file", file = "data", size = "8M", offset = "4M", exec = true }},
+  {{ op = "mmap", name = "p", kind = "file_private", file = "data", size = "16M" }},
+  {{ op = "read", file = "data" }},
+]
+"#
+    ))
+    .unwrap();
+    assert_eq!(s.disks.len(), 1);
+    assert_eq!(s.disks[0].kind, SwapKind::Virtio);
+    assert_eq!(s.disks[0].read_ahead_kb, 128);
+    assert_eq!(s.files[0].on, FileOn::Disk(0));
+    assert_eq!(s.files[1].on, FileOn::Tmpfs);
+    assert_eq!(
+        s.tasks[0].steps[0].op,
+        Op::Mmap {
+            name: "m".into(),
+            kind: MapKind::File,
+            pages: 2048,
+            file: Some(0),
+            offset: 1024,
+            exec: true,
+        }
+    );
+    assert!(matches!(
+        s.tasks[0].steps[1].op,
+        Op::Mmap {
+            kind: MapKind::FilePrivate,
+            exec: false,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn file_mappings_need_the_right_kind_of_file() {
+    let e = rejected(&format!(
+        r#"{DISK}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "file", file = "t", size = "4M" }},
+]
+"#
+    ));
+    check(
+        &e,
+        17,
+        "task.main.steps[0].file",
+        &["\"t\"", "kind = \"shmem\"", "[[file]] on a [[disk]] (data)"],
+    );
+    let e = rejected(&format!(
+        r#"{DISK}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "shmem", file = "data", size = "4M" }},
+]
+"#
+    ));
+    check(
+        &e,
+        17,
+        "task.main.steps[0].file",
+        &["\"data\"", "\"file\" or \"file_private\"", "on tmpfs (t)"],
+    );
+    let e = rejected(&format!(
+        r#"{DISK}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "anon", size = "4M", exec = true }},
+]
+"#
+    ));
+    check(
+        &e,
+        17,
+        "task.main.steps[0].exec",
+        &["exec on kind \"anon\"", "\"file\" or \"file_private\""],
+    );
+    let e = rejected(&format!(
+        r#"{DISK}[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "file", file = "data", size = "4M", exec = "yes" }},
+]
+"#
+    ));
+    check(
+        &e,
+        17,
+        "task.main.steps[0].exec",
+        &["\"yes\"", "true or false"],
+    );
+}
+
+#[test]
+fn disk_errors() {
+    let cases: &[(&str, usize, &str, &[&str])] = &[
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"zram\"\nsize = \"1G\"\n",
+            5,
+            "disk[0].device",
+            &["\"zram\"", "nvme, virtio, hdd"],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"8M\"\n",
+            6,
+            "disk[0].size",
+            &["8388608 bytes", "at least 16M"],
+        ),
+        (
+            "[[disk]]\nname = \"tmpfs\"\ndevice = \"nvme\"\nsize = \"1G\"\n",
+            4,
+            "disk[0].name",
+            &["\"tmpfs\"", "taken"],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"1G\"\nread_ahead_kb = 6\n",
+            7,
+            "disk[0].read_ahead_kb",
+            &["found 6", "multiple of 4"],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"1G\"\nqueue = 4\n",
+            7,
+            "disk[0].queue",
+            &["queue"],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"64M\"\n[[file]]\nname = \"f\"\nsize = \"62M\"\non = \"d\"\n",
+            9,
+            "file[0].size",
+            &["62 MiB of files on disk \"d\"", "at most 59 MiB"],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"64M\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"e\"\n",
+            10,
+            "file[0].on",
+            &["\"e\"", "\"tmpfs\" or the name of a [[disk]] (\"tmpfs\", \"d\")"],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"64M\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"d\"\nhuge = \"never\"\n",
+            11,
+            "file[0].huge",
+            &["huge on a file on disk \"d\"", "only on tmpfs"],
+        ),
+    ];
+    for (head, line, key, mentions) in cases {
+        let e = rejected(&with_task(&format!("[machine]\nmemory = \"512M\"\n{head}")));
+        check(&e, *line, key, mentions);
+    }
 }
 
 #[test]
@@ -2014,7 +2200,8 @@ fn full_valid_spec() {
             kind: MapKind::Anon,
             pages: 51200,
             file: None,
-            offset: 0
+            offset: 0,
+            exec: false,
         }
     );
     // mmap rounds a length up to whole pages.
@@ -2025,7 +2212,8 @@ fn full_valid_spec() {
             kind: MapKind::Anon,
             pages: 2,
             file: None,
-            offset: 0
+            offset: 0,
+            exec: false,
         }
     );
     assert_eq!(
@@ -2088,7 +2276,8 @@ fn full_valid_spec() {
             kind: MapKind::Anon,
             pages: 1,
             file: None,
-            offset: 0
+            offset: 0,
+            exec: false,
         }
     );
     let Op::Touch(u) = &t.steps[1].op else {
@@ -2651,7 +2840,8 @@ steps = [
             kind: MapKind::Shmem,
             pages: 2048,
             file: Some(0),
-            offset: 1024
+            offset: 1024,
+            exec: false,
         }
     );
     assert!(matches!(
@@ -2714,7 +2904,7 @@ steps = [
 }
 
 #[test]
-fn file_on_a_disk_and_huge_are_not_modelled_yet() {
+fn file_on_an_unknown_disk_and_huge_are_refused() {
     let e = rejected(&with_task(
         r#"[machine]
 memory = "512M"
@@ -2728,7 +2918,10 @@ on = "nvme0"
         &e,
         6,
         "file[0].on",
-        &["\"nvme0\"", "not modelled", "\"tmpfs\""],
+        &[
+            "\"nvme0\"",
+            "\"tmpfs\" or the name of a [[disk]] (\"tmpfs\")",
+        ],
     );
     let e = rejected(&with_task(
         r#"[machine]

@@ -46,7 +46,19 @@ pub struct BlockDev {
 
 impl BlockDev {
     pub fn new(dev: &mmsim_spec::SwapDevice, slots: u32) -> Self {
-        let kind = dev.kind;
+        let mut d = Self::of_kind(dev.kind, slots);
+        if let Some(l) = dev.read_latency {
+            d.read_latency_ns = l;
+        }
+        if let Some(l) = dev.write_latency {
+            d.write_latency_ns = l;
+        }
+        d
+    }
+
+    /// A device of the model's own parameters, with `slots` content slots
+    /// (0 for a disk holding files, whose contents live with the inodes).
+    pub fn of_kind(kind: SwapKind, slots: u32) -> Self {
         let (rl, wl, rb, wb, qd, seeks) = match kind {
             SwapKind::Nvme => (53_000, 17_000, 3500, 3300, 1023, false),
             SwapKind::Virtio => (78_000, 42_000, 3500, 3300, 256, false),
@@ -54,8 +66,8 @@ impl BlockDev {
             SwapKind::Zram => unreachable!("zram is not a bio device"),
         };
         BlockDev {
-            read_latency_ns: dev.read_latency.unwrap_or(rl),
-            write_latency_ns: dev.write_latency.unwrap_or(wl),
+            read_latency_ns: rl,
+            write_latency_ns: wl,
             read_mb_s: rb,
             write_mb_s: wb,
             queue_depth: qd,

@@ -41,8 +41,11 @@ pub const PG_KERNEL: u32 = 1 << 23;
 pub const PG_PCP: u32 = 1 << 24;
 /// A page-table page (PTE or PMD table) of a process, charged to its memcg.
 pub const PG_PGTABLE: u32 = 1 << 25;
-/// In a shmem inode's page cache (`folio->mapping` is the inode's).
+/// In an inode's page cache (`folio->mapping` is the inode's).
 pub const PG_PAGECACHE: u32 = 1 << 26;
+/// A regular file's page-cache folio charged to its memcg (`memcg_data`;
+/// anon and shmem folios are known charged by their swap-backed state).
+pub const PG_CHARGED: u32 = 1 << 27;
 
 /// LRU list numbers as `enum lru_list` orders them.
 pub const LRU_INACTIVE_ANON: u8 = 0;

@@ -33,9 +33,15 @@ impl Kernel {
                 Advice::Willneed => {
                     let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
                     let pgoff = self.vmas[vma as usize].pgoff;
+                    let shmem = self.inodes[inode as usize].is_shmem();
                     self.traced(Fn::Madvise, |k| {
                         k.blk_start_plug();
-                        k.shmem_willneed(inode, pgoff + first as u64, n as u64, memcg);
+                        if shmem {
+                            k.shmem_willneed(inode, pgoff + first as u64, n as u64, memcg);
+                        } else {
+                            // vfs_fadvise(POSIX_FADV_WILLNEED).
+                            k.file_willneed(vma, first as u64, n as u64, memcg);
+                        }
                         k.blk_finish_plug();
                         k.lru_add_drain();
                     });
@@ -154,9 +160,13 @@ impl Kernel {
         self.lru_add_drain();
         for idx in first..first + n {
             let pte = self.vmas[vma as usize].ptes[idx];
-            // Private anon reads zeros afterwards; shmem keeps its data.
-            if self.vmas[vma as usize].inode == NIL {
-                self.vmas[vma as usize].user_version[idx] = 0;
+            // Private anon reads zeros afterwards, a private file mapping
+            // the file again; shared mappings keep their data.
+            let v = &mut self.vmas[vma as usize];
+            if v.inode == NIL {
+                v.user_version[idx] = 0;
+            } else if v.flags & super::mmap::VM_SHARED == 0 {
+                v.user_version[idx] = super::mmap::FOLLOW_FILE;
             }
             if pte_none(pte) {
                 continue;

@@ -77,18 +77,25 @@ impl Kernel {
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
         // What the user expects: shared pages' expectations live with the
         // inode, so every mapping of it agrees.
+        // A private file mapping follows the file until it copies a page.
         let (inode, page) = (v.inode, v.pgoff as usize + idx);
-        let expected = if inode == NIL {
+        let private = inode == NIL || v.flags & super::mmap::VM_SHARED == 0;
+        let own = if private {
             v.user_version[idx]
         } else {
-            self.shmem[inode as usize].user_version[page]
+            super::mmap::FOLLOW_FILE
+        };
+        let expected = if own != super::mmap::FOLLOW_FILE {
+            own
+        } else {
+            self.inodes[inode as usize].user_version[page]
         };
         if write {
             let next = expected.wrapping_add(1).max(1);
-            if inode == NIL {
+            if private {
                 self.vmas[vma as usize].user_version[idx] = next;
             } else {
-                self.shmem[inode as usize].user_version[page] = next;
+                self.inodes[inode as usize].user_version[page] = next;
             }
             self.folios.version[pte_pfn(pte) as usize] = next;
         } else {
@@ -150,9 +157,13 @@ impl Kernel {
             return Err(FaultError::Oom);
         }
         let pte = self.vmas[vma as usize].ptes[idx];
-        if self.vmas[vma as usize].inode != NIL {
+        let inode = self.vmas[vma as usize].inode;
+        if inode != NIL && self.inodes[inode as usize].is_shmem() {
             debug_assert!(pte_none(pte), "shmem PTEs are writable");
             return self.do_shmem_fault(vma, idx, write);
+        }
+        if inode != NIL {
+            return self.do_file_pte_fault(vma, idx, pte, write);
         }
         if pte_none(pte) {
             return self.traced(Fn::DoAnonymousPage, |k| {
@@ -164,6 +175,54 @@ impl Kernel {
         }
         debug_assert!(write && pte & PTE_WRITE == 0);
         self.traced(Fn::DoWpPage, |k| k.do_wp_page(vma, idx, pte))
+    }
+
+    /// `handle_pte_fault` on a VMA mapping a regular file: an empty PTE
+    /// goes to `do_fault`; a write to a read-only PTE makes a shared page
+    /// writable (`wp_page_shared`) or copies a private mapping's file page;
+    /// a private mapping's own (anon) pages fault as anon pages do.
+    fn do_file_pte_fault(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
+        if pte_none(pte) {
+            return self.traced(Fn::DoFault, |k| k.do_file_fault(vma, idx, write));
+        }
+        if is_swap_pte(pte) {
+            return self.traced(Fn::DoSwapPage, |k| k.do_swap_page(vma, idx, pte, write));
+        }
+        debug_assert!(write && pte & PTE_WRITE == 0);
+        if self.vmas[vma as usize].flags & super::mmap::VM_SHARED != 0 {
+            self.traced(Fn::DoWpPage, |k| k.wp_page_shared(vma, idx, pte));
+            return Ok(());
+        }
+        if !self.folios.get(pte_pfn(pte)).test(PG_ANON) {
+            return self.traced(Fn::DoWpPage, |k| {
+                k.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+                k.wp_page_copy(vma, idx, Some(pte_pfn(pte)))
+            });
+        }
+        self.traced(Fn::DoWpPage, |k| k.do_wp_page(vma, idx, pte))
+    }
+
+    /// `do_cow_fault`: a write to an unmapped page of a private file
+    /// mapping copies the file page (returned by `filemap_fault` with a
+    /// reference) into a new anon page, which is mapped; the file page is
+    /// not.
+    pub fn do_cow_fault(&mut self, vma: u32, idx: usize, file_pfn: Pfn) -> Fault {
+        let memcg = self.vma_memcg(vma);
+        let new = match self.alloc_anon_folio(memcg) {
+            Ok(p) => p,
+            Err(e) => {
+                self.folio_put(file_pfn);
+                return Err(e);
+            }
+        };
+        self.charge_cost(Fn::DoFault, cost::COPY_PAGE_NS + cost::PTE_NS);
+        self.folios.version[new as usize] = self.folios.version[file_pfn as usize];
+        self.vmas[vma as usize].anon_used = true;
+        self.page_add_anon_rmap(new, vma, idx, true);
+        self.folio_add_lru(new);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(new, PTE_WRITE | PTE_YOUNG | PTE_DIRTY);
+        self.folio_put(file_pfn);
+        Ok(())
     }
 
     fn vma_memcg(&self, vma: u32) -> u16 {
@@ -400,7 +459,7 @@ impl Kernel {
     /// `wp_page_copy`: a new private page (zeroed for the zero page, else a
     /// copy) replaces the old mapping; the copy starts inactive and loses
     /// the old page's LRU history.
-    fn wp_page_copy(&mut self, vma: u32, idx: usize, old: Option<Pfn>) -> Fault {
+    pub fn wp_page_copy(&mut self, vma: u32, idx: usize, old: Option<Pfn>) -> Fault {
         let memcg = self.vma_memcg(vma);
         let new = self.alloc_anon_folio(memcg)?;
         let (work, version) = match old {
@@ -412,6 +471,15 @@ impl Kernel {
         self.page_add_anon_rmap(new, vma, idx, true);
         self.folio_add_lru(new);
         self.vmas[vma as usize].ptes[idx] = mk_pte(new, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
+        if let Some(o) = old.filter(|&o| !self.folios.get(o).test(PG_ANON)) {
+            // A private file mapping's page: MM_FILEPAGES to MM_ANONPAGES.
+            self.vmas[vma as usize].anon_used = true;
+            let mm = self.vmas[vma as usize].mm as usize;
+            self.mms[mm].rss_file -= 1;
+            self.page_remove_file_rmap(o);
+            self.folio_put(o);
+            return Ok(());
+        }
         if let Some(o) = old {
             let mm = self.vmas[vma as usize].mm as usize;
             self.mms[mm].rss_anon -= 1;
@@ -455,10 +523,17 @@ impl Kernel {
                 self.vmas[dst as usize].ptes[idx] = pte & !PTE_YOUNG;
                 continue;
             }
-            // page_try_dup_anon_rmap: no pins exist, so always shared.
             let f = self.folios.get_mut(pte_pfn(pte));
             f.refcount += 1;
             f.mapcount += 1;
+            if !f.test(PG_ANON) {
+                // page_dup_file_rmap: a private file mapping's page-cache
+                // page, read-only already.
+                self.vmas[dst as usize].ptes[idx] = pte & !PTE_YOUNG;
+                self.mms[dst_mm].rss_file += 1;
+                continue;
+            }
+            // page_try_dup_anon_rmap: no pins exist, so always shared.
             f.clear(PG_ANON_EXCLUSIVE);
             let wp = pte & !PTE_WRITE;
             self.vmas[src as usize].ptes[idx] = wp;

@@ -25,6 +25,10 @@ pub const VM_SEQ_READ: u32 = 1 << 15;
 pub const VM_RAND_READ: u32 = 1 << 16;
 pub const VM_LOCKED: u32 = 1 << 13;
 
+/// A private file mapping's `user_version` for a page not copied yet: the
+/// user sees the file's contents.
+pub const FOLLOW_FILE: u32 = u32::MAX;
+
 pub struct Mm {
     pub memcg: u16,
     pub vmas: Vec<u32>,
@@ -34,6 +38,8 @@ pub struct Mm {
     pub rss_anon: u64,
     pub swapents: u64,
     pub rss_shmem: u64,
+    /// MM_FILEPAGES: regular files' pages mapped.
+    pub rss_file: u64,
 }
 
 pub struct Vma {
@@ -65,8 +71,13 @@ pub struct Vma {
     /// The anon_vmas this VMA is linked into (its `anon_vma_chain`): its
     /// own first, then its ancestors'.
     pub avc: Vec<u32>,
-    /// The shmem inode a shared mapping maps (NIL for private anon).
+    /// The inode a file or shmem mapping maps (NIL for private anon).
     pub inode: u32,
+    /// The mapped file's readahead state (`vm_file->f_ra`).
+    pub ra: super::readahead::FileRa,
+    /// A private file mapping that has copied a page (its anon_vma is in
+    /// use, so fork copies its page tables).
+    pub anon_used: bool,
 }
 
 /// `anon_vma`: the VMAs an anon folio's rmap walk visits. A forked
@@ -143,6 +154,7 @@ impl Kernel {
             rss_anon: 0,
             swapents: 0,
             rss_shmem: 0,
+            rss_file: 0,
         });
         (self.mms.len() - 1) as u32
     }
@@ -176,6 +188,8 @@ impl Kernel {
             swap_readahead_info: 0,
             avc: vec![av],
             inode: NIL,
+            ra: Default::default(),
+            anon_used: false,
         });
         self.mms[mm as usize].vmas.push(id);
         id
@@ -184,26 +198,64 @@ impl Kernel {
     /// mmap(MAP_SHARED) of shmem inode `inode` from page `offset`: no
     /// anon_vma; the inode's i_mmap knows the VMA.
     pub fn mmap_shmem(&mut self, mm: u32, inode: u32, offset: u64, pages: u64) -> u32 {
+        self.mmap_file(mm, inode, offset, pages, true, false)
+    }
+
+    /// mmap of inode `inode` from page `offset`, MAP_SHARED or MAP_PRIVATE
+    /// (then with an anon_vma for the pages writes copy), PROT_READ |
+    /// PROT_WRITE, and PROT_EXEC if `exec`. The file's readahead state
+    /// starts fresh (each mapping opens the file anew).
+    pub fn mmap_file(
+        &mut self,
+        mm: u32,
+        inode: u32,
+        offset: u64,
+        pages: u64,
+        shared: bool,
+        exec: bool,
+    ) -> u32 {
         let start = self.mms[mm as usize].next_vpn;
         self.mms[mm as usize].next_vpn = start + pages + 512;
         let id = self.vmas.len() as u32;
+        let mut flags = VM_READ | VM_WRITE;
+        if shared {
+            flags |= VM_SHARED;
+        }
+        if exec {
+            flags |= VM_EXEC;
+        }
+        let (anon_vma, avc, user_version) = if shared {
+            (NIL, Vec::new(), Vec::new())
+        } else {
+            let av = self.anon_vmas.len() as u32;
+            self.anon_vmas.push(AnonVma {
+                vmas: vec![id],
+                root: av,
+            });
+            (av, vec![av], vec![FOLLOW_FILE; pages as usize])
+        };
+        let ra_pages = self.inodes[inode as usize]
+            .disk
+            .map_or(0, |d| self.disks[d as usize].ra_pages);
         self.vmas.push(Vma {
             mm,
             start_vpn: start,
             pages,
             pgoff: offset,
-            flags: VM_READ | VM_WRITE | VM_SHARED,
-            anon_vma: NIL,
+            flags,
+            anon_vma,
             ptes: vec![0; pages as usize],
-            user_version: Vec::new(),
+            user_version,
             pte_tables: vec![NIL; table_span(start, pages, PTE_SHIFT)],
             pmd_tables: vec![NIL; table_span(start, pages, PMD_SHIFT)],
             live: true,
             swap_readahead_info: 0,
-            avc: Vec::new(),
+            avc,
             inode,
+            ra: super::readahead::FileRa::new(ra_pages),
+            anon_used: false,
         });
-        self.shmem[inode as usize].vmas.push(id);
+        self.inodes[inode as usize].vmas.push(id);
         self.mms[mm as usize].vmas.push(id);
         id
     }
@@ -224,8 +276,10 @@ impl Kernel {
         for pv in self.mms[parent as usize].vmas.clone() {
             let cv = self.dup_vma(pv, child);
             pairs.push((pv, cv));
-            // copy_page_range skips shared mappings without an anon_vma.
-            if self.vmas[pv as usize].inode == NIL {
+            // vma_needs_copy: only mappings with an anon_vma in use; a
+            // child faults shared and unwritten file pages in itself.
+            let v = &self.vmas[pv as usize];
+            if v.inode == NIL || (v.flags & VM_SHARED == 0 && v.anon_used) {
                 self.traced(cost::Fn::CopyPageRange, |k| k.copy_page_range(pv, cv))?;
             }
         }
@@ -238,12 +292,17 @@ impl Kernel {
     fn dup_vma(&mut self, pv: u32, mm: u32) -> u32 {
         let id = self.vmas.len() as u32;
         let p = &self.vmas[pv as usize];
-        if p.inode != NIL {
-            // A shared mapping: the same inode, PTEs left to faults.
+        if p.inode != NIL && (p.flags & VM_SHARED != 0 || !p.anon_used) {
+            // The same inode, PTEs left to faults.
             let (inode, offset, pages) = (p.inode, p.pgoff, p.pages);
-            let v = self.mmap_shmem(mm, inode, offset, pages);
+            let (shared, exec) = (p.flags & VM_SHARED != 0, p.flags & VM_EXEC != 0);
+            let (ra, flags) = (p.ra, p.flags);
+            let v = self.mmap_file(mm, inode, offset, pages, shared, exec);
             let start = self.vmas[pv as usize].start_vpn;
-            self.vmas[v as usize].start_vpn = start;
+            let c = &mut self.vmas[v as usize];
+            c.start_vpn = start;
+            c.ra = ra;
+            c.flags = flags;
             return v;
         }
         let av = self.anon_vmas.len() as u32;
@@ -264,7 +323,9 @@ impl Kernel {
             live: true,
             swap_readahead_info: 0,
             avc,
-            inode: NIL,
+            inode: p.inode,
+            ra: p.ra,
+            anon_used: p.anon_used,
         };
         self.anon_vmas.push(AnonVma {
             vmas: Vec::new(),
@@ -272,6 +333,9 @@ impl Kernel {
         });
         for &a in &v.avc {
             self.anon_vmas[a as usize].vmas.push(id);
+        }
+        if v.inode != NIL {
+            self.inodes[v.inode as usize].vmas.push(id);
         }
         self.vmas.push(v);
         self.mms[mm as usize].vmas.push(id);
@@ -308,7 +372,7 @@ impl Kernel {
             self.anon_vmas[av as usize].vmas.retain(|&x| x != vma);
         }
         if inode != NIL {
-            let i = &mut self.shmem[inode as usize];
+            let i = &mut self.inodes[inode as usize];
             i.vmas.retain(|&x| x != vma);
             if i.anon && i.vmas.is_empty() {
                 self.shmem_evict(inode);
@@ -329,17 +393,21 @@ impl Kernel {
             return;
         }
         let pfn = pte_pfn(pte);
-        if self.vmas[vma as usize].inode != NIL {
+        if !self.folios.get(pfn).test(PG_ANON) {
             // zap_pte_range for a page-cache page: the dirty bit moves to
             // the folio; a young PTE marks it accessed, unless the mapping
             // is read sequentially.
             if pte & PTE_DIRTY != 0 {
-                self.folios.get_mut(pfn).set(super::folio::PG_DIRTY);
+                self.filemap_dirty_folio(pfn);
             }
             if pte & PTE_YOUNG != 0 && self.vmas[vma as usize].flags & VM_SEQ_READ == 0 {
                 self.folio_mark_accessed(pfn);
             }
-            self.mms[mm].rss_shmem -= 1;
+            if self.folios.get(pfn).test(PG_SWAPBACKED) {
+                self.mms[mm].rss_shmem -= 1;
+            } else {
+                self.mms[mm].rss_file -= 1;
+            }
             self.page_remove_file_rmap(pfn);
             self.folio_put(pfn);
             return;
@@ -384,7 +452,7 @@ impl Kernel {
             self.lruvec_del_folio(pfn);
         }
         debug_assert!(!f.test(PG_SWAPCACHE));
-        if f.test(PG_SWAPBACKED) || f.test(PG_ANON) {
+        if f.test(PG_SWAPBACKED | PG_ANON | PG_CHARGED) {
             self.mem_cgroup_uncharge(f.memcg, f.nr_pages() as u64);
         }
         self.free_page(pfn);

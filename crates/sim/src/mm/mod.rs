@@ -1,4 +1,5 @@
 //! The memory-management subsystem, file by file as in the kernel's mm/.
+pub mod filemap;
 pub mod folio;
 pub mod lruvec;
 pub mod madvise;
@@ -8,6 +9,7 @@ pub mod mmap;
 pub mod page_alloc;
 pub mod page_io;
 pub mod pgtable;
+pub mod readahead;
 pub mod rmap;
 pub mod shmem;
 pub mod swap;

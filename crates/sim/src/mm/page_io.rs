@@ -29,11 +29,18 @@ const BLK_MAX_REQUEST_COUNT: usize = 32;
 /// BLK_PLUG_FLUSH_SIZE: so is a plug whose last request reached 128 KiB.
 const BLK_PLUG_FLUSH_PAGES: u64 = 32;
 
-/// A bio waiting in the plug: `pages` pages from slot `offset` of device
-/// `ty`, for the folios in `pfns`.
+/// The block device a bio goes to: a swap device or a disk with files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BioDev {
+    Swap(usize),
+    Disk(usize),
+}
+
+/// A bio waiting in the plug: pages from block `offset` of `dev`, for the
+/// folios in `pfns`.
 pub struct Bio {
-    ty: usize,
-    offset: u32,
+    dev: BioDev,
+    offset: u64,
     write: bool,
     pfns: Vec<Pfn>,
 }
@@ -58,11 +65,11 @@ impl Kernel {
     fn flush_plug(&mut self) {
         let now = self.now();
         for bio in std::mem::take(&mut self.plug) {
-            let dev = self.swap[bio.ty]
-                .bdev
-                .as_mut()
-                .expect("bio to a block device");
-            let done = dev.submit(now, bio.write, bio.offset as u64, bio.pfns.len() as u64);
+            let dev = match bio.dev {
+                BioDev::Swap(ty) => self.swap[ty].bdev.as_mut().expect("bio to a block device"),
+                BioDev::Disk(d) => &mut self.disks[d].bdev,
+            };
+            let done = dev.submit(now, bio.write, bio.offset, bio.pfns.len() as u64);
             for pfn in bio.pfns {
                 self.io_seq += 1;
                 self.io_events
@@ -77,11 +84,17 @@ impl Kernel {
     /// once without a plug.
     fn submit_swap_bio(&mut self, entry: SwpEntry, pfn: Pfn, write: bool) {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
+        self.submit_bio(BioDev::Swap(ty), off as u64, pfn, write);
+    }
+
+    /// `submit_bio` of one page at block `off` of `dev` (see
+    /// `submit_swap_bio`).
+    pub fn submit_bio(&mut self, dev: BioDev, off: u64, pfn: Pfn, write: bool) {
         // submit_bio counts pgpgin/pgpgout in KiB.
         self.vm.add(if write { Vm::Pgpgout } else { Vm::Pgpgin }, 4);
         if let Some(last) = self.plug.last_mut() {
-            let end = last.offset + last.pfns.len() as u32;
-            if last.ty == ty
+            let end = last.offset + last.pfns.len() as u64;
+            if last.dev == dev
                 && last.write == write
                 && end == off
                 && (last.pfns.len() as u64) < MAX_REQUEST_PAGES
@@ -101,7 +114,7 @@ impl Kernel {
             self.flush_plug();
         }
         self.plug.push(Bio {
-            ty,
+            dev,
             offset: off,
             write,
             pfns: vec![pfn],
@@ -118,10 +131,19 @@ impl Kernel {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         let version = self.folios.version[pfn as usize];
         self.swap[ty].bdev.as_mut().expect("block device").version[off as usize] = version;
-        self.folios.get_mut(pfn).set(PG_WRITEBACK);
+        self.folio_start_writeback(pfn);
         self.vm.inc(Vm::Pswpout);
-        self.vm.inc(Vm::NrWriteback);
         self.submit_swap_bio(entry, pfn, true);
+    }
+
+    /// `folio_start_writeback`: counted in nr_writeback and the memcg's
+    /// file_writeback (NR_WRITEBACK, swap-backed folios included).
+    pub fn folio_start_writeback(&mut self, pfn: Pfn) {
+        let f = self.folios.get_mut(pfn);
+        f.set(PG_WRITEBACK);
+        let memcg = f.memcg;
+        self.vm.inc(Vm::NrWriteback);
+        self.memcg_stat(memcg, crate::vmstat::Mc::FileWriteback, 1);
     }
 
     /// `swap_readpage` of a locked, new swap-cache folio: zram reads at once
@@ -199,6 +221,9 @@ impl Kernel {
         self.vm.inc(Vm::NrWritten);
         let f = self.folios.get_mut(pfn);
         f.clear(PG_WRITEBACK);
+        let memcg = f.memcg;
+        self.memcg_stat(memcg, crate::vmstat::Mc::FileWriteback, -1);
+        let f = self.folios.get_mut(pfn);
         if f.test(PG_RECLAIM) {
             f.clear(PG_RECLAIM);
             let f = *f;

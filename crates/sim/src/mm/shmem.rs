@@ -16,53 +16,39 @@ use crate::cost::{self, Fn};
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
-/// An inode's page-cache slot: empty, a folio, or a swap entry.
-const SLOT_FOLIO: u64 = 2;
-const SLOT_SWAP: u64 = 1;
-
-/// fault_around_bytes (64 KiB): a read fault maps up to 16 cached pages.
-const FAULT_AROUND_PAGES: u64 = 16;
-
-pub struct ShmemInode {
-    /// The mapping's xarray, one slot per page: 0 empty, `pfn << 2 | 2`,
-    /// or `entry << 2 | 1`.
-    pub pages: Vec<u64>,
-    /// What users last wrote to each page (0 = never: reads zeros). User
-    /// knowledge for the integrity check; the kernel never reads it.
-    pub user_version: Vec<u32>,
-    /// The VMAs mapping the inode (`i_mmap`).
-    pub vmas: Vec<u32>,
-    /// Shared anonymous memory: freed with its last mapping.
-    pub anon: bool,
-}
+use super::filemap::{Inode, SLOT_FOLIO, SLOT_SWAP};
 
 impl Kernel {
     /// A new shmem inode of `pages` pages (a tmpfs file, or the object
     /// behind a MAP_SHARED|MAP_ANONYMOUS mapping).
     pub fn shmem_inode_create(&mut self, pages: u64, anon: bool) -> u32 {
-        self.shmem.push(ShmemInode {
+        self.inodes.push(Inode {
             pages: vec![0; pages as usize],
             user_version: vec![0; pages as usize],
             vmas: Vec::new(),
             anon,
+            disk: None,
+            disk_version: Vec::new(),
+            block: 0,
+            nr_dirty: 0,
         });
-        (self.shmem.len() - 1) as u32
+        (self.inodes.len() - 1) as u32
     }
 
     pub fn shmem_folio_at(&self, inode: u32, index: u64) -> Option<Pfn> {
-        let v = self.shmem[inode as usize].pages[index as usize];
+        let v = self.inodes[inode as usize].pages[index as usize];
         (v & 3 == SLOT_FOLIO).then_some((v >> 2) as Pfn)
     }
 
     fn shmem_swap_at(&self, inode: u32, index: u64) -> Option<SwpEntry> {
-        let v = self.shmem[inode as usize].pages[index as usize];
+        let v = self.inodes[inode as usize].pages[index as usize];
         (v & 3 == SLOT_SWAP).then_some((v >> 2) as SwpEntry)
     }
 
     /// `shmem_add_to_page_cache`: the folio takes the slot (the cache's
     /// reference), counted as a file and shmem page.
     fn shmem_add_to_page_cache(&mut self, pfn: Pfn, inode: u32, index: u64) {
-        self.shmem[inode as usize].pages[index as usize] = (pfn as u64) << 2 | SLOT_FOLIO;
+        self.inodes[inode as usize].pages[index as usize] = (pfn as u64) << 2 | SLOT_FOLIO;
         let f = self.folios.get_mut(pfn);
         f.refcount += 1;
         f.set(PG_PAGECACHE | PG_SWAPBACKED);
@@ -82,7 +68,7 @@ impl Kernel {
         let f = self.folios.get_mut(pfn);
         let (inode, index, memcg) = (f.mapping, f.index, f.memcg);
         f.clear(PG_PAGECACHE);
-        self.shmem[inode as usize].pages[index as usize] = value;
+        self.inodes[inode as usize].pages[index as usize] = value;
         self.vm.add(Vm::NrFilePages, -1);
         self.vm.add(Vm::NrShmem, -1);
         self.memcg_stat(memcg, Mc::File, -1);
@@ -177,38 +163,9 @@ impl Kernel {
         Ok(())
     }
 
-    /// `do_fault_around` → `filemap_map_pages`: every cached, unlocked
-    /// page in the 16-page aligned window (inside the VMA and its page
-    /// table) whose PTE is empty gets mapped.
-    fn do_fault_around(&mut self, vma: u32, idx: usize) {
-        let v = &self.vmas[vma as usize];
-        let va = v.start_vpn + idx as u64;
-        let start = (va & !(FAULT_AROUND_PAGES - 1))
-            .max(v.start_vpn)
-            .max(va & !511);
-        let end = ((va & !(FAULT_AROUND_PAGES - 1)) + FAULT_AROUND_PAGES)
-            .min(v.start_vpn + v.pages)
-            .min((va & !511) + 512);
-        let (inode, pgoff, base) = (v.inode, v.pgoff, v.start_vpn);
-        for a in start..end {
-            let i = (a - base) as usize;
-            if !pte_none(self.vmas[vma as usize].ptes[i]) {
-                continue;
-            }
-            let Some(pfn) = self.shmem_folio_at(inode, pgoff + i as u64) else {
-                continue;
-            };
-            if self.folios.get(pfn).test(PG_LOCKED) {
-                continue;
-            }
-            self.folios.get_mut(pfn).refcount += 1;
-            self.map_shmem_pte(vma, i, pfn, false);
-        }
-    }
-
     /// Installs a PTE for a shmem page (`do_set_pte`): the caller's
     /// reference becomes the mapping's.
-    fn map_shmem_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
+    pub fn map_shmem_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
         self.charge_cost(Fn::AddRmap, cost::RMAP_NS + cost::PTE_NS);
         let f = self.folios.get_mut(pfn);
         f.mapcount += 1;
@@ -275,7 +232,7 @@ impl Kernel {
         let f = self.folios.get(pfn);
         let inode = f.mapping as usize;
         let mut out = Vec::new();
-        for &v in &self.shmem[inode].vmas {
+        for &v in &self.inodes[inode].vmas {
             let vm = &self.vmas[v as usize];
             let idx = (f.index as u64).wrapping_sub(vm.pgoff);
             if idx >= vm.pages {
@@ -308,19 +265,19 @@ impl Kernel {
     /// `shmem_evict_inode` of shared anonymous memory whose last mapping
     /// went: its pages and swap entries are freed.
     pub fn shmem_evict(&mut self, inode: u32) {
-        for index in 0..self.shmem[inode as usize].pages.len() as u64 {
+        for index in 0..self.inodes[inode as usize].pages.len() as u64 {
             if let Some(pfn) = self.shmem_folio_at(inode, index) {
                 if self.folios.get(pfn).test(PG_LOCKED) {
                     continue;
                 }
                 self.shmem_delete_from_page_cache(pfn, 0);
             } else if let Some(entry) = self.shmem_swap_at(inode, index) {
-                self.shmem[inode as usize].pages[index as usize] = 0;
+                self.inodes[inode as usize].pages[index as usize] = 0;
                 self.free_swap_and_cache(entry);
             }
         }
-        self.shmem[inode as usize].pages = Vec::new();
-        self.shmem[inode as usize].user_version = Vec::new();
+        self.inodes[inode as usize].pages = Vec::new();
+        self.inodes[inode as usize].user_version = Vec::new();
     }
 
     /// `shmem_swapin_range` (MADV_WILLNEED on shmem): start reading the
@@ -342,8 +299,8 @@ impl Kernel {
     /// it come back into the page cache (through the swap cache, with
     /// cluster readahead; no fault is counted). False if memory ran out.
     pub fn shmem_unuse(&mut self, ty: usize) -> bool {
-        for inode in 0..self.shmem.len() as u32 {
-            for index in 0..self.shmem[inode as usize].pages.len() as u64 {
+        for inode in 0..self.inodes.len() as u32 {
+            for index in 0..self.inodes[inode as usize].pages.len() as u64 {
                 let Some(entry) = self.shmem_swap_at(inode, index) else {
                     continue;
                 };
@@ -372,7 +329,7 @@ impl Kernel {
 
     /// Swap entries an inode holds (for the invariant checker).
     pub fn shmem_swap_entries(&self) -> impl Iterator<Item = SwpEntry> + '_ {
-        self.shmem
+        self.inodes
             .iter()
             .flat_map(|i| i.pages.iter())
             .filter(|&&v| v & 3 == SLOT_SWAP)
@@ -381,36 +338,22 @@ impl Kernel {
 }
 
 impl Kernel {
-    /// read(2)/write(2) of pages `[first, first + n)` of tmpfs inode
-    /// `inode` in calls of `chunk` pages (`shmem_file_read_iter`, and
-    /// `generic_perform_write` with `shmem_write_begin`/`end`). A syscall
-    /// that waits for a swap-in's read or writeback sleeps inside it.
-    pub fn shmem_file_io(
+    /// One page of read(2)/write(2) of tmpfs inode `inode`
+    /// (`shmem_file_read_iter`, and `generic_perform_write` with
+    /// `shmem_write_begin`/`end`). Err(Wait): the syscall sleeps for a
+    /// swap-in's read or writeback and comes back to the page.
+    pub fn shmem_file_io_page(
         &mut self,
         inode: u32,
-        first: u64,
-        n: u64,
-        chunk: u64,
+        index: u64,
         write: bool,
         memcg: u16,
     ) -> Result<(), FaultError> {
-        for (i, index) in (first..first + n).enumerate() {
-            if (i as u64).is_multiple_of(chunk) {
-                self.charge_cost(Fn::User, cost::SYSCALL_NS);
-            }
-            loop {
-                let r = if write {
-                    self.shmem_write_page(inode, index, memcg)
-                } else {
-                    self.shmem_read_page(inode, index, memcg)
-                };
-                match r {
-                    Err(FaultError::Wait(t)) | Err(FaultError::Retry(t)) => self.wait_until(t),
-                    other => break other?,
-                }
-            }
+        if write {
+            self.shmem_write_page(inode, index, memcg)
+        } else {
+            self.shmem_read_page(inode, index, memcg)
         }
-        Ok(())
     }
 
     /// One page of `shmem_file_read_iter`: a hole reads zeros without a
@@ -426,7 +369,7 @@ impl Kernel {
         } else {
             // A hole: iov_iter_zero.
             self.charge_cost(Fn::User, cost::CLEAR_PAGE_NS);
-            self.check_read(0, self.shmem[inode as usize].user_version[index as usize]);
+            self.check_read(0, self.inodes[inode as usize].user_version[index as usize]);
             return Ok(());
         };
         self.folio_mark_accessed(pfn);
@@ -434,7 +377,7 @@ impl Kernel {
         let found = self.folios.version[pfn as usize];
         self.check_read(
             found,
-            self.shmem[inode as usize].user_version[index as usize],
+            self.inodes[inode as usize].user_version[index as usize],
         );
         self.folio_put(pfn);
         Ok(())
@@ -454,10 +397,10 @@ impl Kernel {
             self.shmem_get_folio(inode, index, memcg)?
         };
         self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
-        let next = self.shmem[inode as usize].user_version[index as usize]
+        let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)
             .max(1);
-        self.shmem[inode as usize].user_version[index as usize] = next;
+        self.inodes[inode as usize].user_version[index as usize] = next;
         self.folios.version[pfn as usize] = next;
         self.folios.get_mut(pfn).set(PG_DIRTY);
         self.folio_put(pfn);
@@ -501,8 +444,12 @@ impl Kernel {
     /// is dropped (`mapping_evict_folio`); any other is deactivated as a
     /// hint (`deactivate_file_folio`).
     pub fn drop_caches(&mut self) {
-        for inode in 0..self.shmem.len() as u32 {
-            for index in 0..self.shmem[inode as usize].pages.len() as u64 {
+        for inode in 0..self.inodes.len() as u32 {
+            if !self.inodes[inode as usize].is_shmem() {
+                self.invalidate_mapping_pages(inode);
+                continue;
+            }
+            for index in 0..self.inodes[inode as usize].pages.len() as u64 {
                 let Some(pfn) = self.shmem_folio_at(inode, index) else {
                     continue;
                 };
@@ -527,7 +474,7 @@ impl Kernel {
     /// which the batch would skip, is left alone): an unmapped folio goes
     /// inactive, dirty ones to the head marked for reclaim, clean ones to
     /// the tail.
-    fn deactivate_file_folio(&mut self, pfn: Pfn) {
+    pub fn deactivate_file_folio(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         if f.test(PG_UNEVICTABLE) || !f.test(PG_LRU) || f.mapcount > 0 {
             return;

@@ -71,6 +71,8 @@ enum FolioRef {
 struct ReclaimStat {
     nr_pageout: u64,
     nr_activate: [u64; 2],
+    /// File folios found dirty and not under writeback.
+    nr_unqueued_dirty: u64,
 }
 
 /// kswapd's state between scheduler steps.
@@ -588,6 +590,10 @@ impl Kernel {
         });
         self.move_folios_to_lru(&kept, memcg);
         self.vm.add(isolated_item(file), -nr_taken);
+        // Dirty file pages reclaim cannot write: the flushers are behind.
+        if stat.nr_unqueued_dirty == nr_taken as u64 {
+            self.wakeup_flusher_threads();
+        }
         if !sc.cgroup_reclaim() {
             self.vm.add(steal_item, reclaimed as i64);
         }
@@ -618,6 +624,11 @@ impl Kernel {
         }
         if referenced_ptes > 0 {
             f.set(PG_REFERENCED);
+            if !self.features.used_once_mapped_file {
+                // Before seed 002: a referenced mapped page is activated
+                // on its first encounter.
+                return FolioRef::Activate;
+            }
             if referenced_folio || referenced_ptes > 1 {
                 return FolioRef::Activate;
             }
@@ -672,8 +683,12 @@ impl Kernel {
     ) -> bool {
         let f = *self.folios.get(pfn);
         if f.test(PG_LOCKED) {
-            // folio_trylock fails: a swap-in read is in flight.
+            // folio_trylock fails: a read is in flight.
             return false;
+        }
+        // folio_check_dirty_writeback.
+        if f.is_file_lru() && f.test(PG_DIRTY) && !f.test(PG_WRITEBACK) {
+            stat.nr_unqueued_dirty += 1;
         }
         if f.test(PG_UNEVICTABLE) {
             return self.activate_locked(pfn, stat);
@@ -705,8 +720,11 @@ impl Kernel {
             return self.activate_locked(pfn, stat);
         }
         if self.folios.get(pfn).mapcount > 0 {
-            if self.folios.get(pfn).test(PG_PAGECACHE) {
+            let f = *self.folios.get(pfn);
+            if f.test(PG_PAGECACHE) && f.test(PG_SWAPBACKED) {
                 self.try_to_unmap_shmem(pfn);
+            } else if f.test(PG_PAGECACHE) {
+                self.try_to_unmap_file(pfn);
             } else {
                 self.try_to_unmap(pfn);
             }
@@ -731,6 +749,19 @@ impl Kernel {
             return true;
         }
         let f = *self.folios.get(pfn);
+        let file_cache = f.test(PG_PAGECACHE) && !f.test(PG_SWAPBACKED);
+        if file_cache && !f.test(PG_DIRTY) {
+            return self.remove_mapping_file(pfn, sc.target_memcg());
+        }
+        if file_cache {
+            // Only the flushers write a file's dirty pages (kswapd may once
+            // the node is flagged PGDAT_DIRTY; not modelled, see
+            // docs/model.md): mark it for reclaim at writeback's end and
+            // keep it active meanwhile.
+            self.vm.inc(Vm::NrVmscanImmediate);
+            self.folios.get_mut(pfn).set(PG_RECLAIM);
+            return self.activate_locked(pfn, stat);
+        }
         if f.test(PG_PAGECACHE) && !f.test(PG_DIRTY) {
             // A shmem page never written: dropped, its hole reads zeros.
             return self.shmem_remove_clean(pfn);

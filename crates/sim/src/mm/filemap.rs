@@ -1,0 +1,603 @@
+//! mm/filemap.c: the page cache of regular files on disks — an inode's
+//! slots, `filemap_add_folio` with refault detection, `filemap_fault`,
+//! fault-around (`filemap_map_pages`), `filemap_read` and the write path
+//! (`generic_perform_write` as ext2 runs it), dirty accounting, writeback
+//! (`write_cache_pages`, fsync and the flusher), `__remove_mapping` of
+//! clean file folios with a shadow entry, and drop_caches.
+//!
+//! Files on disks live on an ext2 file system: 4 KiB blocks, no large
+//! folios (ext2 and ext4 have no large folio support in 6.1), each file's
+//! blocks contiguous on its disk (a fresh file system written file by
+//! file). Simplification: the file system's metadata I/O (the indirect
+//! block read once per 1024 data blocks, inode and bitmap writes) is left
+//! out: it adds about 0.1% to pgpgin and nothing to the page cache's LRU.
+
+use super::folio::*;
+use super::memory::FaultError;
+use super::mmap::{VM_RAND_READ, VM_SEQ_READ, VM_SHARED};
+use super::page_alloc::Gfp;
+use super::pgtable::*;
+use super::readahead::FileRa;
+use crate::cost::{self, Fn};
+use crate::kernel::Kernel;
+use crate::vmstat::{Mc, Vm};
+
+/// An inode's page-cache slot: empty (0), a folio, a swap entry (shmem)
+/// or a shadow entry left by reclaim (regular files).
+pub const SLOT_SWAP: u64 = 1;
+pub const SLOT_FOLIO: u64 = 2;
+pub const SLOT_SHADOW: u64 = 3;
+
+/// fault_around_bytes (64 KiB): a read fault maps up to 16 cached pages.
+const FAULT_AROUND_PAGES: u64 = 16;
+
+/// An inode and its address_space: a tmpfs file, the object behind a
+/// shared anonymous mapping, or a regular file on a disk.
+pub struct Inode {
+    /// The mapping's xarray, one slot per page: 0 empty, `pfn << 2 | 2`,
+    /// `entry << 2 | 1` (shmem) or `shadow << 2 | 3` (regular files).
+    pub pages: Vec<u64>,
+    /// What users last wrote to each page (0 = never: reads zeros, or the
+    /// data the file was created with). User knowledge for the integrity
+    /// check; the kernel never reads it.
+    pub user_version: Vec<u32>,
+    /// The VMAs mapping the inode (`i_mmap`).
+    pub vmas: Vec<u32>,
+    /// Shared anonymous memory: freed with its last mapping.
+    pub anon: bool,
+    /// The `[[disk]]` a regular file lives on; None for shmem.
+    pub disk: Option<u16>,
+    /// What the disk holds for each page of a regular file.
+    pub disk_version: Vec<u32>,
+    /// The file's first block on its disk (blocks are pages).
+    pub block: u64,
+    /// Dirty pages in the cache (regular files).
+    pub nr_dirty: u64,
+}
+
+impl Inode {
+    pub fn is_shmem(&self) -> bool {
+        self.disk.is_none()
+    }
+}
+
+/// A disk holding files: the device and its queue's readahead size.
+pub struct Disk {
+    pub bdev: crate::dev::blockdev::BlockDev,
+    /// `bdi->ra_pages` (read_ahead_kb / 4).
+    pub ra_pages: u64,
+    /// Next free block for a new file.
+    pub next_block: u64,
+}
+
+impl Kernel {
+    /// A regular file of `pages` pages on disk `disk`, all on disk and
+    /// none cached.
+    pub fn disk_inode_create(&mut self, pages: u64, disk: u16) -> u32 {
+        let d = &mut self.disks[disk as usize];
+        let block = d.next_block;
+        d.next_block += pages;
+        self.inodes.push(Inode {
+            pages: vec![0; pages as usize],
+            user_version: vec![0; pages as usize],
+            vmas: Vec::new(),
+            anon: false,
+            disk: Some(disk),
+            disk_version: vec![0; pages as usize],
+            block,
+            nr_dirty: 0,
+        });
+        (self.inodes.len() - 1) as u32
+    }
+
+    /// The folio cached at `index`, if any (`filemap_get_folio` without
+    /// taking a reference).
+    pub fn filemap_folio_at(&self, inode: u32, index: u64) -> Option<Pfn> {
+        let v = self.inodes[inode as usize].pages[index as usize];
+        (v & 3 == SLOT_FOLIO).then_some((v >> 2) as Pfn)
+    }
+
+    /// `filemap_add_folio` of a new, locked folio for a regular file,
+    /// charged to `memcg`: a shadow in the slot is a refault (unless the
+    /// page is being written: `__GFP_WRITE`), then the folio goes on the
+    /// LRU. Returns the folio with the caller's reference, None if memory
+    /// or the memcg charge failed.
+    pub fn filemap_add_new_folio(
+        &mut self,
+        inode: u32,
+        index: u64,
+        memcg: u16,
+        for_write: bool,
+    ) -> Option<Pfn> {
+        let pfn = self.alloc_page(Gfp::HighUserMovable)?;
+        self.folios.get_mut(pfn).memcg = memcg;
+        if self.try_charge(memcg, 1) != super::memcontrol::Charge::Ok {
+            self.free_page(pfn);
+            return None;
+        }
+        self.charge_cost(Fn::AddToPageCache, cost::PAGE_CACHE_ADD_NS);
+        let slot = self.inodes[inode as usize].pages[index as usize];
+        let f = self.folios.get_mut(pfn);
+        f.set(PG_LOCKED | PG_PAGECACHE | PG_CHARGED);
+        f.refcount += 1;
+        f.mapping = inode;
+        f.index = index as u32;
+        self.inodes[inode as usize].pages[index as usize] = (pfn as u64) << 2 | SLOT_FOLIO;
+        self.vm.add(Vm::NrFilePages, 1);
+        self.memcg_stat(memcg, Mc::File, 1);
+        if slot & 3 == SLOT_SHADOW && !for_write {
+            self.workingset_refault(pfn, slot >> 2);
+        }
+        self.folio_add_lru(pfn);
+        Some(pfn)
+    }
+
+    /// `__filemap_remove_folio` of a regular file's folio: the slot takes
+    /// `shadow` (0: none), the cache's reference goes.
+    pub fn filemap_remove_folio(&mut self, pfn: Pfn, shadow: u64) {
+        let f = self.folios.get_mut(pfn);
+        let (inode, index, memcg) = (f.mapping, f.index, f.memcg);
+        f.clear(PG_PAGECACHE);
+        self.inodes[inode as usize].pages[index as usize] = if shadow != 0 {
+            shadow << 2 | SLOT_SHADOW
+        } else {
+            0
+        };
+        self.vm.add(Vm::NrFilePages, -1);
+        self.memcg_stat(memcg, Mc::File, -1);
+        self.folio_put(pfn);
+    }
+
+    /// `__remove_mapping` for a clean, unmapped file folio reclaim holds
+    /// isolated: a shadow for refault detection takes its slot, and the
+    /// folio is freed. False if someone else holds a reference.
+    pub fn remove_mapping_file(&mut self, pfn: Pfn, target: u16) -> bool {
+        let f = *self.folios.get(pfn);
+        if f.refcount != 1 + f.nr_pages() || f.test(PG_DIRTY) {
+            return false;
+        }
+        let shadow = self.workingset_eviction(pfn, target);
+        self.filemap_remove_folio(pfn, shadow);
+        let f = self.folios.get_mut(pfn);
+        f.refcount = 0;
+        f.clear(PG_ISOLATED);
+        self.free_folio(pfn);
+        true
+    }
+
+    /// `filemap_dirty_folio` → `folio_account_dirtied` for a regular
+    /// file's folio (shmem folios carry no dirty accounting).
+    pub fn filemap_dirty_folio(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if f.test(PG_DIRTY) {
+            return;
+        }
+        self.folios.get_mut(pfn).set(PG_DIRTY);
+        if !f.test(PG_PAGECACHE) || f.test(PG_SWAPBACKED) {
+            return;
+        }
+        self.vm.inc(Vm::NrDirty);
+        self.vm.inc(Vm::NrDirtied);
+        self.memcg_stat(f.memcg, Mc::FileDirty, 1);
+        self.inodes[f.mapping as usize].nr_dirty += 1;
+    }
+
+    /// `folio_clear_dirty_for_io`: writeback takes the dirty bit, after
+    /// `folio_mkclean` write-protected every shared mapping of the folio
+    /// (a later write faults and dirties it again).
+    fn folio_clear_dirty_for_io(&mut self, pfn: Pfn) {
+        for (v, idx, pte) in self.file_mappings(pfn) {
+            if self.vmas[v as usize].flags & VM_SHARED != 0 && pte & PTE_WRITE != 0 {
+                self.charge_cost(Fn::Writeback, cost::PTE_NS);
+                self.vmas[v as usize].ptes[idx] = pte & !(PTE_WRITE | PTE_DIRTY);
+            }
+        }
+        let f = self.folios.get_mut(pfn);
+        f.clear(PG_DIRTY);
+        let (memcg, inode) = (f.memcg, f.mapping);
+        self.vm.add(Vm::NrDirty, -1);
+        self.memcg_stat(memcg, Mc::FileDirty, -1);
+        self.inodes[inode as usize].nr_dirty -= 1;
+    }
+
+    /// `write_cache_pages` over a file (ext2's `mpage_writepages`): every
+    /// dirty folio not already under writeback is cleaned for I/O and
+    /// written to its block; the bios merge under one plug. Returns when
+    /// the last write completes (None: nothing was written).
+    pub fn filemap_writeback(&mut self, inode: u32) -> Option<u64> {
+        if self.inodes[inode as usize].nr_dirty == 0 {
+            return None;
+        }
+        let disk = self.inodes[inode as usize].disk.expect("a regular file") as usize;
+        let block = self.inodes[inode as usize].block;
+        self.blk_start_plug();
+        for index in 0..self.inodes[inode as usize].pages.len() as u64 {
+            let Some(pfn) = self.filemap_folio_at(inode, index) else {
+                continue;
+            };
+            let f = *self.folios.get(pfn);
+            if !f.test(PG_DIRTY) || f.test(PG_WRITEBACK) || f.test(PG_LOCKED) {
+                continue;
+            }
+            self.charge_cost(Fn::Writeback, cost::PTE_NS);
+            self.folio_clear_dirty_for_io(pfn);
+            self.inodes[inode as usize].disk_version[index as usize] =
+                self.folios.version[pfn as usize];
+            self.folio_start_writeback(pfn);
+            self.submit_bio(super::page_io::BioDev::Disk(disk), block + index, pfn, true);
+        }
+        self.blk_finish_plug();
+        self.inode_writeback_done_at(inode)
+    }
+
+    /// When the last write of the file's folios under writeback completes.
+    pub fn inode_writeback_done_at(&self, inode: u32) -> Option<u64> {
+        let i = &self.inodes[inode as usize];
+        i.pages
+            .iter()
+            .filter(|&&v| v & 3 == SLOT_FOLIO)
+            .map(|&v| (v >> 2) as Pfn)
+            .filter(|&p| self.folios.get(p).test(PG_WRITEBACK))
+            .filter_map(|p| self.io_wait.get(&p).copied())
+            .max()
+    }
+
+    /// The flusher (`wb_workfn`), run when dirty pages pass the background
+    /// threshold or reclaim asks for it: every file's dirty pages are
+    /// written. Simplification: the flusher's own CPU time is not charged
+    /// (it runs in a kworker on another CPU's idle time in the kernel),
+    /// and balance_dirty_pages' throttling of writers above the dirty
+    /// threshold is not modelled.
+    pub fn wakeup_flusher_threads(&mut self) {
+        for inode in 0..self.inodes.len() as u32 {
+            if self.inodes[inode as usize].disk.is_some() {
+                self.filemap_writeback(inode);
+            }
+        }
+    }
+
+    /// `balance_dirty_pages_ratelimited`'s background check: past
+    /// dirty_background_ratio (10%) of dirtyable memory (free pages and
+    /// the file LRUs), the flusher starts.
+    fn balance_dirty_pages(&mut self) {
+        let dirty = self.vm.get(Vm::NrDirty).max(0) as u64;
+        if dirty == 0 {
+            return;
+        }
+        let dirtyable = self.nr_free_pages()
+            + self.global_lru_pages(LRU_INACTIVE_FILE)
+            + self.global_lru_pages(LRU_ACTIVE_FILE);
+        if dirty > dirtyable / 10 {
+            self.wakeup_flusher_threads();
+        }
+    }
+
+    fn global_lru_pages(&self, lru: u8) -> u64 {
+        (0..self.memcgs.len())
+            .filter(|&m| self.memcgs[m].parent.is_none())
+            .map(|m| self.lruvec_page_state(m as u16, lru))
+            .sum()
+    }
+
+    /// The VMAs of a file folio's rmap walk that map it, with the PTE.
+    pub fn file_mappings(&self, pfn: Pfn) -> Vec<(u32, usize, Pte)> {
+        self.shmem_mappings(pfn)
+    }
+
+    /// `filemap_fault` for page `idx` of a file VMA: the cached folio (with
+    /// async readahead at a marker), or a major fault that reads it with
+    /// readahead and retries once the read completes. Returns the uptodate
+    /// folio with a reference for the caller.
+    fn filemap_fault(&mut self, vma: u32, idx: usize, memcg: u16) -> Result<Pfn, FaultError> {
+        self.charge_cost(Fn::FilemapFault, cost::PTE_NS);
+        let v = &self.vmas[vma as usize];
+        let (inode, index) = (v.inode, v.pgoff + idx as u64);
+        let task = self.cur_task.expect("faults come from tasks");
+        let tried = self.tasks[task].fault_start.is_some();
+        if let Some(pfn) = self.filemap_folio_at(inode, index) {
+            if !tried {
+                self.do_async_mmap_readahead(vma, index, pfn, memcg);
+            }
+            if let Some(done) = self.folio_io_done_at(pfn) {
+                // lock_folio_maybe_drop_mmap: the fault waits for the read
+                // with the mmap lock dropped, then retries.
+                return Err(FaultError::Retry(done));
+            }
+            self.folios.get_mut(pfn).refcount += 1;
+            return Ok(pfn);
+        }
+        self.vm.inc(Vm::Pgmajfault);
+        self.memcg_stat(memcg, Mc::Pgmajfault, 1);
+        self.do_sync_mmap_readahead(vma, index, memcg);
+        let pfn = match self.filemap_folio_at(inode, index) {
+            Some(p) => p,
+            None => {
+                // No readahead made it: __filemap_get_folio(FGP_CREAT) and
+                // filemap_read_folio.
+                let p = self
+                    .filemap_add_new_folio(inode, index, memcg, false)
+                    .ok_or(FaultError::Oom)?;
+                self.filemap_read_folio(p);
+                self.folio_put(p);
+                p
+            }
+        };
+        match self.folio_io_done_at(pfn) {
+            Some(done) => Err(FaultError::Retry(done)),
+            // Read already (a synchronous device): the fault still drops
+            // the mmap lock for the I/O and retries.
+            None => Err(FaultError::Retry(self.now())),
+        }
+    }
+
+    /// `filemap_read_folio` / ext2's `read_folio` of one locked folio.
+    pub fn filemap_read_folio(&mut self, pfn: Pfn) {
+        self.blk_start_plug();
+        self.read_pages(&[pfn]);
+        self.blk_finish_plug();
+    }
+
+    /// A fault on an empty PTE of a VMA mapping a regular file: a read
+    /// faults around first and maps the page read-only; a write to a
+    /// shared mapping dirties the page (`do_shared_fault`); a write to a
+    /// private one copies it (`do_cow_fault`).
+    pub fn do_file_fault(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), FaultError> {
+        let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
+        let shared = self.vmas[vma as usize].flags & VM_SHARED != 0;
+        if !write {
+            self.do_fault_around(vma, idx);
+            if pte_present(self.vmas[vma as usize].ptes[idx]) {
+                return Ok(());
+            }
+        }
+        let pfn = self.traced(Fn::FilemapFault, |k| k.filemap_fault(vma, idx, memcg))?;
+        if write && !shared {
+            return self.do_cow_fault(vma, idx, pfn);
+        }
+        if write {
+            // do_shared_fault: page_mkwrite, then the page is dirtied.
+            self.filemap_dirty_folio(pfn);
+            self.balance_dirty_pages();
+        }
+        self.map_file_pte(vma, idx, pfn, write);
+        Ok(())
+    }
+
+    /// `do_fault_around` → `filemap_map_pages`: every cached, uptodate,
+    /// unlocked page in the 16-page aligned window (inside the VMA and its
+    /// page table) whose PTE is empty gets mapped, read-only for a regular
+    /// file, writable for shmem; a page marked for readahead is left for
+    /// the fault. Each page seen lowers the file's mmap_miss.
+    pub fn do_fault_around(&mut self, vma: u32, idx: usize) {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + idx as u64;
+        let start = (va & !(FAULT_AROUND_PAGES - 1))
+            .max(v.start_vpn)
+            .max(va & !511);
+        let end = ((va & !(FAULT_AROUND_PAGES - 1)) + FAULT_AROUND_PAGES)
+            .min(v.start_vpn + v.pages)
+            .min((va & !511) + 512);
+        let (inode, pgoff, base) = (v.inode, v.pgoff, v.start_vpn);
+        let shmem = self.inodes[inode as usize].is_shmem();
+        let mut mmap_miss = self.vmas[vma as usize].ra.mmap_miss;
+        for a in start..end {
+            let i = (a - base) as usize;
+            let Some(pfn) = self.filemap_folio_at(inode, pgoff + i as u64) else {
+                continue;
+            };
+            let f = self.folios.get(pfn);
+            if f.test(PG_LOCKED) || (!shmem && f.test(PG_READAHEAD)) {
+                continue;
+            }
+            mmap_miss = mmap_miss.saturating_sub(1);
+            if !pte_none(self.vmas[vma as usize].ptes[i]) {
+                continue;
+            }
+            self.folios.get_mut(pfn).refcount += 1;
+            if shmem {
+                self.map_shmem_pte(vma, i, pfn, false);
+            } else {
+                self.map_file_pte(vma, i, pfn, false);
+            }
+        }
+        if !shmem {
+            self.vmas[vma as usize].ra.mmap_miss = mmap_miss;
+        }
+    }
+
+    /// `do_set_pte` for a regular file's page: the caller's reference
+    /// becomes the mapping's; young (x86 sets the accessed bit in the
+    /// protection), writable and dirty only on a shared write fault.
+    pub fn map_file_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
+        self.charge_cost(Fn::AddRmap, cost::RMAP_NS + cost::PTE_NS);
+        let f = self.folios.get_mut(pfn);
+        f.mapcount += 1;
+        if f.mapcount == 1 {
+            let memcg = f.memcg;
+            self.vm.inc(Vm::NrMapped);
+            self.memcg_stat(memcg, Mc::FileMapped, 1);
+        }
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_file += 1;
+        let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
+        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, PTE_YOUNG | bits);
+    }
+
+    /// `try_to_unmap_one` for a regular file's page: the PTEs go (the
+    /// page cache keeps the page); a dirty bit moves to the folio.
+    pub fn try_to_unmap_file(&mut self, pfn: Pfn) {
+        for (v, idx, pte) in self.file_mappings(pfn) {
+            self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
+            if pte & PTE_DIRTY != 0 {
+                self.filemap_dirty_folio(pfn);
+            }
+            self.vmas[v as usize].ptes[idx] = 0;
+            let mm = self.vmas[v as usize].mm as usize;
+            self.mms[mm].rss_file -= 1;
+            self.page_remove_file_rmap(pfn);
+            self.folio_put(pfn);
+        }
+    }
+
+    /// `wp_page_shared` for a read-only PTE of a shared file mapping:
+    /// page_mkwrite, the page dirtied, the PTE made writable
+    /// (`wp_page_reuse`, counted as pgreuse).
+    pub fn wp_page_shared(&mut self, vma: u32, idx: usize, pte: Pte) {
+        let pfn = pte_pfn(pte);
+        self.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+        self.filemap_dirty_folio(pfn);
+        self.vm.inc(Vm::Pgreuse);
+        self.vmas[vma as usize].ptes[idx] = pte | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
+        self.balance_dirty_pages();
+    }
+}
+
+/// read(2) and write(2) of regular files, page by page.
+impl Kernel {
+    /// One page of `filemap_read` for a call covering pages up to
+    /// `call_end`: readahead (sync on a miss, async at a marker), a wait
+    /// for a read in flight (Err(Wait): the caller sleeps and comes back to
+    /// the same page), then the copy, marking the folio accessed unless the
+    /// previous copy ended inside it.
+    pub fn filemap_read_page(
+        &mut self,
+        inode: u32,
+        index: u64,
+        call_end: u64,
+        ra: &mut FileRa,
+        memcg: u16,
+    ) -> Result<(), FaultError> {
+        self.charge_cost(Fn::FilemapRead, cost::PTE_NS);
+        let pfn = match self.filemap_folio_at(inode, index) {
+            Some(p) => p,
+            None => {
+                self.page_cache_sync_ra(inode, ra, index, call_end - index, memcg);
+                match self.filemap_folio_at(inode, index) {
+                    Some(p) => p,
+                    None => {
+                        // filemap_create_folio.
+                        let p = self
+                            .filemap_add_new_folio(inode, index, memcg, false)
+                            .ok_or(FaultError::Oom)?;
+                        self.filemap_read_folio(p);
+                        self.folio_put(p);
+                        p
+                    }
+                }
+            }
+        };
+        if self.folios.get(pfn).test(PG_READAHEAD) {
+            self.page_cache_async_ra(inode, ra, index, pfn, call_end - index, memcg);
+        }
+        if let Some(done) = self.folio_io_done_at(pfn) {
+            return Err(FaultError::Wait(done));
+        }
+        let prev_page = (ra.prev_pos - 1) >> 12;
+        if ra.prev_pos <= 0 || prev_page as u64 != index {
+            self.folio_mark_accessed(pfn);
+        }
+        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        let found = self.folios.version[pfn as usize];
+        let expected = self.inodes[inode as usize].user_version[index as usize];
+        self.integrity.pages_checked += 1;
+        if found != expected {
+            self.integrity.violations += 1;
+        }
+        ra.prev_pos = ((index + 1) << 12) as i64;
+        Ok(())
+    }
+
+    /// One page of `generic_perform_write` on ext2: `write_begin` finds or
+    /// creates the folio (a whole-page write reads nothing; a new page is
+    /// not a refault), waiting for a read in flight; the copy; the folio
+    /// dirtied (`block_write_end`); the background writeback check.
+    pub fn filemap_write_page(
+        &mut self,
+        inode: u32,
+        index: u64,
+        memcg: u16,
+    ) -> Result<(), FaultError> {
+        self.charge_cost(Fn::FilemapWrite, cost::PTE_NS);
+        let pfn = match self.filemap_folio_at(inode, index) {
+            Some(p) => {
+                if let Some(done) = self.folio_lock_and_writeback_done_at(p) {
+                    // FGP_LOCK and FGP_STABLE: wait for the read or the
+                    // write in flight.
+                    return Err(FaultError::Wait(done));
+                }
+                self.folios.get_mut(p).refcount += 1;
+                p
+            }
+            None => {
+                let p = self
+                    .filemap_add_new_folio(inode, index, memcg, true)
+                    .ok_or(FaultError::Oom)?;
+                let f = self.folios.get_mut(p);
+                f.clear(PG_LOCKED);
+                f.set(PG_UPTODATE);
+                p
+            }
+        };
+        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        let next = self.inodes[inode as usize].user_version[index as usize]
+            .wrapping_add(1)
+            .max(1);
+        self.inodes[inode as usize].user_version[index as usize] = next;
+        self.folios.version[pfn as usize] = next;
+        self.filemap_dirty_folio(pfn);
+        self.folio_put(pfn);
+        self.balance_dirty_pages();
+        Ok(())
+    }
+
+    /// fsync(2) of a regular file: write back its dirty pages; the caller
+    /// waits until returned time (None: nothing in flight).
+    pub fn filemap_fsync(&mut self, inode: u32) -> Option<u64> {
+        self.filemap_writeback(inode);
+        self.inode_writeback_done_at(inode)
+    }
+
+    /// drop_caches' `invalidate_mapping_pages` over a regular file: clean,
+    /// unmapped, idle folios leave the cache without a shadow; the others
+    /// are deactivated (`deactivate_file_folio`); shadow entries are
+    /// cleared (`clear_shadow_entry`).
+    pub fn invalidate_mapping_pages(&mut self, inode: u32) {
+        for index in 0..self.inodes[inode as usize].pages.len() as u64 {
+            let slot = self.inodes[inode as usize].pages[index as usize];
+            if slot & 3 == SLOT_SHADOW {
+                self.inodes[inode as usize].pages[index as usize] = 0;
+                continue;
+            }
+            let Some(pfn) = self.filemap_folio_at(inode, index) else {
+                continue;
+            };
+            let f = *self.folios.get(pfn);
+            if f.test(PG_LOCKED) {
+                continue;
+            }
+            self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
+            if f.refcount == 1 && f.mapcount == 0 && !f.test(PG_DIRTY | PG_WRITEBACK) {
+                self.folios.get_mut(pfn).refcount += 1;
+                self.filemap_remove_folio(pfn, 0);
+                self.folio_put(pfn);
+            } else {
+                self.deactivate_file_folio(pfn);
+            }
+        }
+    }
+
+    /// `force_page_cache_ra` for MADV_WILLNEED on a file mapping.
+    pub fn file_willneed(&mut self, vma: u32, first: u64, n: u64, memcg: u16) {
+        let v = &self.vmas[vma as usize];
+        let (inode, index) = (v.inode, v.pgoff + first);
+        let mut ra = v.ra;
+        self.force_page_cache_ra(inode, &mut ra, index, n, memcg);
+        self.vmas[vma as usize].ra = ra;
+    }
+
+    /// The readahead hints of a VMA's flags.
+    pub fn vma_ra_flags(&self, vma: u32) -> (bool, bool) {
+        let f = self.vmas[vma as usize].flags;
+        (f & VM_SEQ_READ != 0, f & VM_RAND_READ != 0)
+    }
+}
