@@ -2014,7 +2014,8 @@ fn full_valid_spec() {
             kind: MapKind::Anon,
             pages: 51200,
             file: None,
-            offset: 0
+            offset: 0,
+            exec: false
         }
     );
     // mmap rounds a length up to whole pages.
@@ -2025,7 +2026,8 @@ fn full_valid_spec() {
             kind: MapKind::Anon,
             pages: 2,
             file: None,
-            offset: 0
+            offset: 0,
+            exec: false
         }
     );
     assert_eq!(
@@ -2088,7 +2090,8 @@ fn full_valid_spec() {
             kind: MapKind::Anon,
             pages: 1,
             file: None,
-            offset: 0
+            offset: 0,
+            exec: false
         }
     );
     let Op::Touch(u) = &t.steps[1].op else {
@@ -2651,7 +2654,8 @@ steps = [
             kind: MapKind::Shmem,
             pages: 2048,
             file: Some(0),
-            offset: 1024
+            offset: 1024,
+            exec: false
         }
     );
     assert!(matches!(
