@@ -825,13 +825,13 @@ steps = [
 }
 
 #[test]
-fn mmap_kind_not_modelled() {
+fn mmap_kind_unknown() {
     let e = rejected(
         r#"[machine]
 memory = "512M"
 [task.main]
 steps = [
-  { op = "mmap", name = "f", kind = "file", size = "8M" },
+  { op = "mmap", name = "f", kind = "hugetlb", size = "8M" },
 ]
 "#,
     );
@@ -839,7 +839,10 @@ steps = [
         &e,
         5,
         "task.main.steps[0].kind",
-        &["\"file\"", "anon, shmem, shared_anon", "not modelled"],
+        &[
+            "\"hugetlb\"",
+            "anon, shmem, shared_anon, file, file_private",
+        ],
     );
 }
 
@@ -2718,7 +2721,7 @@ steps = [
 }
 
 #[test]
-fn file_on_a_disk_and_huge_are_not_modelled_yet() {
+fn file_on_an_unknown_disk_and_huge_are_refused() {
     let e = rejected(&with_task(
         r#"[machine]
 memory = "512M"
@@ -2732,7 +2735,7 @@ on = "nvme0"
         &e,
         6,
         "file[0].on",
-        &["\"nvme0\"", "not modelled", "\"tmpfs\""],
+        &["\"nvme0\"", "the name of a [[disk]]", "\"tmpfs\""],
     );
     let e = rejected(&with_task(
         r#"[machine]
