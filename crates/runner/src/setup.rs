@@ -377,7 +377,8 @@ impl Setup {
                     return Err(format!("file {}: cannot create {path}: {e}", f.name));
                 }
             };
-            // From here on teardown removes it.
+            // From here on teardown unmaps its tokens (and removes a tmpfs
+            // file).
             self.files.push(SharedFile {
                 path: path.clone(),
                 pages,
