@@ -183,7 +183,7 @@ impl Oracle {
         initrd.extend(run_archive(spec_text, sets));
         let work = tempdir(&self.cache)?;
         let result = self.boot_in(spec, &initrd, &work);
-        // The work folder (the swap disks' images too) goes whatever
+        // The work folder (the disks' images too) goes whatever
         // happened in the guest.
         let _ = std::fs::remove_dir_all(&work);
         result
@@ -359,9 +359,13 @@ impl Oracle {
     }
 }
 
-/// The modules the spec's swap devices need (their dependencies come from
-/// modules.dep): zram; virtio-blk on the virtio PCI transport; NVMe; an
-/// IDE disk on the PIIX controller through libata and the SCSI disk driver.
+/// The modules the spec's swap devices and disks need (their dependencies
+/// come from modules.dep): zram; virtio-blk on the virtio PCI transport;
+/// NVMe; an IDE disk on the PIIX controller through libata and the SCSI
+/// disk driver; and for `[[disk]]`s the ext4 driver, which mounts their
+/// ext2 file systems (CONFIG_EXT4_USE_FOR_EXT2), with crc32c_generic first:
+/// ext4 and jbd2 ask the crypto API for "crc32c", which finds no module
+/// loader in the initramfs.
 fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
     let mut wanted = Vec::new();
     for kind in [
@@ -370,7 +374,7 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
         SwapKind::Nvme,
         SwapKind::Hdd,
     ] {
-        if spec.swap.iter().any(|d| d.kind == kind) {
+        if spec.swap.iter().any(|d| d.kind == kind) || spec.disks.iter().any(|d| d.kind == kind) {
             wanted.extend_from_slice(match kind {
                 SwapKind::Zram => &["zram"][..],
                 SwapKind::Virtio => &["virtio_pci", "virtio_blk"],
@@ -379,47 +383,75 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
             });
         }
     }
+    if !spec.disks.is_empty() {
+        wanted.extend_from_slice(&["crc32c_generic", "ext4"]);
+    }
     wanted
 }
 
 /// The pc machine's PIIX IDE controller has two channels of two drives.
 const MAX_IDE_DISKS: usize = 4;
 
-/// One disk per block swap device, in spec order, each backed by a sparse
-/// image of the device's size in `work`: QEMU's arguments for them.
-/// virtio-blk and NVMe disks carry the serial `mmsim<i>` (i = the `[[swap]]`
-/// index), by which the runner finds them; IDE disks take PIIX positions
-/// 0, 1, 2, 3 in order (the runner finds them by position). The host's page
-/// cache is bypassed (cache=none), so the guest's I/O reaches the image.
+/// One disk per block swap device, in spec order, then one per `[[disk]]`,
+/// each backed by a sparse image of the device's size in `work`: QEMU's
+/// arguments for them. virtio-blk and NVMe disks carry the serial
+/// `mmsim<i>` (i = the `[[swap]]` index) or `mmsimd<i>` (i = the
+/// `[[disk]]` index), by which the runner finds them; IDE disks take PIIX
+/// positions 0, 1, 2, 3 in order, the swap devices' first (the runner
+/// finds them by position). The host's page cache is bypassed
+/// (cache=none), so the guest's I/O reaches the image. The runner makes the
+/// `[[disk]]`s' file systems itself.
 fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
     let mut args = Vec::new();
     let mut ide = 0;
-    for (i, dev) in spec.swap.iter().enumerate() {
-        if dev.kind == SwapKind::Zram {
-            continue;
-        }
-        if dev.kind == SwapKind::Hdd && ide == MAX_IDE_DISKS {
+    let swaps = spec
+        .swap
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.kind != SwapKind::Zram)
+        .map(|(i, d)| {
+            (
+                format!("swap[{i}]"),
+                format!("swap{i}"),
+                format!("sw{i}"),
+                format!("mmsim{i}"),
+                d.kind,
+                d.size,
+            )
+        });
+    let disks = spec.disks.iter().enumerate().map(|(i, d)| {
+        (
+            format!("disk[{i}] ({})", d.name),
+            format!("disk{i}"),
+            format!("dk{i}"),
+            format!("mmsimd{i}"),
+            d.kind,
+            d.size,
+        )
+    });
+    for (what, file, id, serial, kind, size) in swaps.chain(disks) {
+        if kind == SwapKind::Hdd && ide == MAX_IDE_DISKS {
             return Err(OracleError::Missing(format!(
-                "swap[{i}]: the oracle's machine has room for {MAX_IDE_DISKS} IDE (hdd) disks"
+                "{what}: the oracle's machine has room for {MAX_IDE_DISKS} IDE (hdd) disks, swap devices and [[disk]]s together"
             )));
         }
-        let img = work.join(format!("swap{i}.img"));
+        let img = work.join(format!("{file}.img"));
         std::fs::File::create(&img)
-            .and_then(|f| f.set_len(dev.size))
+            .and_then(|f| f.set_len(size))
             .map_err(|e| OracleError::Io(format!("{}: {e}", img.display())))?;
         let file = img.display().to_string().replace(',', ",,");
-        match dev.kind {
+        match kind {
             SwapKind::Virtio => args.extend([
                 "-drive".to_string(),
-                format!("file={file},if=none,id=sw{i},format=raw,cache=none"),
+                format!("file={file},if=none,id={id},format=raw,cache=none"),
                 "-device".to_string(),
-                format!("virtio-blk-pci,drive=sw{i},serial=mmsim{i}"),
+                format!("virtio-blk-pci,drive={id},serial={serial}"),
             ]),
             SwapKind::Nvme => args.extend([
                 "-drive".to_string(),
-                format!("file={file},if=none,id=sw{i},format=raw,cache=none"),
+                format!("file={file},if=none,id={id},format=raw,cache=none"),
                 "-device".to_string(),
-                format!("nvme,drive=sw{i},serial=mmsim{i}"),
+                format!("nvme,drive={id},serial={serial}"),
             ]),
             _ => {
                 // An `if=ide` drive at index 2 also keeps QEMU from putting
@@ -523,7 +555,11 @@ fn parse_result(out: &str, console: &str) -> Result<RunResult, OracleError> {
 fn build_runner() -> Result<PathBuf, OracleError> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let target = "x86_64-unknown-linux-gnu";
-    let bin = root.join(format!("target/{target}/release/mmsim-runner"));
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|d| if d.is_absolute() { d } else { root.join(d) })
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target_dir.join(format!("{target}/release/mmsim-runner"));
     let status = Command::new("cargo")
         .current_dir(&root)
         .env("RUSTFLAGS", "-C target-feature=+crt-static -C strip=debuginfo")
@@ -625,6 +661,81 @@ steps = []
             8192
         );
         assert!(!work.join("swap1.img").exists());
+        std::fs::remove_dir_all(&work).unwrap();
+    }
+
+    #[test]
+    fn one_disk_per_disk_after_the_swap_devices() {
+        let spec = mmsim_spec::parse_str(
+            r#"
+[machine]
+memory = "512M"
+[[swap]]
+device = "hdd"
+size = "8K"
+[[disk]]
+name = "data"
+device = "virtio"
+size = "16M"
+[[disk]]
+name = "old"
+device = "hdd"
+size = "20M"
+[[disk]]
+name = "fast"
+device = "nvme"
+size = "24M"
+[[file]]
+name = "f"
+size = "1M"
+on = "data"
+[task.main]
+steps = []
+"#,
+            "t.toml",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            wanted_modules(&spec),
+            [
+                "virtio_pci",
+                "virtio_blk",
+                "nvme",
+                "ata_piix",
+                "sd_mod",
+                "crc32c_generic",
+                "ext4"
+            ]
+        );
+        let work = std::env::temp_dir().join(format!("mmsim-fsdisks-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        let args = disk_args(&spec, &work).unwrap();
+        let w = work.display();
+        assert_eq!(
+            args,
+            [
+                "-drive".to_string(),
+                format!("file={w}/swap0.img,if=ide,index=0,format=raw,cache=none"),
+                "-drive".into(),
+                format!("file={w}/disk0.img,if=none,id=dk0,format=raw,cache=none"),
+                "-device".into(),
+                "virtio-blk-pci,drive=dk0,serial=mmsimd0".into(),
+                "-drive".into(),
+                format!("file={w}/disk1.img,if=ide,index=1,format=raw,cache=none"),
+                "-drive".into(),
+                format!("file={w}/disk2.img,if=none,id=dk2,format=raw,cache=none"),
+                "-device".into(),
+                "nvme,drive=dk2,serial=mmsimd2".into(),
+            ]
+        );
+        for (img, size) in [
+            ("disk0.img", 16 << 20),
+            ("disk1.img", 20 << 20),
+            ("disk2.img", 24 << 20),
+        ] {
+            assert_eq!(std::fs::metadata(work.join(img)).unwrap().len(), size);
+        }
         std::fs::remove_dir_all(&work).unwrap();
     }
 

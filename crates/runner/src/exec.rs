@@ -6,10 +6,12 @@
 //! address space and reports like a task of its own.
 //!
 //! Private anonymous regions keep their tokens in the process (copied on
-//! fork like the memory). Shared regions — a tmpfs file mapped MAP_SHARED,
-//! a MAP_SHARED|MAP_ANONYMOUS region — keep them in shared memory
-//! (`SharedTokens`), one per page of the shared object, so a process checks
-//! what any process last wrote there.
+//! fork like the memory). Shared regions — a file (on tmpfs or a disk)
+//! mapped MAP_SHARED, a MAP_SHARED|MAP_ANONYMOUS region — keep them in
+//! shared memory (`SharedTokens`), one per page of the shared object, so a
+//! process checks what any process last wrote there. A MAP_PRIVATE mapping
+//! of a disk file reads the file's tokens until the process writes a page,
+//! and its own (copied on fork) from then on.
 
 use crate::procfs;
 use crate::setup::{cgroup_dir, SharedFile, SwapNode};
@@ -66,7 +68,25 @@ enum Tokens {
         base: usize,
         owned: bool,
     },
+    /// MAP_PRIVATE of a file: page `i` reads the file's token `base + i`
+    /// (its page-cache page, whatever any process last wrote to the file)
+    /// until this process writes it through the mapping; the write fault
+    /// copies the page (copy-on-write) and from then on it reads the
+    /// process's own token in `own[i]` (0 = not copied). The file's array
+    /// is never changed through such a mapping. A forked child inherits
+    /// `own` with the memory, copy-on-write like a private anonymous
+    /// region.
+    FilePrivate {
+        file: SharedTokens,
+        base: usize,
+        own: Vec<u32>,
+    },
 }
+
+/// The private tokens of a MAP_PRIVATE file mapping carry this bit, so
+/// that one written through to the file by mistake never equals a token
+/// the file's array hands out (those count up from 1 per page).
+const PRIVATE_TOKEN_BIT: u32 = 1 << 31;
 
 impl Region {
     /// A private region's tokens.
@@ -74,7 +94,9 @@ impl Region {
     fn versions(&mut self) -> &mut [u32] {
         match &mut self.tokens {
             Tokens::Private(v) => v,
-            Tokens::Shared { .. } => unreachable!("a shared region has no private tokens"),
+            Tokens::Shared { .. } | Tokens::FilePrivate { .. } => {
+                unreachable!("only a private anonymous region has versions")
+            }
         }
     }
 
@@ -208,10 +230,10 @@ impl Child<'_> {
                     pages,
                     file,
                     offset,
-                    ..
+                    exec,
                 } => {
                     let r = self
-                        .map(*kind, *pages, *file, *offset)
+                        .map(*kind, *pages, *file, *offset, *exec)
                         .map_err(|e| format!("line {}: {e}", s.line))?;
                     self.regions.insert(name.clone(), r);
                 }
@@ -281,10 +303,16 @@ impl Child<'_> {
                 } => {
                     let end = offset + length;
                     let mut next = *offset;
+                    // MAP_SHARED, read only: a disk file's page cache, or
+                    // a tmpfs file's shmem pages.
+                    let kind = match self.files.get(*file).and_then(|f| f.disk) {
+                        Some(_) => MapKind::File,
+                        None => MapKind::Shmem,
+                    };
                     while next < end {
                         let n = (*window).min(end - next);
                         let mut r = self
-                            .map(MapKind::Shmem, n, Some(*file), next)
+                            .map(kind, n, Some(*file), next, false)
                             .map_err(|e| format!("line {}: {e}", s.line))?;
                         for p in 0..n as usize {
                             let (c, bad) = touch(&mut r, p, false);
@@ -366,7 +394,7 @@ impl Child<'_> {
                     if rc != 0 {
                         let e = std::io::Error::last_os_error();
                         let hint = match (advice, &r.tokens) {
-                            (Advice::Free, Tokens::Shared { .. }) => {
+                            (Advice::Free, Tokens::Shared { .. } | Tokens::FilePrivate { .. }) => {
                                 " (MADV_FREE takes only private anonymous memory)"
                             }
                             _ => "",
@@ -387,6 +415,11 @@ impl Child<'_> {
                         // Shared pages are only unmapped here: the data
                         // stays in the shared object (page cache or swap).
                         (Advice::Dontneed, Tokens::Shared { .. }) => {}
+                        // Private copies are dropped: the file's page is
+                        // read again next.
+                        (Advice::Dontneed, Tokens::FilePrivate { own, .. }) => {
+                            own[first..first + n].fill(0);
+                        }
                         // Lazily freed: either value until written again.
                         (Advice::Free, _) => r.set_lazy(first..first + n, true),
                         (
@@ -439,16 +472,19 @@ impl Child<'_> {
     }
 
     /// mmap(2) of a region of `pages` pages: private anonymous; a
-    /// `[[file]]` (MAP_SHARED, from file page `offset`), checked against
-    /// the file's token array; or shared anonymous, with a token array of
-    /// its own in shared memory, mapped here (charged to this process's
-    /// cgroup), which the processes this one forks share.
+    /// `[[file]]` (from file page `offset`) MAP_SHARED (`shmem` on tmpfs,
+    /// `file` on a disk), checked against the file's token array, or
+    /// MAP_PRIVATE (`file_private`), checked against it until written; or
+    /// shared anonymous, with a token array of its own in shared memory,
+    /// mapped here (charged to this process's cgroup), which the processes
+    /// this one forks share. PROT_READ|PROT_WRITE, and PROT_EXEC if `exec`.
     fn map(
         &self,
         kind: MapKind,
         pages: u64,
         file: Option<usize>,
         offset: u64,
+        exec: bool,
     ) -> Result<Region, String> {
         let len = pages as usize * PAGE;
         let mut fd = None;
@@ -457,10 +493,22 @@ impl Child<'_> {
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 Tokens::Private(vec![0; pages as usize]),
             ),
-            MapKind::Shmem => {
+            MapKind::Shmem | MapKind::File | MapKind::FilePrivate => {
                 let f = file
                     .and_then(|i| self.files.get(i))
-                    .ok_or("a shmem mapping without its file")?;
+                    .ok_or_else(|| format!("a {} mapping without its file", kind.name()))?;
+                if (kind == MapKind::Shmem) != f.disk.is_none() {
+                    return Err(format!(
+                        "a {} mapping of {}, which is {}",
+                        kind.name(),
+                        f.path,
+                        if f.disk.is_none() {
+                            "on tmpfs"
+                        } else {
+                            "on a disk"
+                        }
+                    ));
+                }
                 if offset + pages > f.pages {
                     return Err(format!(
                         "pages {offset}..{} of {}, which has {} pages",
@@ -469,23 +517,26 @@ impl Child<'_> {
                         f.pages
                     ));
                 }
-                let opened = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&f.path)
-                    .map_err(|e| format!("cannot open {}: {e}", f.path))?;
-                fd = Some(opened);
-                (
-                    libc::MAP_SHARED,
-                    Tokens::Shared {
-                        tokens: f.tokens,
-                        base: offset as usize,
-                        owned: false,
-                    },
-                )
-            }
-            MapKind::File | MapKind::FilePrivate => {
-                return Err("mappings of files on disks are not supported by the runner yet".into())
+                fd = Some(open_file(f)?);
+                if kind == MapKind::FilePrivate {
+                    (
+                        libc::MAP_PRIVATE,
+                        Tokens::FilePrivate {
+                            file: f.tokens,
+                            base: offset as usize,
+                            own: vec![0; pages as usize],
+                        },
+                    )
+                } else {
+                    (
+                        libc::MAP_SHARED,
+                        Tokens::Shared {
+                            tokens: f.tokens,
+                            base: offset as usize,
+                            owned: false,
+                        },
+                    )
+                }
             }
             MapKind::SharedAnon => {
                 let tokens = SharedTokens::map(pages as usize)
@@ -504,13 +555,14 @@ impl Child<'_> {
             use std::os::fd::AsRawFd;
             f.as_raw_fd()
         });
+        let prot = libc::PROT_READ | libc::PROT_WRITE | if exec { libc::PROT_EXEC } else { 0 };
         // SAFETY: a fresh mapping; the file (if any) is open for reading
         // and writing, and the mapping outlives the descriptor.
         let addr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                prot,
                 flags,
                 raw_fd,
                 (offset as usize * PAGE) as libc::off_t,
@@ -724,6 +776,22 @@ fn describe_status(status: libc::c_int) -> String {
 fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
     // SAFETY: page < r.pages, inside the mapping.
     let p = unsafe { r.addr.add(page * PAGE) } as *mut u32;
+    if let Tokens::FilePrivate { file, base, own } = &mut r.tokens {
+        if write {
+            let next = own[page].wrapping_add(1) | PRIVATE_TOKEN_BIT;
+            own[page] = next;
+            // SAFETY: aligned, mapped, ours.
+            unsafe { std::ptr::write_volatile(p, next) };
+            return (0, 0);
+        }
+        let expected = match own[page] {
+            0 => file.get(*base + page),
+            t => t,
+        };
+        // SAFETY: aligned, mapped, ours.
+        let found = unsafe { std::ptr::read_volatile(p) };
+        return (1, (found != expected) as u64);
+    }
     if let Tokens::Shared { tokens, base, .. } = &r.tokens {
         if write {
             let next = tokens.next(base + page);
@@ -1131,6 +1199,7 @@ mod tests {
             path: path.clone(),
             pages: pages as u64,
             tokens: SharedTokens::map(pages).unwrap(),
+            disk: None,
         };
         // Pages 2..9 written in chunks of 3 (the last call is short).
         assert_eq!(file_io(&f, true, 2, 7, 3), Ok((0, 0)));
@@ -1175,6 +1244,156 @@ mod tests {
         unsafe { libc::munmap(r.addr as *mut libc::c_void, pages * PAGE) };
         f.tokens.unmap();
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A file of `pages` pages in /tmp holding what a disk file holds at
+    /// start, with its (zeroed) token array.
+    fn disk_like_file(tag: &str, pages: usize) -> SharedFile {
+        use std::os::unix::fs::FileExt;
+        let path = format!("/tmp/mmsim-runner-{tag}-{}", std::process::id());
+        let h = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        let page = crate::setup::initial_page();
+        for p in 0..pages {
+            h.write_all_at(&page, (p * PAGE) as u64).unwrap();
+        }
+        SharedFile {
+            path,
+            pages: pages as u64,
+            tokens: SharedTokens::map(pages).unwrap(),
+            disk: Some(0),
+        }
+    }
+
+    /// `Child::map` of a disk file, without a Child.
+    fn map_file(f: &SharedFile, kind: MapKind, offset: u64, pages: u64) -> Region {
+        let spec = mmsim_spec::parse_str(
+            "[machine]\nmemory = \"512M\"\n[task.main]\nsteps = []\n",
+            "t.toml",
+            &[],
+        )
+        .unwrap();
+        let files = std::slice::from_ref(f);
+        let c = Child {
+            spec: &spec,
+            swaps: &[],
+            files,
+            t0: Instant::now(),
+            instance: 0,
+            name: String::new(),
+            cgroup: String::new(),
+            regions: HashMap::new(),
+            phases: Vec::new(),
+            open: None,
+            checked: 0,
+            violations: 0,
+            forks: 0,
+            spawns: 0,
+            pending: Vec::new(),
+            reports: Vec::new(),
+            report_fd: -1,
+            kv: None,
+            kv_dbs: HashMap::new(),
+            open_kv: None,
+        };
+        c.map(kind, pages, Some(0), offset, true).unwrap()
+    }
+
+    #[test]
+    fn a_disk_file_starts_with_data_reading_token_zero() {
+        let f = disk_like_file("initial", 4);
+        let mut r = map_file(&f, MapKind::File, 0, 4);
+        for p in 0..4 {
+            assert_eq!(touch(&mut r, p, false), (1, 0), "page {p}");
+            // SAFETY: inside page p of the mapping.
+            assert_eq!(unsafe { *r.addr.add(p * PAGE + 100) }, 0xa5);
+        }
+        assert_eq!(file_io(&f, false, 0, 4, 2), Ok((4, 0)));
+        // A write through the shared mapping reaches the file.
+        touch(&mut r, 2, true);
+        assert_eq!(f.tokens.get(2), 1);
+        assert_eq!(file_io(&f, false, 0, 4, 4), Ok((4, 0)));
+        unmap_region(r);
+        f.tokens.unmap();
+        std::fs::remove_file(&f.path).unwrap();
+    }
+
+    #[test]
+    fn a_private_file_mapping_reads_the_file_until_written() {
+        let f = disk_like_file("private", 8);
+        // File pages 2..8 mapped privately, executable.
+        let mut r = map_file(&f, MapKind::FilePrivate, 2, 6);
+        assert_eq!(touch(&mut r, 0, false), (1, 0));
+        // A write to the file shows in pages not yet copied.
+        assert_eq!(file_io(&f, true, 2, 2, 2), Ok((0, 0)));
+        assert_eq!(touch(&mut r, 0, false), (1, 0));
+        assert_eq!(touch(&mut r, 1, false), (1, 0));
+        // A write through the mapping copies the page: the file keeps its
+        // token and data, the mapping reads its own.
+        assert_eq!(touch(&mut r, 1, true), (0, 0));
+        assert_eq!(touch(&mut r, 4, true), (0, 0));
+        assert_eq!((f.tokens.get(3), f.tokens.get(6)), (1, 0));
+        assert_eq!(file_io(&f, false, 0, 8, 8), Ok((8, 0)));
+        assert_eq!(touch(&mut r, 1, false), (1, 0));
+        let Tokens::FilePrivate { own, .. } = &r.tokens else {
+            unreachable!()
+        };
+        assert_eq!(own[1], PRIVATE_TOKEN_BIT | 1);
+        // A later write to the file no longer shows in the copied page,
+        // still in the others.
+        assert_eq!(file_io(&f, true, 2, 4, 1), Ok((0, 0)));
+        assert_eq!(f.tokens.get(3), 2);
+        for p in 0..6 {
+            assert_eq!(touch(&mut r, p, false), (1, 0), "page {p}");
+        }
+        // The file's token in a copied page is a violation.
+        // SAFETY: page 4 of the mapping.
+        unsafe { *(r.addr.add(4 * PAGE) as *mut u32) = f.tokens.get(6) };
+        assert_eq!(touch(&mut r, 4, false), (1, 1));
+        unmap_region(r);
+        f.tokens.unmap();
+        std::fs::remove_file(&f.path).unwrap();
+    }
+
+    #[test]
+    fn a_forked_child_inherits_private_file_pages_copy_on_write() {
+        let f = disk_like_file("privfork", 4);
+        let mut r = map_file(&f, MapKind::FilePrivate, 0, 4);
+        touch(&mut r, 0, true);
+        // SAFETY: the child only touches its mapping, reads the file and
+        // _exit()s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let mut ok = touch(&mut r, 0, false) == (1, 0);
+            touch(&mut r, 0, true);
+            touch(&mut r, 1, true);
+            ok &= touch(&mut r, 0, false) == (1, 0) && touch(&mut r, 1, false) == (1, 0);
+            ok &= file_io(&f, false, 0, 4, 4) == Ok((4, 0));
+            // SAFETY: _exit has no preconditions.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: our child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        // The child's writes changed neither this process's copies nor the
+        // file.
+        for p in 0..4 {
+            assert_eq!(touch(&mut r, p, false), (1, 0), "page {p}");
+        }
+        assert_eq!(f.tokens.get(1), 0);
+        let Tokens::FilePrivate { own, .. } = &r.tokens else {
+            unreachable!()
+        };
+        assert_eq!(own[..2], [PRIVATE_TOKEN_BIT | 1, 0]);
+        unmap_region(r);
+        f.tokens.unmap();
+        std::fs::remove_file(&f.path).unwrap();
     }
 
     #[test]
