@@ -266,10 +266,13 @@ fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
         };
         m.insert(format!("file:{}", f.name), v);
     }
-    let mut shared = !spec.files.is_empty();
+    let mut shared = spec.files.iter().any(|f| f.on == mmsim_spec::FileOn::Tmpfs);
     for_each_step(&spec.tasks, &mut |op| {
         if let mmsim_spec::Op::Mmap { kind, .. } = op {
-            shared |= *kind != mmsim_spec::MapKind::Anon;
+            shared |= matches!(
+                kind,
+                mmsim_spec::MapKind::Shmem | mmsim_spec::MapKind::SharedAnon
+            );
         }
     });
     if shared {
