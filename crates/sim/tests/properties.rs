@@ -41,8 +41,86 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    /// An op on a disk file or its mapping `r1`.
+    fn file_op()(kind in 0u8..13, first_mb in 0u64..4, len_mb in 1u64..4, t in touch())
+        -> String {
+        let range = format!("offset = \"{first_mb}M\", length = \"{len_mb}M\"");
+        match kind {
+            0 => format!("{{ op = \"madvise\", region = \"r1\", advice = \"pageout\", {range} }},"),
+            1 => "{ op = \"madvise\", region = \"r1\", advice = \"cold\" },".to_string(),
+            2 => format!("{{ op = \"madvise\", region = \"r1\", advice = \"dontneed\", {range} }},"),
+            3 => "{ op = \"madvise\", region = \"r1\", advice = \"willneed\" },".to_string(),
+            4 => "{ op = \"madvise\", region = \"r1\", advice = \"random\" },".to_string(),
+            5 => "{ op = \"madvise\", region = \"r1\", advice = \"sequential\" },".to_string(),
+            6 => format!("{{ op = \"fork\", steps = [ {t} ] }},"),
+            7 => format!("{{ op = \"write\", file = \"f\", {range} }},"),
+            8 => format!("{{ op = \"read\", file = \"f\", {range}, chunk = \"8K\" }},"),
+            9 => "{ op = \"stream\", file = \"f\", window = \"1M\" },".to_string(),
+            10 => "{ op = \"drop_caches\" },".to_string(),
+            11 => "{ op = \"fsync\", file = \"f\" },".to_string(),
+            _ => "{ op = \"wait\" },".to_string(),
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Files on disks: shared and private mappings, read(2), write(2),
+    /// fsync, streams, drop_caches, madvise and fork in any order, under a
+    /// memory limit that makes reclaim evict, write back and refault file
+    /// pages, keep the invariants (page cache, dirty counts, writeback and
+    /// reads in flight) and every page's content.
+    #[test]
+    fn files_on_disks(
+        device in prop::sample::select(vec!["virtio", "nvme", "hdd"]),
+        kind in prop::sample::select(vec!["file", "file_private"]),
+        exec in any::<bool>(),
+        used_once in any::<bool>(),
+        ra_kb in prop::sample::select(vec![0u32, 16, 128, 512]),
+        cpus in 1u32..3,
+        ops in prop::collection::vec((touch(), file_op()), 1..7),
+        limit_mb in 4u64..12,
+    ) {
+        let mut steps = format!(
+            "{{ op = \"mmap\", name = \"r0\", kind = \"anon\", size = \"2M\" }},\n{{ op = \"mmap\", name = \"r1\", kind = \"{kind}\", file = \"f\", size = \"8M\", exec = {exec} }},\n{{ op = \"phase\", name = \"p\" }},\n"
+        );
+        for (t, o) in &ops {
+            steps += t;
+            steps += "\n";
+            steps += o;
+            steps += "\n";
+        }
+        steps += "{ op = \"touch\", region = \"r1\" },\n{ op = \"read\", file = \"f\" },\n";
+        let text = format!(r#"
+[machine]
+memory = "256M"
+cpus = {cpus}
+[features]
+used_once_mapped_file = {used_once}
+[[swap]]
+device = "zram"
+size = "64M"
+[[disk]]
+name = "d"
+device = "{device}"
+size = "64M"
+read_ahead_kb = {ra_kb}
+[[file]]
+name = "f"
+size = "8M"
+on = "d"
+[cgroup.w]
+memory_max = "{limit_mb}M"
+[task.t]
+cgroup = "w"
+steps = [
+{steps}]
+"#);
+        let r = common::run_checked(&text);
+        prop_assert_eq!(r.integrity.violations, 0);
+    }
 
     /// Block devices, fork, madvise and swapoff/swapon in any order keep
     /// the invariants (the swap cache, writeback and locked folios

@@ -295,15 +295,18 @@ impl Kernel {
         let task = self.cur_task.expect("faults come from tasks");
         let tried = self.tasks[task].fault_start.is_some();
         if let Some(pfn) = self.filemap_folio_at(inode, index) {
+            // filemap_get_folio's reference keeps the folio through the
+            // readahead's allocations (and their reclaim).
+            self.folios.get_mut(pfn).refcount += 1;
             if !tried {
                 self.do_async_mmap_readahead(vma, index, pfn, memcg);
             }
             if let Some(done) = self.folio_io_done_at(pfn) {
                 // lock_folio_maybe_drop_mmap: the fault waits for the read
                 // with the mmap lock dropped, then retries.
+                self.folio_put(pfn);
                 return Err(FaultError::Retry(done));
             }
-            self.folios.get_mut(pfn).refcount += 1;
             return Ok(pfn);
         }
         self.vm.inc(Vm::Pgmajfault);
@@ -486,10 +489,13 @@ impl Kernel {
                 }
             }
         };
+        // The read batch's reference, through the readahead's allocations.
+        self.folios.get_mut(pfn).refcount += 1;
         if self.folios.get(pfn).test(PG_READAHEAD) {
             self.page_cache_async_ra(inode, ra, index, pfn, call_end - index, memcg);
         }
         if let Some(done) = self.folio_io_done_at(pfn) {
+            self.folio_put(pfn);
             return Err(FaultError::Wait(done));
         }
         let prev_page = (ra.prev_pos - 1) >> 12;
@@ -504,6 +510,7 @@ impl Kernel {
             self.integrity.violations += 1;
         }
         ra.prev_pos = ((index + 1) << 12) as i64;
+        self.folio_put(pfn);
         Ok(())
     }
 

@@ -461,7 +461,15 @@ impl Kernel {
     /// the old page's LRU history.
     pub fn wp_page_copy(&mut self, vma: u32, idx: usize, old: Option<Pfn>) -> Fault {
         let memcg = self.vma_memcg(vma);
+        let orig = self.vmas[vma as usize].ptes[idx];
         let new = self.alloc_anon_folio(memcg)?;
+        if self.vmas[vma as usize].ptes[idx] != orig {
+            // The allocation's reclaim unmapped the old page: the PTE is
+            // not the one that faulted (`pte_same` fails), so the new page
+            // goes back and the access faults again.
+            self.folio_put(new);
+            return Ok(());
+        }
         let (work, version) = match old {
             None => (cost::CLEAR_PAGE_NS, 0),
             Some(o) => (cost::COPY_PAGE_NS, self.folios.version[o as usize]),

@@ -622,13 +622,12 @@ impl Kernel {
         if vm_flags & super::mmap::VM_LOCKED != 0 {
             return FolioRef::Activate;
         }
+        if !self.features.used_once_mapped_file {
+            return self.folio_check_references_pre_002(pfn, referenced_ptes, referenced_folio);
+        }
+        let f = self.folios.get_mut(pfn);
         if referenced_ptes > 0 {
             f.set(PG_REFERENCED);
-            if !self.features.used_once_mapped_file {
-                // Before seed 002: a referenced mapped page is activated
-                // on its first encounter.
-                return FolioRef::Activate;
-            }
             if referenced_folio || referenced_ptes > 1 {
                 return FolioRef::Activate;
             }
@@ -641,6 +640,31 @@ impl Kernel {
             return FolioRef::ReclaimClean;
         }
         FolioRef::Reclaim
+    }
+
+    /// `page_check_references` before seed 002's series (2.6.33): any
+    /// reference — a young PTE or PG_referenced — activates a page that is
+    /// "in use" (`page_mapping_inuse`: mapped, in the swap cache, or of a
+    /// file someone has mapped); an unused referenced page is reclaimed
+    /// if clean.
+    fn folio_check_references_pre_002(
+        &mut self,
+        pfn: Pfn,
+        referenced_ptes: u32,
+        referenced_folio: bool,
+    ) -> FolioRef {
+        if referenced_ptes == 0 && !referenced_folio {
+            return FolioRef::Reclaim;
+        }
+        let f = *self.folios.get(pfn);
+        let inuse = f.mapcount > 0
+            || f.test(PG_SWAPCACHE)
+            || (f.test(PG_PAGECACHE) && !self.inodes[f.mapping as usize].vmas.is_empty());
+        if inuse {
+            FolioRef::Activate
+        } else {
+            FolioRef::ReclaimClean
+        }
     }
 
     /// `shrink_folio_list` for the isolated folios in `list` (oldest first).
