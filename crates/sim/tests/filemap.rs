@@ -309,3 +309,38 @@ fn executable_file_pages_are_activated_on_first_reference() {
     assert!(vm(&text, "pgactivate") >= vm(&data, "pgactivate"));
     assert!(vm(&text, "workingset_refault_file") <= vm(&data, "workingset_refault_file"));
 }
+
+/// Windows clipped at the end of the file: whatever the file's length,
+/// a sequential mapping reads each page once, with one major fault (the
+/// clipped async window may be shorter than its lookahead, which then
+/// marks no page, as the kernel's unsigned `nr_to_read - lookahead_size`).
+#[test]
+fn readahead_windows_clipped_at_the_end_of_the_file() {
+    for pages in [37u64, 129, 515, 1000, 1543] {
+        let spec = format!(
+            r#"
+[machine]
+memory = "512M"
+[[disk]]
+name = "d"
+device = "virtio"
+size = "256M"
+[[file]]
+name = "f"
+size = "{k}K"
+on = "d"
+[task.main]
+steps = [
+  {{ op = "mmap", name = "m", kind = "file", file = "f", size = "{k}K" }},
+  {{ op = "phase", name = "read" }},
+  {{ op = "touch", region = "m" }},
+  {{ op = "read", file = "f" }},
+]
+"#,
+            k = pages * 4
+        );
+        let r = run_checked(&spec);
+        assert_eq!(phase_vm(&r, 0, "read", "pgpgin"), pages as i64 * 4, "{pages}");
+        assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 1, "{pages}");
+    }
+}

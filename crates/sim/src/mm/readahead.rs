@@ -94,7 +94,9 @@ impl Kernel {
             let Some(pfn) = self.filemap_add_new_folio(inode, index + i, memcg, false) else {
                 break;
             };
-            if i == nr - lookahead {
+            // Unsigned as in the kernel: a lookahead longer than the
+            // clipped window marks nothing.
+            if i == nr.wrapping_sub(lookahead) {
                 self.folios.get_mut(pfn).set(PG_READAHEAD);
             }
             run.push(pfn);
