@@ -8,6 +8,7 @@
 
 use mmsim_sim::output::RunResult;
 use mmsim_sim::RunOptions;
+use mmsim_spec::Spec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,12 +65,16 @@ pub struct Variant {
 pub struct Effect {
     pub metric: String,
     pub variant: String,
-    /// `phase_s:PHASE`, `vmstat:COUNTER`, or the share of a histogram's
+    /// `phase_s:PHASE`, `vmstat:COUNTER`, `kv:FIGURE:PHASE`, the longest
+    /// or mean run time of the programs a task launched
+    /// (`spawn_max_s:TASK`, `spawn_mean_s:TASK`), a phase's throughput over
+    /// the whole of file FILE (`mb_per_s:PHASE:FILE`, MB/s), or the share of a histogram's
     /// events at most / at least N: `hist_share_le:SITE:N`,
     /// `hist_share_ge:SITE:N`.
     pub measure: String,
     pub seed: Pair,
-    /// "lower" or "higher": where the patch moves the metric.
+    /// "lower" or "higher": where the patch moves the metric; "none": the
+    /// seed saw no significant change (the seed's pair is then 1, 1).
     pub direction: String,
     /// mmsim's patched/baseline ratio should be within this factor of
     /// the seed's.
@@ -84,6 +89,9 @@ pub struct Effect {
 
 /// A change of less than this fraction is no change: a direction needs more.
 pub const NO_CHANGE: f64 = 0.01;
+/// An effect the seed found insignificant ("none") matches if mmsim's
+/// ratio is within this fraction of 1.
+pub const SAME_WITHIN: f64 = 0.05;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq)]
 pub struct Pair {
@@ -190,9 +198,9 @@ pub fn load(dir: &Path) -> Result<Experiment, String> {
                 eff.variant
             ));
         }
-        if eff.direction != "lower" && eff.direction != "higher" {
+        if !["lower", "higher", "none"].contains(&eff.direction.as_str()) {
             return Err(format!(
-                "{}: effect {:?}: found direction {:?}, expected \"lower\" or \"higher\"",
+                "{}: effect {:?}: found direction {:?}, expected \"lower\", \"higher\" or \"none\"",
                 path.display(),
                 eff.metric,
                 eff.direction
@@ -203,7 +211,7 @@ pub fn load(dir: &Path) -> Result<Experiment, String> {
 }
 
 /// What one measure reads from a run.
-pub fn measure(r: &RunResult, what: &str) -> Result<f64, String> {
+pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
     let parts: Vec<&str> = what.split(':').collect();
     match parts.as_slice() {
         ["phase_s", phase] => r
@@ -214,6 +222,35 @@ pub fn measure(r: &RunResult, what: &str) -> Result<f64, String> {
             .map(|p| (p.end_ns - p.start_ns) as f64 / 1e9)
             .ok_or_else(|| format!("no phase {phase:?} in the run")),
         ["vmstat", name] => Ok(r.vmstat.get(*name).copied().unwrap_or(0) as f64),
+        [kind @ ("spawn_max_s" | "spawn_mean_s"), task] => {
+            // The run times of the programs task TASK launched.
+            let prefix = format!("{task}/spawn");
+            let times: Vec<f64> = r
+                .tasks
+                .iter()
+                .filter(|t| t.name.starts_with(&prefix))
+                .map(|t| (t.end_ns - t.start_ns) as f64 / 1e9)
+                .collect();
+            if times.is_empty() {
+                return Err(format!("task {task:?} launched no program"));
+            }
+            Ok(if *kind == "spawn_max_s" {
+                times.iter().cloned().fold(0.0, f64::max)
+            } else {
+                times.iter().sum::<f64>() / times.len() as f64
+            })
+        }
+        ["mb_per_s", phase, file] => {
+            // The file's bytes over the phase's time: what a program that
+            // reads the file in that phase reports as its throughput.
+            let f = spec
+                .files
+                .iter()
+                .find(|f| f.name == *file)
+                .ok_or_else(|| format!("no file {file:?} in the spec, in {what:?}"))?;
+            let s = measure(r, spec, &format!("phase_s:{phase}"))?;
+            Ok(f.size as f64 / 1e6 / s)
+        }
         ["kv", what, phase] => {
             // memtier's figures, averaged over the tasks (the seed's
             // "Index(average)" over its instances).
@@ -250,25 +287,33 @@ pub fn measure(r: &RunResult, what: &str) -> Result<f64, String> {
             Ok(if total == 0 { 0.0 } else { hit as f64 / total as f64 })
         }
         _ => Err(format!(
-            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, hist_share_le:SITE:N or hist_share_ge:SITE:N"
+            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, spawn_max_s:TASK, spawn_mean_s:TASK, mb_per_s:PHASE:FILE, hist_share_le:SITE:N or hist_share_ge:SITE:N"
         )),
     }
 }
 
 /// Runs one variant's spec with the feature at `value`.
-fn run_side(dir: &Path, spec: &str, feature: &str, value: bool) -> Result<RunResult, String> {
+fn run_side(
+    dir: &Path,
+    spec: &str,
+    feature: &str,
+    value: bool,
+) -> Result<(Spec, RunResult), String> {
     let path = dir.join(spec);
     let set = format!("features.{feature}={value}");
     let s = mmsim_spec::load(&path, &[set]).map_err(|e| e.to_string())?;
-    mmsim_sim::run(&s, RunOptions::default()).map_err(|e| format!("{}: {e}", path.display()))
+    let r = mmsim_sim::run(&s, RunOptions::default())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((s, r))
 }
 
 fn evaluate(e: &Effect, sim: Pair) -> EffectResult {
     let r = sim.ratio();
-    let direction_matches = if e.direction == "lower" {
-        r < 1.0 - NO_CHANGE
-    } else {
-        r > 1.0 + NO_CHANGE
+    let direction_matches = match e.direction.as_str() {
+        "lower" => r < 1.0 - NO_CHANGE,
+        "higher" => r > 1.0 + NO_CHANGE,
+        // "none": the seed saw no significant change.
+        _ => (r - 1.0).abs() <= SAME_WITHIN,
     };
     let (rs, rm) = (e.seed.ratio(), sim.ratio());
     let within_band = rm.is_finite() && rm > 0.0 && rm >= rs / e.band && rm <= rs * e.band;
@@ -285,8 +330,8 @@ fn evaluate(e: &Effect, sim: Pair) -> EffectResult {
     }
 }
 
-/// Every run of an experiment, keyed by (variant, patched).
-type Runs = BTreeMap<(String, bool), RunResult>;
+/// Every run of an experiment and its spec, keyed by (variant, patched).
+type Runs = BTreeMap<(String, bool), (Spec, RunResult)>;
 
 /// Runs every side of one experiment (with a progress bar) and returns its
 /// effects and the runs.
@@ -311,7 +356,10 @@ fn run_experiment(
     }
     let mut effects = Vec::new();
     for eff in &e.effects {
-        let get = |patched: bool| measure(&runs[&(eff.variant.clone(), patched)], &eff.measure);
+        let get = |patched: bool| {
+            let (s, r) = &runs[&(eff.variant.clone(), patched)];
+            measure(r, s, &eff.measure)
+        };
         let sim = Pair {
             baseline: get(false)?,
             patched: get(true)?,
@@ -320,7 +368,10 @@ fn run_experiment(
     }
     let mut extras = Vec::new();
     for x in &e.extras {
-        let get = |patched: bool| measure(&runs[&(x.variant.clone(), patched)], &x.measure);
+        let get = |patched: bool| {
+            let (s, r) = &runs[&(x.variant.clone(), patched)];
+            measure(r, s, &x.measure)
+        };
         extras.push(ExtraResult {
             metric: x.metric.clone(),
             sim: Pair {
@@ -501,7 +552,7 @@ pub fn reproduce_cmd(
         let mut blocks = Vec::new();
         for t in &e.tables {
             for patched in [false, true] {
-                if let Some(r) = runs.get(&(t.variant.clone(), patched)) {
+                if let Some((_, r)) = runs.get(&(t.variant.clone(), patched)) {
                     let label = format!("{}, {}", t.variant, side(patched));
                     let table = render_table(&t.site, &label, r);
                     text += "\n";
@@ -510,7 +561,7 @@ pub fn reproduce_cmd(
                 }
             }
         }
-        for ((variant, patched), r) in &runs {
+        for ((variant, patched), (_, r)) in &runs {
             let p = crate::profile_text(r);
             if !p.is_empty() {
                 blocks.push((format!("profile: {variant}, {}", side(*patched)), p));

@@ -300,6 +300,7 @@ impl Child<'_> {
                     offset,
                     length,
                     window,
+                    work,
                 } => {
                     let end = offset + length;
                     let mut next = *offset;
@@ -318,6 +319,7 @@ impl Child<'_> {
                             let (c, bad) = touch(&mut r, p, false);
                             self.checked += c;
                             self.violations += bad;
+                            spin(*work);
                         }
                         unmap_region(r);
                         next += n;
@@ -721,6 +723,18 @@ impl Child<'_> {
                 kv: self.open_kv.take(),
             });
         }
+    }
+}
+
+/// Burns `ns` of CPU time (a stream's per-page work, e.g. hashing): spins
+/// on the monotonic clock.
+fn spin(ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    while (t0.elapsed().as_nanos() as u64) < ns {
+        std::hint::spin_loop();
     }
 }
 

@@ -111,6 +111,8 @@ impl KvRun {
 /// it, and where the next window starts.
 struct StreamRun {
     inode: u32,
+    /// User CPU time per page read (the hashing).
+    work: u64,
     next: u64,
     end: u64,
     window: u64,
@@ -663,12 +665,14 @@ impl<'s> Scheduler<'s> {
                 offset,
                 length,
                 window,
+                work,
             } => {
                 t.stream = Some(StreamRun {
                     inode: *file as u32,
                     next: *offset,
                     end: offset + length,
                     window: *window,
+                    work: *work,
                     vma: None,
                     pos: 0,
                     pages: 0,
@@ -854,6 +858,7 @@ impl<'s> Scheduler<'s> {
                 return Ok(Some(SliceEnd::Sleep(until)));
             }
             sr.pos += 1;
+            k.charge_user(sr.work);
             if let Some(end) = self.after_access(i, k, &mut slice_end) {
                 self.tasks[i].stream = Some(sr);
                 return Ok(Some(end));

@@ -340,7 +340,39 @@ steps = [
             k = pages * 4
         );
         let r = run_checked(&spec);
-        assert_eq!(phase_vm(&r, 0, "read", "pgpgin"), pages as i64 * 4, "{pages}");
+        assert_eq!(
+            phase_vm(&r, 0, "read", "pgpgin"),
+            pages as i64 * 4,
+            "{pages}"
+        );
         assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 1, "{pages}");
     }
+}
+
+/// A stream's `work` is user CPU time per page, on top of the reads: the
+/// phase lasts at least pages × work, and the reads still overlap it
+/// (readahead keeps the disk ahead of the hash), so it lasts less than
+/// the sum of the hash and every read done one after another.
+#[test]
+fn stream_work_is_cpu_time_per_page() {
+    let run = |work: &str| {
+        run_checked(&disk(
+            "max",
+            &format!(
+                r#"
+  {{ op = "phase", name = "hash" }},
+  {{ op = "stream", file = "f", window = "4M", work = "{work}" }},
+"#
+            ),
+        ))
+    };
+    let phase_s = |r: &mmsim_sim::output::RunResult| {
+        let p = &r.tasks[0].phases[0];
+        (p.end_ns - p.start_ns) as f64 / 1e9
+    };
+    let idle = phase_s(&run("0us"));
+    let busy = phase_s(&run("100us"));
+    let hash = PAGES as f64 * 100e-6;
+    assert!(busy >= hash, "{busy} < {hash}");
+    assert!(busy < hash + idle, "{busy} >= {hash} + {idle}: no overlap");
 }

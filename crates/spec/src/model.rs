@@ -331,6 +331,8 @@ pub enum Op {
         offset: u64,
         length: u64,
         window: u64,
+        /// User CPU time spent on each page after reading it (hashing), ns.
+        work: u64,
     },
 }
 

@@ -1010,7 +1010,10 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
         "read" | "write" => (&["op", "file", "offset", "length", "chunk"], &["file"]),
         "fsync" => (&["op", "file"], &["file"]),
         "drop_caches" => (&["op"], &[]),
-        "stream" => (&["op", "file", "offset", "length", "window"], &["file"]),
+        "stream" => (
+            &["op", "file", "offset", "length", "window", "work"],
+            &["file"],
+        ),
         "kvstore" => (
             &[
                 "op",
@@ -1195,11 +1198,16 @@ fn build_step(
             else {
                 unreachable!("build_file_io builds FileIo")
             };
+            let work = match f.get("work") {
+                None => 0,
+                Some(w) => duration(rep, w, &f.path("work"))?,
+            };
             Op::Stream {
                 file,
                 offset,
                 length,
                 window: chunk,
+                work,
             }
         }
         "madvise" => {

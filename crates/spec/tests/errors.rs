@@ -3069,7 +3069,7 @@ fn stream_parses_with_a_default_window() {
         r#"{TMPFS}[task.main]
 steps = [
   {{ op = "stream", file = "data" }},
-  {{ op = "stream", file = "data", offset = "4M", window = "2M" }},
+  {{ op = "stream", file = "data", offset = "4M", window = "2M", work = "4us" }},
 ]
 "#
     ))
@@ -3080,7 +3080,8 @@ steps = [
             file: 0,
             offset: 0,
             length: 4096,
-            window: 8192
+            window: 8192,
+            work: 0,
         }
     );
     assert_eq!(
@@ -3089,9 +3090,19 @@ steps = [
             file: 0,
             offset: 1024,
             length: 3072,
-            window: 512
+            window: 512,
+            work: 4000,
         }
     );
+    let e = rejected(&format!(
+        r#"{TMPFS}[task.main]
+steps = [
+  {{ op = "stream", file = "data", work = "fast" }},
+]
+"#
+    ));
+    assert!(e.to_string().contains("work"), "{e}");
+    assert!(e.to_string().contains("fast"), "{e}");
 }
 
 #[test]
