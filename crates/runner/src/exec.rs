@@ -459,6 +459,7 @@ impl Child<'_> {
                 Op::Spawn { steps } => self.fork(steps, s.line, true)?,
                 Op::Wait => self.wait_all()?,
                 Op::Sleep { ns } => std::thread::sleep(std::time::Duration::from_nanos(*ns)),
+                Op::Compute { ns } => spin(*ns),
                 Op::Phase { name } => {
                     self.close_phase();
                     self.open = Some((name.clone(), self.now(), procfs::vmstat()));

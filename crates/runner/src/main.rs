@@ -55,6 +55,10 @@ fn main() -> ExitCode {
         eprintln!("mmsim-runner: {path}: the real kernel's mechanisms are fixed; run it with every feature at its 6.1 value");
         return ExitCode::from(2);
     }
+    if !spec.machine.hw_pte_young {
+        eprintln!("mmsim-runner: {path}: machine.hw_pte_young = false: the guest's x86 MMU sets accessed bits in hardware; the spec runs in the simulator only");
+        return ExitCode::from(2);
+    }
     match run(&spec) {
         Ok(result) => {
             let doc = serde_json::to_string_pretty(&result).expect("serialises") + "\n";

@@ -48,6 +48,9 @@ pub struct Integrity {
 
 pub struct Kernel {
     pub features: Features,
+    /// `arch_has_hw_pte_young`: the MMU sets accessed bits (spec
+    /// `machine.hw_pte_young`).
+    pub hw_pte_young: bool,
     pub sysctl: Sysctl,
     pub sysfs: Sysfs,
     pub folios: FolioTable,
@@ -195,6 +198,7 @@ impl Kernel {
         let nmemcg = memcgs.len();
         let mut k = Kernel {
             features: spec.features,
+            hw_pte_young: spec.machine.hw_pte_young,
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32),

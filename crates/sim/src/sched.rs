@@ -37,6 +37,8 @@ pub struct TaskRun<'s> {
     kv: Option<KvRun>,
     stream: Option<StreamRun>,
     file_io: Option<FileIoRun>,
+    /// CPU time left of a `compute` step.
+    compute_left: u64,
     /// The client statistics of the task's finished kvstore steps.
     pub kv_stats: Option<KvResult>,
     /// Each region's key-value server data, kept between kvstore steps.
@@ -221,6 +223,7 @@ impl<'s> Scheduler<'s> {
                     touch: None,
                     kv: None,
                     stream: None,
+                    compute_left: 0,
                     file_io: None,
                     kv_stats: None,
                     kv_dbs: HashMap::new(),
@@ -498,6 +501,9 @@ impl<'s> Scheduler<'s> {
         if self.tasks[i].file_io.is_some() {
             return self.run_file_io(i, k, slice_end);
         }
+        if self.tasks[i].compute_left > 0 {
+            return Ok(self.run_compute(i, k, slice_end));
+        }
         let t = &mut self.tasks[i];
         let Some(frame) = t.frames.last_mut() else {
             if t.live_children > 0 {
@@ -574,6 +580,7 @@ impl<'s> Scheduler<'s> {
                 });
             }
             Op::Sleep { ns } => return Ok(Some(SliceEnd::Sleep(k.now().saturating_add(*ns)))),
+            Op::Compute { ns } => t.compute_left = *ns,
             Op::Phase { name } => {
                 if self.check {
                     crate::check::check_all(k)?;
@@ -774,6 +781,15 @@ impl<'s> Scheduler<'s> {
 
     /// Back in user space after an access: settle memory.high debt, let a
     /// woken kswapd in, end the slice when it is used up.
+    /// A `compute` step's CPU time, up to the end of the slice.
+    fn run_compute(&mut self, i: usize, k: &mut Kernel, slice_end: u64) -> Option<SliceEnd> {
+        let t = &mut self.tasks[i];
+        let run = t.compute_left.min(slice_end.saturating_sub(k.now()));
+        k.charge_user(run);
+        t.compute_left -= run;
+        (t.compute_left > 0).then_some(SliceEnd::Preempted)
+    }
+
     fn after_access(&mut self, i: usize, k: &mut Kernel, slice_end: &mut u64) -> Option<SliceEnd> {
         let ktask = self.tasks[i].ktask;
         let debt = std::mem::take(&mut k.tasks[ktask].nr_pages_over_high);
@@ -1015,6 +1031,7 @@ impl<'s> Scheduler<'s> {
             touch: None,
             kv: None,
             stream: None,
+            compute_left: 0,
             file_io: None,
             kv_stats: None,
             kv_dbs: if spawn {

@@ -34,6 +34,11 @@ pub struct Machine {
     pub cpus: u32,
     /// Behaviour preset; only "6.1" exists.
     pub kernel: String,
+    /// The MMU sets a PTE's accessed bit itself (`arch_has_hw_pte_young`,
+    /// x86 and arm64 with FEAT_HAFDBS). Without it (32-bit ARM, seed 002's
+    /// test machine), an access through an old PTE traps and the fault
+    /// handler makes the PTE young.
+    pub hw_pte_young: bool,
 }
 
 /// The seed mechanisms (DESIGN.md "Features"), resolved against the preset.
@@ -269,6 +274,10 @@ pub enum Op {
     },
     Touch(Touch),
     Sleep {
+        ns: u64,
+    },
+    /// User CPU time without memory accesses (a compiler's work).
+    Compute {
         ns: u64,
     },
     Phase {

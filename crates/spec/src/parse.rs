@@ -12,7 +12,7 @@ use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
 use std::collections::HashMap;
 
-pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream";
+pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, compute, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -520,7 +520,7 @@ fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Vec<(String, f64)>, Spe
 
 fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, SpecError> {
     let m = Fields::of(rep, "machine".into(), node, "a table [machine]")?;
-    m.only(&["memory", "cpus", "kernel"], "[machine]")?;
+    m.only(&["memory", "cpus", "kernel", "hw_pte_young"], "[machine]")?;
     let mem = m.require(
         "memory",
         "a size such as \"512M\" (what the machine has, a whole number of 4 KiB pages, at least 64M)",
@@ -558,10 +558,15 @@ fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, SpecError> {
             }
         },
     };
+    let hw_pte_young = match m.get("hw_pte_young") {
+        None => true,
+        Some(b) => boolean(rep, b, "machine.hw_pte_young")?,
+    };
     Ok(Machine {
         memory,
         cpus,
         kernel,
+        hw_pte_young,
     })
 }
 
@@ -997,7 +1002,7 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
             ],
             &["region"],
         ),
-        "sleep" => (&["op", "duration"], &["duration"]),
+        "sleep" | "compute" => (&["op", "duration"], &["duration"]),
         "phase" => (&["op", "name"], &["name"]),
         "repeat" => (&["op", "times", "steps"], &["steps"]),
         "fork" | "spawn" => (&["op", "steps"], &["steps"]),
@@ -1042,7 +1047,7 @@ fn field_words(op: &str, field: &str) -> &'static str {
         ("mmap", "size") => SIZE_WORDS,
         (_, "region") => "a string: the name of a region mapped by an earlier mmap step",
         ("touch", "order") => "a string: one of seq, rev, shuffle, uniform, zipf",
-        ("sleep", "duration") => "a duration such as \"250ms\"",
+        ("sleep" | "compute", "duration") => "a duration such as \"250ms\"",
         ("phase", "name") => "a string: a phase name of letters, digits, '_' or '-'",
         ("repeat" | "fork" | "spawn", "steps") => "an array of step tables",
         ("madvise", "advice") => ADVICE_WORDS,
@@ -1169,6 +1174,9 @@ fn build_step(
         },
         "touch" => Op::Touch(build_touch(rep, &f)?),
         "sleep" => Op::Sleep {
+            ns: duration(rep, req("duration"), &f.path("duration"))?,
+        },
+        "compute" => Op::Compute {
             ns: duration(rep, req("duration"), &f.path("duration"))?,
         },
         "phase" => Op::Phase {
@@ -1991,7 +1999,7 @@ impl RegionCheck<'_> {
                         self.body(&body, steps, regions)?;
                     }
                 }
-                Op::Sleep { .. } | Op::Phase { .. } | Op::Wait => {}
+                Op::Sleep { .. } | Op::Compute { .. } | Op::Phase { .. } | Op::Wait => {}
                 Op::KvStore(kv) => self.kvstore(&key, kv, regions)?,
                 Op::FileIo { .. } | Op::Fsync { .. } | Op::DropCaches | Op::Stream { .. } => {}
             }

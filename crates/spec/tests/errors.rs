@@ -169,6 +169,35 @@ cpus = 0
 }
 
 #[test]
+fn hw_pte_young_is_a_boolean() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+hw_pte_young = "no"
+"#,
+    ));
+    check(&e, 3, "machine.hw_pte_young", &["\"no\"", "boolean"]);
+    let s = parse(&with_task(
+        "[machine]\nmemory = \"512M\"\nhw_pte_young = false\n",
+    ))
+    .unwrap();
+    assert!(!s.machine.hw_pte_young);
+    let s = parse(&with_task("[machine]\nmemory = \"512M\"\n")).unwrap();
+    assert!(s.machine.hw_pte_young);
+}
+
+#[test]
+fn compute_takes_a_duration() {
+    let s = parse(
+        "[machine]\nmemory = \"512M\"\n[task.t]\nsteps = [{ op = \"compute\", duration = \"200ms\" }]\n",
+    )
+    .unwrap();
+    assert_eq!(s.tasks[0].steps[0].op, Op::Compute { ns: 200_000_000 });
+    let e = rejected("[machine]\nmemory = \"512M\"\n[task.t]\nsteps = [{ op = \"compute\" }]\n");
+    check(&e, 4, "task.t.steps[0].duration", &["duration"]);
+}
+
+#[test]
 fn unknown_feature() {
     let e = rejected(&with_task(
         r#"[machine]

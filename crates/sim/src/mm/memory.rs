@@ -42,14 +42,18 @@ type Fault = Result<(), FaultError>;
 impl Kernel {
     /// A user access to page `idx` of `vma`: the MMU's view first (young
     /// and dirty bits set in hardware), a fault when the PTE does not
-    /// allow the access. Every read checks the page's content token; a
+    /// allow the access — or, on an MMU without hardware accessed bits,
+    /// when the PTE is old. Every read checks the page's content token; a
     /// write stores the next one (a plain store, as the native runner
     /// makes it: one write access).
     #[inline]
     pub fn user_access(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), SimError> {
         loop {
             let pte = self.vmas[vma as usize].ptes[idx];
-            if pte_present(pte) && (!write || pte & PTE_WRITE != 0) {
+            if pte_present(pte)
+                && (!write || pte & PTE_WRITE != 0)
+                && (pte & PTE_YOUNG != 0 || self.hw_pte_young)
+            {
                 self.access_present(vma, idx, pte, write);
                 return Ok(());
             }
@@ -157,6 +161,15 @@ impl Kernel {
             return Err(FaultError::Oom);
         }
         let pte = self.vmas[vma as usize].ptes[idx];
+        if pte_present(pte) && (!write || pte & PTE_WRITE != 0) {
+            // An MMU without hardware accessed bits trapped on an old PTE:
+            // handle_pte_fault's tail makes it young
+            // (ptep_set_access_flags) and the access runs again.
+            debug_assert!(!self.hw_pte_young && pte & PTE_YOUNG == 0);
+            self.charge_cost(Fn::HandleMmFault, cost::PTE_NS);
+            self.vmas[vma as usize].ptes[idx] = pte | PTE_YOUNG;
+            return Ok(());
+        }
         let inode = self.vmas[vma as usize].inode;
         if inode != NIL && self.inodes[inode as usize].is_shmem() {
             debug_assert!(pte_none(pte), "shmem PTEs are writable");
