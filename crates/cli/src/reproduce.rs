@@ -629,7 +629,7 @@ pub struct ReportPart {
 /// (clipped at 1/16 and 16).
 pub fn svg_plot(r: &ExperimentResult) -> String {
     let n = r.effects.len().max(1);
-    let (w, h, mid) = (120 * n + 80, 360, 180.0);
+    let (w, h, mid) = (120 * n + 80, 390, 180.0);
     let scale = 30.0; // pixels per doubling
     let y = |ratio: f64| {
         let l = if ratio.is_finite() && ratio > 0.0 {
@@ -685,14 +685,47 @@ pub fn svg_plot(r: &ExperimentResult) -> String {
         } else {
             "magnitude missed"
         };
+        // The metric over up to three lines: effects of one experiment
+        // often share their first words.
+        for (l, line) in wrap(&e.metric, 19, 3).iter().enumerate() {
+            s += &format!(
+                "<text x=\"{x0}\" y=\"{}\">{}</text>\n",
+                mid + 138.0 + 13.0 * l as f64,
+                esc(line)
+            );
+        }
         s += &format!(
-            "<text x=\"{x0}\" y=\"{}\">{}</text><text x=\"{x0}\" y=\"{}\" fill=\"#666\">{mark}</text>\n",
-            mid + 138.0,
-            esc(&shorten(&e.metric, 19)),
-            mid + 153.0
+            "<text x=\"{x0}\" y=\"{}\" fill=\"#666\">{mark}</text>\n",
+            mid + 183.0
         );
     }
     s + "</svg>\n"
+}
+
+/// Words of `s` in at most `lines` lines of at most `n` characters, the
+/// last one shortened if they do not fit.
+fn wrap(s: &str, n: usize, lines: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut words = s.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        if !cur.is_empty() && cur.chars().count() + 1 + w.chars().count() > n {
+            if out.len() + 1 == lines {
+                let rest: Vec<&str> = std::iter::once(w).chain(words).collect();
+                cur = shorten(&format!("{cur} {}", rest.join(" ")), n);
+                break;
+            }
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur += w;
+    }
+    if !cur.is_empty() {
+        out.push(shorten(&cur, n));
+    }
+    out
 }
 
 fn shorten(s: &str, n: usize) -> String {
@@ -844,4 +877,26 @@ fn write_report(out: &Path, parts: &[ReportPart], scale: &str) -> std::io::Resul
         &out.join("index.html"),
         report_html(parts, scale).as_bytes(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn wrap_breaks_at_words_and_shortens_the_last_line() {
+        assert_eq!(
+            wrap("hash throughput (MB/s)", 19, 3),
+            ["hash throughput", "(MB/s)"]
+        );
+        assert_eq!(
+            wrap("python -c 'import pydoc': max launch time (s)", 19, 3),
+            ["python -c 'import", "pydoc': max launch", "time (s)"]
+        );
+        assert_eq!(
+            wrap("a bb ccc dddd eeeee ffffff ggggggg hhhhhhhh", 8, 2),
+            ["a bb ccc", "dddd ee…"]
+        );
+        assert_eq!(wrap("", 8, 2), Vec::<String>::new());
+    }
 }
