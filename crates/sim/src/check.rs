@@ -88,17 +88,44 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
 fn check_frames(k: &Kernel) -> Result<(), SimError> {
     let n = k.folios.len();
     let mut seen = vec![0u8; n];
-    for z in &k.zones {
+    for (zi, z) in k.zones.iter().enumerate() {
         let mut count = 0;
-        let mut p = zone_free_head(k, z);
-        while p != NIL {
-            let f = k.folios.get(p);
-            if !f.test(PG_BUDDY) || f.refcount != 0 {
-                return fail(format!("free frame {p} is not a clean buddy page"));
+        for (head, order) in k.free_blocks(zi) {
+            let n = 1u32 << order;
+            if head % n != 0 || head < z.start || head + n > z.end {
+                return fail(format!(
+                    "free block {head} of order {order} misaligned or outside zone {}",
+                    z.name()
+                ));
             }
-            seen[p as usize] += 1;
-            count += 1;
-            p = f.next;
+            for p in head..head + n {
+                let f = k.folios.get(p);
+                let tail = p != head;
+                if !f.test(PG_BUDDY) || f.refcount != 0 || f.test(PG_TAIL) != tail {
+                    return fail(format!(
+                        "frame {p} of free block {head} (order {order}) is not a clean buddy page: {f:?}"
+                    ));
+                }
+                if !tail && f.order as usize != order {
+                    return fail(format!(
+                        "free block {head} on list {order} has order {}",
+                        f.order
+                    ));
+                }
+                seen[p as usize] += 1;
+            }
+            // A block whose buddy is free at the same order should have
+            // merged.
+            let buddy = head ^ n;
+            if order < crate::mm::page_alloc::MAX_ORDER - 1 && buddy >= z.start && buddy < z.end {
+                let b = k.folios.get(buddy);
+                if b.test(PG_BUDDY) && !b.test(PG_TAIL) && b.order as usize == order {
+                    return fail(format!(
+                        "free buddies {head} and {buddy} of order {order} did not merge"
+                    ));
+                }
+            }
+            count += n as u64;
         }
         if count != z.nr_free {
             return fail(format!(
@@ -229,28 +256,6 @@ fn check_pgtables(k: &Kernel) -> Result<(), SimError> {
         ));
     }
     Ok(())
-}
-
-fn zone_free_head(k: &Kernel, z: &crate::mm::page_alloc::Zone) -> Pfn {
-    // The head is private to page_alloc; find it as the one free frame of
-    // the zone no other free frame points to.
-    let mut pointed = vec![false; (z.end - z.start) as usize];
-    let mut any = NIL;
-    for p in z.start..z.end {
-        let f = k.folios.get(p);
-        if f.test(PG_BUDDY) {
-            any = p;
-            if f.next != NIL {
-                pointed[(f.next - z.start) as usize] = true;
-            }
-        }
-    }
-    if any == NIL {
-        return NIL;
-    }
-    (z.start..z.end)
-        .find(|&p| k.folios.get(p).test(PG_BUDDY) && !pointed[(p - z.start) as usize])
-        .unwrap_or(NIL)
 }
 
 /// Mapcounts equal the PTEs that map each folio; refcounts equal the

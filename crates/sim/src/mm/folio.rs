@@ -46,6 +46,10 @@ pub const PG_PAGECACHE: u32 = 1 << 26;
 /// A regular file's page-cache folio charged to its memcg (`memcg_data`;
 /// anon and shmem folios are known charged by their swap-backed state).
 pub const PG_CHARGED: u32 = 1 << 27;
+/// A frame after the first of a large folio or of a free buddy block
+/// (PageTail). An allocated tail's `next` is its head (the kernel's
+/// `compound_head`); its `mapcount` counts the PTEs mapping that page.
+pub const PG_TAIL: u32 = 1 << 28;
 
 /// LRU list numbers as `enum lru_list` orders them.
 pub const LRU_INACTIVE_ANON: u8 = 0;
@@ -141,7 +145,15 @@ pub struct FolioTable {
 impl FolioTable {
     pub fn new(frames: u32) -> Self {
         FolioTable {
-            f: vec![Folio::FREE; frames as usize],
+            // Not yet a free block's head: boot frees every frame into
+            // the buddy lists, which merge them.
+            f: vec![
+                Folio {
+                    flags: PG_BUDDY | PG_TAIL,
+                    ..Folio::FREE
+                };
+                frames as usize
+            ],
             version: vec![0; frames as usize],
         }
     }
