@@ -226,6 +226,27 @@ pub struct Disk {
     pub size: u64,
     /// /sys/block/DEV/queue/read_ahead_kb: the files' readahead window.
     pub read_ahead_kb: u64,
+    /// The file system the files live on.
+    pub fs: Fs,
+}
+
+/// A disk's file system: what decides whether its page cache holds large
+/// folios in 6.1 (`mapping_large_folio_support`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fs {
+    /// ext2 (the default; ext2 and ext4 have no large folios in 6.1).
+    Ext2,
+    /// XFS: readahead allocates large folios (`page_cache_ra_order`).
+    Xfs,
+}
+
+impl Fs {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fs::Ext2 => "ext2",
+            Fs::Xfs => "xfs",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1713,7 +1713,10 @@ fn build_disks(rep: &Reporter, node: &Node) -> Result<Vec<Disk>, SpecError> {
             item,
             "a table such as { name = \"data\", device = \"virtio\", size = \"1G\" }",
         )?;
-        d.only(&["name", "device", "size", "read_ahead_kb"], "[[disk]]")?;
+        d.only(
+            &["name", "device", "size", "read_ahead_kb", "fs"],
+            "[[disk]]",
+        )?;
         let n = d.require("name", NAME_WORDS)?;
         let name = string(rep, n, &d.path("name"), NAME_WORDS)?;
         if !valid_name(name) {
@@ -1767,11 +1770,27 @@ fn build_disks(rep: &Reporter, node: &Node) -> Result<Vec<Disk>, SpecError> {
                 format!("found {read_ahead_kb}, expected a multiple of 4 (whole pages)"),
             ));
         }
+        let fs_words = "a string: ext2 or xfs";
+        let fs = match d.get("fs") {
+            None => Fs::Ext2,
+            Some(v) => match string(rep, v, &d.path("fs"), fs_words)? {
+                "ext2" => Fs::Ext2,
+                "xfs" => Fs::Xfs,
+                other => {
+                    return Err(rep.at(
+                        v.at,
+                        d.path("fs"),
+                        format!("found \"{other}\", expected {fs_words}"),
+                    ))
+                }
+            },
+        };
         disks.push(Disk {
             name: name.to_string(),
             kind,
             size,
             read_ahead_kb,
+            fs,
         });
     }
     Ok(disks)

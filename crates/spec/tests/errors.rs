@@ -1028,6 +1028,12 @@ fn disk_errors() {
             &["found 6", "multiple of 4"],
         ),
         (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"1G\"\nfs = \"btrfs\"\n",
+            7,
+            "disk[0].fs",
+            &["\"btrfs\"", "ext2 or xfs"],
+        ),
+        (
             "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"1G\"\nqueue = 4\n",
             7,
             "disk[0].queue",
