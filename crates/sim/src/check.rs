@@ -39,11 +39,12 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
             pending_reads.entry(pfn).or_default()
         } += 1;
     }
-    let (mut wb, mut locked) = (0, 0);
+    let (mut wb, mut wb_pages, mut locked) = (0, 0, 0);
     for (p, f) in k.folios.f.iter().enumerate() {
         let p = p as Pfn;
         if f.test(PG_WRITEBACK) {
             wb += 1;
+            wb_pages += f.nr_pages() as i64;
             let file = f.test(PG_PAGECACHE) && !f.test(PG_SWAPBACKED);
             if !(f.test(PG_SWAPCACHE) || file) || pending_writes.get(&p) != Some(&1) {
                 return fail(format!(
@@ -66,7 +67,7 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
             }
         }
     }
-    if wb != pending_writes.len() || k.vm.get(Vm::NrWriteback) != wb as i64 {
+    if wb != pending_writes.len() || k.vm.get(Vm::NrWriteback) != wb_pages {
         return fail(format!(
             "{wb} folios under writeback, {} pending writes, nr_writeback {}",
             pending_writes.len(),
@@ -199,6 +200,21 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
         if f.test(PG_KERNEL | PG_PGTABLE) {
             seen[p] += 1;
         }
+        if f.flags & (PG_TAIL | PG_BUDDY) == PG_TAIL {
+            // A large folio's tail: accounted with its head.
+            let h = k.folios.get(f.next);
+            let span = f.next as usize..f.next as usize + h.nr_pages() as usize;
+            if h.test(PG_TAIL | PG_BUDDY) || h.order == 0 || !span.contains(&p) {
+                return fail(format!(
+                    "tail frame {p} does not belong to its head {}: {h:?}",
+                    f.next
+                ));
+            }
+            if f.flags != PG_TAIL || f.refcount != 0 {
+                return fail(format!("tail frame {p} carries state of its own: {f:?}"));
+            }
+            seen[p] += 1;
+        }
         if seen[p] != 1 {
             return fail(format!("frame {p} is accounted {} times: {f:?}", seen[p]));
         }
@@ -280,7 +296,8 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
                     continue;
                 }
                 let p = pte_pfn(pte);
-                let f = k.folios.get(p);
+                let head = k.folios.head_of(p);
+                let f = k.folios.get(head);
                 let index = v.pgoff + idx as u64;
                 if private && pte_present(pte) && f.test(PG_ANON) {
                     // A private file mapping's copy.
@@ -298,8 +315,8 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
                 if !pte_present(pte)
                     || !f.test(PG_PAGECACHE)
                     || f.mapping != v.inode
-                    || f.index as u64 != index
-                    || k.filemap_folio_at(v.inode, index) != Some(p)
+                    || f.index as u64 + (p - head) as u64 != index
+                    || k.filemap_folio_at(v.inode, index) != Some(head)
                     || (private && pte & PTE_WRITE != 0)
                 {
                     return fail(format!(
@@ -340,18 +357,31 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
     }
     let mut anon_mapped = 0;
     for (p, f) in k.folios.f.iter().enumerate() {
-        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL | PG_PGTABLE) {
+        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL | PG_PGTABLE | PG_TAIL) {
             continue;
         }
-        if f.mapcount != maps[p] {
+        let nr = f.nr_pages();
+        let mut total = 0;
+        for (i, &m) in maps[p..p + nr as usize].iter().enumerate() {
+            let c = k.folios.page_mapcount((p + i) as Pfn);
+            if c != m {
+                return fail(format!(
+                    "frame {} (folio {p}) mapcount {c} but {m} PTEs map it",
+                    p + i
+                ));
+            }
+            total += c;
+        }
+        if f.mapcount != total {
             return fail(format!(
-                "frame {p} mapcount {} but {} PTEs map it",
-                f.mapcount, maps[p]
+                "folio {p} mapcount {} but its pages are mapped {total} times",
+                f.mapcount
             ));
         }
+        // The page cache holds a reference per page.
         let expected = f.mapcount
             + f.test(PG_SWAPCACHE) as u32
-            + f.test(PG_PAGECACHE) as u32
+            + f.test(PG_PAGECACHE) as u32 * nr
             + f.test(PG_LRU_BATCH) as u32;
         if f.refcount != expected {
             return fail(format!(
@@ -507,19 +537,21 @@ fn check_file_cache(k: &Kernel) -> Result<(), SimError> {
             }
             let p = (slot >> 2) as Pfn;
             let f = k.folios.get(p);
+            let span = f.index as usize..f.index as usize + f.nr_pages() as usize;
             if !f.test(PG_PAGECACHE)
-                || f.test(PG_SWAPBACKED | PG_ANON)
+                || f.test(PG_SWAPBACKED | PG_ANON | PG_TAIL)
                 || f.mapping as usize != ino
-                || f.index as usize != index
+                || !span.contains(&index)
             {
                 return fail(format!(
                     "inode {ino} page {index} holds frame {p} which does not point back: {f:?}"
                 ));
             }
+            let page = k.folios.folio_page(p, index as u64);
             if f.test(PG_DIRTY) {
                 nr_dirty += 1;
             } else if !f.test(PG_LOCKED | PG_WRITEBACK)
-                && k.folios.version[p as usize] != inode.disk_version[index]
+                && k.folios.version[page as usize] != inode.disk_version[index]
             {
                 return fail(format!(
                     "inode {ino} page {index} is clean but differs from the disk"
@@ -549,7 +581,7 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
     let mut charged = vec![0u64; k.memcgs.len()];
     let mut anon = vec![0i64; k.memcgs.len()];
     for f in &k.folios.f {
-        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL) {
+        if f.test(PG_BUDDY | PG_PCP | PG_KERNEL | PG_TAIL) {
             continue;
         }
         charged[f.memcg as usize] += f.nr_pages() as u64;

@@ -58,16 +58,20 @@ pub struct Histograms {
     pub swapin_nr_pages: Log2Hist,
     /// Each spawned program's run time, from its start to its exit.
     pub spawn_runtime_ns: Log2Hist,
+    /// The size in pages of each folio added to a regular file's page
+    /// cache (1 on ext2; XFS readahead's large folios).
+    pub pagecache_folio_pages: Log2Hist,
 }
 
 impl Histograms {
-    pub fn named(&self) -> [(&'static str, &Log2Hist); 5] {
+    pub fn named(&self) -> [(&'static str, &Log2Hist); 6] {
         [
             ("fault_latency_ns{kind=minor}", &self.fault_minor_ns),
             ("fault_latency_ns{kind=major}", &self.fault_major_ns),
             ("swapin_latency_ns", &self.swapin_ns),
             ("swapin_nr_pages", &self.swapin_nr_pages),
             ("spawn_runtime_ns", &self.spawn_runtime_ns),
+            ("pagecache_folio_pages", &self.pagecache_folio_pages),
         ]
     }
 }

@@ -254,6 +254,7 @@ impl Kernel {
                 bdev: crate::dev::blockdev::BlockDev::of_kind(d.kind, 0),
                 ra_pages: d.read_ahead_kb / 4,
                 next_block: 0,
+                large_folios: d.fs == mmsim_spec::Fs::Xfs,
             });
         }
         // The spec's files are inodes 0.. in their order.

@@ -86,6 +86,8 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     KswapdLowWmarkHitQuickly = "kswapd_low_wmark_hit_quickly",
     KswapdHighWmarkHitQuickly = "kswapd_high_wmark_hit_quickly",
     OomKill = "oom_kill",
+    ThpSplitPage = "thp_split_page",
+    ThpSplitPageFailed = "thp_split_page_failed",
     SwapRa = "swap_ra",
     SwapRaHit = "swap_ra_hit",
 });

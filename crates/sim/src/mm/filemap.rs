@@ -5,10 +5,13 @@
 //! (`write_cache_pages`, fsync and the flusher), `__remove_mapping` of
 //! clean file folios with a shadow entry, and drop_caches.
 //!
-//! Files on disks live on an ext2 file system: 4 KiB blocks, no large
-//! folios (ext2 and ext4 have no large folio support in 6.1), each file's
-//! blocks contiguous on its disk (a fresh file system written file by
-//! file). Simplification: the file system's metadata I/O (the indirect
+//! Files on disks live on an ext2 file system (4 KiB blocks, no large
+//! folios: ext2 and ext4 have no large folio support in 6.1) or on XFS,
+//! whose page cache readahead fills with large folios
+//! (`page_cache_ra_order`); each file's blocks contiguous on its disk (a
+//! fresh file system written file by file). Every slot of a large folio
+//! names the folio (the xarray's multi-index entry); the page at an index
+//! is `folio_page`. Simplification: the file system's metadata I/O (the indirect
 //! block read once per 1024 data blocks, inode and bitmap writes) is left
 //! out: it adds about 0.1% to pgpgin and nothing to the page cache's LRU.
 
@@ -53,6 +56,8 @@ pub struct Inode {
     pub block: u64,
     /// Dirty pages in the cache (regular files).
     pub nr_dirty: u64,
+    /// `mapping_large_folio_support`: an XFS file.
+    pub large_folios: bool,
 }
 
 impl Inode {
@@ -68,6 +73,8 @@ pub struct Disk {
     pub ra_pages: u64,
     /// Next free block for a new file.
     pub next_block: u64,
+    /// Its file system is XFS (large folios in the page cache).
+    pub large_folios: bool,
 }
 
 impl Kernel {
@@ -77,6 +84,7 @@ impl Kernel {
         let d = &mut self.disks[disk as usize];
         let block = d.next_block;
         d.next_block += pages;
+        let large_folios = d.large_folios;
         self.inodes.push(Inode {
             pages: vec![0; pages as usize],
             user_version: vec![0; pages as usize],
@@ -86,6 +94,7 @@ impl Kernel {
             disk_version: vec![0; pages as usize],
             block,
             nr_dirty: 0,
+            large_folios,
         });
         (self.inodes.len() - 1) as u32
     }
@@ -110,23 +119,63 @@ impl Kernel {
         for_write: bool,
     ) -> Option<Pfn> {
         let pfn = self.alloc_page(Gfp::HighUserMovable)?;
+        self.filemap_add_folio(pfn, inode, index, memcg, for_write)
+    }
+
+    /// `filemap_alloc_folio` of `order` and `filemap_add_folio` at
+    /// `index` (aligned to the order; the caller knows no page of the
+    /// range is cached). None if the block or the charge is not there.
+    pub fn filemap_add_new_folio_order(
+        &mut self,
+        inode: u32,
+        index: u64,
+        order: usize,
+        memcg: u16,
+    ) -> Option<Pfn> {
+        if order == 0 {
+            return self.filemap_add_new_folio(inode, index, memcg, false);
+        }
+        debug_assert_eq!(index % (1 << order), 0);
+        let pfn = self.alloc_large_folio(order)?;
+        self.filemap_add_folio(pfn, inode, index, memcg, false)
+    }
+
+    /// `filemap_add_folio` of a new folio: charged, locked, in every slot
+    /// of its range; a shadow in the range is a refault (unless the page
+    /// is being written: `__GFP_WRITE`); then onto the LRU.
+    fn filemap_add_folio(
+        &mut self,
+        pfn: Pfn,
+        inode: u32,
+        index: u64,
+        memcg: u16,
+        for_write: bool,
+    ) -> Option<Pfn> {
+        let nr = self.folios.get(pfn).nr_pages() as u64;
         self.folios.get_mut(pfn).memcg = memcg;
-        if self.try_charge(memcg, 1) != super::memcontrol::Charge::Ok {
-            self.free_page(pfn);
+        if self.try_charge(memcg, nr) != super::memcontrol::Charge::Ok {
+            self.free_folio_pages(pfn);
             return None;
         }
         self.charge_cost(Fn::AddToPageCache, cost::PAGE_CACHE_ADD_NS);
-        let slot = self.inodes[inode as usize].pages[index as usize];
+        let range = index as usize..(index + nr) as usize;
+        let shadow = self.inodes[inode as usize].pages[range.clone()]
+            .iter()
+            .copied()
+            .find(|s| s & 3 == SLOT_SHADOW);
         let f = self.folios.get_mut(pfn);
         f.set(PG_LOCKED | PG_PAGECACHE | PG_CHARGED);
-        f.refcount += 1;
+        f.refcount += nr as u32;
         f.mapping = inode;
         f.index = index as u32;
-        self.inodes[inode as usize].pages[index as usize] = (pfn as u64) << 2 | SLOT_FOLIO;
-        self.vm.add(Vm::NrFilePages, 1);
-        self.memcg_stat(memcg, Mc::File, 1);
-        if slot & 3 == SLOT_SHADOW && !for_write {
-            self.workingset_refault(pfn, slot >> 2);
+        for slot in &mut self.inodes[inode as usize].pages[range] {
+            *slot = (pfn as u64) << 2 | SLOT_FOLIO;
+        }
+        self.vm.add(Vm::NrFilePages, nr as i64);
+        self.memcg_stat(memcg, Mc::File, nr as i64);
+        self.hist.pagecache_folio_pages.record(nr);
+        if let Some(s) = shadow.filter(|_| !for_write) {
+            self.workingset_refault(pfn, s >> 2);
         }
         self.folio_add_lru(pfn);
         Some(pfn)
@@ -136,16 +185,19 @@ impl Kernel {
     /// `shadow` (0: none), the cache's reference goes.
     pub fn filemap_remove_folio(&mut self, pfn: Pfn, shadow: u64) {
         let f = self.folios.get_mut(pfn);
-        let (inode, index, memcg) = (f.mapping, f.index, f.memcg);
+        let (inode, index, memcg, nr) = (f.mapping, f.index as usize, f.memcg, f.nr_pages());
         f.clear(PG_PAGECACHE);
-        self.inodes[inode as usize].pages[index as usize] = if shadow != 0 {
+        let entry = if shadow != 0 {
             shadow << 2 | SLOT_SHADOW
         } else {
             0
         };
-        self.vm.add(Vm::NrFilePages, -1);
-        self.memcg_stat(memcg, Mc::File, -1);
-        self.folio_put(pfn);
+        for slot in &mut self.inodes[inode as usize].pages[index..index + nr as usize] {
+            *slot = entry;
+        }
+        self.vm.add(Vm::NrFilePages, -(nr as i64));
+        self.memcg_stat(memcg, Mc::File, -(nr as i64));
+        self.folio_put_refs(pfn, nr);
     }
 
     /// `__remove_mapping` for a clean, unmapped file folio reclaim holds
@@ -176,10 +228,11 @@ impl Kernel {
         if !f.test(PG_PAGECACHE) || f.test(PG_SWAPBACKED) {
             return;
         }
-        self.vm.inc(Vm::NrDirty);
-        self.vm.inc(Vm::NrDirtied);
-        self.memcg_stat(f.memcg, Mc::FileDirty, 1);
-        self.inodes[f.mapping as usize].nr_dirty += 1;
+        let nr = f.nr_pages() as i64;
+        self.vm.add(Vm::NrDirty, nr);
+        self.vm.add(Vm::NrDirtied, nr);
+        self.memcg_stat(f.memcg, Mc::FileDirty, nr);
+        self.inodes[f.mapping as usize].nr_dirty += nr as u64;
     }
 
     /// `folio_clear_dirty_for_io`: writeback takes the dirty bit, after
@@ -194,10 +247,10 @@ impl Kernel {
         }
         let f = self.folios.get_mut(pfn);
         f.clear(PG_DIRTY);
-        let (memcg, inode) = (f.memcg, f.mapping);
-        self.vm.add(Vm::NrDirty, -1);
-        self.memcg_stat(memcg, Mc::FileDirty, -1);
-        self.inodes[inode as usize].nr_dirty -= 1;
+        let (memcg, inode, nr) = (f.memcg, f.mapping, f.nr_pages() as i64);
+        self.vm.add(Vm::NrDirty, -nr);
+        self.memcg_stat(memcg, Mc::FileDirty, -nr);
+        self.inodes[inode as usize].nr_dirty -= nr as u64;
     }
 
     /// `write_cache_pages` over a file (ext2's `mpage_writepages`): every
@@ -216,13 +269,19 @@ impl Kernel {
                 continue;
             };
             let f = *self.folios.get(pfn);
-            if !f.test(PG_DIRTY) || f.test(PG_WRITEBACK) || f.test(PG_LOCKED) {
+            if f.index as u64 != index
+                || !f.test(PG_DIRTY)
+                || f.test(PG_WRITEBACK)
+                || f.test(PG_LOCKED)
+            {
                 continue;
             }
             self.charge_cost(Fn::Writeback, cost::PTE_NS);
             self.folio_clear_dirty_for_io(pfn);
-            self.inodes[inode as usize].disk_version[index as usize] =
-                self.folios.version[pfn as usize];
+            for i in 0..f.nr_pages() {
+                self.inodes[inode as usize].disk_version[index as usize + i as usize] =
+                    self.folios.version[(pfn + i) as usize];
+            }
             self.folio_start_writeback(pfn);
             self.submit_bio(super::page_io::BioDev::Disk(disk), block + index, pfn, true);
         }
@@ -408,22 +467,19 @@ impl Kernel {
         }
     }
 
-    /// `do_set_pte` for a regular file's page: the caller's reference
-    /// becomes the mapping's; young (x86 sets the accessed bit in the
-    /// protection), writable and dirty only on a shared write fault.
-    pub fn map_file_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
+    /// `do_set_pte` for a regular file's page: the page of folio `head`
+    /// at the PTE's file index; the caller's folio reference becomes the
+    /// mapping's; young (x86 sets the accessed bit in the protection),
+    /// writable and dirty only on a shared write fault.
+    pub fn map_file_pte(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) {
         self.charge_cost(Fn::AddRmap, cost::RMAP_NS + cost::PTE_NS);
-        let f = self.folios.get_mut(pfn);
-        f.mapcount += 1;
-        if f.mapcount == 1 {
-            let memcg = f.memcg;
-            self.vm.inc(Vm::NrMapped);
-            self.memcg_stat(memcg, Mc::FileMapped, 1);
-        }
+        let index = self.vmas[vma as usize].pgoff + idx as u64;
+        let page = self.folios.folio_page(head, index);
+        self.page_add_file_rmap(page);
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_file += 1;
         let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
-        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, PTE_YOUNG | bits);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(page, PTE_YOUNG | bits);
     }
 
     /// `try_to_unmap_one` for a regular file's page: the PTEs go (the
@@ -437,7 +493,7 @@ impl Kernel {
             self.vmas[v as usize].ptes[idx] = 0;
             let mm = self.vmas[v as usize].mm as usize;
             self.mms[mm].rss_file -= 1;
-            self.page_remove_file_rmap(pfn);
+            self.page_remove_file_rmap(pte_pfn(pte));
             self.folio_put(pfn);
         }
     }
@@ -446,7 +502,7 @@ impl Kernel {
     /// page_mkwrite, the page dirtied, the PTE made writable
     /// (`wp_page_reuse`, counted as pgreuse).
     pub fn wp_page_shared(&mut self, vma: u32, idx: usize, pte: Pte) {
-        let pfn = pte_pfn(pte);
+        let pfn = self.folios.head_of(pte_pfn(pte));
         self.charge_cost(Fn::DoWpPage, cost::PTE_NS);
         self.filemap_dirty_folio(pfn);
         self.vm.inc(Vm::Pgreuse);
@@ -492,18 +548,23 @@ impl Kernel {
         // The read batch's reference, through the readahead's allocations.
         self.folios.get_mut(pfn).refcount += 1;
         if self.folios.get(pfn).test(PG_READAHEAD) {
-            self.page_cache_async_ra(inode, ra, index, pfn, call_end - index, memcg);
+            // filemap_readahead: from the folio's first index.
+            let at = self.folios.get(pfn).index as u64;
+            self.page_cache_async_ra(inode, ra, at, pfn, call_end - at, memcg);
         }
         if let Some(done) = self.folio_io_done_at(pfn) {
             self.folio_put(pfn);
             return Err(FaultError::Wait(done));
         }
-        let prev_page = (ra.prev_pos - 1) >> 12;
-        if ra.prev_pos <= 0 || prev_page as u64 != index {
+        // filemap_read: a folio is marked accessed when the copy enters it,
+        // unless the previous copy ended in the same folio
+        // (`pos_same_folio`).
+        let shift = 12 + self.folios.get(pfn).order as u32;
+        if ra.prev_pos <= 0 || (ra.prev_pos - 1) >> shift != ((index << 12) >> shift) as i64 {
             self.folio_mark_accessed(pfn);
         }
         self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
-        let found = self.folios.version[pfn as usize];
+        let found = self.folios.version[self.folios.folio_page(pfn, index) as usize];
         let expected = self.inodes[inode as usize].user_version[index as usize];
         self.integrity.pages_checked += 1;
         if found != expected {
@@ -550,7 +611,8 @@ impl Kernel {
             .wrapping_add(1)
             .max(1);
         self.inodes[inode as usize].user_version[index as usize] = next;
-        self.folios.version[pfn as usize] = next;
+        let page = self.folios.folio_page(pfn, index);
+        self.folios.version[page as usize] = next;
         self.filemap_dirty_folio(pfn);
         self.folio_put(pfn);
         self.balance_dirty_pages();
@@ -579,11 +641,12 @@ impl Kernel {
                 continue;
             };
             let f = *self.folios.get(pfn);
-            if f.test(PG_LOCKED) {
+            // A large folio is seen once, at its first index.
+            if f.test(PG_LOCKED) || f.index as u64 != index {
                 continue;
             }
             self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
-            if f.refcount == 1 && f.mapcount == 0 && !f.test(PG_DIRTY | PG_WRITEBACK) {
+            if f.refcount == f.nr_pages() && f.mapcount == 0 && !f.test(PG_DIRTY | PG_WRITEBACK) {
                 self.folios.get_mut(pfn).refcount += 1;
                 self.filemap_remove_folio(pfn, 0);
                 self.folio_put(pfn);

@@ -168,6 +168,60 @@ impl FolioTable {
     pub fn len(&self) -> usize {
         self.f.len()
     }
+
+    /// `compound_head`: the folio a frame belongs to (itself unless it is
+    /// an allocated tail).
+    #[inline]
+    pub fn head_of(&self, pfn: Pfn) -> Pfn {
+        let f = &self.f[pfn as usize];
+        if f.flags & (PG_TAIL | PG_BUDDY) == PG_TAIL {
+            f.next
+        } else {
+            pfn
+        }
+    }
+
+    /// The page of folio `head` that holds file index `index`
+    /// (`folio_file_page`).
+    #[inline]
+    pub fn folio_page(&self, head: Pfn, index: u64) -> Pfn {
+        let f = &self.f[head as usize];
+        debug_assert!(index >= f.index as u64 && index < f.index as u64 + f.nr_pages() as u64);
+        head + (index - f.index as u64) as Pfn
+    }
+
+    /// The PTEs mapping one page (the kernel's `page->_mapcount + 1`). An
+    /// order-0 folio's is its `mapcount`; a large folio's head carries the
+    /// folio's total (`folio_mapcount`), so its head page's own count
+    /// lives in the first tail, where the kernel keeps its folio-wide
+    /// counts.
+    #[inline]
+    pub fn page_mapcount(&self, page: Pfn) -> u32 {
+        let f = &self.f[page as usize];
+        if f.flags & PG_TAIL != 0 || f.order == 0 {
+            f.mapcount
+        } else {
+            self.f[page as usize + 1].prev
+        }
+    }
+
+    /// Adds `delta` to one page's PTE count (and to its folio's total);
+    /// returns the page's new count.
+    pub fn page_mapcount_add(&mut self, page: Pfn, delta: i32) -> u32 {
+        let head = self.head_of(page);
+        let h = &mut self.f[head as usize];
+        h.mapcount = h.mapcount.wrapping_add_signed(delta);
+        if h.order == 0 {
+            return h.mapcount;
+        }
+        let slot = if page == head {
+            &mut self.f[head as usize + 1].prev
+        } else {
+            &mut self.f[page as usize].mapcount
+        };
+        *slot = slot.wrapping_add_signed(delta);
+        *slot
+    }
     pub fn is_empty(&self) -> bool {
         self.f.is_empty()
     }

@@ -90,6 +90,34 @@ impl Kernel {
         self.lru_link(pfn, true);
     }
 
+    /// Links `pfn` just before `anchor` (on the newer side, as
+    /// `list_add_tail(&new->lru, &anchor->lru)`), on `anchor`'s list.
+    pub fn lruvec_add_folio_before(&mut self, anchor: Pfn, pfn: Pfn) {
+        let a = *self.folios.get(anchor);
+        let (lru, memcg, nr) = (a.lru, a.memcg, self.folios.get(pfn).nr_pages() as i64);
+        debug_assert_eq!(self.folios.get(pfn).lru_list(), lru);
+        if a.prev == NIL {
+            self.lruvecs[memcg as usize].lists[lru as usize].head = pfn;
+        } else {
+            self.folios.get_mut(a.prev).next = pfn;
+        }
+        self.folios.get_mut(anchor).prev = pfn;
+        let f = self.folios.get_mut(pfn);
+        (f.prev, f.next) = (a.prev, anchor);
+        f.lru = lru;
+        self.lruvecs[memcg as usize].lists[lru as usize].len += nr as u64;
+        self.update_lru_size(memcg, lru, nr);
+    }
+
+    /// A folio on a list was `old_nr` pages and is now its current size
+    /// (a split's head): the list and the gauges follow.
+    pub fn lruvec_folio_shrunk(&mut self, pfn: Pfn, old_nr: u32) {
+        let f = *self.folios.get(pfn);
+        let d = old_nr as i64 - f.nr_pages() as i64;
+        self.lruvecs[f.memcg as usize].lists[f.lru as usize].len -= d as u64;
+        self.update_lru_size(f.memcg, f.lru, -d);
+    }
+
     fn lru_link(&mut self, pfn: Pfn, tail: bool) {
         let f = self.folios.get(pfn);
         let (lru, memcg, nr) = (f.lru_list(), f.memcg, f.nr_pages() as i64);

@@ -111,6 +111,24 @@ impl Kernel {
                     continue;
                 }
                 let pfn = pte_pfn(pte);
+                let head = self.folios.head_of(pfn);
+                if self.folios.get(head).order > 0 {
+                    // A page of a PTE-mapped large folio: split the folio if
+                    // this page is mapped only here, else stop the range
+                    // (6.1's PageTransCompound branch). Splitting unmaps
+                    // the folio, so the page's PTE is empty afterwards.
+                    if self.folios.page_mapcount(pfn) != 1 || self.folios.get(head).test(PG_LOCKED)
+                    {
+                        break;
+                    }
+                    self.folios.get_mut(head).refcount += 1;
+                    let split = self.split_file_folio(head);
+                    self.folio_put(head);
+                    if !split {
+                        break;
+                    }
+                    continue;
+                }
                 let f = *self.folios.get(pfn);
                 if !f.test(PG_LRU) || f.mapcount != 1 {
                     continue;

@@ -206,7 +206,11 @@ impl Kernel {
             self.traced(Fn::DoWpPage, |k| k.wp_page_shared(vma, idx, pte));
             return Ok(());
         }
-        if !self.folios.get(pte_pfn(pte)).test(PG_ANON) {
+        if !self
+            .folios
+            .get(self.folios.head_of(pte_pfn(pte)))
+            .test(PG_ANON)
+        {
             return self.traced(Fn::DoWpPage, |k| {
                 k.charge_cost(Fn::DoWpPage, cost::PTE_NS);
                 k.wp_page_copy(vma, idx, Some(pte_pfn(pte)))
@@ -216,9 +220,9 @@ impl Kernel {
     }
 
     /// `do_cow_fault`: a write to an unmapped page of a private file
-    /// mapping copies the file page (returned by `filemap_fault` with a
-    /// reference) into a new anon page, which is mapped; the file page is
-    /// not.
+    /// mapping copies the file page (its folio returned by `filemap_fault`
+    /// with a reference) into a new anon page, which is mapped; the file
+    /// page is not.
     pub fn do_cow_fault(&mut self, vma: u32, idx: usize, file_pfn: Pfn) -> Fault {
         let memcg = self.vma_memcg(vma);
         let new = match self.alloc_anon_folio(memcg) {
@@ -229,7 +233,9 @@ impl Kernel {
             }
         };
         self.charge_cost(Fn::DoFault, cost::COPY_PAGE_NS + cost::PTE_NS);
-        self.folios.version[new as usize] = self.folios.version[file_pfn as usize];
+        let index = self.vmas[vma as usize].pgoff + idx as u64;
+        let page = self.folios.folio_page(file_pfn, index);
+        self.folios.version[new as usize] = self.folios.version[page as usize];
         self.vmas[vma as usize].anon_used = true;
         self.page_add_anon_rmap(new, vma, idx, true);
         self.folio_add_lru(new);
@@ -492,13 +498,13 @@ impl Kernel {
         self.page_add_anon_rmap(new, vma, idx, true);
         self.folio_add_lru(new);
         self.vmas[vma as usize].ptes[idx] = mk_pte(new, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
-        if let Some(o) = old.filter(|&o| !self.folios.get(o).test(PG_ANON)) {
+        if let Some(o) = old.filter(|&o| !self.folios.get(self.folios.head_of(o)).test(PG_ANON)) {
             // A private file mapping's page: MM_FILEPAGES to MM_ANONPAGES.
             self.vmas[vma as usize].anon_used = true;
             let mm = self.vmas[vma as usize].mm as usize;
             self.mms[mm].rss_file -= 1;
             self.page_remove_file_rmap(o);
-            self.folio_put(o);
+            self.folio_put(self.folios.head_of(o));
             return Ok(());
         }
         if let Some(o) = old {
@@ -544,16 +550,20 @@ impl Kernel {
                 self.vmas[dst as usize].ptes[idx] = pte & !PTE_YOUNG;
                 continue;
             }
-            let f = self.folios.get_mut(pte_pfn(pte));
-            f.refcount += 1;
-            f.mapcount += 1;
-            if !f.test(PG_ANON) {
+            let page = pte_pfn(pte);
+            let head = self.folios.head_of(page);
+            if !self.folios.get(head).test(PG_ANON) {
                 // page_dup_file_rmap: a private file mapping's page-cache
                 // page, read-only already.
+                self.folios.get_mut(head).refcount += 1;
+                self.folios.page_mapcount_add(page, 1);
                 self.vmas[dst as usize].ptes[idx] = pte & !PTE_YOUNG;
                 self.mms[dst_mm].rss_file += 1;
                 continue;
             }
+            let f = self.folios.get_mut(page);
+            f.refcount += 1;
+            f.mapcount += 1;
             // page_try_dup_anon_rmap: no pins exist, so always shared.
             f.clear(PG_ANON_EXCLUSIVE);
             let wp = pte & !PTE_WRITE;

@@ -393,23 +393,24 @@ impl Kernel {
             return;
         }
         let pfn = pte_pfn(pte);
-        if !self.folios.get(pfn).test(PG_ANON) {
+        let head = self.folios.head_of(pfn);
+        if !self.folios.get(head).test(PG_ANON) {
             // zap_pte_range for a page-cache page: the dirty bit moves to
             // the folio; a young PTE marks it accessed, unless the mapping
             // is read sequentially.
             if pte & PTE_DIRTY != 0 {
-                self.filemap_dirty_folio(pfn);
+                self.filemap_dirty_folio(head);
             }
             if pte & PTE_YOUNG != 0 && self.vmas[vma as usize].flags & VM_SEQ_READ == 0 {
-                self.folio_mark_accessed(pfn);
+                self.folio_mark_accessed(head);
             }
-            if self.folios.get(pfn).test(PG_SWAPBACKED) {
+            if self.folios.get(head).test(PG_SWAPBACKED) {
                 self.mms[mm].rss_shmem -= 1;
             } else {
                 self.mms[mm].rss_file -= 1;
             }
             self.page_remove_file_rmap(pfn);
-            self.folio_put(pfn);
+            self.folio_put(head);
             return;
         }
         self.mms[mm].rss_anon -= 1;
@@ -445,6 +446,17 @@ impl Kernel {
         }
     }
 
+    /// `folio_put_refs`: drops `n` references at once (a large folio's
+    /// page-cache references).
+    pub fn folio_put_refs(&mut self, pfn: Pfn, n: u32) {
+        let f = self.folios.get_mut(pfn);
+        debug_assert!(f.refcount >= n);
+        f.refcount -= n;
+        if f.refcount == 0 {
+            self.free_folio(pfn);
+        }
+    }
+
     /// `__folio_put`: off the LRU if still there, uncharge, free.
     pub fn free_folio(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
@@ -455,6 +467,6 @@ impl Kernel {
         if f.test(PG_SWAPBACKED | PG_ANON | PG_CHARGED) {
             self.mem_cgroup_uncharge(f.memcg, f.nr_pages() as u64);
         }
-        self.free_page(pfn);
+        self.free_folio_pages(pfn);
     }
 }

@@ -460,9 +460,12 @@ impl Kernel {
             ..Folio::FREE
         };
         for p in head + 1..head + (1 << order) {
+            // `prev` of the first tail counts the head page's PTEs
+            // (FolioTable::page_mapcount).
             *self.folios.get_mut(p) = Folio {
                 flags: PG_TAIL,
                 next: head,
+                prev: 0,
                 ..Folio::FREE
             };
         }

@@ -36,12 +36,13 @@ pub enum BioDev {
     Disk(usize),
 }
 
-/// A bio waiting in the plug: pages from block `offset` of `dev`, for the
-/// folios in `pfns`.
+/// A bio waiting in the plug: `pages` pages from block `offset` of `dev`,
+/// for the folios in `pfns` (in block order).
 pub struct Bio {
     dev: BioDev,
     offset: u64,
     write: bool,
+    pages: u64,
     pfns: Vec<Pfn>,
 }
 
@@ -69,7 +70,7 @@ impl Kernel {
                 BioDev::Swap(ty) => self.swap[ty].bdev.as_mut().expect("bio to a block device"),
                 BioDev::Disk(d) => &mut self.disks[d].bdev,
             };
-            let done = dev.submit(now, bio.write, bio.offset, bio.pfns.len() as u64);
+            let done = dev.submit(now, bio.write, bio.offset, bio.pages);
             for pfn in bio.pfns {
                 self.io_seq += 1;
                 self.io_events
@@ -87,19 +88,24 @@ impl Kernel {
         self.submit_bio(BioDev::Swap(ty), off as u64, pfn, write);
     }
 
-    /// `submit_bio` of one page at block `off` of `dev` (see
-    /// `submit_swap_bio`).
+    /// `submit_bio` of a folio (its `nr_pages` pages) at block `off` of
+    /// `dev` (see `submit_swap_bio`). Simplification: a folio larger than
+    /// the largest request is one request here (the block layer would
+    /// split it at 128 KiB; the device time is the same per page).
     pub fn submit_bio(&mut self, dev: BioDev, off: u64, pfn: Pfn, write: bool) {
+        let nr = self.folios.get(pfn).nr_pages() as u64;
         // submit_bio counts pgpgin/pgpgout in KiB.
-        self.vm.add(if write { Vm::Pgpgout } else { Vm::Pgpgin }, 4);
+        self.vm
+            .add(if write { Vm::Pgpgout } else { Vm::Pgpgin }, 4 * nr as i64);
         if let Some(last) = self.plug.last_mut() {
-            let end = last.offset + last.pfns.len() as u64;
+            let end = last.offset + last.pages;
             if last.dev == dev
                 && last.write == write
                 && end == off
-                && (last.pfns.len() as u64) < MAX_REQUEST_PAGES
+                && last.pages + nr <= MAX_REQUEST_PAGES
             {
                 last.pfns.push(pfn);
+                last.pages += nr;
                 return;
             }
         }
@@ -109,7 +115,7 @@ impl Kernel {
             || self
                 .plug
                 .last()
-                .is_some_and(|b| b.pfns.len() as u64 >= BLK_PLUG_FLUSH_PAGES)
+                .is_some_and(|b| b.pages >= BLK_PLUG_FLUSH_PAGES)
         {
             self.flush_plug();
         }
@@ -117,6 +123,7 @@ impl Kernel {
             dev,
             offset: off,
             write,
+            pages: nr,
             pfns: vec![pfn],
         });
         if self.plug_depth == 0 {
@@ -141,9 +148,9 @@ impl Kernel {
     pub fn folio_start_writeback(&mut self, pfn: Pfn) {
         let f = self.folios.get_mut(pfn);
         f.set(PG_WRITEBACK);
-        let memcg = f.memcg;
-        self.vm.inc(Vm::NrWriteback);
-        self.memcg_stat(memcg, crate::vmstat::Mc::FileWriteback, 1);
+        let (memcg, nr) = (f.memcg, f.nr_pages() as i64);
+        self.vm.add(Vm::NrWriteback, nr);
+        self.memcg_stat(memcg, crate::vmstat::Mc::FileWriteback, nr);
     }
 
     /// `swap_readpage` of a locked, new swap-cache folio: zram reads at once
@@ -217,12 +224,13 @@ impl Kernel {
     /// the tail of its inactive list, to be freed by the next scan.
     fn end_swap_bio_write(&mut self, pfn: Pfn) {
         self.io_wait.remove(&pfn);
-        self.vm.add(Vm::NrWriteback, -1);
-        self.vm.inc(Vm::NrWritten);
+        let nr = self.folios.get(pfn).nr_pages() as i64;
+        self.vm.add(Vm::NrWriteback, -nr);
+        self.vm.add(Vm::NrWritten, nr);
         let f = self.folios.get_mut(pfn);
         f.clear(PG_WRITEBACK);
         let memcg = f.memcg;
-        self.memcg_stat(memcg, crate::vmstat::Mc::FileWriteback, -1);
+        self.memcg_stat(memcg, crate::vmstat::Mc::FileWriteback, -nr);
         let f = self.folios.get_mut(pfn);
         if f.test(PG_RECLAIM) {
             f.clear(PG_RECLAIM);

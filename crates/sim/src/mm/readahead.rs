@@ -3,9 +3,10 @@
 //! windows, the PG_readahead marker, context readahead), mmap read-around
 //! with `mmap_miss`, and the MADV_SEQUENTIAL / MADV_RANDOM hints.
 //!
-//! Page-cache folios of files on disks are order 0 here:
-//! `page_cache_ra_order` falls back to `do_page_cache_ra` because ext2 has
-//! no large folio support in 6.1.
+//! `page_cache_ra_order` fills the window with large folios on a file
+//! system that supports them (XFS), growing the order by two per window
+//! from the folio that triggered it; ext2 has no large folio support in
+//! 6.1, so its windows fall back to order-0 `do_page_cache_ra`.
 
 use super::filemap::SLOT_FOLIO;
 use super::folio::*;
@@ -14,6 +15,9 @@ use crate::kernel::Kernel;
 
 /// MMAP_LOTSAMISS: past this many misses, mmap read-around stops.
 const MMAP_LOTSAMISS: u32 = 100;
+
+/// MAX_PAGECACHE_ORDER with THP configured: PMD order (2 MiB).
+pub const MAX_PAGECACHE_ORDER: usize = 9;
 
 /// `struct file_ra_state`: one per open file (a mapping's file, or the
 /// file a read op opens).
@@ -114,8 +118,9 @@ impl Kernel {
         }
     }
 
-    /// `read_pages` → ext2's `mpage_readahead`: one bio per contiguous run
-    /// of blocks. The folios stay locked until their read completes.
+    /// `read_pages` → ext2's `mpage_readahead` (XFS's `iomap_readahead`):
+    /// one bio per contiguous run of blocks. The folios stay locked until
+    /// their read completes.
     pub fn read_pages(&mut self, run: &[Pfn]) {
         for &pfn in run {
             let f = *self.folios.get(pfn);
@@ -124,9 +129,86 @@ impl Kernel {
             let disk = i.disk.expect("a regular file") as usize;
             let block = i.block + index;
             // The read returns what the disk holds now; nothing can write
-            // the block while the folio is locked in the cache.
-            self.folios.version[pfn as usize] = i.disk_version[index as usize];
+            // the blocks while the folio is locked in the cache.
+            for p in 0..f.nr_pages() {
+                self.folios.version[(pfn + p) as usize] =
+                    i.disk_version[(index + p as u64) as usize];
+            }
             self.submit_bio(super::page_io::BioDev::Disk(disk), block, pfn, false);
+        }
+    }
+
+    /// `page_cache_ra_order`: the window `[index, index + ra.size)` in
+    /// folios of `new_order` + 2 (at most the window and PMD order),
+    /// smaller where alignment or the file's end demands (never order 1);
+    /// the folio at the marker gets PG_readahead. A cached page in the
+    /// way (-EEXIST) or a failed allocation stops it, and order-0
+    /// `do_page_cache_ra` carries on from there for a whole window, as
+    /// 6.1 does.
+    fn page_cache_ra_order(
+        &mut self,
+        inode: u32,
+        ra: &mut FileRa,
+        index: u64,
+        new_order: usize,
+        memcg: u16,
+    ) {
+        let end = self.file_pages(inode);
+        if !self.inodes[inode as usize].large_folios || ra.size < 4 || index >= end {
+            self.do_page_cache_ra(inode, index, ra.size, ra.async_size, memcg);
+            return;
+        }
+        let limit = (end - 1).min(index + ra.size - 1);
+        let mark = index + ra.size - ra.async_size;
+        let mut new_order = new_order;
+        if new_order < MAX_PAGECACHE_ORDER {
+            new_order = (new_order + 2).min(MAX_PAGECACHE_ORDER);
+            while (1u64 << new_order) > ra.size {
+                new_order -= 1;
+            }
+        }
+        self.blk_start_plug();
+        let mut run: Vec<Pfn> = Vec::new();
+        let mut idx = index;
+        let mut failed = false;
+        while idx <= limit {
+            let mut order = new_order;
+            if idx & ((1 << order) - 1) != 0 {
+                order = idx.trailing_zeros() as usize;
+                if order == 1 {
+                    order = 0;
+                }
+            }
+            while idx + (1 << order) - 1 > limit {
+                order -= 1;
+                if order == 1 {
+                    order = 0;
+                }
+            }
+            // ra_alloc_folio: filemap_add_folio fails on a cached page.
+            let n = 1u64 << order;
+            if (idx..idx + n).any(|i| self.cached(inode, i)) {
+                failed = true;
+                break;
+            }
+            let Some(pfn) = self.filemap_add_new_folio_order(inode, idx, order, memcg) else {
+                failed = true;
+                break;
+            };
+            if idx == mark.next_multiple_of(n) {
+                self.folios.get_mut(pfn).set(PG_READAHEAD);
+            }
+            run.push(pfn);
+            idx += n;
+        }
+        if idx > limit {
+            ra.size += idx - limit - 1;
+            ra.async_size += idx - limit - 1;
+        }
+        self.read_run(&mut run);
+        self.blk_finish_plug();
+        if failed {
+            self.do_page_cache_ra(inode, idx, ra.size, ra.async_size, memcg);
         }
     }
 
@@ -197,6 +279,7 @@ impl Kernel {
         memcg: u16,
     ) {
         let max = ra.ra_pages;
+        let order = marker.map_or(0, |p| self.folios.get(p).order as u32);
         let initial = |ra: &mut FileRa| {
             ra.start = index;
             ra.size = get_init_ra_size(req, max);
@@ -208,7 +291,9 @@ impl Kernel {
         };
         if index == 0 {
             initial(ra);
-        } else if index == ra.start + ra.size - ra.async_size || index == ra.start + ra.size {
+        } else if index == (ra.start + ra.size - ra.async_size) & !((1u64 << order) - 1)
+            || index == ra.start + ra.size
+        {
             // The expected marker or the window's end: ramp up and move on.
             ra.start += ra.size;
             ra.size = ra.size.max(get_next_ra_size(ra.size, max));
@@ -255,8 +340,8 @@ impl Kernel {
                 ra.async_size = max >> 1;
             }
         }
-        let (start, size, async_size) = (ra.start, ra.size, ra.async_size);
-        self.do_page_cache_ra(inode, start, size, async_size, memcg);
+        let start = ra.start;
+        self.page_cache_ra_order(inode, ra, start, order as usize, memcg);
     }
 
     /// `page_cache_sync_ra`: a read missed at `index`.
@@ -317,8 +402,9 @@ impl Kernel {
         ra.start = index.saturating_sub(ra.ra_pages / 2);
         ra.size = ra.ra_pages;
         ra.async_size = ra.ra_pages / 4;
+        let start = ra.start;
+        self.page_cache_ra_order(inode, &mut ra, start, 0, memcg);
         self.vmas[vma as usize].ra = ra;
-        self.do_page_cache_ra(inode, ra.start, ra.size, ra.async_size, memcg);
     }
 
     /// `do_async_mmap_readahead` for a fault that found folio `pfn`.

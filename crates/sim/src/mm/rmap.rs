@@ -62,10 +62,13 @@ impl Kernel {
         true
     }
 
-    /// `folio_referenced`'s walk over a shmem folio's mappings.
+    /// `folio_referenced`'s walk over a page-cache folio's mappings: a
+    /// mapping counts once however many of the folio's PTEs it saw young
+    /// (`folio_referenced_one` walks them all, clearing each).
     fn folio_referenced_shmem(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
         let mut referenced = 0;
         let mut vm_flags = 0;
+        let mut last = NIL;
         for (v, idx, pte) in self.shmem_mappings(pfn) {
             let vma = &self.vmas[v as usize];
             if let Some(t) = target {
@@ -78,9 +81,10 @@ impl Kernel {
                 self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
                 // A reference through a sequentially read mapping does not
                 // count (folio_referenced_one).
-                if flags & super::mmap::VM_SEQ_READ == 0 {
+                if flags & super::mmap::VM_SEQ_READ == 0 && v != last {
                     referenced += 1;
                     vm_flags |= flags;
+                    last = v;
                 }
             }
         }

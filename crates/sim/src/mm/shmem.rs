@@ -31,6 +31,7 @@ impl Kernel {
             disk_version: Vec::new(),
             block: 0,
             nr_dirty: 0,
+            large_folios: false,
         });
         (self.inodes.len() - 1) as u32
     }
@@ -167,13 +168,7 @@ impl Kernel {
     /// reference becomes the mapping's.
     pub fn map_shmem_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
         self.charge_cost(Fn::AddRmap, cost::RMAP_NS + cost::PTE_NS);
-        let f = self.folios.get_mut(pfn);
-        f.mapcount += 1;
-        if f.mapcount == 1 {
-            let memcg = f.memcg;
-            self.vm.inc(Vm::NrMapped);
-            self.memcg_stat(memcg, Mc::FileMapped, 1);
-        }
+        self.page_add_file_rmap(pfn);
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_shmem += 1;
         let dirty = if write { PTE_DIRTY } else { 0 };
@@ -181,15 +176,24 @@ impl Kernel {
     }
 
     /// `page_remove_rmap` for a shmem page.
-    pub fn page_remove_file_rmap(&mut self, pfn: Pfn) {
+    pub fn page_remove_file_rmap(&mut self, page: Pfn) {
         self.charge_cost(Fn::RemoveRmap, cost::RMAP_NS);
-        let f = self.folios.get_mut(pfn);
-        debug_assert!(f.mapcount > 0);
-        f.mapcount -= 1;
-        if f.mapcount == 0 {
-            let memcg = f.memcg;
+        debug_assert!(self.folios.page_mapcount(page) > 0);
+        if self.folios.page_mapcount_add(page, -1) == 0 {
+            // NR_FILE_MAPPED counts pages, whatever their folio's size.
+            let memcg = self.folios.get(self.folios.head_of(page)).memcg;
             self.vm.add(Vm::NrMapped, -1);
             self.memcg_stat(memcg, Mc::FileMapped, -1);
+        }
+    }
+
+    /// `page_add_file_rmap` for one PTE of a page-cache page (shmem or a
+    /// regular file; a page of a large folio counts on its own).
+    pub fn page_add_file_rmap(&mut self, page: Pfn) {
+        if self.folios.page_mapcount_add(page, 1) == 1 {
+            let memcg = self.folios.get(self.folios.head_of(page)).memcg;
+            self.vm.inc(Vm::NrMapped);
+            self.memcg_stat(memcg, Mc::FileMapped, 1);
         }
     }
 
@@ -234,13 +238,16 @@ impl Kernel {
         let mut out = Vec::new();
         for &v in &self.inodes[inode].vmas {
             let vm = &self.vmas[v as usize];
-            let idx = (f.index as u64).wrapping_sub(vm.pgoff);
-            if idx >= vm.pages {
-                continue;
-            }
-            let pte = vm.ptes[idx as usize];
-            if pte_present(pte) && pte_pfn(pte) == pfn {
-                out.push((v, idx as usize, pte));
+            // page_vma_mapped_walk over every page of the folio.
+            for i in 0..f.nr_pages() {
+                let idx = (f.index as u64 + i as u64).wrapping_sub(vm.pgoff);
+                if idx >= vm.pages {
+                    continue;
+                }
+                let pte = vm.ptes[idx as usize];
+                if pte_present(pte) && pte_pfn(pte) == pfn + i {
+                    out.push((v, idx as usize, pte));
+                }
             }
         }
         out
@@ -257,7 +264,7 @@ impl Kernel {
             self.vmas[v as usize].ptes[idx] = 0;
             let mm = self.vmas[v as usize].mm as usize;
             self.mms[mm].rss_shmem -= 1;
-            self.page_remove_file_rmap(pfn);
+            self.page_remove_file_rmap(pte_pfn(pte));
             self.folio_put(pfn);
         }
     }
