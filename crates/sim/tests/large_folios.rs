@@ -170,7 +170,10 @@ fn madv_pageout_splits_large_folios_and_leaves_the_pages_cached() {
         .filter(|s| s.0 > 1)
         .map(|s| s.1 / s.0)
         .sum();
-    assert_eq!(phase_vm(&xfs, 0, "pageout", "thp_split_page"), folios as i64);
+    assert_eq!(
+        phase_vm(&xfs, 0, "pageout", "thp_split_page"),
+        folios as i64
+    );
     assert_eq!(phase_vm(&xfs, 0, "pageout", "nr_mapped"), -PAGES);
     assert_eq!(phase_vm(&xfs, 0, "pageout", "nr_file_pages"), 0);
     assert_eq!(phase_vm(&xfs, 0, "again", "pgpgin"), 0);
