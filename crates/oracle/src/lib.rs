@@ -12,7 +12,7 @@ pub mod compare;
 mod cpio;
 
 use mmsim_spec::output::RunResult;
-use mmsim_spec::{Spec, SwapKind};
+use mmsim_spec::{Fs, Spec, SwapKind};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -51,7 +51,7 @@ impl fmt::Display for OracleError {
 
 impl std::error::Error for OracleError {}
 
-const PACKAGES: &str = "apt-get install qemu-system-x86 linux-image-amd64 busybox-static";
+const PACKAGES: &str = "apt-get install qemu-system-x86 linux-image-amd64 busybox-static xfsprogs";
 
 /// Where everything the oracle uses lives.
 #[derive(Debug, Clone)]
@@ -206,11 +206,18 @@ impl Oracle {
         let mods = self.module_chain(&wanted_modules(spec))?;
         let busybox = read(&self.busybox)?;
         let runner = read(&self.runner)?;
+        // Host programs the runner runs, at their own paths, with their
+        // shared libraries and the dynamic loader.
+        let programs = if spec.disks.iter().any(|d| d.fs == Fs::Xfs) {
+            mkfs_xfs_files(&MKFS_XFS)?
+        } else {
+            Vec::new()
+        };
         let mut h = Sha256::new();
         h.update(INIT.as_bytes());
         h.update(&busybox);
         h.update(&runner);
-        for (name, data) in &mods {
+        for (name, data) in mods.iter().chain(&programs) {
             h.update(name.as_bytes());
             h.update(data);
         }
@@ -225,7 +232,8 @@ impl Oracle {
             return Ok(path);
         }
         let mut c = cpio::Cpio::new();
-        for d in ["bin", "dev", "proc", "sys", "tmp", "modules"] {
+        let mut dirs = vec!["bin", "dev", "proc", "sys", "tmp", "modules"];
+        for d in &dirs {
             c.dir(d);
         }
         c.char_dev("dev/console", 5, 1);
@@ -242,6 +250,17 @@ impl Oracle {
             c.file(&format!("modules/{name}"), 0o644, data);
         }
         c.file("modules/order", 0o644, (order.join("\n") + "\n").as_bytes());
+        // The kernel's unpacker makes no missing parent directories.
+        for (path, data) in &programs {
+            for (at, _) in path.match_indices('/') {
+                let parent = &path[..at];
+                if !dirs.contains(&parent) {
+                    c.dir(parent);
+                    dirs.push(parent);
+                }
+            }
+            c.file(path, 0o755, data);
+        }
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, c.finish())
             .and_then(|_| std::fs::rename(&tmp, &path))
@@ -383,10 +402,88 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
             });
         }
     }
-    if !spec.disks.is_empty() {
+    if spec.disks.iter().any(|d| d.fs == Fs::Ext2) {
         wanted.extend_from_slice(&["crc32c_generic", "ext4"]);
     }
+    if spec.disks.iter().any(|d| d.fs == Fs::Xfs) {
+        // xfs needs libcrc32c, whose init asks the crypto API for
+        // "crc32c" and fails without a provider: crc32c_generic first.
+        wanted.extend_from_slice(&["crc32c_generic", "xfs"]);
+    }
     wanted
+}
+
+/// Where the host's xfsprogs keeps mkfs.xfs.
+const MKFS_XFS: [&str; 2] = ["/usr/sbin/mkfs.xfs", "/sbin/mkfs.xfs"];
+
+/// The host's mkfs.xfs (dynamically linked; the first of `places` that
+/// exists) and every shared object `ldd`
+/// says it loads, the dynamic loader included: (path in the initramfs,
+/// without the leading `/`, content), so the binary runs in the guest at
+/// the host's paths.
+fn mkfs_xfs_files(places: &[&str]) -> Result<Vec<(String, Vec<u8>)>, OracleError> {
+    let bin = places
+        .iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            OracleError::Missing(format!(
+                "a [[disk]] has fs = \"xfs\", and mkfs.xfs is not installed (apt-get install xfsprogs); {PACKAGES}"
+            ))
+        })?;
+    let out = Command::new("ldd")
+        .arg(bin)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            OracleError::Missing(format!(
+                "cannot run ldd on {} (to copy its shared libraries into the initramfs): {e}; apt-get install libc-bin",
+                bin.display()
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(OracleError::Missing(format!(
+            "ldd {} failed: {}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let libs = ldd_paths(&String::from_utf8_lossy(&out.stdout)).map_err(|line| {
+        OracleError::Missing(format!(
+            "ldd {}: a shared library is missing on this host: {line}",
+            bin.display()
+        ))
+    })?;
+    let mut files = vec![(rel(bin), read(bin)?)];
+    for lib in libs {
+        // read() follows symlinks: the library lands at the path the
+        // loader looks for.
+        files.push((rel(&lib), read(&lib)?));
+    }
+    Ok(files)
+}
+
+/// A host path as an initramfs path (no leading `/`).
+fn rel(p: &Path) -> String {
+    p.to_string_lossy().trim_start_matches('/').to_string()
+}
+
+/// The files in `ldd` output: `name => /path (addr)` and `/path (addr)`
+/// lines (the dynamic loader); the vDSO has no file. A `not found` line is
+/// returned as the error.
+fn ldd_paths(out: &str) -> Result<Vec<PathBuf>, String> {
+    let mut paths = Vec::new();
+    for line in out.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if line.contains("not found") {
+            return Err(line.to_string());
+        }
+        let target = line.split_once("=>").map_or(line, |(_, t)| t).trim();
+        let path = target.split_whitespace().next().unwrap_or("");
+        if path.starts_with('/') && !paths.iter().any(|p: &PathBuf| p == Path::new(path)) {
+            paths.push(PathBuf::from(path));
+        }
+    }
+    Ok(paths)
 }
 
 /// The pc machine's PIIX IDE controller has two channels of two drives.
@@ -737,6 +834,60 @@ steps = []
             assert_eq!(std::fs::metadata(work.join(img)).unwrap().len(), size);
         }
         std::fs::remove_dir_all(&work).unwrap();
+    }
+
+    #[test]
+    fn xfs_disks_load_xfs_and_ext2_disks_ext4() {
+        let spec = |fs: &str| {
+            mmsim_spec::parse_str(
+                &format!(
+                    r#"
+[machine]
+memory = "512M"
+[[disk]]
+name = "data"
+device = "virtio"
+size = "300M"
+fs = "{fs}"
+[task.main]
+steps = []
+"#
+                ),
+                "t.toml",
+                &[],
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            wanted_modules(&spec("xfs")),
+            ["virtio_pci", "virtio_blk", "crc32c_generic", "xfs"]
+        );
+        assert_eq!(
+            wanted_modules(&spec("ext2")),
+            ["virtio_pci", "virtio_blk", "crc32c_generic", "ext4"]
+        );
+    }
+
+    #[test]
+    fn ldd_output_gives_the_files_to_copy() {
+        let out = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibblkid.so.1 => /lib/x86_64-linux-gnu/libblkid.so.1 (0x00007f4b)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f4a)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f4c)\n";
+        assert_eq!(
+            ldd_paths(out).unwrap(),
+            [
+                PathBuf::from("/lib/x86_64-linux-gnu/libblkid.so.1"),
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2"),
+            ]
+        );
+        let missing = "\tlibinih.so.1 => not found\n";
+        assert_eq!(ldd_paths(missing).unwrap_err(), "libinih.so.1 => not found");
+    }
+
+    #[test]
+    fn no_mkfs_xfs_names_the_package() {
+        let e = mkfs_xfs_files(&["/nonexistent/mkfs.xfs"]).unwrap_err();
+        assert!(matches!(e, OracleError::Missing(_)));
+        assert!(e.to_string().contains("apt-get install xfsprogs"), "{e}");
     }
 
     #[test]

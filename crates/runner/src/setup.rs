@@ -1,11 +1,11 @@
 //! Puts the machine into the state the spec describes: knobs, swap devices
 //! (zram, or the virtio-blk, NVMe and IDE disks the oracle gave the guest),
-//! `[[disk]]`s with an ext2 file system each, cgroup v2 groups, `[[file]]`s
-//! on a tmpfs of the run's own or on those disks; and takes it back out
-//! afterwards.
+//! `[[disk]]`s with an ext2 or XFS file system each, cgroup v2 groups,
+//! `[[file]]`s on a tmpfs of the run's own or on those disks; and takes it
+//! back out afterwards.
 
 use crate::shared::SharedTokens;
-use mmsim_spec::{Disk, FileOn, Limit, MapKind, Op, Spec, Step, SwapDevice, SwapKind};
+use mmsim_spec::{Disk, FileOn, Fs, Limit, MapKind, Op, Spec, Step, SwapDevice, SwapKind};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
@@ -272,12 +272,14 @@ impl Setup {
         Ok(())
     }
 
-    /// The disk the oracle attached for `[[disk]]` number `i`: an ext2 file
-    /// system with 4 KiB blocks made on it, mounted (noatime) at
-    /// DISK_DIR_PREFIX + name, its queue's read_ahead_kb set as the spec
-    /// says. Recorded as knobs `disk:NAME` = `KIND SIZE ext2
-    /// read_ahead_kb=N` (N read back) and `disk:NAME:fs` = how the file
-    /// system was made and mounted.
+    /// The disk the oracle attached for `[[disk]]` number `i`: a file system
+    /// of the spec's kind (ext2 or XFS) with 4 KiB blocks made on it,
+    /// mounted (noatime) at DISK_DIR_PREFIX + name, its queue's
+    /// read_ahead_kb set as the spec says. Recorded as knobs `disk:NAME` =
+    /// `KIND SIZE FS read_ahead_kb=N` (N read back), `disk:NAME:fs` = how
+    /// the file system was made and mounted, and `disk:NAME:free` = the
+    /// bytes statfs(2) says an unprivileged file may take (f_bavail) once
+    /// it is mounted.
     fn mount_disk(&mut self, spec: &Spec, i: usize, disk: &Disk) -> Result<(), String> {
         let what = format!("disk[{i}] ({})", disk.name);
         // IDE disks sit behind the block swap devices' on the controller.
@@ -304,7 +306,12 @@ impl Setup {
                 disk.size
             ));
         }
-        let mkfs = mke2fs(&dev, disk.size).map_err(|e| format!("{what}: {e}"))?;
+        let mkfs = match disk.fs {
+            Fs::Ext2 => mke2fs(&dev, disk.size),
+            Fs::Xfs => mkfs_xfs(&dev, disk.size),
+        }
+        .map_err(|e| format!("{what}: {e}"))?;
+        let fstype = disk.fs.name();
         let dir = format!("{DISK_DIR_PREFIX}{}", disk.name);
         let made_dir = !std::path::Path::new(&dir).exists();
         if made_dir {
@@ -312,15 +319,20 @@ impl Setup {
         }
         // ext2 is served by the ext4 driver (CONFIG_EXT4_USE_FOR_EXT2) on
         // Debian's kernels. noatime: no inode writes for reads.
-        if let Err(e) = mount(&dev, &dir, "ext2", libc::MS_NOATIME, None) {
+        if let Err(e) = mount(&dev, &dir, fstype, libc::MS_NOATIME, None) {
             if made_dir {
                 let _ = fs::remove_dir(&dir);
             }
+            let module = match disk.fs {
+                Fs::Ext2 => "ext4",
+                Fs::Xfs => "xfs",
+            };
             return Err(format!(
-                "{what}: cannot mount {dev} (ext2) at {dir}: {e} (is the ext4 module loaded?)"
+                "{what}: cannot mount {dev} ({fstype}) at {dir}: {e} (is the {module} module loaded?)"
             ));
         }
         self.mounts.push((dir.clone(), made_dir));
+        let free = statfs_free(&dir).map_err(|e| format!("{what}: statfs {dir}: {e}"))?;
         let ra_path = format!("/sys/block/{name}/queue/read_ahead_kb");
         write(&ra_path, &disk.read_ahead_kb.to_string())?;
         let ra = read_trim(&ra_path);
@@ -330,14 +342,21 @@ impl Setup {
                 disk.read_ahead_kb
             ));
         }
+        // The simulator writes the same string (crates/sim/src/lib.rs).
         self.knobs.push((
             format!("disk:{}", disk.name),
-            format!("{} {} ext2 read_ahead_kb={ra}", disk.kind.name(), disk.size),
+            format!(
+                "{} {} {fstype} read_ahead_kb={ra}",
+                disk.kind.name(),
+                disk.size
+            ),
         ));
         self.knobs.push((
             format!("disk:{}:fs", disk.name),
-            format!("{mkfs}; mount -t ext2 -o noatime {dev} {dir}"),
+            format!("{mkfs}; mount -t {fstype} -o noatime {dev} {dir}"),
         ));
+        self.knobs
+            .push((format!("disk:{}:free", disk.name), free.to_string()));
         Ok(())
     }
 
@@ -574,8 +593,12 @@ fn find_disk(kind: SwapKind, serial: &str, nth: usize, what: &str) -> Result<Str
             .flatten()
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().to_string())
-            // nvmeXcYnZ is a hidden multipath path device, not a disk.
-            .filter(|n| n.starts_with(prefix) && !n[prefix.len()..].contains('c'))
+            // nvmeXcYnZ is a hidden multipath path device, not a disk
+            // (and vdc is a virtio disk).
+            .filter(|n| {
+                n.starts_with(prefix)
+                    && !(kind == SwapKind::Nvme && n[prefix.len()..].contains('c'))
+            })
             .find(|n| matches(n));
         found.is_some()
     })?;
@@ -674,6 +697,54 @@ fn mke2fs(dev: &str, size: u64) -> Result<String, String> {
         return Err("no mke2fs (neither /bin/busybox nor e2fsprogs' /sbin/mke2fs)".into());
     }
     Err(format!("mke2fs failed: {}", errors.join("; ")))
+}
+
+/// Where xfsprogs keeps mkfs.xfs (the oracle's initramfs has it at the
+/// host's path, with its shared libraries).
+const MKFS_XFS: [&str; 2] = ["/usr/sbin/mkfs.xfs", "/sbin/mkfs.xfs"];
+
+/// Makes an XFS file system with 4 KiB blocks on the first `size` bytes of
+/// `dev`: xfsprogs' defaults otherwise (Debian 12's 6.1: 4 allocation
+/// groups, an internal 64 MiB log below 128 GiB, crc, finobt, reflink),
+/// no discard (-K). Returns the command, for the record.
+fn mkfs_xfs(dev: &str, size: u64) -> Result<String, String> {
+    let prog = MKFS_XFS
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .ok_or("no mkfs.xfs (install xfsprogs; the oracle puts it in its initramfs)")?;
+    let dsize = format!("size={size}");
+    let args = ["-f", "-q", "-K", "-b", "size=4096", "-d", &dsize, dev];
+    // Its chatter must not reach the runner's stdout (the result).
+    match std::process::Command::new(prog)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(format!("{prog} {}", args.join(" "))),
+        Ok(o) => Err(format!(
+            "{prog} {} failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stdout).trim(),
+            // Only the first line: the usage text follows a refusal.
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        )),
+        Err(e) => Err(format!("{prog}: {e}")),
+    }
+}
+
+/// The bytes an unprivileged file may take on the file system at `dir`
+/// (statfs(2): f_bavail blocks of f_bsize).
+fn statfs_free(dir: &str) -> std::io::Result<u64> {
+    let c = CString::new(dir).expect("path");
+    // SAFETY: a valid NUL-terminated path and a zeroed out-parameter.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail * st.f_bsize as u64)
 }
 
 /// What a disk file holds at start on every page: nonzero bytes, except

@@ -252,9 +252,10 @@ fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
         m.insert(
             format!("disk:{}", d.name),
             format!(
-                "{} {} ext2 read_ahead_kb={}",
+                "{} {} {} read_ahead_kb={}",
                 d.kind.name(),
                 d.size,
+                d.fs.name(),
                 d.read_ahead_kb
             ),
         );

@@ -1034,6 +1034,29 @@ fn disk_errors() {
             &["\"btrfs\"", "ext2 or xfs"],
         ),
         (
+            "[[disk]]\nname = \"d\"\ndevice = \"virtio\"\nsize = \"299M\"\nfs = \"xfs\"\n",
+            6,
+            "disk[0].size",
+            &["313524224 bytes", "xfs disk", "at least 300M", "mkfs.xfs"],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"virtio\"\nsize = \"300M\"\nfs = \"xfs\"\n[[file]]\nname = \"f\"\nsize = \"64M\"\non = \"d\"\n[[file]]\nname = \"g\"\nsize = \"155M\"\non = \"d\"\n",
+            14,
+            "file[1].size",
+            &[
+                "219 MiB of files on disk \"d\"",
+                "at most 218 MiB",
+                "XFS on its 300 MiB",
+                "64 MiB log",
+            ],
+        ),
+        (
+            "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"4G\"\nfs = \"xfs\"\n[[file]]\nname = \"f\"\nsize = \"3960M\"\non = \"d\"\n",
+            10,
+            "file[0].size",
+            &["3960 MiB of files", "at most 3959 MiB"],
+        ),
+        (
             "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"1G\"\nqueue = 4\n",
             7,
             "disk[0].queue",
@@ -1062,6 +1085,14 @@ fn disk_errors() {
         let e = rejected(&with_task(&format!("[machine]\nmemory = \"512M\"\n{head}")));
         check(&e, *line, key, mentions);
     }
+    // At the limits: the smallest xfs disk, filled to its room (what the
+    // oracle's guest wrote whole); and a small ext2 disk beside it.
+    let spec = parse(&with_task(
+        "[machine]\nmemory = \"512M\"\n[[disk]]\nname = \"x\"\ndevice = \"virtio\"\nsize = \"300M\"\nfs = \"xfs\"\n[[disk]]\nname = \"e\"\ndevice = \"virtio\"\nsize = \"16M\"\n[[file]]\nname = \"f\"\nsize = \"64M\"\non = \"x\"\n[[file]]\nname = \"g\"\nsize = \"154M\"\non = \"x\"\n",
+    ))
+    .unwrap();
+    assert_eq!(spec.disks[0].fs, mmsim_spec::Fs::Xfs);
+    assert_eq!(spec.disks[1].fs, mmsim_spec::Fs::Ext2);
 }
 
 #[test]
