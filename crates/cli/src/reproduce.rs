@@ -68,7 +68,10 @@ pub struct Effect {
     /// `phase_s:PHASE`, `vmstat:COUNTER`, `kv:FIGURE:PHASE`, the longest
     /// or mean run time of the programs a task launched
     /// (`spawn_max_s:TASK`, `spawn_mean_s:TASK`), a phase's throughput over
-    /// the whole of file FILE (`mb_per_s:PHASE:FILE`, MB/s), or the share of a histogram's
+    /// the whole of file FILE (`mb_per_s:PHASE:FILE`, MB/s), COUNT loops
+    /// over a phase's time (`per_s:PHASE:COUNT`), the share of simulated
+    /// CPU time in a kernel function and its callees
+    /// (`profile_share:FUNCTION`, %), or the share of a histogram's
     /// events at most / at least N: `hist_share_le:SITE:N`,
     /// `hist_share_ge:SITE:N`.
     pub measure: String,
@@ -251,6 +254,43 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
             let s = measure(r, spec, &format!("phase_s:{phase}"))?;
             Ok(f.size as f64 / 1e6 / s)
         }
+        ["per_s", phase, count] => {
+            // A count of loops done in the phase (the spec's, over all
+            // instances) as a rate: what a loop run for one second counts.
+            let n: f64 = count
+                .parse()
+                .map_err(|_| format!("bad count {count:?} in {what:?}"))?;
+            Ok(n / measure(r, spec, &format!("phase_s:{phase}"))?)
+        }
+        ["profile_share", fs] => {
+            // perf's "children" share: time in f and its callees, over
+            // all the simulated CPU time (f counted once where it nests);
+            // `A+B` adds two functions' shares (one side's function and
+            // the other side's replacement).
+            let total: u64 = r
+                .profile_tree
+                .iter()
+                .filter(|row| !row.path.contains(';'))
+                .map(|row| row.total_ns)
+                .sum();
+            let inside: u64 = fs
+                .split('+')
+                .map(|f| {
+                    r.profile_tree
+                        .iter()
+                        .filter(|row| {
+                            let mut parts = row.path.rsplit(';');
+                            parts.next() == Some(f) && parts.all(|p| p != f)
+                        })
+                        .map(|row| row.total_ns)
+                        .sum::<u64>()
+                })
+                .sum();
+            if total == 0 {
+                return Err("the run has no profile".into());
+            }
+            Ok(100.0 * inside as f64 / total as f64)
+        }
         ["kv", what, phase] => {
             // memtier's figures, averaged over the tasks (the seed's
             // "Index(average)" over its instances).
@@ -287,7 +327,7 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
             Ok(if total == 0 { 0.0 } else { hit as f64 / total as f64 })
         }
         _ => Err(format!(
-            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, spawn_max_s:TASK, spawn_mean_s:TASK, mb_per_s:PHASE:FILE, hist_share_le:SITE:N or hist_share_ge:SITE:N"
+            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, spawn_max_s:TASK, spawn_mean_s:TASK, mb_per_s:PHASE:FILE, per_s:PHASE:COUNT, profile_share:FUNCTION, hist_share_le:SITE:N or hist_share_ge:SITE:N"
         )),
     }
 }

@@ -56,8 +56,30 @@ pub const PAGE_COUNTER_NS: u64 = 50;
 pub const LRU_ADD_NS: u64 = 60;
 
 /// Rmap add or remove on an order-0 folio plus its lruvec stat update
-/// (`page_add_new_anon_rmap`, `__lruvec_stat_mod_folio`): ~40 ns.
-pub const RMAP_NS: u64 = 40;
+/// (`page_add_new_anon_rmap`, `__lruvec_stat_mod_folio`): ~40 ns, the
+/// sum of the two parts below.
+pub const RMAP_NS: u64 = MAPCOUNT_NS + RMAP_STAT_NS;
+
+/// The atomic update of one page's `_mapcount` (a locked RMW on a line
+/// the PTE walk just brought in): ~10 ns.
+pub const MAPCOUNT_NS: u64 = 10;
+
+/// One `__mod_lruvec_page_state` of NR_FILE_MAPPED or NR_ANON_MAPPED: the
+/// node counter, the memcg's per-CPU counter and its rstat update
+/// (`cgroup_rstat_updated`): ~30 ns.
+pub const RMAP_STAT_NS: u64 = 30;
+
+/// `ptep_clear_flush` of one PTE mapped by a single-threaded process: the
+/// PTE cleared and the local TLB entry flushed (`invlpg`); try_to_unmap
+/// defers the flush only when other CPUs may cache the mm's entries.
+pub const PTEP_CLEAR_FLUSH_NS: u64 = PTE_NS + TLB_FLUSH_NS;
+
+/// `try_to_unmap_one`'s own work on a file folio in one VMA, besides its
+/// PTEs: the `page_vma_mapped_walk` set-up, the i_mmap walk step, the mm
+/// counter and the mmu notifier calls. `UNMAP_ONE_NS` prices an order-0
+/// page's whole unmap, so what is left of it after its one PTE flush and
+/// rmap removal: 250 + 40 − 120 − 40 = 130 ns.
+pub const UNMAP_WALK_NS: u64 = UNMAP_ONE_NS - PTEP_CLEAR_FLUSH_NS;
 
 /// Setting or changing one PTE under the PTE lock: ~20 ns.
 pub const PTE_NS: u64 = 20;
@@ -172,7 +194,11 @@ functions! {
     Pageout = "pageout",
     TryToUnmapFlush = "try_to_unmap_flush",
     AddRmap = "page_add_anon_rmap",
+    AddFileRmap = "page_add_file_rmap",
     RemoveRmap = "page_remove_rmap",
+    FolioRemoveRmapRange = "folio_remove_rmap_range",
+    ModLruvecState = "__mod_lruvec_page_state",
+    PtepClearFlush = "ptep_clear_flush",
     SwapinReadahead = "swapin_readahead",
     SwapWritepage = "swap_writepage",
     CopyPageRange = "copy_page_range",

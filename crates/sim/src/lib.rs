@@ -59,18 +59,11 @@ pub struct RunOptions<'a> {
 /// paths they change do not exist in this version.
 fn check_features(f: &Features) -> Result<(), SimError> {
     let d = Features::LINUX_6_1;
-    let unmodelled = [
-        (
-            "shmem_skip_swapcache",
-            f.shmem_skip_swapcache != d.shmem_skip_swapcache,
-            "shmem is not modelled yet",
-        ),
-        (
-            "batched_rmap_unmap",
-            f.batched_rmap_unmap != d.batched_rmap_unmap,
-            "large folios are not modelled yet",
-        ),
-    ];
+    let unmodelled = [(
+        "shmem_skip_swapcache",
+        f.shmem_skip_swapcache != d.shmem_skip_swapcache,
+        "shmem is not modelled yet",
+    )];
     for (name, changed, why) in unmodelled {
         if changed {
             return Err(SimError::Unmodelled(format!(

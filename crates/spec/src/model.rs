@@ -49,17 +49,22 @@ pub struct Features {
     pub used_once_mapped_file: bool,
     pub batched_rmap_unmap: bool,
     pub swapoff_readahead_stats: bool,
+    /// Not a seed mechanism: the change seed 003's author made to measure
+    /// it. 6.1's MADV_PAGEOUT splits a PTE-mapped large folio it meets
+    /// (true); false pages the folio out whole.
+    pub madv_pageout_split: bool,
 }
 
 impl Features {
     /// Every flag by its spec name.
-    pub fn list(&self) -> [(&'static str, bool); 5] {
+    pub fn list(&self) -> [(&'static str, bool); 6] {
         [
             ("wp_reuse_swapcache", self.wp_reuse_swapcache),
             ("shmem_skip_swapcache", self.shmem_skip_swapcache),
             ("used_once_mapped_file", self.used_once_mapped_file),
             ("batched_rmap_unmap", self.batched_rmap_unmap),
             ("swapoff_readahead_stats", self.swapoff_readahead_stats),
+            ("madv_pageout_split", self.madv_pageout_split),
         ]
     }
 
@@ -70,6 +75,7 @@ impl Features {
         used_once_mapped_file: true,
         batched_rmap_unmap: false,
         swapoff_readahead_stats: true,
+        madv_pageout_split: true,
     };
 }
 

@@ -576,6 +576,7 @@ const FEATURES: &[&str] = &[
     "used_once_mapped_file",
     "batched_rmap_unmap",
     "swapoff_readahead_stats",
+    "madv_pageout_split",
 ];
 
 fn build_features(rep: &Reporter, node: &Node) -> Result<Features, SpecError> {
@@ -589,6 +590,7 @@ fn build_features(rep: &Reporter, node: &Node) -> Result<Features, SpecError> {
             "shmem_skip_swapcache" => out.shmem_skip_swapcache = v,
             "used_once_mapped_file" => out.used_once_mapped_file = v,
             "batched_rmap_unmap" => out.batched_rmap_unmap = v,
+            "madv_pageout_split" => out.madv_pageout_split = v,
             _ => out.swapoff_readahead_stats = v,
         }
     }

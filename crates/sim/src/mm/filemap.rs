@@ -472,7 +472,7 @@ impl Kernel {
     /// mapping's; young (x86 sets the accessed bit in the protection),
     /// writable and dirty only on a shared write fault.
     pub fn map_file_pte(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) {
-        self.charge_cost(Fn::AddRmap, cost::RMAP_NS + cost::PTE_NS);
+        self.charge_cost(Fn::AddFileRmap, cost::RMAP_NS + cost::PTE_NS);
         let index = self.vmas[vma as usize].pgoff + idx as u64;
         let page = self.folios.folio_page(head, index);
         self.page_add_file_rmap(page);
@@ -482,20 +482,46 @@ impl Kernel {
         self.vmas[vma as usize].ptes[idx] = mk_pte(page, PTE_YOUNG | bits);
     }
 
-    /// `try_to_unmap_one` for a regular file's page: the PTEs go (the
-    /// page cache keeps the page); a dirty bit moves to the folio.
+    /// `try_to_unmap` of a regular file's folio: in each VMA mapping it,
+    /// `try_to_unmap_one` clears every PTE of the folio (the page cache
+    /// keeps the pages; a dirty bit moves to the folio) and removes the
+    /// rmap page by page — or, with `features.batched_rmap_unmap` (seed
+    /// 003), for the VMA's whole range at once.
     pub fn try_to_unmap_file(&mut self, pfn: Pfn) {
-        for (v, idx, pte) in self.file_mappings(pfn) {
-            self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
+        let maps = self.file_mappings(pfn);
+        let mut i = 0;
+        while i < maps.len() {
+            let v = maps[i].0;
+            let n = maps[i..].iter().take_while(|m| m.0 == v).count();
+            let group = &maps[i..i + n];
+            self.traced(Fn::TryToUnmap, |k| k.try_to_unmap_one_file(pfn, group));
+            i += n;
+        }
+    }
+
+    /// `try_to_unmap_one` of a file folio in one VMA (`maps`: its PTEs).
+    fn try_to_unmap_one_file(&mut self, pfn: Pfn, maps: &[(u32, usize, Pte)]) {
+        self.charge_cost(Fn::TryToUnmap, cost::UNMAP_WALK_NS);
+        let batched = self.features.batched_rmap_unmap;
+        for &(v, idx, pte) in maps {
+            self.charge_cost(Fn::PtepClearFlush, cost::PTEP_CLEAR_FLUSH_NS);
             if pte & PTE_DIRTY != 0 {
                 self.filemap_dirty_folio(pfn);
             }
             self.vmas[v as usize].ptes[idx] = 0;
             let mm = self.vmas[v as usize].mm as usize;
             self.mms[mm].rss_file -= 1;
-            self.page_remove_file_rmap(pte_pfn(pte));
-            self.folio_put(pfn);
+            if !batched {
+                self.traced(Fn::RemoveRmap, |k| k.page_remove_file_rmap(pte_pfn(pte)));
+            }
         }
+        if batched {
+            self.traced(Fn::FolioRemoveRmapRange, |k| {
+                k.folio_remove_rmap_range(maps.iter().map(|m| pte_pfn(m.2)))
+            });
+        }
+        // The mappings' references.
+        self.folio_put_refs(pfn, maps.len() as u32);
     }
 
     /// `wp_page_shared` for a read-only PTE of a shared file mapping:

@@ -112,6 +112,23 @@ impl Kernel {
                 }
                 let pfn = pte_pfn(pte);
                 let head = self.folios.head_of(pfn);
+                if self.folios.get(head).order > 0 && pageout && !self.features.madv_pageout_split {
+                    // Seed 003's modified kernel: the folio is paged out
+                    // whole, isolated at its first page met here; each of
+                    // its PTEs is made old as the walk passes it.
+                    if self.folios.page_mapcount(pfn) != 1 {
+                        break;
+                    }
+                    self.vmas[vma as usize].ptes[idx] = pte & !PTE_YOUNG;
+                    let h = *self.folios.get(head);
+                    if !h.test(PG_LRU) || h.test(PG_UNEVICTABLE) {
+                        continue;
+                    }
+                    self.folios.get_mut(head).clear(PG_REFERENCED);
+                    self.isolate_lru_folio(head);
+                    list.push(head);
+                    continue;
+                }
                 if self.folios.get(head).order > 0 {
                     // A page of a PTE-mapped large folio: split the folio if
                     // this page is mapped only here, else stop the range
@@ -168,8 +185,9 @@ impl Kernel {
         let g = self.folios.get_mut(pfn);
         g.clear(PG_ACTIVE | PG_REFERENCED);
         self.lruvec_add_folio(pfn);
-        self.vm.inc(Vm::Pgdeactivate);
-        self.memcg_stat(f.memcg, Mc::Pgdeactivate, 1);
+        let nr = f.nr_pages() as i64;
+        self.vm.add(Vm::Pgdeactivate, nr);
+        self.memcg_stat(f.memcg, Mc::Pgdeactivate, nr);
     }
 
     /// `zap_page_range` for MADV_DONTNEED: the PTEs go (the page tables

@@ -238,7 +238,7 @@ impl Kernel {
             if f.test(PG_LRU) && !f.test(PG_ACTIVE) && !f.test(PG_UNEVICTABLE) {
                 self.lruvec_del_folio(pfn);
                 self.lruvec_add_folio_tail(pfn);
-                self.vm.inc(Vm::Pgrotated);
+                self.vm.add(Vm::Pgrotated, f.nr_pages() as i64);
             }
         }
     }

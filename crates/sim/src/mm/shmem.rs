@@ -167,7 +167,7 @@ impl Kernel {
     /// Installs a PTE for a shmem page (`do_set_pte`): the caller's
     /// reference becomes the mapping's.
     pub fn map_shmem_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
-        self.charge_cost(Fn::AddRmap, cost::RMAP_NS + cost::PTE_NS);
+        self.charge_cost(Fn::AddFileRmap, cost::RMAP_NS + cost::PTE_NS);
         self.page_add_file_rmap(pfn);
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_shmem += 1;
@@ -177,13 +177,34 @@ impl Kernel {
 
     /// `page_remove_rmap` for a shmem page.
     pub fn page_remove_file_rmap(&mut self, page: Pfn) {
-        self.charge_cost(Fn::RemoveRmap, cost::RMAP_NS);
+        self.charge_cost(Fn::RemoveRmap, cost::MAPCOUNT_NS);
         debug_assert!(self.folios.page_mapcount(page) > 0);
         if self.folios.page_mapcount_add(page, -1) == 0 {
             // NR_FILE_MAPPED counts pages, whatever their folio's size.
+            self.charge_cost(Fn::ModLruvecState, cost::RMAP_STAT_NS);
             let memcg = self.folios.get(self.folios.head_of(page)).memcg;
             self.vm.add(Vm::NrMapped, -1);
             self.memcg_stat(memcg, Mc::FileMapped, -1);
+        }
+    }
+
+    /// `folio_remove_rmap_range` (seed 003): the mapcounts of a run of
+    /// one folio's pages dropped in one call, and one stat update for the
+    /// pages no longer mapped.
+    pub fn folio_remove_rmap_range(&mut self, pages: impl Iterator<Item = Pfn>) {
+        let mut unmapped = 0;
+        let mut memcg = 0;
+        for page in pages {
+            self.charge_cost(Fn::FolioRemoveRmapRange, cost::MAPCOUNT_NS);
+            memcg = self.folios.get(self.folios.head_of(page)).memcg;
+            if self.folios.page_mapcount_add(page, -1) == 0 {
+                unmapped += 1;
+            }
+        }
+        if unmapped > 0 {
+            self.charge_cost(Fn::ModLruvecState, cost::RMAP_STAT_NS);
+            self.vm.add(Vm::NrMapped, -unmapped);
+            self.memcg_stat(memcg, Mc::FileMapped, -unmapped);
         }
     }
 
@@ -493,11 +514,11 @@ impl Kernel {
             self.folios.get_mut(pfn).set(PG_RECLAIM);
         } else {
             self.lruvec_add_folio_tail(pfn);
-            self.vm.inc(Vm::Pgrotated);
+            self.vm.add(Vm::Pgrotated, f.nr_pages() as i64);
         }
         if f.test(PG_ACTIVE) {
-            self.vm.inc(Vm::Pgdeactivate);
-            self.memcg_stat(f.memcg, Mc::Pgdeactivate, 1);
+            self.vm.add(Vm::Pgdeactivate, f.nr_pages() as i64);
+            self.memcg_stat(f.memcg, Mc::Pgdeactivate, f.nr_pages() as i64);
         }
     }
 }

@@ -44,7 +44,8 @@ impl Kernel {
     /// activates an inactive folio (`folio_activate`, applied at once here
     /// rather than through the per-CPU activate batch; a folio still in the
     /// lru_add batch is marked active for its drain) and ages the
-    /// nonresident clock (`workingset_activation`).
+    /// nonresident clock (`workingset_activation`). The events count pages:
+    /// a large folio activated counts all of its.
     pub fn folio_mark_accessed(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         if !f.test(PG_REFERENCED) {
@@ -54,17 +55,18 @@ impl Kernel {
         if f.test(PG_UNEVICTABLE) || f.test(PG_ACTIVE) {
             return;
         }
+        let nr = f.nr_pages() as i64;
         if f.test(PG_LRU) {
             self.lruvec_del_folio(pfn);
             self.folios.get_mut(pfn).set(PG_ACTIVE);
             self.lruvec_add_folio(pfn);
-            self.vm.inc(crate::vmstat::Vm::Pgactivate);
-            self.memcg_stat(f.memcg, crate::vmstat::Mc::Pgactivate, 1);
+            self.vm.add(crate::vmstat::Vm::Pgactivate, nr);
+            self.memcg_stat(f.memcg, crate::vmstat::Mc::Pgactivate, nr);
         } else {
             self.folios.get_mut(pfn).set(PG_ACTIVE);
         }
         self.folios.get_mut(pfn).clear(PG_REFERENCED);
-        self.workingset_age_nonresident(f.memcg, 1);
+        self.workingset_age_nonresident(f.memcg, nr as u64);
     }
 
     /// `lru_add_drain`: the local CPU's batches.

@@ -815,8 +815,9 @@ impl Kernel {
             self.folio_free_swap(pfn);
         }
         self.folios.get_mut(pfn).set(PG_ACTIVE);
-        stat.nr_activate[f.is_file_lru() as usize] += 1;
-        self.memcg_stat(f.memcg, Mc::Pgactivate, 1);
+        let nr = f.nr_pages();
+        stat.nr_activate[f.is_file_lru() as usize] += nr as u64;
+        self.memcg_stat(f.memcg, Mc::Pgactivate, nr as i64);
         false
     }
 
