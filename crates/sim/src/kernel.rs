@@ -246,9 +246,7 @@ impl Kernel {
             last_readahead_pages: 0,
             nr_rotate_swap: 0,
         };
-        for pfn in (0..managed as u32).rev() {
-            k.add_free_at_boot(pfn);
-        }
+        k.free_all_at_boot(managed as Pfn);
         for d in &spec.disks {
             k.disks.push(crate::mm::filemap::Disk {
                 bdev: crate::dev::blockdev::BlockDev::of_kind(d.kind, 0),

@@ -545,6 +545,31 @@ impl Kernel {
         self.push_free(pfn);
     }
 
+    /// `memblock_free_all`: frames `0..end` into the buddy lists as the
+    /// largest aligned blocks each zone holds (what freeing them one by
+    /// one would merge into), lowest frames first in each list.
+    pub fn free_all_at_boot(&mut self, end: Pfn) {
+        for zi in (0..self.zones.len()).rev() {
+            let (start, zend) = (self.zones[zi].start, self.zones[zi].end.min(end));
+            let mut blocks = Vec::new();
+            let mut pfn = start;
+            while pfn < zend {
+                let mut order = (MAX_ORDER - 1).min(pfn.trailing_zeros() as usize);
+                while pfn + (1 << order) > zend {
+                    order -= 1;
+                }
+                blocks.push((pfn, order));
+                pfn += 1 << order;
+            }
+            for &(pfn, order) in blocks.iter().rev() {
+                let n = 1u64 << order;
+                self.zones[zi].nr_free += n;
+                self.vm.add(Vm::NrFreePages, n as i64);
+                self.add_free_block(zi, pfn, order);
+            }
+        }
+    }
+
     fn push_free(&mut self, pfn: Pfn) {
         let zi = self.zone_of(pfn);
         self.free_one_page(zi, pfn, 0);
