@@ -180,7 +180,7 @@ impl Oracle {
         let base = self.base_initramfs(spec)?;
         let mut initrd = std::fs::read(&base)
             .map_err(|e| OracleError::Io(format!("{}: {e}", base.display())))?;
-        initrd.extend(run_archive(spec_text, sets));
+        initrd.extend(run_archive(spec_text, sets, &module_args(spec)));
         let work = tempdir(&self.cache)?;
         let result = self.boot_in(spec, &initrd, &work);
         // The work folder (the disks' images too) goes whatever
@@ -381,7 +381,8 @@ impl Oracle {
 /// The modules the spec's swap devices and disks need (their dependencies
 /// come from modules.dep): zram; virtio-blk on the virtio PCI transport;
 /// NVMe; an IDE disk on the PIIX controller through libata and the SCSI
-/// disk driver; and for `[[disk]]`s the ext4 driver, which mounts their
+/// disk driver; brd for RAM disks (its parameters: `module_args`); and
+/// for `[[disk]]`s the ext4 driver, which mounts their
 /// ext2 file systems (CONFIG_EXT4_USE_FOR_EXT2), with crc32c_generic first:
 /// ext4 and jbd2 ask the crypto API for "crc32c", which finds no module
 /// loader in the initramfs.
@@ -392,6 +393,7 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
         SwapKind::Virtio,
         SwapKind::Nvme,
         SwapKind::Hdd,
+        SwapKind::Ram,
     ] {
         if spec.swap.iter().any(|d| d.kind == kind) || spec.disks.iter().any(|d| d.kind == kind) {
             wanted.extend_from_slice(match kind {
@@ -399,6 +401,7 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
                 SwapKind::Virtio => &["virtio_pci", "virtio_blk"],
                 SwapKind::Nvme => &["nvme"],
                 SwapKind::Hdd => &["ata_piix", "sd_mod"],
+                SwapKind::Ram => &["brd"],
             });
         }
     }
@@ -411,6 +414,30 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
         wanted.extend_from_slice(&["crc32c_generic", "xfs"]);
     }
     wanted
+}
+
+/// Parameters for the modules /init loads, which depend on the spec (so
+/// they travel in the per-run archive, as `modules/NAME.ko.args`, and the
+/// cached initramfs stays the same): brd makes `rd_nr` RAM disks of
+/// `rd_size` KiB each when it loads (6.1 has no other way to create them),
+/// so one per RAM `[[disk]]`, all of the largest one's size (a smaller
+/// disk's file system takes its first `size` bytes, as on the other
+/// devices). Debian's defaults (CONFIG_BLK_DEV_RAM_COUNT=16,
+/// CONFIG_BLK_DEV_RAM_SIZE=16384) would make 16 disks of 16 MiB.
+fn module_args(spec: &Spec) -> Vec<(String, String)> {
+    let ram: Vec<u64> = spec
+        .disks
+        .iter()
+        .filter(|d| d.kind == SwapKind::Ram)
+        .map(|d| d.size)
+        .collect();
+    match ram.iter().max() {
+        Some(largest) => vec![(
+            "brd.ko".to_string(),
+            format!("rd_nr={} rd_size={}", ram.len(), largest / 1024),
+        )],
+        None => Vec::new(),
+    }
 }
 
 /// Where the host's xfsprogs keeps mkfs.xfs.
@@ -489,7 +516,8 @@ fn ldd_paths(out: &str) -> Result<Vec<PathBuf>, String> {
 /// The pc machine's PIIX IDE controller has two channels of two drives.
 const MAX_IDE_DISKS: usize = 4;
 
-/// One disk per block swap device, in spec order, then one per `[[disk]]`,
+/// One disk per block swap device, in spec order, then one per `[[disk]]`
+/// other than RAM disks (brd makes those in the guest's memory),
 /// each backed by a sparse image of the device's size in `work`: QEMU's
 /// arguments for them. virtio-blk and NVMe disks carry the serial
 /// `mmsim<i>` (i = the `[[swap]]` index) or `mmsimd<i>` (i = the
@@ -516,16 +544,21 @@ fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
                 d.size,
             )
         });
-    let disks = spec.disks.iter().enumerate().map(|(i, d)| {
-        (
-            format!("disk[{i}] ({})", d.name),
-            format!("disk{i}"),
-            format!("dk{i}"),
-            format!("mmsimd{i}"),
-            d.kind,
-            d.size,
-        )
-    });
+    let disks = spec
+        .disks
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.kind != SwapKind::Ram)
+        .map(|(i, d)| {
+            (
+                format!("disk[{i}] ({})", d.name),
+                format!("disk{i}"),
+                format!("dk{i}"),
+                format!("mmsimd{i}"),
+                d.kind,
+                d.size,
+            )
+        });
     for (what, file, id, serial, kind, size) in swaps.chain(disks) {
         if kind == SwapKind::Hdd && ide == MAX_IDE_DISKS {
             return Err(OracleError::Missing(format!(
@@ -586,14 +619,16 @@ fn tempdir(base: &Path) -> Result<PathBuf, OracleError> {
     Ok(d)
 }
 
-/// The guest's /init: mount the basics, load modules, run the spec, and
-/// write the runner's document to the second serial port.
+/// The guest's /init: mount the basics, load modules (each with the
+/// parameters in `/modules/NAME.ko.args`, if the run's archive has that
+/// file), run the spec, and write the runner's document to the second
+/// serial port.
 const INIT: &str = r#"#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
-for m in $(cat /modules/order); do insmod /modules/$m || echo "mmsim: insmod $m failed"; done
+for m in $(cat /modules/order); do insmod /modules/$m $(cat /modules/$m.args 2>/dev/null) || echo "mmsim: insmod $m failed"; done
 echo MMSIM-BEGIN > /dev/ttyS1
 sh /run.sh > /dev/ttyS1
 echo "MMSIM-END $?" > /dev/ttyS1
@@ -604,10 +639,19 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// The per-run archive: the spec and the runner's command line.
-fn run_archive(spec_text: &str, sets: &[String]) -> Vec<u8> {
+/// The per-run archive: the spec, the runner's command line, and the
+/// parameters of modules that depend on the spec (`module_args`; the base
+/// archive made the `modules` folder).
+fn run_archive(spec_text: &str, sets: &[String], module_args: &[(String, String)]) -> Vec<u8> {
     let mut c = cpio::Cpio::new();
     c.file("spec.toml", 0o644, spec_text.as_bytes());
+    for (module, args) in module_args {
+        c.file(
+            &format!("modules/{module}.args"),
+            0o644,
+            format!("{args}\n").as_bytes(),
+        );
+    }
     let mut cmd = String::from("exec /runner /spec.toml");
     for s in sets {
         cmd.push_str(" --set ");
@@ -834,6 +878,82 @@ steps = []
             assert_eq!(std::fs::metadata(work.join(img)).unwrap().len(), size);
         }
         std::fs::remove_dir_all(&work).unwrap();
+    }
+
+    #[test]
+    fn ram_disks_load_brd_with_their_count_and_size_and_get_no_drive() {
+        let spec = mmsim_spec::parse_str(
+            r#"
+[machine]
+memory = "1G"
+[[disk]]
+name = "small"
+device = "ram"
+size = "64M"
+[[disk]]
+name = "data"
+device = "virtio"
+size = "16M"
+[[disk]]
+name = "x"
+device = "ram"
+size = "300M"
+fs = "xfs"
+[task.main]
+steps = []
+"#,
+            "t.toml",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            wanted_modules(&spec),
+            [
+                "virtio_pci",
+                "virtio_blk",
+                "brd",
+                "crc32c_generic",
+                "ext4",
+                "crc32c_generic",
+                "xfs"
+            ]
+        );
+        // Two RAM disks of the larger one's size, in KiB.
+        let args = module_args(&spec);
+        assert_eq!(
+            args,
+            [("brd.ko".to_string(), "rd_nr=2 rd_size=307200".to_string())]
+        );
+        // /init finds them beside the module, in the per-run archive.
+        let archive = run_archive("", &[], &args);
+        let text = String::from_utf8_lossy(&archive);
+        assert!(text.contains("modules/brd.ko.args"), "{text}");
+        assert!(text.contains("rd_nr=2 rd_size=307200\n"), "{text}");
+        assert!(INIT.contains("insmod /modules/$m $(cat /modules/$m.args 2>/dev/null)"));
+        // Only the virtio disk is a drive, still with its [[disk]] index.
+        let work = std::env::temp_dir().join(format!("mmsim-ramdisks-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        let drives = disk_args(&spec, &work).unwrap();
+        let w = work.display();
+        assert_eq!(
+            drives,
+            [
+                "-drive".to_string(),
+                format!("file={w}/disk1.img,if=none,id=dk1,format=raw,cache=none"),
+                "-device".into(),
+                "virtio-blk-pci,drive=dk1,serial=mmsimd1".into(),
+            ]
+        );
+        assert!(!work.join("disk0.img").exists() && !work.join("disk2.img").exists());
+        std::fs::remove_dir_all(&work).unwrap();
+        // No RAM disk, no parameters.
+        let none = mmsim_spec::parse_str(
+            "[machine]\nmemory = \"512M\"\n[task.main]\nsteps = []\n",
+            "t.toml",
+            &[],
+        )
+        .unwrap();
+        assert!(module_args(&none).is_empty());
     }
 
     #[test]

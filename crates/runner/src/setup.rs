@@ -1,6 +1,7 @@
 //! Puts the machine into the state the spec describes: knobs, swap devices
 //! (zram, or the virtio-blk, NVMe and IDE disks the oracle gave the guest),
-//! `[[disk]]`s with an ext2 or XFS file system each, cgroup v2 groups,
+//! `[[disk]]`s (those disks, or brd's RAM disks) with an ext2 or XFS file
+//! system each, cgroup v2 groups,
 //! `[[file]]`s on a tmpfs of the run's own or on those disks; and takes it
 //! back out afterwards.
 
@@ -292,7 +293,11 @@ impl Setup {
         } else {
             0
         };
-        let name = find_disk(disk.kind, &format!("mmsimd{i}"), nth, &what)?;
+        let name = if disk.kind == SwapKind::Ram {
+            ram_disk(spec, i, &what)?
+        } else {
+            find_disk(disk.kind, &format!("mmsimd{i}"), nth, &what)?
+        };
         let dev = format!("/dev/{name}");
         wait_for(&dev, || std::path::Path::new(&dev).exists())
             .map_err(|e| format!("{what}: {e}"))?;
@@ -300,8 +305,13 @@ impl Setup {
             .parse()
             .unwrap_or(0);
         if sectors * 512 < disk.size {
+            let hint = if disk.kind == SwapKind::Ram {
+                format!(" (load brd with {})", brd_params(spec))
+            } else {
+                String::new()
+            };
             return Err(format!(
-                "{what}: {dev} has {} bytes, the spec's disk needs {}",
+                "{what}: {dev} has {} bytes, the spec's disk needs {}{hint}",
                 sectors * 512,
                 disk.size
             ));
@@ -561,6 +571,34 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The parameters brd needs for the spec's RAM disks: one per RAM
+/// `[[disk]]`, each of the largest one's size in KiB (what the oracle's
+/// /init passes to insmod).
+fn brd_params(spec: &Spec) -> String {
+    let ram = spec.disks.iter().filter(|d| d.kind == SwapKind::Ram);
+    let largest = ram.clone().map(|d| d.size).max().unwrap_or(0);
+    format!("rd_nr={} rd_size={}", ram.count(), largest / 1024)
+}
+
+/// The RAM disk (brd) for `[[disk]]` number `i`: /dev/ramK for the K-th
+/// RAM disk of the spec. brd makes its disks when it loads (the oracle's
+/// /init loads it with `brd_params`); on a host, load it so beforehand.
+fn ram_disk(spec: &Spec, i: usize, what: &str) -> Result<String, String> {
+    let k = spec.disks[..i]
+        .iter()
+        .filter(|d| d.kind == SwapKind::Ram)
+        .count();
+    let name = format!("ram{k}");
+    if !std::path::Path::new(&format!("/sys/block/{name}")).exists() {
+        return Err(format!(
+            "{what}: there is no RAM disk /dev/{name} (/sys/block/{name}); the brd module must be loaded with {} (modprobe brd {})",
+            brd_params(spec),
+            brd_params(spec)
+        ));
+    }
+    Ok(name)
+}
+
 /// The block device name (under /sys/block) of a disk the oracle
 /// attached (`what` names it in messages), the `nth` IDE disk if it is one.
 /// virtio-blk and NVMe disks carry a serial: `mmsim<i>` for `[[swap]]`
@@ -575,6 +613,7 @@ fn find_disk(kind: SwapKind, serial: &str, nth: usize, what: &str) -> Result<Str
         SwapKind::Nvme => ("nvme", format!("the NVMe disk with serial {serial}")),
         SwapKind::Hdd => ("sd", format!("IDE disk {nth} (ata{})", nth / 2 + 1)),
         SwapKind::Zram => unreachable!("zram is not a disk"),
+        SwapKind::Ram => unreachable!("a RAM disk is found by ram_disk"),
     };
     let matches = |name: &str| -> bool {
         match kind {
@@ -820,4 +859,48 @@ fn mkswap(dev: &str, size: u64) -> Result<(), String> {
         .and_then(|_| f.write_all(&page))
         .and_then(|_| f.sync_all())
         .map_err(|e| format!("mkswap {dev}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ram_disks_are_the_spec_s_ram_disks_in_order() {
+        let spec = mmsim_spec::parse_str(
+            r#"
+[machine]
+memory = "1G"
+[[disk]]
+name = "a"
+device = "ram"
+size = "16M"
+[[disk]]
+name = "v"
+device = "virtio"
+size = "16M"
+[[disk]]
+name = "b"
+device = "ram"
+size = "300M"
+fs = "xfs"
+[task.main]
+steps = []
+"#,
+            "t.toml",
+            &[],
+        )
+        .unwrap();
+        // What the oracle's /init gives insmod (crates/oracle module_args).
+        assert_eq!(brd_params(&spec), "rd_nr=2 rd_size=307200");
+        // The second RAM disk is /dev/ram1 whatever lies between; a
+        // missing one names the parameters brd needs.
+        match ram_disk(&spec, 2, "disk[2] (b)") {
+            Ok(name) => assert_eq!(name, "ram1"),
+            Err(e) => assert!(
+                e.contains("/dev/ram1") && e.contains("modprobe brd rd_nr=2 rd_size=307200"),
+                "{e}"
+            ),
+        }
+    }
 }

@@ -153,6 +153,48 @@ pub fn boot_used_bytes(spec: &Spec) -> u64 {
     (mib.max(16.0) * (1u64 << 20) as f64) as u64 + zram_table
 }
 
+/// Pages the RAM disks (`[[disk]]` device "ram": brd) hold when the
+/// workload starts. brd allocates a page for every 4 KiB of the disk that
+/// is written and keeps it — unreclaimable, on no LRU, charged to no
+/// memcg — until the disk goes. By then mkfs has written the file
+/// system's metadata and the oracle every file in full. Measured in the
+/// oracle's 6.1 guest as MemFree before the disk's mkfs less MemFree once
+/// its files were written, synced and the caches dropped, against the
+/// same spec on a virtio disk (which cancels the guest's own drift of
+/// ~2800 pages over that time):
+/// - XFS (mkfs.xfs 6.1): it zeroes its whole internal log, max(size/2048,
+///   64 MiB), and writes about 1 MiB more (128 KiB zeroed at each end of
+///   the device, allocation-group headers and btree roots, the root
+///   inode chunk): 16636 pages at 300 MiB and 16683 at 1 GiB, so the log
+///   plus 256 pages here.
+/// - ext2 (busybox mke2fs 1.35): 1955 pages at 256 MiB, 4026 at 1 GiB, so
+///   1265 pages plus 2.7 pages per MiB of disk (a line through the two
+///   points: the block groups' bitmaps, descriptors and the inode-table
+///   blocks it writes), plus the files' indirect blocks, one per 1024
+///   data blocks.
+/// - every file page: a 64 MiB file added 16384 pages, a 16 MiB one 4096,
+///   within the measurement's noise of a few hundred pages.
+pub fn brd_pages(spec: &Spec) -> u64 {
+    let mut pages = 0;
+    for (d, disk) in spec.disks.iter().enumerate() {
+        if disk.kind != mmsim_spec::SwapKind::Ram {
+            continue;
+        }
+        let files: u64 = spec
+            .files
+            .iter()
+            .filter(|f| f.on == mmsim_spec::FileOn::Disk(d))
+            .map(|f| f.size / 4096)
+            .sum();
+        let metadata = match disk.fs {
+            mmsim_spec::Fs::Xfs => (disk.size / 2048).max(64 << 20) / 4096 + 256,
+            mmsim_spec::Fs::Ext2 => 1265 + (disk.size >> 20) * 27 / 10 + files / 1024,
+        };
+        pages += files + metadata;
+    }
+    pages
+}
+
 /// Pages the kernel frees after the boot-time watermark computation (init
 /// sections and the like): measured as MemTotal − lowmem_kbytes implied by
 /// min_free_kbytes (int_sqrt(16 × lowmem_kbytes)) on 6.1.0-56-amd64 at
@@ -264,6 +306,8 @@ impl Kernel {
         }
         k.boot_watermarks(spec);
         k.boot_kernel_usage(boot_used_bytes(spec) / 4096);
+        // The RAM disks' pages (brd), allocated while the oracle set them up.
+        k.boot_kernel_usage(brd_pages(spec));
         for s in &spec.swap {
             let prio = k.swapon_priority(s.priority);
             let si = SwapInfo::new(s, prio, cpus);

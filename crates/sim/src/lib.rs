@@ -98,6 +98,20 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
             spec.machine.cpus
         )));
     }
+    let brd = kernel::brd_pages(spec);
+    if brd > 0 {
+        // What a RAM disk holds must fit beside the kernel's own use, with
+        // 16 MiB to spare (the workload's and the watermarks' least).
+        let room = frames.saturating_sub(kernel::boot_used_bytes(spec) / 4096 + 4096);
+        if brd > room {
+            return Err(SimError::Spec(format!(
+                "key `machine.memory`: found {} MiB, which leaves {} MiB beside the kernel, and the RAM disks ([[disk]] device = \"ram\") hold {} MiB in memory (their files and file-system metadata: brd keeps every written block in a page); expected more machine.memory or smaller files on RAM disks",
+                spec.machine.memory >> 20,
+                room >> 8,
+                brd >> 8
+            )));
+        }
+    }
     if frames >= u32::MAX as u64 {
         return Err(SimError::Unmodelled(
             "machines of 16 TiB or more (frame numbers are 32-bit)".into(),

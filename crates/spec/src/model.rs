@@ -110,6 +110,10 @@ pub enum SwapKind {
     Virtio,
     /// A rotating disk: seeks, queue depth 1.
     Hdd,
+    /// A RAM disk (brd, /dev/ramN): its blocks are pages of memory, and a
+    /// bio is copied on the submitting CPU and completes at once. Only for
+    /// a `[[disk]]` (the spec refuses it as a `[[swap]]` device).
+    Ram,
 }
 
 impl SwapKind {
@@ -119,11 +123,13 @@ impl SwapKind {
             SwapKind::Nvme => "nvme",
             SwapKind::Virtio => "virtio",
             SwapKind::Hdd => "hdd",
+            SwapKind::Ram => "ram",
         }
     }
 
     /// What the block queue's `rotational` attribute says by default:
-    /// virtio-blk sets no non-rotational flag, so 6.1 guests see 1.
+    /// virtio-blk sets no non-rotational flag, so 6.1 guests see 1 (brd
+    /// sets QUEUE_FLAG_NONROT).
     pub fn default_rotational(self) -> bool {
         matches!(self, SwapKind::Virtio | SwapKind::Hdd)
     }
@@ -226,7 +232,7 @@ pub enum FileOn {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Disk {
     pub name: String,
-    /// nvme, virtio or hdd (never zram).
+    /// nvme, virtio, hdd or ram (never zram).
     pub kind: SwapKind,
     /// Bytes.
     pub size: u64,

@@ -787,6 +787,13 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         "nvme" => SwapKind::Nvme,
         "virtio" => SwapKind::Virtio,
         "hdd" => SwapKind::Hdd,
+        "ram" => {
+            return Err(rep.at(
+                dev.at,
+                s.path("device"),
+                "found \"ram\", a RAM disk (brd), which mmsim models only as a [[disk]] holding files; expected one of zram, nvme, virtio, hdd (zram is the RAM-backed swap device)",
+            ));
+        }
         other => {
             return Err(rep.at(
                 dev.at,
@@ -1766,17 +1773,18 @@ fn build_disks(rep: &Reporter, node: &Node) -> Result<Vec<Disk>, SpecError> {
                 format!("found \"{name}\", which is taken (tmpfs, or an earlier [[disk]]); expected a new name"),
             ));
         }
-        let words = "a string: one of nvme, virtio, hdd";
+        let words = "a string: one of nvme, virtio, hdd, ram";
         let dev = d.require("device", words)?;
         let kind = match string(rep, dev, &d.path("device"), words)? {
             "nvme" => SwapKind::Nvme,
             "virtio" => SwapKind::Virtio,
             "hdd" => SwapKind::Hdd,
+            "ram" => SwapKind::Ram,
             other => {
                 return Err(rep.at(
                     dev.at,
                     d.path("device"),
-                    format!("found \"{other}\", expected one of nvme, virtio, hdd (zram holds no file system here)"),
+                    format!("found \"{other}\", expected one of nvme, virtio, hdd, ram (zram holds no file system here)"),
                 ))
             }
         };

@@ -530,6 +530,76 @@ size = "1G"
 }
 
 #[test]
+fn swap_on_a_ram_disk_is_refused() {
+    // brd is modelled as a [[disk]] only; RAM-backed swap is zram.
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "ram"
+size = "64M"
+"#,
+    ));
+    check(
+        &e,
+        4,
+        "swap[0].device",
+        &[
+            "found \"ram\"",
+            "RAM disk (brd)",
+            "only as a [[disk]]",
+            "expected one of zram, nvme, virtio, hdd",
+        ],
+    );
+}
+
+#[test]
+fn ram_disks_hold_file_systems() {
+    let s = parse(&with_task(
+        r#"[machine]
+memory = "1G"
+[[disk]]
+name = "r"
+device = "ram"
+size = "300M"
+fs = "xfs"
+read_ahead_kb = 256
+[[disk]]
+name = "e"
+device = "ram"
+size = "16M"
+[[file]]
+name = "f"
+size = "2M"
+on = "r"
+"#,
+    ))
+    .unwrap();
+    assert_eq!(s.disks[0].kind, SwapKind::Ram);
+    assert_eq!(s.disks[0].kind.name(), "ram");
+    assert_eq!(s.disks[0].fs, mmsim_spec::Fs::Xfs);
+    assert_eq!(s.disks[0].read_ahead_kb, 256);
+    assert_eq!(s.disks[1].kind, SwapKind::Ram);
+    assert_eq!(s.disks[1].fs, mmsim_spec::Fs::Ext2);
+    assert!(!s.disks[0].kind.default_rotational());
+    // The same rules as on any disk: an XFS RAM disk needs 300 MiB.
+    let e = rejected(&with_task(
+        "[machine]\nmemory = \"1G\"\n[[disk]]\nname = \"r\"\ndevice = \"ram\"\nsize = \"64M\"\nfs = \"xfs\"\n",
+    ));
+    check(&e, 6, "disk[0].size", &["xfs disk", "at least 300M"]);
+    // A misspelt device names ram among the choices.
+    let e = rejected(&with_task(
+        "[machine]\nmemory = \"1G\"\n[[disk]]\nname = \"r\"\ndevice = \"brd\"\nsize = \"64M\"\n",
+    ));
+    check(
+        &e,
+        5,
+        "disk[0].device",
+        &["found \"brd\"", "one of nvme, virtio, hdd, ram"],
+    );
+}
+
+#[test]
 fn swap_size_too_small() {
     let e = rejected(&with_task(
         r#"[machine]
@@ -1007,7 +1077,7 @@ fn disk_errors() {
             "[[disk]]\nname = \"d\"\ndevice = \"zram\"\nsize = \"1G\"\n",
             5,
             "disk[0].device",
-            &["\"zram\"", "nvme, virtio, hdd"],
+            &["\"zram\"", "nvme, virtio, hdd, ram"],
         ),
         (
             "[[disk]]\nname = \"d\"\ndevice = \"nvme\"\nsize = \"8M\"\n",

@@ -19,6 +19,10 @@
 //!   delay (half a turn), 200 MB/s sustained transfer. Simplification: one
 //!   request at a time (no NCQ reordering); a request that starts where the
 //!   previous one ended pays no seek and no rotation.
+//! - RAM disk (brd): not a queue at all. brd is a bio-based driver whose
+//!   `brd_submit_bio` copies every page on the submitting CPU and ends the
+//!   bio before returning, so mm/page_io.rs never submits to this model
+//!   for it (`BlockDev::is_ram`); see `brd_submit_bio` there.
 
 use mmsim_spec::SwapKind;
 use std::cmp::Reverse;
@@ -42,6 +46,8 @@ pub struct BlockDev {
     /// Content token of each slot's data as last written.
     pub version: Vec<u32>,
     pub requests: u64,
+    /// A RAM disk (brd): I/O completes in the submitter, never here.
+    ram: bool,
 }
 
 impl BlockDev {
@@ -63,6 +69,14 @@ impl BlockDev {
             SwapKind::Nvme => (53_000, 17_000, 3500, 3300, 1023, false),
             SwapKind::Virtio => (78_000, 42_000, 3500, 3300, 256, false),
             SwapKind::Hdd => (12_670_000, 12_670_000, 200, 200, 1, true),
+            // brd, described in the model's terms for completeness only:
+            // no access latency, no queue limit, a page per COPY_PAGE_NS
+            // (4096 B / 670 ns = 6113 MB/s). Never used for I/O: page_io
+            // completes a RAM disk's bios in the submitting context.
+            SwapKind::Ram => {
+                let mb_s = 4096 * 1000 / crate::cost::COPY_PAGE_NS;
+                (0, 0, mb_s, mb_s, usize::MAX, false)
+            }
             SwapKind::Zram => unreachable!("zram is not a bio device"),
         };
         BlockDev {
@@ -77,12 +91,20 @@ impl BlockDev {
             head: u64::MAX,
             version: vec![0; slots as usize],
             requests: 0,
+            ram: kind == SwapKind::Ram,
         }
+    }
+
+    /// A RAM disk (brd): bios complete synchronously in the submitter
+    /// (mm/page_io.rs `brd_submit_bio`), never through `submit`.
+    pub fn is_ram(&self) -> bool {
+        self.ram
     }
 
     /// Submits a request of `pages` pages at slot `offset` at time `now`;
     /// returns its completion time.
     pub fn submit(&mut self, now: u64, write: bool, offset: u64, pages: u64) -> u64 {
+        debug_assert!(!self.ram, "a RAM disk's bios complete in the submitter");
         self.requests += 1;
         while self.inflight.peek().is_some_and(|r| r.0 <= now) {
             self.inflight.pop();

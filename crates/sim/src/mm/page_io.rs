@@ -5,6 +5,11 @@
 //! the device's completion time, run by `process_io_completions` once some
 //! context's clock has passed it.
 //!
+//! A RAM disk (brd) is a bio-based driver: its bios skip the plug (only
+//! request-based, blk-mq devices plug), `brd_submit_bio` copies each page
+//! on the submitting CPU and the completion runs before `submit_bio`
+//! returns: no device queue, no completion event.
+//!
 //! Simplifications: a completion runs when the next scheduling step,
 //! fault or reclaim pass at or after its time looks (at most one
 //! scheduler quantum late, never early for the task that waits on it);
@@ -14,6 +19,7 @@
 
 use super::folio::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
+use crate::cost::{self, Fn};
 use crate::kernel::Kernel;
 use crate::vmstat::Vm;
 use std::cmp::Reverse;
@@ -97,6 +103,12 @@ impl Kernel {
         // submit_bio counts pgpgin/pgpgout in KiB.
         self.vm
             .add(if write { Vm::Pgpgout } else { Vm::Pgpgin }, 4 * nr as i64);
+        if let BioDev::Disk(d) = dev {
+            if self.disks[d].bdev.is_ram() {
+                self.brd_submit_bio(pfn, nr, write);
+                return;
+            }
+        }
         if let Some(last) = self.plug.last_mut() {
             let end = last.offset + last.pages;
             if last.dev == dev
@@ -128,6 +140,25 @@ impl Kernel {
         });
         if self.plug_depth == 0 {
             self.flush_plug();
+        }
+    }
+
+    /// `brd_submit_bio` of a folio's `nr` pages: brd is bio-based
+    /// (`__submit_bio` calls it directly, so no plug holds the bio), copies
+    /// every page between its own memory and the folio on the submitting
+    /// CPU (`copy_from_brd` for a read, `copy_to_brd` for a write:
+    /// `COPY_PAGE_NS` each, charged to the current context) and ends the
+    /// bio at once: the generic completion runs before `submit_bio`
+    /// returns, so a read's folio is uptodate and unlocked, a write's off
+    /// writeback. The contents were taken at submission (the folio's
+    /// versions for a read, the inode's disk versions for a write), as for
+    /// the other devices.
+    fn brd_submit_bio(&mut self, pfn: Pfn, nr: u64, write: bool) {
+        self.charge_cost(Fn::BrdSubmitBio, cost::COPY_PAGE_NS * nr);
+        if write {
+            self.end_swap_bio_write(pfn);
+        } else {
+            self.end_swap_bio_read(pfn);
         }
     }
 
