@@ -68,8 +68,9 @@ pub struct Effect {
     /// `phase_s:PHASE`, `vmstat:COUNTER`, `kv:FIGURE:PHASE`, the longest
     /// or mean run time of the programs a task launched
     /// (`spawn_max_s:TASK`, `spawn_mean_s:TASK`), a phase's throughput over
-    /// the whole of file FILE (`mb_per_s:PHASE:FILE`, MB/s), COUNT loops
-    /// over a phase's time (`per_s:PHASE:COUNT`), the share of simulated
+    /// the whole of file FILE (`mb_per_s:PHASE:FILE`, MB/s), the
+    /// iterations of the repeat after a phase mark over the phase's time
+    /// (`loops_per_s:PHASE`), the share of simulated
     /// CPU time in a kernel function and its callees
     /// (`profile_share:FUNCTION`, %), or the share of a histogram's
     /// events at most / at least N: `hist_share_le:SITE:N`,
@@ -254,13 +255,23 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
             let s = measure(r, spec, &format!("phase_s:{phase}"))?;
             Ok(f.size as f64 / 1e6 / s)
         }
-        ["per_s", phase, count] => {
-            // A count of loops done in the phase (the spec's, over all
-            // instances) as a rate: what a loop run for one second counts.
-            let n: f64 = count
-                .parse()
-                .map_err(|_| format!("bad count {count:?} in {what:?}"))?;
-            Ok(n / measure(r, spec, &format!("phase_s:{phase}"))?)
+        ["loops_per_s", phase] => {
+            // The iterations of the `repeat` that follows the phase mark in
+            // the first task, over the phase's time: what a loop run for
+            // one second counts.
+            let steps = &spec.tasks.first().ok_or("the spec has no task")?.steps;
+            let at = steps
+                .iter()
+                .position(|s| matches!(&s.op, mmsim_spec::Op::Phase { name } if name == phase))
+                .ok_or_else(|| format!("no phase {phase:?} in the first task"))?;
+            let times = steps[at..]
+                .iter()
+                .find_map(|s| match s.op {
+                    mmsim_spec::Op::Repeat { times, .. } => Some(times),
+                    _ => None,
+                })
+                .ok_or_else(|| format!("no repeat after phase {phase:?}"))?;
+            Ok(times as f64 / measure(r, spec, &format!("phase_s:{phase}"))?)
         }
         ["profile_share", fs] => {
             // perf's "children" share: time in f and its callees, over
@@ -327,7 +338,7 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
             Ok(if total == 0 { 0.0 } else { hit as f64 / total as f64 })
         }
         _ => Err(format!(
-            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, spawn_max_s:TASK, spawn_mean_s:TASK, mb_per_s:PHASE:FILE, per_s:PHASE:COUNT, profile_share:FUNCTION, hist_share_le:SITE:N or hist_share_ge:SITE:N"
+            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, spawn_max_s:TASK, spawn_mean_s:TASK, mb_per_s:PHASE:FILE, loops_per_s:PHASE, profile_share:FUNCTION, hist_share_le:SITE:N or hist_share_ge:SITE:N"
         )),
     }
 }
