@@ -341,3 +341,81 @@ steps = [
     assert!(vm(&seq, "pgactivate") < 64, "{}", vm(&seq, "pgactivate"));
     assert_eq!(seq.integrity.violations, 0);
 }
+
+/// Two tasks on two CPUs fault the same swapped-out shmem pages at the
+/// same moment, from an NVMe device whose reads complete later: the first
+/// fault's read puts the folio in the swap cache locked, the second finds
+/// it there and waits for the same read (6.1's shmem swap-in through the
+/// swap cache). No page is read from the device twice, and both tasks read
+/// what the writer wrote (the content check fails the run otherwise).
+#[test]
+fn two_tasks_fault_the_same_shmem_swap_entry_at_once() {
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+cpus = 2
+[sysctl]
+"vm.page-cluster" = 0
+[[swap]]
+device = "nvme"
+size = "256M"
+[[file]]
+name = "shm"
+size = "16M"
+on = "tmpfs"
+[cgroup.w]
+memory_max = "6M"
+[cgroup.r]
+memory_max = "max"
+[task.writer]
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "touch", region = "m", write = 1.0 },
+  { op = "munmap", region = "m" },
+]
+[task.a]
+cgroup = "r"
+steps = [
+  { op = "sleep", duration = "2s" },
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "phase", name = "swapin" },
+  { op = "touch", region = "m" },
+]
+[task.b]
+cgroup = "r"
+steps = [
+  { op = "sleep", duration = "2s" },
+  { op = "mmap", name = "m", kind = "shmem", file = "shm", size = "16M" },
+  { op = "phase", name = "swapin" },
+  { op = "touch", region = "m" },
+]
+"#,
+    );
+    let a = r.tasks.iter().find(|t| t.name == "a").unwrap();
+    let b = r.tasks.iter().find(|t| t.name == "b").unwrap();
+    let (pa, pb) = (
+        a.phases.iter().find(|p| p.name == "swapin").unwrap(),
+        b.phases.iter().find(|p| p.name == "swapin").unwrap(),
+    );
+    // Most of the file was on the device when the two started.
+    let out = r.tasks[0]
+        .phases
+        .iter()
+        .map(|p| p.vmstat["pswpout"])
+        .sum::<i64>();
+    let read = pa.vmstat["pswpin"].max(pb.vmstat["pswpin"]);
+    assert!(read > PAGES / 2, "{read}");
+    // Both took major faults: each met entries the other had not read.
+    assert!(pa.vmstat["pgmajfault"] > 0 && pb.vmstat["pgmajfault"] > 0);
+    // No slot was read twice: reads never exceed the pages written out.
+    assert!(
+        vm(&r, "pswpin") <= vm(&r, "pswpout"),
+        "{} > {}",
+        vm(&r, "pswpin"),
+        out
+    );
+    assert!(vm(&r, "pswpin") <= PAGES);
+    assert_eq!(r.integrity.pages_checked, 2 * PAGES as u64);
+}
