@@ -6,7 +6,9 @@
 //! back out afterwards.
 
 use crate::shared::SharedTokens;
-use mmsim_spec::{Disk, FileOn, Fs, Limit, MapKind, Op, Spec, Step, SwapDevice, SwapKind};
+use mmsim_spec::{
+    Disk, FileOn, Fs, Limit, MapKind, Op, Spec, Step, SwapDevice, SwapKind, TmpfsHuge,
+};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
@@ -61,8 +63,19 @@ fn swap_flags(prio: Option<i32>) -> libc::c_int {
 /// libata probes its ports in the background).
 const DISK_WAIT: Duration = Duration::from_secs(30);
 
-/// Where the run's tmpfs is mounted.
+/// Where the run's tmpfs for `huge = "never"` files is mounted; the tmpfs
+/// of any other `huge=` value is mounted at TMPFS_DIR + "." + the value
+/// (e.g. /mnt/mmsim-tmpfs.always: a disk's name has no dot, so it never
+/// collides with a disk's mount point).
 pub const TMPFS_DIR: &str = "/mnt/mmsim-tmpfs";
+
+/// Where the run's tmpfs mounted with `huge` is.
+pub fn tmpfs_dir(huge: TmpfsHuge) -> String {
+    match huge {
+        TmpfsHuge::Never => TMPFS_DIR.to_string(),
+        h => format!("{TMPFS_DIR}.{}", h.name()),
+    }
+}
 /// shmem's THP policy for the internal mount (shared anonymous mappings)
 /// and, at `force` or `deny`, for every tmpfs.
 const SHMEM_ENABLED: &str = "kernel/mm/transparent_hugepage/shmem_enabled";
@@ -94,9 +107,10 @@ pub struct Setup {
     pub knobs: Vec<(String, String)>,
     /// Every `[[file]]`, by spec index, created on the tmpfs.
     pub files: Vec<SharedFile>,
-    /// The tmpfs is mounted at TMPFS_DIR; and whether the runner made that
-    /// directory (removed again after).
-    tmpfs: Option<bool>,
+    /// The tmpfs mounts, one per distinct `huge=` of the tmpfs files: the
+    /// mount point and whether the runner made that directory (removed
+    /// again after).
+    tmpfs: Vec<(String, bool)>,
     /// The disks' file systems as mounted, in spec order: the mount point
     /// and whether the runner made that directory.
     mounts: Vec<(String, bool)>,
@@ -136,7 +150,7 @@ impl Setup {
             cgroups: Vec::new(),
             knobs: Vec::new(),
             files: Vec::new(),
-            tmpfs: None,
+            tmpfs: Vec::new(),
             mounts: Vec::new(),
         };
         if let Err(e) = s.apply_all(spec) {
@@ -209,11 +223,19 @@ impl Setup {
                 limit(cg.memory_high),
             ));
         }
-        if uses_shmem(spec) {
+        // A shmem_enabled the spec sets was written (and read back) with
+        // the other knobs above.
+        if uses_shmem(spec) && spec.sysfs.shmem_enabled.is_none() {
             self.shmem_thp_never()?;
         }
-        if spec.files.iter().any(|f| f.on == FileOn::Tmpfs) {
-            self.mount_tmpfs(spec)?;
+        for huge in TmpfsHuge::ALL {
+            if spec
+                .files
+                .iter()
+                .any(|f| f.on == FileOn::Tmpfs && f.huge == huge)
+            {
+                self.mount_tmpfs(spec, huge)?;
+            }
         }
         for (i, disk) in spec.disks.iter().enumerate() {
             self.mount_disk(spec, i, disk)?;
@@ -230,9 +252,10 @@ impl Setup {
         Ok(())
     }
 
-    /// Large shmem folios are not modelled: shmem_enabled must be `never`
-    /// (its default) for shared anonymous mappings, and neither `force` nor
-    /// `deny` may override the run's tmpfs mount. Recorded as a knob.
+    /// When the spec leaves shmem_enabled alone: it must be `never` (its
+    /// 6.1 default, what the simulator assumes) for shared anonymous
+    /// mappings, and neither `force` nor `deny` may override the tmpfs
+    /// mounts' `huge=`. Recorded as a knob.
     fn shmem_thp_never(&mut self) -> Result<(), String> {
         let key = format!("sysfs:{SHMEM_ENABLED}");
         let path = format!("/sys/{SHMEM_ENABLED}");
@@ -249,28 +272,51 @@ impl Setup {
         Ok(())
     }
 
-    /// Mounts a tmpfs (huge=never, as large as the tmpfs files together)
-    /// at TMPFS_DIR.
-    fn mount_tmpfs(&mut self, spec: &Spec) -> Result<(), String> {
-        let made_dir = !std::path::Path::new(TMPFS_DIR).exists();
+    /// Mounts a tmpfs with `huge`, as large as the tmpfs files with that
+    /// `huge` together, at `tmpfs_dir(huge)`, and checks in
+    /// /proc/self/mounts that the kernel took the option.
+    fn mount_tmpfs(&mut self, spec: &Spec, huge: TmpfsHuge) -> Result<(), String> {
+        let dir = tmpfs_dir(huge);
+        let made_dir = !std::path::Path::new(&dir).exists();
         if made_dir {
-            fs::create_dir_all(TMPFS_DIR).map_err(|e| format!("cannot create {TMPFS_DIR}: {e}"))?;
+            fs::create_dir_all(&dir).map_err(|e| format!("cannot create {dir}: {e}"))?;
         }
         let total: u64 = spec
             .files
             .iter()
-            .filter(|f| f.on == FileOn::Tmpfs)
+            .filter(|f| f.on == FileOn::Tmpfs && f.huge == huge)
             .map(|f| f.size)
             .sum();
-        let opts = format!("size={total},huge=never,mode=0700");
-        if let Err(e) = mount("mmsim-tmpfs", TMPFS_DIR, "tmpfs", 0, Some(&opts)) {
+        let opts = format!("size={total},huge={},mode=0700", huge.name());
+        if let Err(e) = mount("mmsim-tmpfs", &dir, "tmpfs", 0, Some(&opts)) {
             if made_dir {
-                let _ = fs::remove_dir(TMPFS_DIR);
+                let _ = fs::remove_dir(&dir);
             }
-            return Err(format!("cannot mount tmpfs ({opts}) at {TMPFS_DIR}: {e}"));
+            return Err(format!("cannot mount tmpfs ({opts}) at {dir}: {e}"));
         }
-        self.tmpfs = Some(made_dir);
-        Ok(())
+        self.tmpfs.push((dir.clone(), made_dir));
+        // shmem_show_options shows huge= unless it is never.
+        let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let shown = mounts
+            .lines()
+            .map(|l| l.split(' ').collect::<Vec<_>>())
+            .rfind(|w| w.len() > 3 && w[1] == dir)
+            .map(|w| {
+                w[3].split(',')
+                    .find_map(|o| o.strip_prefix("huge="))
+                    .unwrap_or("never")
+                    .to_string()
+            });
+        match shown {
+            Some(h) if h == huge.name() => Ok(()),
+            Some(h) => Err(format!(
+                "tmpfs at {dir}: mounted with huge={}, but /proc/self/mounts shows huge={h}",
+                huge.name()
+            )),
+            None => Err(format!(
+                "tmpfs at {dir}: mounted, but /proc/self/mounts does not list it"
+            )),
+        }
     }
 
     /// The disk the oracle attached for `[[disk]]` number `i`: a file system
@@ -373,13 +419,13 @@ impl Setup {
     /// Creates every `[[file]]`, in spec order, and maps its token array
     /// (in this process, before the task processes are forked: the root
     /// cgroup pays for it). A tmpfs file is sparse: pages appear on first
-    /// touch; recorded as knob `file:NAME` = `tmpfs SIZE huge=never`. A file
+    /// touch; recorded as knob `file:NAME` = `tmpfs SIZE huge=H`. A file
     /// on a disk is written whole (see `fill`) and fsync'ed; recorded as
     /// `file:NAME` = `on DISK SIZE`.
     fn make_files(&mut self, spec: &Spec) -> Result<(), String> {
         for f in &spec.files {
             let (path, disk) = match f.on {
-                FileOn::Tmpfs => (format!("{TMPFS_DIR}/{}", f.name), None),
+                FileOn::Tmpfs => (format!("{}/{}", tmpfs_dir(f.huge), f.name), None),
                 FileOn::Disk(d) => {
                     let disk = spec
                         .disks
@@ -421,7 +467,7 @@ impl Setup {
                         .map_err(|e| format!("file {}: cannot size {path}: {e}", f.name))?;
                     self.knobs.push((
                         format!("file:{}", f.name),
-                        format!("tmpfs {} huge=never", f.size),
+                        format!("tmpfs {} huge={}", f.size, f.huge.name()),
                     ));
                 }
                 Some(d) => {
@@ -512,8 +558,8 @@ impl Setup {
             }
             f.tokens.unmap();
         }
-        if let Some(made_dir) = self.tmpfs.take() {
-            umount(TMPFS_DIR, made_dir);
+        for (dir, made_dir) in self.tmpfs.drain(..).rev() {
+            umount(&dir, made_dir);
         }
         for (dir, made_dir) in self.mounts.drain(..).rev() {
             umount(&dir, made_dir);

@@ -40,3 +40,57 @@ fn the_longest_sleep_does_not_overflow_the_clock() {
     );
     assert_eq!(r.tasks[0].end_ns, u64::MAX);
 }
+
+const TMPFS_TASK: &str = "[task.t]\nsteps = [\n  { op = \"mmap\", name = \"m\", kind = \"shmem\", file = \"f\", size = \"4M\" },\n  { op = \"touch\", region = \"m\", write = 1.0 },\n]\n";
+
+#[test]
+fn large_shmem_folios_are_refused() {
+    for huge in ["always", "within_size", "advise"] {
+        let text = format!(
+            "[machine]\nmemory = \"512M\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"tmpfs\"\nhuge = \"{huge}\"\n{TMPFS_TASK}"
+        );
+        match try_run(&text) {
+            Err(SimError::Unmodelled(m)) => {
+                assert!(m.contains("large shmem folios are not modelled yet"), "{m}");
+                assert!(m.contains(&format!("file f: huge = \"{huge}\"")), "{m}");
+            }
+            other => panic!("huge = {huge}: expected Unmodelled, got {other:?}"),
+        }
+    }
+    for w in ["always", "within_size", "advise", "force"] {
+        let text = format!(
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{w}\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"tmpfs\"\n{TMPFS_TASK}"
+        );
+        match try_run(&text) {
+            Err(SimError::Unmodelled(m)) => {
+                assert!(m.contains("large shmem folios are not modelled yet"), "{m}");
+                assert!(m.contains(&format!("shmem_enabled\" = \"{w}\"")), "{m}");
+            }
+            other => panic!("shmem_enabled = {w}: expected Unmodelled, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn huge_never_and_shmem_enabled_never_or_deny_still_run() {
+    let text = format!(
+        "[machine]\nmemory = \"512M\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"tmpfs\"\nhuge = \"never\"\n{TMPFS_TASK}"
+    );
+    let r = run_checked(&text);
+    assert_eq!(r.knobs["file:f"], "tmpfs 4194304 huge=never");
+    assert_eq!(
+        r.knobs["sysfs:kernel/mm/transparent_hugepage/shmem_enabled"],
+        "never"
+    );
+    assert_eq!(r.vmstat["nr_shmem"], 1024);
+    for w in ["never", "deny"] {
+        let text = format!(
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{w}\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"tmpfs\"\n{TMPFS_TASK}"
+        );
+        let r = run_checked(&text);
+        assert_eq!(
+            r.knobs["sysfs:kernel/mm/transparent_hugepage/shmem_enabled"],
+            w
+        );
+    }
+}

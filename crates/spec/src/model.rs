@@ -98,6 +98,84 @@ pub struct Sysfs {
     /// kernel/mm/swap/vma_ra_enabled: VMA-based swap readahead (ignored
     /// while any rotational swap device is on, as the kernel ignores it).
     pub vma_ra_enabled: bool,
+    /// kernel/mm/transparent_hugepage/shmem_enabled when the spec sets it
+    /// (None: left alone, 6.1's boot default `never`). The simulator
+    /// refuses anything but `never` and `deny` (large shmem folios are not
+    /// modelled yet).
+    pub shmem_enabled: Option<ShmemEnabled>,
+}
+
+/// kernel/mm/transparent_hugepage/shmem_enabled, as 6.1's
+/// `shmem_enabled_store` takes it: the policy of the internal shmem mount
+/// (shared anonymous mappings, SysV SHM, memfd), and at `deny` or `force`
+/// an override of every tmpfs mount's `huge=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShmemEnabled {
+    Always,
+    WithinSize,
+    Advise,
+    Never,
+    Deny,
+    Force,
+}
+
+impl ShmemEnabled {
+    pub const ALL: [ShmemEnabled; 6] = [
+        ShmemEnabled::Always,
+        ShmemEnabled::WithinSize,
+        ShmemEnabled::Advise,
+        ShmemEnabled::Never,
+        ShmemEnabled::Deny,
+        ShmemEnabled::Force,
+    ];
+
+    /// The word the sysfs file takes and shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShmemEnabled::Always => "always",
+            ShmemEnabled::WithinSize => "within_size",
+            ShmemEnabled::Advise => "advise",
+            ShmemEnabled::Never => "never",
+            ShmemEnabled::Deny => "deny",
+            ShmemEnabled::Force => "force",
+        }
+    }
+
+    /// Whether it can give a shmem file or mapping a large folio by itself
+    /// (`force`), or lets the mount's policy do so (all but `deny` and
+    /// `never`; `never` leaves user tmpfs mounts to their `huge=`).
+    pub fn allows_large(self) -> bool {
+        !matches!(self, ShmemEnabled::Never | ShmemEnabled::Deny)
+    }
+}
+
+/// A tmpfs mount's `huge=` option (6.1 `SHMEM_HUGE_*`): whether shmem
+/// faults and writes on its files allocate PMD-size folios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TmpfsHuge {
+    Never,
+    Always,
+    WithinSize,
+    Advise,
+}
+
+impl TmpfsHuge {
+    pub const ALL: [TmpfsHuge; 4] = [
+        TmpfsHuge::Never,
+        TmpfsHuge::Always,
+        TmpfsHuge::WithinSize,
+        TmpfsHuge::Advise,
+    ];
+
+    /// The word the mount option takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            TmpfsHuge::Never => "never",
+            TmpfsHuge::Always => "always",
+            TmpfsHuge::WithinSize => "within_size",
+            TmpfsHuge::Advise => "advise",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,11 +295,14 @@ pub struct File {
     pub size: u64,
     /// Where the file lives.
     pub on: FileOn,
+    /// The tmpfs `huge=` mount option of a tmpfs file (`Never` for a file
+    /// on a disk). The simulator refuses anything but `Never`.
+    pub huge: TmpfsHuge,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileOn {
-    /// tmpfs (huge=never): the file's pages are shmem.
+    /// tmpfs (mounted with the file's `huge=`): the file's pages are shmem.
     Tmpfs,
     /// An ext2 file system on `[[disk]]` number N: the file exists with
     /// data at start (not cached) and is read through the page cache.

@@ -665,6 +665,7 @@ fn build_sysctl(
 }
 
 const THP_ENABLED: &str = "kernel/mm/transparent_hugepage/enabled";
+const SHMEM_ENABLED: &str = "kernel/mm/transparent_hugepage/shmem_enabled";
 const LRU_GEN_ENABLED: &str = "kernel/mm/lru_gen/enabled";
 const VMA_RA_ENABLED: &str = "kernel/mm/swap/vma_ra_enabled";
 
@@ -694,6 +695,7 @@ fn build_sysfs(
         "a table [sysfs] of knobs such as \"kernel/mm/transparent_hugepage/enabled\" = \"never\"",
     )?;
     let mut vma_ra_enabled = true;
+    let mut shmem_enabled = None;
     for (key, e) in &f.table.entries {
         let path = f.path(key);
         let v = &e.node;
@@ -705,6 +707,23 @@ fn build_sysfs(
         };
         let ok = match key.as_str() {
             THP_ENABLED => value == "never",
+            SHMEM_ENABLED => {
+                let words: Vec<String> = ShmemEnabled::ALL
+                    .iter()
+                    .map(|w| format!("\"{}\"", w.name()))
+                    .collect();
+                let expected = format!("one of {} (6.1's shmem_enabled)", words.join(", "));
+                let Val::Str(_) = &v.val else {
+                    return Err(type_error(rep, v, &path, &expected));
+                };
+                match ShmemEnabled::ALL.iter().find(|w| w.name() == value) {
+                    Some(&w) => {
+                        shmem_enabled = Some(w);
+                        true
+                    }
+                    None => return Err(type_error(rep, v, &path, &expected)),
+                }
+            }
             LRU_GEN_ENABLED => matches!(value.as_str(), "n" | "0" | "0x0000"),
             VMA_RA_ENABLED => match kstrtobool(&value) {
                 Some(b) => {
@@ -718,7 +737,7 @@ fn build_sysfs(
                     e.key_at,
                     path,
                     format!(
-                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {LRU_GEN_ENABLED}, {VMA_RA_ENABLED}"
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {VMA_RA_ENABLED}"
                     ),
                 ))
             }
@@ -735,6 +754,11 @@ fn build_sysfs(
     // Debian's 6.1 defaults THP to always; the simulator models the kernel
     // without anon THP, so the oracle must run with it off (DESIGN.md Oracle).
     knobs.push((format!("sysfs:{THP_ENABLED}"), "never".into()));
+    // Only when set: left alone it is 6.1's boot default `never`, and the
+    // engines record it as such for specs that use shmem.
+    if let Some(w) = shmem_enabled {
+        knobs.push((format!("sysfs:{SHMEM_ENABLED}"), w.name().into()));
+    }
     knobs.push((format!("sysfs:{LRU_GEN_ENABLED}"), "n".into()));
     knobs.push((
         format!("sysfs:{VMA_RA_ENABLED}"),
@@ -743,6 +767,7 @@ fn build_sysfs(
     Ok(Sysfs {
         thp_never: true,
         vma_ra_enabled,
+        shmem_enabled,
     })
 }
 
@@ -1683,20 +1708,30 @@ fn build_files(rep: &Reporter, node: &Node, disks: &[Disk]) -> Result<Vec<File>,
                 ));
             }
         }
+        let mut huge = TmpfsHuge::Never;
         if let Some(h) = f.get("huge") {
-            let v = string(rep, h, &f.path("huge"), "a string: \"never\"")?;
-            if v != "never" {
-                return Err(rep.at(
-                    h.at,
-                    f.path("huge"),
-                    format!("found \"{v}\" (large shmem folios are not modelled yet), expected \"never\""),
-                ));
-            }
+            let words: Vec<String> = TmpfsHuge::ALL
+                .iter()
+                .map(|w| format!("\"{}\"", w.name()))
+                .collect();
+            let expected = format!("one of {} (tmpfs's huge= mount option)", words.join(", "));
+            let v = string(rep, h, &f.path("huge"), &expected)?;
+            huge = match TmpfsHuge::ALL.iter().find(|w| w.name() == v) {
+                Some(&w) => w,
+                None => {
+                    return Err(rep.at(
+                        h.at,
+                        f.path("huge"),
+                        format!("found \"{v}\", expected {expected}"),
+                    ))
+                }
+            };
         }
         files.push(File {
             name: name.to_string(),
             size,
             on,
+            huge,
         });
     }
     Ok(files)

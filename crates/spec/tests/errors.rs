@@ -8,7 +8,8 @@
 //! and the crate does not do yet.
 
 use mmsim_spec::{
-    parse_str, Features, FileOn, Limit, MapKind, Op, Order, Spec, SpecError, SwapKind, OPS, SYSCTLS,
+    parse_str, Features, FileOn, Limit, MapKind, Op, Order, ShmemEnabled, Spec, SpecError,
+    SwapKind, TmpfsHuge, OPS, SYSCTLS,
 };
 
 fn parse(text: &str) -> Result<Spec, SpecError> {
@@ -316,6 +317,69 @@ memory = "512M"
         4,
         "sysfs.\"kernel/mm/transparent_hugepage/enabled\"",
         &["\"always\"", "\"never\"", "not modelled"],
+    );
+}
+
+#[test]
+fn shmem_enabled_takes_6_1_values() {
+    const KEY: &str = "sysfs:kernel/mm/transparent_hugepage/shmem_enabled";
+    for (word, w) in [
+        ("always", ShmemEnabled::Always),
+        ("within_size", ShmemEnabled::WithinSize),
+        ("advise", ShmemEnabled::Advise),
+        ("never", ShmemEnabled::Never),
+        ("deny", ShmemEnabled::Deny),
+        ("force", ShmemEnabled::Force),
+    ] {
+        let s = parse(&with_task(&format!(
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{word}\"\n"
+        )))
+        .unwrap();
+        assert_eq!(s.sysfs.shmem_enabled, Some(w));
+        let at = s.knobs.iter().position(|(k, _)| k == KEY).unwrap();
+        assert_eq!(s.knobs[at].1, word);
+        // Right after transparent_hugepage/enabled (docs/spec.md "Knobs in force").
+        assert_eq!(
+            s.knobs[at - 1].0,
+            "sysfs:kernel/mm/transparent_hugepage/enabled"
+        );
+    }
+    // Not set: not among the knobs (the engines add `never` when shmem is used).
+    let s = parse(&with_task("[machine]\nmemory = \"512M\"\n")).unwrap();
+    assert_eq!(s.sysfs.shmem_enabled, None);
+    assert!(s.knobs.iter().all(|(k, _)| k != KEY));
+}
+
+#[test]
+fn shmem_enabled_of_another_value_or_type() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysfs]
+"kernel/mm/transparent_hugepage/shmem_enabled" = "madvise"
+"#,
+    ));
+    check(
+        &e,
+        4,
+        "sysfs.\"kernel/mm/transparent_hugepage/shmem_enabled\"",
+        &[
+            "found \"madvise\"",
+            "one of \"always\", \"within_size\", \"advise\", \"never\", \"deny\", \"force\"",
+        ],
+    );
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysfs]
+"kernel/mm/transparent_hugepage/shmem_enabled" = false
+"#,
+    ));
+    check(
+        &e,
+        4,
+        "sysfs.\"kernel/mm/transparent_hugepage/shmem_enabled\"",
+        &["found false,", "\"deny\""],
     );
 }
 
@@ -3066,15 +3130,53 @@ memory = "512M"
 name = "data"
 size = "16M"
 on = "tmpfs"
-huge = "always"
+huge = "madvise"
 "#,
     ));
     check(
         &e,
         7,
         "file[0].huge",
-        &["\"always\"", "not modelled", "\"never\""],
+        &[
+            "found \"madvise\"",
+            "one of \"never\", \"always\", \"within_size\", \"advise\"",
+            "huge= mount option",
+        ],
     );
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[[file]]
+name = "data"
+size = "16M"
+on = "tmpfs"
+huge = true
+"#,
+    ));
+    check(&e, 7, "file[0].huge", &["found true", "\"within_size\""]);
+}
+
+#[test]
+fn tmpfs_huge_values_are_stored() {
+    for (word, huge) in [
+        ("never", TmpfsHuge::Never),
+        ("always", TmpfsHuge::Always),
+        ("within_size", TmpfsHuge::WithinSize),
+        ("advise", TmpfsHuge::Advise),
+    ] {
+        let s = parse(&with_task(&format!(
+            "[machine]\nmemory = \"512M\"\n[[file]]\nname = \"data\"\nsize = \"16M\"\non = \"tmpfs\"\nhuge = \"{word}\"\n"
+        )))
+        .unwrap();
+        assert_eq!(s.files[0].huge, huge);
+        assert_eq!(huge.name(), word);
+    }
+    // Left out: never, as tmpfs mounts default to.
+    let s = parse(&with_task(
+        "[machine]\nmemory = \"512M\"\n[[file]]\nname = \"data\"\nsize = \"16M\"\non = \"tmpfs\"\n",
+    ))
+    .unwrap();
+    assert_eq!(s.files[0].huge, TmpfsHuge::Never);
 }
 
 #[test]
