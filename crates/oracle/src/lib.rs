@@ -425,19 +425,9 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
 /// devices). Debian's defaults (CONFIG_BLK_DEV_RAM_COUNT=16,
 /// CONFIG_BLK_DEV_RAM_SIZE=16384) would make 16 disks of 16 MiB.
 fn module_args(spec: &Spec) -> Vec<(String, String)> {
-    let ram: Vec<u64> = spec
-        .disks
-        .iter()
-        .filter(|d| d.kind == SwapKind::Ram)
-        .map(|d| d.size)
-        .collect();
-    match ram.iter().max() {
-        Some(largest) => vec![(
-            "brd.ko".to_string(),
-            format!("rd_nr={} rd_size={}", ram.len(), largest / 1024),
-        )],
-        None => Vec::new(),
-    }
+    spec.brd_params()
+        .map(|p| vec![("brd.ko".to_string(), p)])
+        .unwrap_or_default()
 }
 
 /// Where the host's xfsprogs keeps mkfs.xfs.

@@ -617,13 +617,10 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
     Ok(())
 }
 
-/// The parameters brd needs for the spec's RAM disks: one per RAM
-/// `[[disk]]`, each of the largest one's size in KiB (what the oracle's
-/// /init passes to insmod).
+/// The parameters brd needs for the spec's RAM disks (`Spec::brd_params`,
+/// what the oracle's /init passes to insmod).
 fn brd_params(spec: &Spec) -> String {
-    let ram = spec.disks.iter().filter(|d| d.kind == SwapKind::Ram);
-    let largest = ram.clone().map(|d| d.size).max().unwrap_or(0);
-    format!("rd_nr={} rd_size={}", ram.count(), largest / 1024)
+    spec.brd_params().unwrap_or_default()
 }
 
 /// The RAM disk (brd) for `[[disk]]` number `i`: /dev/ramK for the K-th

@@ -27,6 +27,25 @@ pub struct Spec {
     pub fidelity: Vec<(String, f64)>,
 }
 
+impl Spec {
+    /// The parameters brd must be loaded with for the spec's RAM disks:
+    /// `rd_nr` one per RAM `[[disk]]`, `rd_size` the largest one's size in
+    /// KiB (brd makes all its disks that size when it loads; a smaller
+    /// disk's file system takes its first `size` bytes). None without RAM
+    /// disks. The oracle passes it to insmod; the runner names it when a
+    /// RAM disk is missing.
+    pub fn brd_params(&self) -> Option<String> {
+        let ram: Vec<u64> = self
+            .disks
+            .iter()
+            .filter(|d| d.kind == SwapKind::Ram)
+            .map(|d| d.size)
+            .collect();
+        let largest = ram.iter().max()?;
+        Some(format!("rd_nr={} rd_size={}", ram.len(), largest / 1024))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Machine {
     /// What the machine has (QEMU's -m), bytes.
