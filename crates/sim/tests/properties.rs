@@ -67,14 +67,20 @@ prop_compose! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Files on disks: shared and private mappings, read(2), write(2),
-    /// fsync, streams, drop_caches, madvise and fork in any order, under a
-    /// memory limit that makes reclaim evict, write back and refault file
-    /// pages, keep the invariants (page cache, dirty counts, writeback and
-    /// reads in flight) and every page's content.
+    /// Files on disks (ext2, or XFS with large folios; block devices or a
+    /// RAM disk): shared and private mappings, read(2), write(2), fsync,
+    /// streams, drop_caches, madvise (MADV_PAGEOUT splitting large folios
+    /// or paging them out whole) and fork in any order, under a memory
+    /// limit that makes reclaim evict, write back and refault file pages,
+    /// with or without batched rmap removal, keep the invariants (page
+    /// cache, per-page mapcounts, dirty counts, writeback and reads in
+    /// flight, the buddy lists) and every page's content.
     #[test]
     fn files_on_disks(
-        device in prop::sample::select(vec!["virtio", "nvme", "hdd"]),
+        device in prop::sample::select(vec!["virtio", "nvme", "hdd", "ram"]),
+        fs in prop::sample::select(vec!["ext2", "xfs"]),
+        split in any::<bool>(),
+        batched in any::<bool>(),
         kind in prop::sample::select(vec!["file", "file_private"]),
         exec in any::<bool>(),
         used_once in any::<bool>(),
@@ -93,20 +99,25 @@ proptest! {
             steps += "\n";
         }
         steps += "{ op = \"touch\", region = \"r1\" },\n{ op = \"read\", file = \"f\" },\n";
+        // XFS needs 300 MiB at least (mkfs.xfs).
+        let disk_mb = if fs == "xfs" { 320 } else { 64 };
         let text = format!(r#"
 [machine]
-memory = "256M"
+memory = "512M"
 cpus = {cpus}
 [features]
 used_once_mapped_file = {used_once}
+madv_pageout_split = {split}
+batched_rmap_unmap = {batched}
 [[swap]]
 device = "zram"
 size = "64M"
 [[disk]]
 name = "d"
 device = "{device}"
-size = "64M"
+size = "{disk_mb}M"
 read_ahead_kb = {ra_kb}
+fs = "{fs}"
 [[file]]
 name = "f"
 size = "8M"
