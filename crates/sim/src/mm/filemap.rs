@@ -239,7 +239,7 @@ impl Kernel {
     /// `folio_mkclean` write-protected every shared mapping of the folio
     /// (a later write faults and dirties it again).
     fn folio_clear_dirty_for_io(&mut self, pfn: Pfn) {
-        for (v, idx, pte) in self.file_mappings(pfn) {
+        for (v, idx, pte) in self.page_cache_mappings(pfn) {
             if self.vmas[v as usize].flags & VM_SHARED != 0 && pte & PTE_WRITE != 0 {
                 self.charge_cost(Fn::Writeback, cost::PTE_NS);
                 self.vmas[v as usize].ptes[idx] = pte & !(PTE_WRITE | PTE_DIRTY);
@@ -336,11 +336,6 @@ impl Kernel {
             .filter(|&m| self.memcgs[m].parent.is_none())
             .map(|m| self.lruvec_page_state(m as u16, lru))
             .sum()
-    }
-
-    /// The VMAs of a file folio's rmap walk that map it, with the PTE.
-    pub fn file_mappings(&self, pfn: Pfn) -> Vec<(u32, usize, Pte)> {
-        self.shmem_mappings(pfn)
     }
 
     /// `filemap_fault` for page `idx` of a file VMA: the cached folio (with
@@ -482,35 +477,44 @@ impl Kernel {
         self.vmas[vma as usize].ptes[idx] = mk_pte(page, PTE_YOUNG | bits);
     }
 
-    /// `try_to_unmap` of a regular file's folio: in each VMA mapping it,
-    /// `try_to_unmap_one` clears every PTE of the folio (the page cache
-    /// keeps the pages; a dirty bit moves to the folio) and removes the
-    /// rmap page by page — or, with `features.batched_rmap_unmap` (seed
-    /// 003), for the VMA's whole range at once.
-    pub fn try_to_unmap_file(&mut self, pfn: Pfn) {
-        let maps = self.file_mappings(pfn);
+    /// `try_to_unmap` of a page-cache folio (a regular file's or shmem's):
+    /// in each VMA mapping it, `try_to_unmap_one` clears every PTE of the
+    /// folio (the page cache keeps the pages; a dirty bit moves to the
+    /// folio) and removes the rmap page by page — or, with
+    /// `features.batched_rmap_unmap` (seed 003), for the VMA's whole range
+    /// at once.
+    pub fn try_to_unmap_page_cache(&mut self, pfn: Pfn) {
+        let maps = self.page_cache_mappings(pfn);
         let mut i = 0;
         while i < maps.len() {
             let v = maps[i].0;
             let n = maps[i..].iter().take_while(|m| m.0 == v).count();
             let group = &maps[i..i + n];
-            self.traced(Fn::TryToUnmap, |k| k.try_to_unmap_one_file(pfn, group));
+            self.traced(Fn::TryToUnmap, |k| {
+                k.try_to_unmap_one_page_cache(pfn, group)
+            });
             i += n;
         }
     }
 
-    /// `try_to_unmap_one` of a file folio in one VMA (`maps`: its PTEs).
-    fn try_to_unmap_one_file(&mut self, pfn: Pfn, maps: &[(u32, usize, Pte)]) {
+    /// `try_to_unmap_one` of a page-cache folio in one VMA (`maps`: its
+    /// PTEs).
+    fn try_to_unmap_one_page_cache(&mut self, pfn: Pfn, maps: &[(u32, usize, Pte)]) {
         self.charge_cost(Fn::TryToUnmap, cost::UNMAP_WALK_NS);
         let batched = self.features.batched_rmap_unmap;
+        let shmem = self.folios.get(pfn).test(PG_SWAPBACKED);
         for &(v, idx, pte) in maps {
             self.charge_cost(Fn::PtepClearFlush, cost::PTEP_CLEAR_FLUSH_NS);
             if pte & PTE_DIRTY != 0 {
                 self.filemap_dirty_folio(pfn);
             }
             self.vmas[v as usize].ptes[idx] = 0;
-            let mm = self.vmas[v as usize].mm as usize;
-            self.mms[mm].rss_file -= 1;
+            let mm = &mut self.mms[self.vmas[v as usize].mm as usize];
+            if shmem {
+                mm.rss_shmem -= 1;
+            } else {
+                mm.rss_file -= 1;
+            }
             if !batched {
                 self.traced(Fn::RemoveRmap, |k| k.page_remove_file_rmap(pte_pfn(pte)));
             }

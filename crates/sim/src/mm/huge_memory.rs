@@ -33,7 +33,7 @@ impl Kernel {
             self.vm.inc(Vm::ThpSplitPageFailed);
             return false;
         }
-        self.try_to_unmap_file(head);
+        self.try_to_unmap_page_cache(head);
         let nr = f.nr_pages();
         // folio_ref_freeze(folio, 1 + extra_pins): the caller's and the
         // page cache's references only.

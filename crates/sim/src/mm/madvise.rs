@@ -112,30 +112,29 @@ impl Kernel {
                 }
                 let pfn = pte_pfn(pte);
                 let head = self.folios.head_of(pfn);
-                if self.folios.get(head).order > 0 && pageout && !self.features.madv_pageout_split {
-                    // Seed 003's modified kernel: the folio is paged out
-                    // whole, isolated at its first page met here; each of
-                    // its PTEs is made old as the walk passes it.
+                if self.folios.get(head).order > 0 {
+                    // A page of a PTE-mapped large folio: one mapped
+                    // elsewhere too stops the range (6.1's PageTransCompound
+                    // branch).
                     if self.folios.page_mapcount(pfn) != 1 {
                         break;
                     }
-                    self.vmas[vma as usize].ptes[idx] = pte & !PTE_YOUNG;
-                    let h = *self.folios.get(head);
-                    if !h.test(PG_LRU) || h.test(PG_UNEVICTABLE) {
+                    if pageout && !self.features.madv_pageout_split {
+                        // Seed 003's modified kernel: the folio is paged out
+                        // whole, isolated at its first page met here; each
+                        // of its PTEs is made old as the walk passes it.
+                        self.vmas[vma as usize].ptes[idx] = pte & !PTE_YOUNG;
+                        let h = *self.folios.get(head);
+                        if h.test(PG_LRU) && !h.test(PG_UNEVICTABLE) {
+                            self.folios.get_mut(head).clear(PG_REFERENCED);
+                            self.isolate_lru_folio(head);
+                            list.push(head);
+                        }
                         continue;
                     }
-                    self.folios.get_mut(head).clear(PG_REFERENCED);
-                    self.isolate_lru_folio(head);
-                    list.push(head);
-                    continue;
-                }
-                if self.folios.get(head).order > 0 {
-                    // A page of a PTE-mapped large folio: split the folio if
-                    // this page is mapped only here, else stop the range
-                    // (6.1's PageTransCompound branch). Splitting unmaps
-                    // the folio, so the page's PTE is empty afterwards.
-                    if self.folios.page_mapcount(pfn) != 1 || self.folios.get(head).test(PG_LOCKED)
-                    {
+                    // 6.1 splits the folio, which unmaps it: the page's PTE
+                    // is empty afterwards.
+                    if self.folios.get(head).test(PG_LOCKED) {
                         break;
                     }
                     self.folios.get_mut(head).refcount += 1;

@@ -540,11 +540,6 @@ impl Kernel {
         }
     }
 
-    /// Puts a frame on its zone's free list at boot (no event counters).
-    pub fn add_free_at_boot(&mut self, pfn: Pfn) {
-        self.push_free(pfn);
-    }
-
     /// `memblock_free_all`: frames `0..end` into the buddy lists as the
     /// largest aligned blocks each zone holds (what freeing them one by
     /// one would merge into), lowest frames first in each list.

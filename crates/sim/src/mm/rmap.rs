@@ -69,7 +69,7 @@ impl Kernel {
         let mut referenced = 0;
         let mut vm_flags = 0;
         let mut last = NIL;
-        for (v, idx, pte) in self.shmem_mappings(pfn) {
+        for (v, idx, pte) in self.page_cache_mappings(pfn) {
             let vma = &self.vmas[v as usize];
             if let Some(t) = target {
                 if !self.is_descendant(self.mms[vma.mm as usize].memcg, t) {

@@ -252,8 +252,9 @@ impl Kernel {
         true
     }
 
-    /// The VMAs of a shmem folio's rmap walk that map it, with the PTE.
-    pub fn shmem_mappings(&self, pfn: Pfn) -> Vec<(u32, usize, Pte)> {
+    /// The PTEs a page-cache folio's rmap walk (`i_mmap`) finds mapping
+    /// any of its pages — shmem or a regular file: (VMA, index, PTE).
+    pub fn page_cache_mappings(&self, pfn: Pfn) -> Vec<(u32, usize, Pte)> {
         let f = self.folios.get(pfn);
         let inode = f.mapping as usize;
         let mut out = Vec::new();
@@ -272,22 +273,6 @@ impl Kernel {
             }
         }
         out
-    }
-
-    /// `try_to_unmap_one` for a shmem page: the PTE goes (the page cache
-    /// keeps the page); its dirty bit moves to the folio.
-    pub fn try_to_unmap_shmem(&mut self, pfn: Pfn) {
-        for (v, idx, pte) in self.shmem_mappings(pfn) {
-            self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
-            if pte & PTE_DIRTY != 0 {
-                self.folios.get_mut(pfn).set(PG_DIRTY);
-            }
-            self.vmas[v as usize].ptes[idx] = 0;
-            let mm = self.vmas[v as usize].mm as usize;
-            self.mms[mm].rss_shmem -= 1;
-            self.page_remove_file_rmap(pte_pfn(pte));
-            self.folio_put(pfn);
-        }
     }
 
     /// `shmem_evict_inode` of shared anonymous memory whose last mapping

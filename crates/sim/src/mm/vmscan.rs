@@ -745,10 +745,8 @@ impl Kernel {
         }
         if self.folios.get(pfn).mapcount > 0 {
             let f = *self.folios.get(pfn);
-            if f.test(PG_PAGECACHE) && f.test(PG_SWAPBACKED) {
-                self.try_to_unmap_shmem(pfn);
-            } else if f.test(PG_PAGECACHE) {
-                self.try_to_unmap_file(pfn);
+            if f.test(PG_PAGECACHE) {
+                self.try_to_unmap_page_cache(pfn);
             } else {
                 self.try_to_unmap(pfn);
             }
