@@ -384,6 +384,8 @@ impl Child<'_> {
                         Advice::Dontneed => libc::MADV_DONTNEED,
                         Advice::Free => libc::MADV_FREE,
                         Advice::Willneed => libc::MADV_WILLNEED,
+                        Advice::Hugepage => libc::MADV_HUGEPAGE,
+                        Advice::Nohugepage => libc::MADV_NOHUGEPAGE,
                     };
                     // SAFETY: a page range inside the region's mapping.
                     let rc = unsafe {
@@ -430,7 +432,9 @@ impl Child<'_> {
                             | Advice::Willneed
                             | Advice::Sequential
                             | Advice::Random
-                            | Advice::Normal,
+                            | Advice::Normal
+                            | Advice::Hugepage
+                            | Advice::Nohugepage,
                             _,
                         ) => {}
                     }

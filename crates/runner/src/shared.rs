@@ -19,22 +19,34 @@ pub struct SharedTokens {
 impl SharedTokens {
     /// A zeroed array of `len` tokens, its pages faulted in now (by this
     /// process, so they are charged to this process's memory cgroup).
+    /// MADV_NOHUGEPAGE first: under shmem_enabled `always` the array
+    /// would otherwise take a PMD-size folio of its own and show in the
+    /// workload's THP counters.
     pub fn map(len: usize) -> std::io::Result<SharedTokens> {
         let bytes = Self::bytes(len);
-        // SAFETY: a fresh shared anonymous mapping; MAP_POPULATE only
-        // faults it in.
+        // SAFETY: a fresh shared anonymous mapping.
         let addr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
         };
         if addr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the mapping just made; then one write per page faults
+        // it in (what MAP_POPULATE did), each storing the zero it holds.
+        // A kernel without THP refuses the advice (EINVAL) and has no huge
+        // folios to avoid, so its result is not checked.
+        unsafe {
+            libc::madvise(addr, bytes, libc::MADV_NOHUGEPAGE);
+            for off in (0..bytes).step_by(PAGE) {
+                std::ptr::write_volatile((addr as *mut u8).add(off), 0);
+            }
         }
         Ok(SharedTokens {
             ptr: addr as *mut AtomicU32,

@@ -274,6 +274,38 @@ fn check_pgtables(k: &Kernel) -> Result<(), SimError> {
     Ok(())
 }
 
+/// One entry of a PMD mapping: the block is aligned and inside the VMA,
+/// has no PTE table, and its 512 entries map the folio's pages in order
+/// (checked at the block's first entry, which counts the PMD).
+fn check_pmd_entry(
+    k: &Kernel,
+    vi: usize,
+    idx: usize,
+    pte: Pte,
+    pmds: &mut HashMap<Pfn, u32>,
+) -> Result<(), SimError> {
+    let v = &k.vmas[vi];
+    if !(v.start_vpn + idx as u64).is_multiple_of(HPAGE_PMD_NR) {
+        return Ok(());
+    }
+    let head = pte_pfn(pte);
+    let f = k.folios.get(head);
+    let table = (((v.start_vpn + idx as u64) >> 9) - (v.start_vpn >> 9)) as usize;
+    let block = v.ptes.get(idx..idx + HPAGE_PMD_NR as usize);
+    let whole = block.is_some_and(|b| {
+        b.iter()
+            .enumerate()
+            .all(|(i, &e)| e & PTE_PMD != 0 && pte_present(e) && pte_pfn(e) == head + i as u32)
+    });
+    if f.order != 9 || f.test(PG_TAIL) || !whole || v.pte_tables[table] != NIL {
+        return fail(format!(
+            "vma {vi} page {idx}: a PMD entry that does not map folio {head} whole from an aligned, table-less block: {f:?}"
+        ));
+    }
+    *pmds.entry(head).or_default() += 1;
+    Ok(())
+}
+
 /// Mapcounts equal the PTEs that map each folio; refcounts equal the
 /// references the kernel holds; RSS counters and rmap gauges agree.
 fn check_mappings(k: &Kernel) -> Result<(), SimError> {
@@ -281,6 +313,8 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
     let mut rss = vec![(0u64, 0u64); k.mms.len()];
     let mut rss_shmem = vec![0u64; k.mms.len()];
     let mut rss_file = vec![0u64; k.mms.len()];
+    // PMDs mapping each folio: one reference each, however many pages.
+    let mut pmds: HashMap<Pfn, u32> = HashMap::new();
     for (vi, v) in k.vmas.iter().enumerate() {
         if !v.live {
             continue;
@@ -290,6 +324,9 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
             for (idx, &pte) in v.ptes.iter().enumerate() {
                 if pte_none(pte) {
                     continue;
+                }
+                if pte & PTE_PMD != 0 {
+                    check_pmd_entry(k, vi, idx, pte, &mut pmds)?;
                 }
                 if private && is_swap_pte(pte) {
                     rss[v.mm as usize].1 += 1;
@@ -378,8 +415,16 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
                 f.mapcount
             ));
         }
-        // The page cache holds a reference per page.
-        let expected = f.mapcount
+        let pmd = pmds.get(&(p as Pfn)).copied().unwrap_or(0);
+        if k.folios.entire_mapcount(p as Pfn) != pmd {
+            return fail(format!(
+                "folio {p}: entire mapcount {} but {pmd} PMDs map it",
+                k.folios.entire_mapcount(p as Pfn)
+            ));
+        }
+        // The page cache holds a reference per page; a PMD holds one for
+        // its 512 mapped pages.
+        let expected = f.mapcount - pmd * (HPAGE_PMD_NR as u32 - 1)
             + f.test(PG_SWAPCACHE) as u32
             + f.test(PG_PAGECACHE) as u32 * nr
             + f.test(PG_LRU_BATCH) as u32;
@@ -498,16 +543,29 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             k.nr_swap_pages
         ));
     }
-    let shmem = k
-        .folios
-        .f
-        .iter()
-        .filter(|f| f.test(PG_PAGECACHE) && f.test(PG_SWAPBACKED))
-        .count() as i64;
+    let shmem_folios = || {
+        k.folios
+            .f
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.test(PG_PAGECACHE) && f.test(PG_SWAPBACKED) && !f.test(PG_TAIL))
+    };
+    let shmem: i64 = shmem_folios().map(|(_, f)| f.nr_pages() as i64).sum();
     if k.vm.get(Vm::NrShmem) != shmem {
         return fail(format!(
-            "nr_shmem {} but {shmem} folios are in shmem page caches",
+            "nr_shmem {} but {shmem} pages are in shmem page caches",
             k.vm.get(Vm::NrShmem)
+        ));
+    }
+    let thps = shmem_folios().filter(|(_, f)| f.order == 9).count() as i64;
+    let pmdmapped = shmem_folios()
+        .filter(|&(p, _)| k.folios.entire_mapcount(p as Pfn) > 0)
+        .count() as i64;
+    if k.vm.get(Vm::NrShmemHugepages) != thps || k.vm.get(Vm::NrShmemPmdmapped) != pmdmapped {
+        return fail(format!(
+            "nr_shmem_hugepages {} / nr_shmem_pmdmapped {} but {thps} shmem THPs, {pmdmapped} mapped by PMDs",
+            k.vm.get(Vm::NrShmemHugepages),
+            k.vm.get(Vm::NrShmemPmdmapped)
         ));
     }
     check_file_cache(k)?;

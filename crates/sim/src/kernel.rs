@@ -127,6 +127,10 @@ pub struct Kernel {
     /// `nr_rotate_swap`: rotational swap devices on; VMA readahead is off
     /// while any is.
     pub nr_rotate_swap: u32,
+    /// Some shmem can get PMD-size folios (a tmpfs `huge=` other than
+    /// never, or shmem_enabled above never): shmem faults then leave the
+    /// PTE table to `finish_fault`.
+    pub shmem_thp_possible: bool,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -287,6 +291,9 @@ impl Kernel {
             ra_prev_offset: 0,
             last_readahead_pages: 0,
             nr_rotate_swap: 0,
+            shmem_thp_possible: spec.files.iter().any(|f| {
+                f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
+            }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large()),
         };
         k.free_all_at_boot(managed as Pfn);
         for d in &spec.disks {
@@ -300,7 +307,7 @@ impl Kernel {
         // The spec's files are inodes 0.. in their order.
         for f in &spec.files {
             match f.on {
-                mmsim_spec::FileOn::Tmpfs => k.shmem_inode_create(f.size / 4096, false),
+                mmsim_spec::FileOn::Tmpfs => k.shmem_inode_create(f.size / 4096, false, f.huge),
                 mmsim_spec::FileOn::Disk(d) => k.disk_inode_create(f.size / 4096, d as u16),
             };
         }

@@ -542,7 +542,8 @@ impl<'s> Scheduler<'s> {
                         k.mmap_shmem(mm, file.expect("validated") as u32, *offset, *pages)
                     }
                     mmsim_spec::MapKind::SharedAnon => {
-                        let inode = k.shmem_inode_create(*pages, true);
+                        let huge = k.shm_mnt_huge();
+                        let inode = k.shmem_inode_create(*pages, true, huge);
                         k.mmap_shmem(mm, inode, 0, *pages)
                     }
                     mmsim_spec::MapKind::File | mmsim_spec::MapKind::FilePrivate => k.mmap_file(

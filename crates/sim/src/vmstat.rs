@@ -41,6 +41,10 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     NrDirty = "nr_dirty",
     NrWriteback = "nr_writeback",
     NrShmem = "nr_shmem",
+    // NR_SHMEM_THPS and NR_SHMEM_PMDMAPPED, kept in THP units as
+    // /proc/vmstat prints them (`vmstat_item_print_in_thp`).
+    NrShmemHugepages = "nr_shmem_hugepages",
+    NrShmemPmdmapped = "nr_shmem_pmdmapped",
     NrVmscanWrite = "nr_vmscan_write",
     NrVmscanImmediate = "nr_vmscan_immediate_reclaim",
     NrDirtied = "nr_dirtied",
@@ -86,8 +90,13 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     KswapdLowWmarkHitQuickly = "kswapd_low_wmark_hit_quickly",
     KswapdHighWmarkHitQuickly = "kswapd_high_wmark_hit_quickly",
     OomKill = "oom_kill",
+    ThpFileAlloc = "thp_file_alloc",
+    ThpFileFallback = "thp_file_fallback",
+    ThpFileFallbackCharge = "thp_file_fallback_charge",
+    ThpFileMapped = "thp_file_mapped",
     ThpSplitPage = "thp_split_page",
     ThpSplitPageFailed = "thp_split_page_failed",
+    ThpSplitPmd = "thp_split_pmd",
     SwapRa = "swap_ra",
     SwapRaHit = "swap_ra_hit",
 });
@@ -169,6 +178,7 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     FileDirty = "file_dirty",
     FileWriteback = "file_writeback",
     Swapcached = "swapcached",
+    ShmemThp = "shmem_thp",
     InactiveAnon = "inactive_anon",
     ActiveAnon = "active_anon",
     InactiveFile = "inactive_file",

@@ -43,31 +43,43 @@ fn the_longest_sleep_does_not_overflow_the_clock() {
 
 const TMPFS_TASK: &str = "[task.t]\nsteps = [\n  { op = \"mmap\", name = \"m\", kind = \"shmem\", file = \"f\", size = \"4M\" },\n  { op = \"touch\", region = \"m\", write = 1.0 },\n]\n";
 
+/// A huge-capable shmem object must be whole 2 MiB blocks (6.1 may give
+/// its last block a folio reaching past i_size, which mmsim does not
+/// hold); the same sizes run when nothing can be huge.
 #[test]
-fn large_shmem_folios_are_refused() {
+fn huge_capable_shmem_of_odd_size_is_refused() {
+    let task = TMPFS_TASK.replace("4M", "3M");
     for huge in ["always", "within_size", "advise"] {
         let text = format!(
-            "[machine]\nmemory = \"512M\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"tmpfs\"\nhuge = \"{huge}\"\n{TMPFS_TASK}"
+            "[machine]\nmemory = \"512M\"\n[[file]]\nname = \"f\"\nsize = \"3M\"\non = \"tmpfs\"\nhuge = \"{huge}\"\n{task}"
         );
         match try_run(&text) {
             Err(SimError::Unmodelled(m)) => {
-                assert!(m.contains("large shmem folios are not modelled yet"), "{m}");
-                assert!(m.contains(&format!("file f: huge = \"{huge}\"")), "{m}");
+                assert!(
+                    m.contains("file f: a huge-capable tmpfs file of 3072 KiB"),
+                    "{m}"
+                )
             }
             other => panic!("huge = {huge}: expected Unmodelled, got {other:?}"),
         }
     }
+    let anon = "[task.t]\nsteps = [\n  { op = \"mmap\", name = \"m\", kind = \"shared_anon\", size = \"3M\" },\n  { op = \"touch\", region = \"m\", write = 1.0 },\n]\n";
     for w in ["always", "within_size", "advise", "force"] {
         let text = format!(
-            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{w}\"\n[[file]]\nname = \"f\"\nsize = \"4M\"\non = \"tmpfs\"\n{TMPFS_TASK}"
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{w}\"\n{anon}"
         );
         match try_run(&text) {
             Err(SimError::Unmodelled(m)) => {
-                assert!(m.contains("large shmem folios are not modelled yet"), "{m}");
-                assert!(m.contains(&format!("shmem_enabled\" = \"{w}\"")), "{m}");
+                assert!(m.contains(&format!("shmem_enabled \"{w}\"")), "{m}")
             }
             other => panic!("shmem_enabled = {w}: expected Unmodelled, got {other:?}"),
         }
+    }
+    for w in ["never", "deny"] {
+        let text = format!(
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{w}\"\n{anon}"
+        );
+        run_checked(&text);
     }
 }
 

@@ -512,6 +512,10 @@ pub enum Advice {
     Sequential,
     Random,
     Normal,
+    /// MADV_HUGEPAGE, MADV_NOHUGEPAGE: the mapping's THP hint
+    /// (VM_HUGEPAGE, VM_NOHUGEPAGE), for the whole region.
+    Hugepage,
+    Nohugepage,
 }
 
 impl Advice {
@@ -525,6 +529,8 @@ impl Advice {
             Advice::Sequential => "sequential",
             Advice::Random => "random",
             Advice::Normal => "normal",
+            Advice::Hugepage => "hugepage",
+            Advice::Nohugepage => "nohugepage",
         }
     }
 }

@@ -1071,7 +1071,7 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
 }
 
 const ADVICE_WORDS: &str =
-    "a string: one of pageout, cold, dontneed, free, willneed, sequential, random, normal";
+    "a string: one of pageout, cold, dontneed, free, willneed, sequential, random, normal, hugepage, nohugepage";
 
 /// What a field takes, in words (for type errors and missing fields).
 fn field_words(op: &str, field: &str) -> &'static str {
@@ -1263,10 +1263,19 @@ fn build_step(
                 "sequential" => Advice::Sequential,
                 "random" => Advice::Random,
                 "normal" => Advice::Normal,
+                "hugepage" => Advice::Hugepage,
+                "nohugepage" => Advice::Nohugepage,
                 _ => return Err(type_error(rep, a, &f.path("advice"), ADVICE_WORDS)),
             };
             let (offset, length) = page_range(rep, &f)?;
-            if matches!(advice, Advice::Sequential | Advice::Random | Advice::Normal) {
+            if matches!(
+                advice,
+                Advice::Sequential
+                    | Advice::Random
+                    | Advice::Normal
+                    | Advice::Hugepage
+                    | Advice::Nohugepage
+            ) {
                 if let Some(k) = ["offset", "length"]
                     .into_iter()
                     .find(|k| f.get(k).is_some())

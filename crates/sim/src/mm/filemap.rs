@@ -58,6 +58,10 @@ pub struct Inode {
     pub nr_dirty: u64,
     /// `mapping_large_folio_support`: an XFS file.
     pub large_folios: bool,
+    /// A shmem inode's superblock `huge=` policy: its tmpfs mount's, or
+    /// for shared anonymous memory the internal mount's, which
+    /// shmem_enabled sets (Never for regular files).
+    pub huge: mmsim_spec::TmpfsHuge,
 }
 
 impl Inode {
@@ -95,6 +99,7 @@ impl Kernel {
             block,
             nr_dirty: 0,
             large_folios,
+            huge: mmsim_spec::TmpfsHuge::Never,
         });
         (self.inodes.len() - 1) as u32
     }
@@ -436,6 +441,9 @@ impl Kernel {
             .min((va & !511) + 512);
         let (inode, pgoff, base) = (v.inode, v.pgoff, v.start_vpn);
         let shmem = self.inodes[inode as usize].is_shmem();
+        if self.filemap_map_pmd(vma, idx, (start - base) as usize, (end - base) as usize) {
+            return;
+        }
         let mut mmap_miss = self.vmas[vma as usize].ra.mmap_miss;
         for a in start..end {
             let i = (a - base) as usize;
@@ -450,6 +458,10 @@ impl Kernel {
             if !pte_none(self.vmas[vma as usize].ptes[i]) {
                 continue;
             }
+            // pmd_install: the table the window's PTEs go in.
+            if self.pte_alloc(vma, i).is_err() {
+                break;
+            }
             self.folios.get_mut(pfn).refcount += 1;
             if shmem {
                 self.map_shmem_pte(vma, i, pfn, false);
@@ -460,6 +472,36 @@ impl Kernel {
         if !shmem {
             self.vmas[vma as usize].ra.mmap_miss = mmap_miss;
         }
+    }
+
+    /// `filemap_map_pmd` at the start of fault-around over pages
+    /// `[lo, hi)` around page `idx`: with no table for the block yet and a
+    /// PMD-size, unlocked folio first in the window, `do_set_pmd` maps it
+    /// whole and the fault is done. Simplification: the PTE table the
+    /// kernel preallocates for the window and frees unused after a PMD
+    /// mapping (one page allocated and freed per such fault) is not
+    /// modelled; it changes pgalloc and pgfree by one per PMD fault, which
+    /// no experiment reports.
+    fn filemap_map_pmd(&mut self, vma: u32, idx: usize, lo: usize, hi: usize) -> bool {
+        if !self.pmd_none(vma, idx) {
+            return false;
+        }
+        let v = &self.vmas[vma as usize];
+        let (inode, pgoff) = (v.inode, v.pgoff);
+        let Some(head) = (lo..hi).find_map(|i| self.filemap_folio_at(inode, pgoff + i as u64))
+        else {
+            return false;
+        };
+        let f = self.folios.get(head);
+        if f.order != 9 || f.test(PG_LOCKED) || !f.test(PG_UPTODATE) {
+            return false;
+        }
+        self.folios.get_mut(head).refcount += 1;
+        if self.do_set_pmd(vma, idx, head, false) {
+            return true;
+        }
+        self.folios.get_mut(head).refcount -= 1;
+        false
     }
 
     /// `do_set_pte` for a regular file's page: the page of folio `head`
@@ -501,6 +543,19 @@ impl Kernel {
     /// PTEs).
     fn try_to_unmap_one_page_cache(&mut self, pfn: Pfn, maps: &[(u32, usize, Pte)]) {
         self.charge_cost(Fn::TryToUnmap, cost::UNMAP_WALK_NS);
+        if maps.iter().any(|m| m.2 & PTE_PMD != 0) {
+            // TTU_SPLIT_HUGE_PMD: the folio's PMDs here go first.
+            self.split_folio_pmds(maps[0].0, maps);
+            let ptes: Vec<_> = maps
+                .iter()
+                .copied()
+                .filter(|m| m.2 & PTE_PMD == 0)
+                .collect();
+            if !ptes.is_empty() {
+                self.try_to_unmap_one_page_cache(pfn, &ptes);
+            }
+            return;
+        }
         let batched = self.features.batched_rmap_unmap;
         let shmem = self.folios.get(pfn).test(PG_SWAPBACKED);
         for &(v, idx, pte) in maps {

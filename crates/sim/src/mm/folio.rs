@@ -222,6 +222,25 @@ impl FolioTable {
         *slot = slot.wrapping_add_signed(delta);
         *slot
     }
+    /// PMDs mapping a PMD-size folio whole (the kernel's compound
+    /// mapcount, `folio_entire_mapcount`), kept in the second tail.
+    #[inline]
+    pub fn entire_mapcount(&self, head: Pfn) -> u32 {
+        let f = &self.f[head as usize];
+        if f.order < 9 || f.flags & PG_TAIL != 0 {
+            return 0;
+        }
+        self.f[head as usize + 2].prev
+    }
+
+    /// Adds `delta` to a PMD-size folio's PMD count; returns the new count.
+    pub fn entire_mapcount_add(&mut self, head: Pfn, delta: i32) -> u32 {
+        debug_assert_eq!(self.f[head as usize].order, 9);
+        let slot = &mut self.f[head as usize + 2].prev;
+        *slot = slot.wrapping_add_signed(delta);
+        *slot
+    }
+
     pub fn is_empty(&self) -> bool {
         self.f.is_empty()
     }

@@ -63,6 +63,18 @@ impl Kernel {
             v.flags = (v.flags & !(super::mmap::VM_SEQ_READ | super::mmap::VM_RAND_READ)) | flag;
             return Ok(());
         }
+        let thp = match advice {
+            Advice::Hugepage => Some(super::mmap::VM_HUGEPAGE),
+            Advice::Nohugepage => Some(super::mmap::VM_NOHUGEPAGE),
+            _ => None,
+        };
+        if let Some(flag) = thp {
+            // hugepage_madvise, for the whole region likewise. (khugepaged,
+            // which MADV_HUGEPAGE would also enlist, is not modelled.)
+            let v = &mut self.vmas[vma as usize];
+            v.flags = (v.flags & !(super::mmap::VM_HUGEPAGE | super::mmap::VM_NOHUGEPAGE)) | flag;
+            return Ok(());
+        }
         self.traced(Fn::Madvise, |k| {
             k.blk_start_plug();
             match advice {
@@ -76,7 +88,11 @@ impl Kernel {
                     k.madvise_willneed(vma, first, n);
                     k.lru_add_drain();
                 }
-                Advice::Sequential | Advice::Random | Advice::Normal => {}
+                Advice::Sequential
+                | Advice::Random
+                | Advice::Normal
+                | Advice::Hugepage
+                | Advice::Nohugepage => {}
             }
             k.blk_finish_plug();
         });
@@ -104,7 +120,15 @@ impl Kernel {
     fn madvise_cold_or_pageout(&mut self, vma: u32, first: usize, n: usize, pageout: bool) {
         for (lo, hi) in self.pmd_ranges(vma, first, n) {
             let mut list = self.take_scratch();
-            for idx in lo..hi {
+            let walk_ptes = self.vmas[vma as usize].ptes[lo] & PTE_PMD == 0
+                || self.madvise_cold_or_pageout_pmd(
+                    vma,
+                    lo,
+                    hi - lo == HPAGE_PMD_NR as usize,
+                    pageout,
+                    &mut list,
+                );
+            for idx in (lo..hi).take_while(|_| walk_ptes) {
                 self.charge_cost(Fn::Madvise, cost::PTE_NS);
                 let pte = self.vmas[vma as usize].ptes[idx];
                 if !pte_present(pte) || pte & PTE_ZERO != 0 {
@@ -138,7 +162,7 @@ impl Kernel {
                         break;
                     }
                     self.folios.get_mut(head).refcount += 1;
-                    let split = self.split_file_folio(head);
+                    let split = self.split_huge_page(head, None);
                     self.folio_put(head);
                     if !split {
                         break;
@@ -166,7 +190,7 @@ impl Kernel {
             // tlb_finish_mmu's flush of the young bits cleared.
             self.charge_cost(Fn::Madvise, cost::TLB_FLUSH_NS);
             if pageout && !list.is_empty() {
-                self.reclaim_pages(&list);
+                self.reclaim_pages(&mut list);
             }
             self.give_scratch(list);
         }
@@ -175,7 +199,7 @@ impl Kernel {
     /// `deactivate_page`: an active folio moves to the inactive list.
     /// Simplification: at once rather than through the per-CPU
     /// lru_deactivate batch (drained within 15 folios).
-    fn deactivate_folio(&mut self, pfn: Pfn) {
+    pub fn deactivate_folio(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         if !f.test(PG_ACTIVE) || f.test(PG_UNEVICTABLE) {
             return;
@@ -204,6 +228,18 @@ impl Kernel {
                 v.user_version[idx] = super::mmap::FOLLOW_FILE;
             }
             if pte_none(pte) {
+                continue;
+            }
+            if pte & PTE_PMD != 0 {
+                // zap_pmd_range: a block wholly in the range is zapped,
+                // else the PMD is split (zapped too, for a file).
+                let start = self.vmas[vma as usize].start_vpn;
+                let block = ((start + idx as u64) & !(HPAGE_PMD_NR - 1)) - start;
+                if block as usize >= first && block + HPAGE_PMD_NR <= (first + n) as u64 {
+                    self.zap_huge_pmd(vma, block as usize);
+                } else {
+                    self.split_huge_pmd(vma, idx);
+                }
                 continue;
             }
             self.vmas[vma as usize].ptes[idx] = 0;

@@ -157,7 +157,16 @@ impl Kernel {
             self.vm.inc(Vm::Pgfault);
             self.memcg_stat(memcg, Mc::Pgfault, 1);
         }
-        if self.pte_alloc(vma, idx).is_err() {
+        let inode = self.vmas[vma as usize].inode;
+        // A shmem fault that may map a PMD takes only the PMD table now;
+        // finish_fault allocates the PTE table if it maps a PTE.
+        let table =
+            if inode != NIL && self.shmem_thp_possible && self.inodes[inode as usize].is_shmem() {
+                self.pmd_alloc(vma, idx)
+            } else {
+                self.pte_alloc(vma, idx)
+            };
+        if table.is_err() {
             return Err(FaultError::Oom);
         }
         let pte = self.vmas[vma as usize].ptes[idx];
@@ -170,7 +179,6 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx] = pte | PTE_YOUNG;
             return Ok(());
         }
-        let inode = self.vmas[vma as usize].inode;
         if inode != NIL && self.inodes[inode as usize].is_shmem() {
             debug_assert!(pte_none(pte), "shmem PTEs are writable");
             return self.do_shmem_fault(vma, idx, write);

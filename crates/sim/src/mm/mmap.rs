@@ -24,6 +24,9 @@ pub const VM_SHARED: u32 = 1 << 3;
 pub const VM_SEQ_READ: u32 = 1 << 15;
 pub const VM_RAND_READ: u32 = 1 << 16;
 pub const VM_LOCKED: u32 = 1 << 13;
+/// madvise(MADV_HUGEPAGE) / (MADV_NOHUGEPAGE).
+pub const VM_HUGEPAGE: u32 = 1 << 29;
+pub const VM_NOHUGEPAGE: u32 = 1 << 30;
 
 /// A private file mapping's `user_version` for a page not copied yet: the
 /// user sees the file's contents.
@@ -95,17 +98,27 @@ impl Kernel {
     /// map it, allocated and charged to the mm's memcg on first use
     /// (GFP_PGTABLE_USER includes __GFP_ACCOUNT).
     pub fn pte_alloc(&mut self, vma: u32, idx: usize) -> Result<(), crate::SimError> {
+        self.pmd_alloc(vma, idx)?;
         let v = &self.vmas[vma as usize];
         let va = v.start_vpn + idx as u64;
-        let pmd = ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as usize;
         let pte = ((va >> PTE_SHIFT) - (v.start_vpn >> PTE_SHIFT)) as usize;
-        if v.pmd_tables[pmd] == NIL {
-            let p = self.alloc_pgtable(vma)?;
-            self.vmas[vma as usize].pmd_tables[pmd] = p;
-        }
+        debug_assert!(v.ptes[idx] & PTE_PMD == 0, "a PMD maps the block");
         if self.vmas[vma as usize].pte_tables[pte] == NIL {
             let p = self.alloc_pgtable(vma)?;
             self.vmas[vma as usize].pte_tables[pte] = p;
+        }
+        Ok(())
+    }
+
+    /// `pmd_alloc` for page `idx` of `vma`: the PMD table above it (a
+    /// fault that may map a PMD allocates no PTE table first).
+    pub fn pmd_alloc(&mut self, vma: u32, idx: usize) -> Result<(), crate::SimError> {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + idx as u64;
+        let pmd = ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as usize;
+        if v.pmd_tables[pmd] == NIL {
+            let p = self.alloc_pgtable(vma)?;
+            self.vmas[vma as usize].pmd_tables[pmd] = p;
         }
         Ok(())
     }
@@ -198,6 +211,14 @@ impl Kernel {
     /// mmap(MAP_SHARED) of shmem inode `inode` from page `offset`: no
     /// anon_vma; the inode's i_mmap knows the VMA.
     pub fn mmap_shmem(&mut self, mm: u32, inode: u32, offset: u64, pages: u64) -> u32 {
+        if self.shmem_aligns_mapping(inode, offset, pages) {
+            // shmem_get_unmapped_area: the address agrees with the file
+            // offset modulo 2 MiB, so PMDs can map it.
+            let next = self.mms[mm as usize].next_vpn;
+            let want = offset % HPAGE_PMD_NR;
+            let start = next + (want + HPAGE_PMD_NR - next % HPAGE_PMD_NR) % HPAGE_PMD_NR;
+            self.mms[mm as usize].next_vpn = start;
+        }
         self.mmap_file(mm, inode, offset, pages, true, false)
     }
 
@@ -354,6 +375,11 @@ impl Kernel {
         for idx in 0..n {
             let pte = self.vmas[vma as usize].ptes[idx as usize];
             if pte_none(pte) {
+                continue;
+            }
+            if pte & PTE_PMD != 0 {
+                // The block's first entry: the whole PMD goes.
+                self.traced(cost::Fn::ZapHugePmd, |k| k.zap_huge_pmd(vma, idx as usize));
                 continue;
             }
             self.vmas[vma as usize].ptes[idx as usize] = 0;

@@ -22,6 +22,14 @@ pub const PTE_SWAP: u64 = 1 << 5;
 /// `pte_swp_exclusive`: the page was PageAnonExclusive when swapped out.
 pub const PTE_SWP_EXCLUSIVE: u64 = 1 << 6;
 
+/// One of the 512 entries standing for a PMD that maps a PMD-size folio
+/// whole (`pmd_trans_huge`): the block's entries all carry it, each with
+/// its page's frame; the block has no PTE table. Its young and dirty bits
+/// are the PMD's, read as the OR over the entries and cleared on all.
+pub const PTE_PMD: u64 = 1 << 7;
+/// Pages a PMD maps (HPAGE_PMD_NR).
+pub const HPAGE_PMD_NR: u64 = 512;
+
 #[inline]
 pub fn pte_none(p: Pte) -> bool {
     p == 0

@@ -17,11 +17,14 @@ use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
 use super::filemap::{Inode, SLOT_FOLIO, SLOT_SWAP};
+use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
+use mmsim_spec::{ShmemEnabled, TmpfsHuge};
 
 impl Kernel {
-    /// A new shmem inode of `pages` pages (a tmpfs file, or the object
-    /// behind a MAP_SHARED|MAP_ANONYMOUS mapping).
-    pub fn shmem_inode_create(&mut self, pages: u64, anon: bool) -> u32 {
+    /// A new shmem inode of `pages` pages: a tmpfs file on a mount with
+    /// `huge`, or (`anon`) the object behind a MAP_SHARED|MAP_ANONYMOUS
+    /// mapping, on the internal mount.
+    pub fn shmem_inode_create(&mut self, pages: u64, anon: bool, huge: TmpfsHuge) -> u32 {
         self.inodes.push(Inode {
             pages: vec![0; pages as usize],
             user_version: vec![0; pages as usize],
@@ -32,8 +35,65 @@ impl Kernel {
             block: 0,
             nr_dirty: 0,
             large_folios: false,
+            huge,
         });
         (self.inodes.len() - 1) as u32
+    }
+
+    /// The internal mount's `huge=` (`shm_mnt`), which serves shared
+    /// anonymous memory: 6.1's `shmem_enabled_store` sets it to any value
+    /// but deny and force; the boot default is never.
+    pub fn shm_mnt_huge(&self) -> TmpfsHuge {
+        match self.sysfs.shmem_enabled {
+            Some(ShmemEnabled::Always) => TmpfsHuge::Always,
+            Some(ShmemEnabled::WithinSize) => TmpfsHuge::WithinSize,
+            Some(ShmemEnabled::Advise) => TmpfsHuge::Advise,
+            _ => TmpfsHuge::Never,
+        }
+    }
+
+    /// `shmem_is_huge`: whether a hole at `index` gets a PMD-size folio.
+    /// The VMA's MADV_NOHUGEPAGE refuses; shmem_enabled's deny and force
+    /// override the mount; then the mount's `huge=` decides (within_size:
+    /// i_size reaches the end of the 2 MiB block; advise: the VMA has
+    /// MADV_HUGEPAGE).
+    pub fn shmem_is_huge(&self, vma: Option<u32>, inode: u32, index: u64) -> bool {
+        let vm_flags = vma.map_or(0, |v| self.vmas[v as usize].flags);
+        if vm_flags & VM_NOHUGEPAGE != 0 {
+            return false;
+        }
+        match self.sysfs.shmem_enabled {
+            Some(ShmemEnabled::Deny) => return false,
+            Some(ShmemEnabled::Force) => return true,
+            _ => {}
+        }
+        let i = &self.inodes[inode as usize];
+        let advised = vm_flags & VM_HUGEPAGE != 0;
+        match i.huge {
+            TmpfsHuge::Always => true,
+            TmpfsHuge::WithinSize => {
+                (index + 1).next_multiple_of(HPAGE_PMD_NR) <= i.pages.len() as u64 || advised
+            }
+            TmpfsHuge::Advise => advised,
+            TmpfsHuge::Never => false,
+        }
+    }
+
+    /// Whether `shmem_get_unmapped_area` places a mapping of `pages` pages
+    /// of `inode` from page `pgoff` 2 MiB-aligned to its file offset: a
+    /// huge-capable mount (or shmem_enabled force), at least 2 MiB, and
+    /// not an offset too small to leave a whole aligned block.
+    pub fn shmem_aligns_mapping(&self, inode: u32, pgoff: u64, pages: u64) -> bool {
+        if self.sysfs.shmem_enabled == Some(ShmemEnabled::Deny) || pages < HPAGE_PMD_NR {
+            return false;
+        }
+        if self.sysfs.shmem_enabled != Some(ShmemEnabled::Force)
+            && self.inodes[inode as usize].huge == TmpfsHuge::Never
+        {
+            return false;
+        }
+        let offset = pgoff % HPAGE_PMD_NR;
+        offset == 0 || offset + pages >= 2 * HPAGE_PMD_NR
     }
 
     pub fn shmem_folio_at(&self, inode: u32, index: u64) -> Option<Pfn> {
@@ -46,41 +106,64 @@ impl Kernel {
         (v & 3 == SLOT_SWAP).then_some((v >> 2) as SwpEntry)
     }
 
-    /// `shmem_add_to_page_cache`: the folio takes the slot (the cache's
-    /// reference), counted as a file and shmem page.
+    /// `shmem_add_to_page_cache`: the folio takes its slots (every slot of
+    /// a large folio points to it) and a page-cache reference per page,
+    /// counted as file and shmem pages (and a PMD-size one as a shmem THP).
     fn shmem_add_to_page_cache(&mut self, pfn: Pfn, inode: u32, index: u64) {
-        self.inodes[inode as usize].pages[index as usize] = (pfn as u64) << 2 | SLOT_FOLIO;
         let f = self.folios.get_mut(pfn);
-        f.refcount += 1;
+        let nr = f.nr_pages();
+        f.refcount += nr;
         f.set(PG_PAGECACHE | PG_SWAPBACKED);
         f.mapping = inode;
         f.index = index as u32;
-        let memcg = f.memcg;
-        self.vm.add(Vm::NrFilePages, 1);
-        self.vm.add(Vm::NrShmem, 1);
-        self.memcg_stat(memcg, Mc::File, 1);
-        self.memcg_stat(memcg, Mc::Shmem, 1);
+        let (memcg, order) = (f.memcg, f.order);
+        let range = index as usize..index as usize + nr as usize;
+        for slot in &mut self.inodes[inode as usize].pages[range] {
+            *slot = (pfn as u64) << 2 | SLOT_FOLIO;
+        }
+        self.shmem_stat(memcg, order, 1);
+    }
+
+    /// The file, shmem and shmem-THP gauges for a folio of `order`
+    /// entering (`sign` 1) or leaving (-1) a shmem page cache.
+    fn shmem_stat(&mut self, memcg: u16, order: u8, sign: i64) {
+        let nr = sign << order;
+        self.vm.add(Vm::NrFilePages, nr);
+        self.vm.add(Vm::NrShmem, nr);
+        self.memcg_stat(memcg, Mc::File, nr);
+        self.memcg_stat(memcg, Mc::Shmem, nr);
+        if order == 9 {
+            self.vm.add(Vm::NrShmemHugepages, sign);
+            self.memcg_stat(memcg, Mc::ShmemThp, nr);
+        }
     }
 
     /// `shmem_delete_from_page_cache` / the page-cache half of
-    /// `__filemap_remove_folio`: the slot takes `value`, the cache drops
-    /// its reference.
+    /// `__filemap_remove_folio`: the folio's slots take `value`, the cache
+    /// drops its references.
     fn shmem_delete_from_page_cache(&mut self, pfn: Pfn, value: u64) {
         let f = self.folios.get_mut(pfn);
-        let (inode, index, memcg) = (f.mapping, f.index, f.memcg);
+        let (inode, index, memcg, order, nr) = (f.mapping, f.index, f.memcg, f.order, f.nr_pages());
         f.clear(PG_PAGECACHE);
-        self.inodes[inode as usize].pages[index as usize] = value;
-        self.vm.add(Vm::NrFilePages, -1);
-        self.vm.add(Vm::NrShmem, -1);
-        self.memcg_stat(memcg, Mc::File, -1);
-        self.memcg_stat(memcg, Mc::Shmem, -1);
-        self.folio_put(pfn);
+        let range = index as usize..index as usize + nr as usize;
+        for slot in &mut self.inodes[inode as usize].pages[range] {
+            *slot = value;
+        }
+        self.shmem_stat(memcg, order, -1);
+        self.folio_put_refs(pfn, nr);
     }
 
-    /// `shmem_get_folio_gfp` for a fault: the cached folio, the swapped-out
-    /// one read back, or a new zeroed one charged to the faulting memcg;
-    /// with a reference for the caller.
-    fn shmem_get_folio(&mut self, inode: u32, index: u64, memcg: u16) -> Result<Pfn, FaultError> {
+    /// `shmem_get_folio_gfp` for a fault (`vma`) or a write(2) (None): the
+    /// cached folio, the swapped-out one read back, or a new zeroed one
+    /// charged to the faulting memcg; with a reference for the caller. A
+    /// large folio is returned by its head.
+    fn shmem_get_folio(
+        &mut self,
+        vma: Option<u32>,
+        inode: u32,
+        index: u64,
+        memcg: u16,
+    ) -> Result<Pfn, FaultError> {
         self.charge_cost(Fn::ShmemFault, cost::PTE_NS);
         if let Some(pfn) = self.shmem_folio_at(inode, index) {
             self.folios.get_mut(pfn).refcount += 1;
@@ -88,6 +171,11 @@ impl Kernel {
         }
         if let Some(entry) = self.shmem_swap_at(inode, index) {
             return self.shmem_swapin_folio(inode, index, entry, memcg);
+        }
+        if self.shmem_is_huge(vma, inode, index) {
+            if let Some(pfn) = self.shmem_alloc_huge(inode, index, memcg) {
+                return Ok(pfn);
+            }
         }
         let pfn = self
             .alloc_page(Gfp::HighUserMovable)
@@ -103,6 +191,44 @@ impl Kernel {
         self.shmem_add_to_page_cache(pfn, inode, index);
         self.folio_add_lru(pfn);
         Ok(pfn)
+    }
+
+    /// The PMD-size attempt of `shmem_get_folio_gfp` for a hole at
+    /// `index`: `shmem_alloc_hugefolio` gives up quietly if any slot of the
+    /// aligned 2 MiB block is present (a page or a swap entry), counts
+    /// `thp_file_fallback` if the buddy allocator has no free order-9
+    /// block (the THP gfp, with `defrag` at its default madvise, neither
+    /// reclaims nor compacts), and `thp_file_fallback_charge` too if the
+    /// memcg refuses 512 pages (a charge above order 3 gives up after its
+    /// reclaim retries without the OOM killer). Then every page is
+    /// cleared and the folio enters the cache and the LRU whole.
+    fn shmem_alloc_huge(&mut self, inode: u32, index: u64, memcg: u16) -> Option<Pfn> {
+        let hindex = index & !(HPAGE_PMD_NR - 1);
+        let range = hindex as usize..(hindex + HPAGE_PMD_NR) as usize;
+        // The spec refuses huge-capable shmem whose size is not a multiple
+        // of 2 MiB (lib.rs), so the block is always inside the inode.
+        let slots = self.inodes[inode as usize].pages.get(range.clone())?;
+        if slots.iter().any(|&s| s != 0) {
+            return None;
+        }
+        let Some(pfn) = self.alloc_large_folio(9) else {
+            self.vm.inc(Vm::ThpFileFallback);
+            return None;
+        };
+        self.folios.get_mut(pfn).memcg = memcg;
+        if self.try_charge(memcg, HPAGE_PMD_NR) != super::memcontrol::Charge::Ok {
+            self.vm.inc(Vm::ThpFileFallback);
+            self.vm.inc(Vm::ThpFileFallbackCharge);
+            self.free_folio_pages(pfn);
+            return None;
+        }
+        self.charge_cost(Fn::ShmemFault, cost::CLEAR_PAGE_NS * HPAGE_PMD_NR);
+        self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
+        self.folios.version[pfn as usize..pfn as usize + HPAGE_PMD_NR as usize].fill(0);
+        self.shmem_add_to_page_cache(pfn, inode, hindex);
+        self.vm.inc(Vm::ThpFileAlloc);
+        self.folio_add_lru(pfn);
+        Some(pfn)
     }
 
     /// `shmem_swapin_folio`: from the swap cache, or read with cluster
@@ -144,8 +270,10 @@ impl Kernel {
 
     /// A fault on page `idx` of shmem VMA `vma` whose PTE is empty: fault
     /// around first on a read (the page may already be cached), then
-    /// `shmem_fault`, and map the folio (writable: shmem mappings need no
-    /// write notification; dirty on a write).
+    /// `shmem_fault`, and `finish_fault`: a PMD for a PMD-size folio where
+    /// the VMA allows one and the block has no PTE table, else one PTE
+    /// (writable: shmem mappings need no write notification). A write
+    /// dirties the folio (`fault_dirty_shared_page`).
     pub fn do_shmem_fault(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), FaultError> {
         let v = &self.vmas[vma as usize];
         let (inode, index) = (v.inode, v.pgoff + idx as u64);
@@ -156,23 +284,34 @@ impl Kernel {
                 return Ok(());
             }
         }
-        let pfn = self.traced(Fn::ShmemFault, |k| k.shmem_get_folio(inode, index, memcg))?;
+        let head = self.traced(Fn::ShmemFault, |k| {
+            k.shmem_get_folio(Some(vma), inode, index, memcg)
+        })?;
         if write {
-            self.folios.get_mut(pfn).set(PG_DIRTY);
+            self.folios.get_mut(head).set(PG_DIRTY);
         }
-        self.map_shmem_pte(vma, idx, pfn, write);
+        if self.pmd_none(vma, idx) && self.do_set_pmd(vma, idx, head, write) {
+            return Ok(());
+        }
+        if self.pte_alloc(vma, idx).is_err() {
+            self.folio_put(head);
+            return Err(FaultError::Oom);
+        }
+        self.map_shmem_pte(vma, idx, head, write);
         Ok(())
     }
 
-    /// Installs a PTE for a shmem page (`do_set_pte`): the caller's
-    /// reference becomes the mapping's.
-    pub fn map_shmem_pte(&mut self, vma: u32, idx: usize, pfn: Pfn, write: bool) {
+    /// Installs a PTE for the page of shmem folio `head` at the PTE's file
+    /// index (`do_set_pte`): the caller's reference becomes the mapping's.
+    pub fn map_shmem_pte(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) {
         self.charge_cost(Fn::AddFileRmap, cost::RMAP_NS + cost::PTE_NS);
-        self.page_add_file_rmap(pfn);
+        let index = self.vmas[vma as usize].pgoff + idx as u64;
+        let page = self.folios.folio_page(head, index);
+        self.page_add_file_rmap(page);
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_shmem += 1;
         let dirty = if write { PTE_DIRTY } else { 0 };
-        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, PTE_WRITE | PTE_YOUNG | dirty);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(page, PTE_WRITE | PTE_YOUNG | dirty);
     }
 
     /// `page_remove_rmap` for a shmem page.
@@ -241,7 +380,7 @@ impl Kernel {
     pub fn shmem_remove_clean(&mut self, pfn: Pfn) -> bool {
         let f = *self.folios.get(pfn);
         // Only the isolation's and the cache's references.
-        if f.refcount != 2 || f.test(PG_DIRTY) {
+        if f.refcount != 1 + f.nr_pages() || f.test(PG_DIRTY) {
             return false;
         }
         self.shmem_delete_from_page_cache(pfn, 0);
@@ -387,7 +526,7 @@ impl Kernel {
         };
         self.folio_mark_accessed(pfn);
         self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
-        let found = self.folios.version[pfn as usize];
+        let found = self.folios.version[self.folios.folio_page(pfn, index) as usize];
         self.check_read(
             found,
             self.inodes[inode as usize].user_version[index as usize],
@@ -407,14 +546,18 @@ impl Kernel {
         } else if let Some(entry) = self.shmem_swap_at(inode, index) {
             self.shmem_swapin_folio_sgp(inode, index, entry, memcg, true)?
         } else {
-            self.shmem_get_folio(inode, index, memcg)?
+            // A new folio for SGP_WRITE starts referenced.
+            let p = self.shmem_get_folio(None, inode, index, memcg)?;
+            self.folios.get_mut(p).set(PG_REFERENCED);
+            p
         };
         self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
         let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)
             .max(1);
         self.inodes[inode as usize].user_version[index as usize] = next;
-        self.folios.version[pfn as usize] = next;
+        let page = self.folios.folio_page(pfn, index);
+        self.folios.version[page as usize] = next;
         self.folios.get_mut(pfn).set(PG_DIRTY);
         self.folio_put(pfn);
         Ok(())
@@ -471,7 +614,7 @@ impl Kernel {
                     continue;
                 }
                 self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
-                if f.refcount == 1 && !f.test(PG_DIRTY | PG_WRITEBACK) {
+                if f.refcount == f.nr_pages() && !f.test(PG_DIRTY | PG_WRITEBACK) {
                     self.folios.get_mut(pfn).refcount += 1;
                     self.shmem_delete_from_page_cache(pfn, 0);
                     self.folio_put(pfn);

@@ -477,8 +477,8 @@ impl Kernel {
     /// `reclaim_pages`: reclaim a list of isolated folios now, as
     /// shrink_folio_list would (references checked, no scan or steal
     /// counts); the rest go back through the lru_add batch.
-    pub fn reclaim_pages(&mut self, list: &[Pfn]) -> u64 {
-        for &pfn in list {
+    pub fn reclaim_pages(&mut self, list: &mut Vec<Pfn>) -> u64 {
+        for &pfn in list.iter() {
             self.folios.get_mut(pfn).clear(PG_ACTIVE);
         }
         let mut sc = ScanControl {
@@ -586,7 +586,7 @@ impl Kernel {
         let mut stat = ReclaimStat::default();
         let mut kept = self.take_scratch();
         let reclaimed = self.traced(Fn::ShrinkFolioList, |k| {
-            k.shrink_folio_list(&list, sc, &mut stat, &mut kept)
+            k.shrink_folio_list(&mut list, sc, &mut stat, &mut kept)
         });
         self.move_folios_to_lru(&kept, memcg);
         self.vm.add(isolated_item(file), -nr_taken);
@@ -670,20 +670,27 @@ impl Kernel {
     /// `shrink_folio_list` for the isolated folios in `list` (oldest first).
     /// Folios not freed are appended to `kept`, in order. Returns pages
     /// reclaimed.
+    /// A shmem folio split on the way appends its tails to `list`, where
+    /// each takes its own pass.
     fn shrink_folio_list(
         &mut self,
-        list: &[Pfn],
+        list: &mut Vec<Pfn>,
         sc: &mut ScanControl,
         stat: &mut ReclaimStat,
         kept: &mut Vec<Pfn>,
     ) -> u64 {
         let mut nr_reclaimed = 0;
         let mut unmapped_any = false;
-        for &pfn in list {
+        let mut i = 0;
+        while i < list.len() {
+            let pfn = list[i];
+            i += 1;
             self.charge_cost(Fn::ShrinkFolioList, cost::SHRINK_FOLIO_NS);
+            sc.nr_scanned += self.folios.get(pfn).nr_pages() as u64;
+            let freed = self.shrink_one_folio(pfn, sc, stat, &mut unmapped_any, list);
+            // Read after the pass: a split folio is one page now.
             let nr = self.folios.get(pfn).nr_pages() as u64;
-            sc.nr_scanned += nr;
-            match self.shrink_one_folio(pfn, sc, stat, &mut unmapped_any) {
+            match freed {
                 true => nr_reclaimed += nr,
                 false => kept.push(pfn),
             }
@@ -704,6 +711,7 @@ impl Kernel {
         sc: &mut ScanControl,
         stat: &mut ReclaimStat,
         unmapped_any: &mut bool,
+        list: &mut Vec<Pfn>,
     ) -> bool {
         let f = *self.folios.get(pfn);
         if f.test(PG_LOCKED) {
@@ -742,6 +750,16 @@ impl Kernel {
             && !self.add_to_swap(pfn)
         {
             return self.activate_locked(pfn, stat);
+        }
+        let f = *self.folios.get(pfn);
+        if !f.test(PG_ANON) && f.test(PG_SWAPBACKED) && f.order > 0 {
+            // 6.1 swaps shmem out page by page: the folio is split first
+            // (its tails join the list) or kept.
+            if !self.split_huge_page(pfn, Some(list)) {
+                return false;
+            }
+            // The tails are scanned on their own passes.
+            sc.nr_scanned -= f.nr_pages() as u64 - 1;
         }
         if self.folios.get(pfn).mapcount > 0 {
             let f = *self.folios.get(pfn);
