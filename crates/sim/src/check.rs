@@ -425,7 +425,7 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         // The page cache holds a reference per page; a PMD holds one for
         // its 512 mapped pages.
         let expected = f.mapcount - pmd * (HPAGE_PMD_NR as u32 - 1)
-            + f.test(PG_SWAPCACHE) as u32
+            + f.test(PG_SWAPCACHE) as u32 * nr
             + f.test(PG_PAGECACHE) as u32 * nr
             + f.test(PG_LRU_BATCH) as u32;
         if f.refcount != expected {
@@ -511,7 +511,8 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             }
             if let Some(p) = folio {
                 let f = k.folios.get(p);
-                if !f.test(PG_SWAPCACHE) || f.swap != e {
+                // A large folio holds a slot per page from its first.
+                if !f.test(PG_SWAPCACHE) || e.wrapping_sub(f.swap) >= f.nr_pages() {
                     return fail(format!(
                         "swap cache of {ty}:{off} holds frame {p} which does not point back"
                     ));
@@ -569,7 +570,13 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
         ));
     }
     check_file_cache(k)?;
-    let in_cache = k.folios.f.iter().filter(|f| f.test(PG_SWAPCACHE)).count() as i64;
+    let in_cache: i64 = k
+        .folios
+        .f
+        .iter()
+        .filter(|f| f.test(PG_SWAPCACHE) && !f.test(PG_TAIL))
+        .map(|f| f.nr_pages() as i64)
+        .sum();
     if in_cache != swapcached || k.vm.get(Vm::NrSwapcached) != in_cache {
         return fail(format!(
             "nr_swapcached {} vs {in_cache} flagged folios vs {swapcached} cache entries",

@@ -127,9 +127,9 @@ pub struct Kernel {
     /// `nr_rotate_swap`: rotational swap devices on; VMA readahead is off
     /// while any is.
     pub nr_rotate_swap: u32,
-    /// Some shmem can get PMD-size folios (a tmpfs `huge=` other than
-    /// never, or shmem_enabled above never): shmem faults then leave the
-    /// PTE table to `finish_fault`.
+    /// Some shmem can get large folios (a tmpfs `huge=` other than never,
+    /// shmem_enabled above never, or a per-size knob on): shmem faults
+    /// then leave the PTE table to `finish_fault`.
     pub shmem_thp_possible: bool,
 }
 
@@ -293,7 +293,13 @@ impl Kernel {
             nr_rotate_swap: 0,
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
-            }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large()),
+            }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large())
+                || (spec.features.shmem_mthp
+                    && spec
+                        .sysfs
+                        .shmem_mthp
+                        .iter()
+                        .any(|&w| w != mmsim_spec::MthpShmem::Never)),
         };
         k.free_all_at_boot(managed as Pfn);
         for d in &spec.disks {

@@ -16,7 +16,7 @@ pub mod vmstat;
 
 use kernel::Kernel;
 pub use mmsim_spec::output;
-use mmsim_spec::{Features, Spec};
+use mmsim_spec::Spec;
 use output::*;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -57,23 +57,6 @@ pub struct RunOptions<'a> {
 
 /// Feature flags whose mechanisms the simulator cannot switch yet: the
 /// paths they change do not exist in this version.
-fn check_features(f: &Features) -> Result<(), SimError> {
-    let d = Features::LINUX_6_1;
-    let unmodelled = [(
-        "shmem_skip_swapcache",
-        f.shmem_skip_swapcache != d.shmem_skip_swapcache,
-        "shmem is not modelled yet",
-    )];
-    for (name, changed, why) in unmodelled {
-        if changed {
-            return Err(SimError::Unmodelled(format!(
-                "features.{name} away from its 6.1 value ({why})"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// 6.1 may give a huge-capable shmem object (a tmpfs file whose mount
 /// has `huge=` other than never, shared anonymous memory once
 /// shmem_enabled is always, within_size or advise, or either under
@@ -201,7 +184,6 @@ fn for_each_step(tasks: &[mmsim_spec::Task], f: &mut impl FnMut(&mmsim_spec::Op)
 
 /// Runs a spec in the simulator.
 pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
-    check_features(&spec.features)?;
     check_shmem_huge(spec)?;
     check_limits(spec)?;
     let mut k = Kernel::new(spec);

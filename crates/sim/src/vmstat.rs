@@ -97,9 +97,150 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     ThpSplitPage = "thp_split_page",
     ThpSplitPageFailed = "thp_split_page_failed",
     ThpSplitPmd = "thp_split_pmd",
+    ThpSwpout = "thp_swpout",
+    ThpSwpoutFallback = "thp_swpout_fallback",
     SwapRa = "swap_ra",
     SwapRaHit = "swap_ra_hit",
+    // Per-size mTHP statistics (not in 6.1: sysfs
+    // transparent_hugepage/hugepages-<size>kB/stats/, 6.10 and later),
+    // reported only when not zero.
+    Mthp16kShmemAlloc = "hugepages-16kB/stats/shmem_alloc",
+    Mthp16kShmemFallback = "hugepages-16kB/stats/shmem_fallback",
+    Mthp16kShmemFallbackCharge = "hugepages-16kB/stats/shmem_fallback_charge",
+    Mthp16kSwpout = "hugepages-16kB/stats/swpout",
+    Mthp16kSwpoutFallback = "hugepages-16kB/stats/swpout_fallback",
+    Mthp16kSwpin = "hugepages-16kB/stats/swpin",
+    Mthp32kShmemAlloc = "hugepages-32kB/stats/shmem_alloc",
+    Mthp32kShmemFallback = "hugepages-32kB/stats/shmem_fallback",
+    Mthp32kShmemFallbackCharge = "hugepages-32kB/stats/shmem_fallback_charge",
+    Mthp32kSwpout = "hugepages-32kB/stats/swpout",
+    Mthp32kSwpoutFallback = "hugepages-32kB/stats/swpout_fallback",
+    Mthp32kSwpin = "hugepages-32kB/stats/swpin",
+    Mthp64kShmemAlloc = "hugepages-64kB/stats/shmem_alloc",
+    Mthp64kShmemFallback = "hugepages-64kB/stats/shmem_fallback",
+    Mthp64kShmemFallbackCharge = "hugepages-64kB/stats/shmem_fallback_charge",
+    Mthp64kSwpout = "hugepages-64kB/stats/swpout",
+    Mthp64kSwpoutFallback = "hugepages-64kB/stats/swpout_fallback",
+    Mthp64kSwpin = "hugepages-64kB/stats/swpin",
+    Mthp128kShmemAlloc = "hugepages-128kB/stats/shmem_alloc",
+    Mthp128kShmemFallback = "hugepages-128kB/stats/shmem_fallback",
+    Mthp128kShmemFallbackCharge = "hugepages-128kB/stats/shmem_fallback_charge",
+    Mthp128kSwpout = "hugepages-128kB/stats/swpout",
+    Mthp128kSwpoutFallback = "hugepages-128kB/stats/swpout_fallback",
+    Mthp128kSwpin = "hugepages-128kB/stats/swpin",
+    Mthp256kShmemAlloc = "hugepages-256kB/stats/shmem_alloc",
+    Mthp256kShmemFallback = "hugepages-256kB/stats/shmem_fallback",
+    Mthp256kShmemFallbackCharge = "hugepages-256kB/stats/shmem_fallback_charge",
+    Mthp256kSwpout = "hugepages-256kB/stats/swpout",
+    Mthp256kSwpoutFallback = "hugepages-256kB/stats/swpout_fallback",
+    Mthp256kSwpin = "hugepages-256kB/stats/swpin",
+    Mthp512kShmemAlloc = "hugepages-512kB/stats/shmem_alloc",
+    Mthp512kShmemFallback = "hugepages-512kB/stats/shmem_fallback",
+    Mthp512kShmemFallbackCharge = "hugepages-512kB/stats/shmem_fallback_charge",
+    Mthp512kSwpout = "hugepages-512kB/stats/swpout",
+    Mthp512kSwpoutFallback = "hugepages-512kB/stats/swpout_fallback",
+    Mthp512kSwpin = "hugepages-512kB/stats/swpin",
+    Mthp1024kShmemAlloc = "hugepages-1024kB/stats/shmem_alloc",
+    Mthp1024kShmemFallback = "hugepages-1024kB/stats/shmem_fallback",
+    Mthp1024kShmemFallbackCharge = "hugepages-1024kB/stats/shmem_fallback_charge",
+    Mthp1024kSwpout = "hugepages-1024kB/stats/swpout",
+    Mthp1024kSwpoutFallback = "hugepages-1024kB/stats/swpout_fallback",
+    Mthp1024kSwpin = "hugepages-1024kB/stats/swpin",
+    Mthp2048kShmemAlloc = "hugepages-2048kB/stats/shmem_alloc",
+    Mthp2048kShmemFallback = "hugepages-2048kB/stats/shmem_fallback",
+    Mthp2048kShmemFallbackCharge = "hugepages-2048kB/stats/shmem_fallback_charge",
+    Mthp2048kSwpout = "hugepages-2048kB/stats/swpout",
+    Mthp2048kSwpoutFallback = "hugepages-2048kB/stats/swpout_fallback",
+    Mthp2048kSwpin = "hugepages-2048kB/stats/swpin",
 });
+
+/// A per-size mTHP statistic (`enum mthp_stat_item`, the ones mmsim
+/// counts).
+#[derive(Debug, Clone, Copy)]
+pub enum MthpStat {
+    ShmemAlloc,
+    ShmemFallback,
+    ShmemFallbackCharge,
+    Swpout,
+    SwpoutFallback,
+    Swpin,
+}
+
+/// The counter of `stat` for folios of `order` (2 to 9).
+pub fn mthp_item(order: u8, stat: MthpStat) -> Vm {
+    MTHP_ITEMS[order as usize - 2][stat as usize]
+}
+
+const MTHP_ITEMS: [[Vm; 6]; 8] = [
+    [
+        Vm::Mthp16kShmemAlloc,
+        Vm::Mthp16kShmemFallback,
+        Vm::Mthp16kShmemFallbackCharge,
+        Vm::Mthp16kSwpout,
+        Vm::Mthp16kSwpoutFallback,
+        Vm::Mthp16kSwpin,
+    ],
+    [
+        Vm::Mthp32kShmemAlloc,
+        Vm::Mthp32kShmemFallback,
+        Vm::Mthp32kShmemFallbackCharge,
+        Vm::Mthp32kSwpout,
+        Vm::Mthp32kSwpoutFallback,
+        Vm::Mthp32kSwpin,
+    ],
+    [
+        Vm::Mthp64kShmemAlloc,
+        Vm::Mthp64kShmemFallback,
+        Vm::Mthp64kShmemFallbackCharge,
+        Vm::Mthp64kSwpout,
+        Vm::Mthp64kSwpoutFallback,
+        Vm::Mthp64kSwpin,
+    ],
+    [
+        Vm::Mthp128kShmemAlloc,
+        Vm::Mthp128kShmemFallback,
+        Vm::Mthp128kShmemFallbackCharge,
+        Vm::Mthp128kSwpout,
+        Vm::Mthp128kSwpoutFallback,
+        Vm::Mthp128kSwpin,
+    ],
+    [
+        Vm::Mthp256kShmemAlloc,
+        Vm::Mthp256kShmemFallback,
+        Vm::Mthp256kShmemFallbackCharge,
+        Vm::Mthp256kSwpout,
+        Vm::Mthp256kSwpoutFallback,
+        Vm::Mthp256kSwpin,
+    ],
+    [
+        Vm::Mthp512kShmemAlloc,
+        Vm::Mthp512kShmemFallback,
+        Vm::Mthp512kShmemFallbackCharge,
+        Vm::Mthp512kSwpout,
+        Vm::Mthp512kSwpoutFallback,
+        Vm::Mthp512kSwpin,
+    ],
+    [
+        Vm::Mthp1024kShmemAlloc,
+        Vm::Mthp1024kShmemFallback,
+        Vm::Mthp1024kShmemFallbackCharge,
+        Vm::Mthp1024kSwpout,
+        Vm::Mthp1024kSwpoutFallback,
+        Vm::Mthp1024kSwpin,
+    ],
+    [
+        Vm::Mthp2048kShmemAlloc,
+        Vm::Mthp2048kShmemFallback,
+        Vm::Mthp2048kShmemFallbackCharge,
+        Vm::Mthp2048kSwpout,
+        Vm::Mthp2048kSwpoutFallback,
+        Vm::Mthp2048kSwpin,
+    ],
+];
+
+/// The first per-size mTHP item: counters from here on are printed only
+/// when not zero.
+pub const FIRST_MTHP_ITEM: usize = Vm::Mthp16kShmemAlloc as usize;
 
 /// A flat array of counters indexed by an item enum.
 #[derive(Clone)]
@@ -164,7 +305,13 @@ pub type VmStat = Counters<Vm, NR_VM_ITEMS>;
 impl VmStat {
     /// (name, value) in /proc/vmstat order.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
-        VM_NAMES.iter().copied().zip(self.v.iter().copied())
+        VM_NAMES
+            .iter()
+            .copied()
+            .zip(self.v.iter().copied())
+            .enumerate()
+            .filter(|&(i, (_, v))| i < FIRST_MTHP_ITEM || v != 0)
+            .map(|(_, nv)| nv)
     }
 }
 

@@ -72,11 +72,22 @@ pub struct Features {
     /// it. 6.1's MADV_PAGEOUT splits a PTE-mapped large folio it meets
     /// (true); false pages the folio out whole.
     pub madv_pageout_split: bool,
+    /// Not in 6.1 (6.11, "add multi-size THP sysfs interface for anonymous
+    /// shmem"): the per-size `hugepages-<size>kB/shmem_enabled` knobs give
+    /// shared anonymous memory folios of any order from 2 to 9, mapped
+    /// whole at the first fault. Seed 001's kernels have it.
+    pub shmem_mthp: bool,
+    /// Not in 6.1 (6.12, "support large folio swap-out for shmem", with
+    /// 6.13's `shmem_split_large_entry` on swap-in): reclaim swaps a large
+    /// shmem folio out whole under a large swap entry (6.1 splits it
+    /// first); a swap-in through the swap cache splits that entry to
+    /// order 0. Seed 001's baseline.
+    pub shmem_large_swapout: bool,
 }
 
 impl Features {
     /// Every flag by its spec name.
-    pub fn list(&self) -> [(&'static str, bool); 6] {
+    pub fn list(&self) -> [(&'static str, bool); 8] {
         [
             ("wp_reuse_swapcache", self.wp_reuse_swapcache),
             ("shmem_skip_swapcache", self.shmem_skip_swapcache),
@@ -84,6 +95,8 @@ impl Features {
             ("batched_rmap_unmap", self.batched_rmap_unmap),
             ("swapoff_readahead_stats", self.swapoff_readahead_stats),
             ("madv_pageout_split", self.madv_pageout_split),
+            ("shmem_mthp", self.shmem_mthp),
+            ("shmem_large_swapout", self.shmem_large_swapout),
         ]
     }
 
@@ -95,6 +108,8 @@ impl Features {
         batched_rmap_unmap: false,
         swapoff_readahead_stats: true,
         madv_pageout_split: true,
+        shmem_mthp: false,
+        shmem_large_swapout: false,
     };
 }
 
@@ -122,6 +137,49 @@ pub struct Sysfs {
     /// refuses anything but `never` and `deny` (large shmem folios are not
     /// modelled yet).
     pub shmem_enabled: Option<ShmemEnabled>,
+    /// `hugepages-<size>kB/shmem_enabled` (with `features.shmem_mthp`;
+    /// not in 6.1), for orders 2 to 9 (16 KiB to 2 MiB): index order − 2.
+    /// Unset: the kernel's default, `inherit` at PMD size, else `never`.
+    pub shmem_mthp: [MthpShmem; 8],
+}
+
+/// A per-size `hugepages-<size>kB/shmem_enabled` value (6.11 and later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MthpShmem {
+    Always,
+    Inherit,
+    WithinSize,
+    Advise,
+    Never,
+}
+
+impl MthpShmem {
+    pub const ALL: [MthpShmem; 5] = [
+        MthpShmem::Always,
+        MthpShmem::Inherit,
+        MthpShmem::WithinSize,
+        MthpShmem::Advise,
+        MthpShmem::Never,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MthpShmem::Always => "always",
+            MthpShmem::Inherit => "inherit",
+            MthpShmem::WithinSize => "within_size",
+            MthpShmem::Advise => "advise",
+            MthpShmem::Never => "never",
+        }
+    }
+
+    /// The kernel's default for `order`: `inherit` at PMD size, else never.
+    pub fn default_for(order: usize) -> MthpShmem {
+        if order == 9 {
+            MthpShmem::Inherit
+        } else {
+            MthpShmem::Never
+        }
+    }
 }
 
 /// kernel/mm/transparent_hugepage/shmem_enabled, as 6.1's

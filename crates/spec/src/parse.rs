@@ -397,7 +397,12 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         at: root.at,
     };
     let sysctl = build_sysctl(rep, top.get("sysctl").unwrap_or(&empty), &mut knobs)?;
-    let sysfs = build_sysfs(rep, top.get("sysfs").unwrap_or(&empty), &mut knobs)?;
+    let sysfs = build_sysfs(
+        rep,
+        top.get("sysfs").unwrap_or(&empty),
+        &mut knobs,
+        &features,
+    )?;
     let swap = match top.get("swap") {
         Some(s) => build_swaps(rep, s)?,
         None => Vec::new(),
@@ -577,6 +582,8 @@ const FEATURES: &[&str] = &[
     "batched_rmap_unmap",
     "swapoff_readahead_stats",
     "madv_pageout_split",
+    "shmem_mthp",
+    "shmem_large_swapout",
 ];
 
 fn build_features(rep: &Reporter, node: &Node) -> Result<Features, SpecError> {
@@ -591,6 +598,8 @@ fn build_features(rep: &Reporter, node: &Node) -> Result<Features, SpecError> {
             "used_once_mapped_file" => out.used_once_mapped_file = v,
             "batched_rmap_unmap" => out.batched_rmap_unmap = v,
             "madv_pageout_split" => out.madv_pageout_split = v,
+            "shmem_mthp" => out.shmem_mthp = v,
+            "shmem_large_swapout" => out.shmem_large_swapout = v,
             _ => out.swapoff_readahead_stats = v,
         }
     }
@@ -683,10 +692,21 @@ fn kstrtobool(v: &str) -> Option<bool> {
     }
 }
 
+/// The order of a `hugepages-<size>kB/shmem_enabled` knob (orders 2 to 9).
+fn mthp_shmem_order(key: &str) -> Option<usize> {
+    let kb: u64 = key
+        .strip_prefix("kernel/mm/transparent_hugepage/hugepages-")?
+        .strip_suffix("kB/shmem_enabled")?
+        .parse()
+        .ok()?;
+    (2..=9).find(|&o| 4u64 << o == kb)
+}
+
 fn build_sysfs(
     rep: &Reporter,
     node: &Node,
     knobs: &mut Vec<(String, String)>,
+    features: &Features,
 ) -> Result<Sysfs, SpecError> {
     let f = Fields::of(
         rep,
@@ -696,6 +716,7 @@ fn build_sysfs(
     )?;
     let mut vma_ra_enabled = true;
     let mut shmem_enabled = None;
+    let mut shmem_mthp: [MthpShmem; 8] = std::array::from_fn(|i| MthpShmem::default_for(i + 2));
     for (key, e) in &f.table.entries {
         let path = f.path(key);
         let v = &e.node;
@@ -724,6 +745,29 @@ fn build_sysfs(
                     None => return Err(type_error(rep, v, &path, &expected)),
                 }
             }
+            k if mthp_shmem_order(k).is_some() => {
+                if !features.shmem_mthp {
+                    return Err(rep.at(
+                        e.key_at,
+                        path,
+                        format!("found the sysfs knob \"{key}\", which Linux 6.1 does not have (per-size shmem THP came in 6.11); expected it only with features.shmem_mthp = true"),
+                    ));
+                }
+                let words: Vec<String> =
+                    MthpShmem::ALL.iter().map(|w| format!("\"{}\"", w.name())).collect();
+                let expected = format!("one of {}", words.join(", "));
+                let Val::Str(_) = &v.val else {
+                    return Err(type_error(rep, v, &path, &expected));
+                };
+                match MthpShmem::ALL.iter().find(|w| w.name() == value) {
+                    Some(&w) => {
+                        shmem_mthp[mthp_shmem_order(k).expect("matched") - 2] = w;
+                        knobs.push((format!("sysfs:{key}"), value.clone()));
+                        true
+                    }
+                    None => return Err(type_error(rep, v, &path, &expected)),
+                }
+            }
             LRU_GEN_ENABLED => matches!(value.as_str(), "n" | "0" | "0x0000"),
             VMA_RA_ENABLED => match kstrtobool(&value) {
                 Some(b) => {
@@ -737,7 +781,7 @@ fn build_sysfs(
                     e.key_at,
                     path,
                     format!(
-                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {VMA_RA_ENABLED}"
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
                     ),
                 ))
             }
@@ -768,6 +812,7 @@ fn build_sysfs(
         thp_never: true,
         vma_ra_enabled,
         shmem_enabled,
+        shmem_mthp,
     })
 }
 

@@ -211,12 +211,13 @@ impl Kernel {
     /// mmap(MAP_SHARED) of shmem inode `inode` from page `offset`: no
     /// anon_vma; the inode's i_mmap knows the VMA.
     pub fn mmap_shmem(&mut self, mm: u32, inode: u32, offset: u64, pages: u64) -> u32 {
-        if self.shmem_aligns_mapping(inode, offset, pages) {
+        let align = self.shmem_mapping_align(inode, offset, pages);
+        if align > 0 {
             // shmem_get_unmapped_area: the address agrees with the file
-            // offset modulo 2 MiB, so PMDs can map it.
+            // offset modulo the large folio size, so it can be mapped whole.
             let next = self.mms[mm as usize].next_vpn;
-            let want = offset % HPAGE_PMD_NR;
-            let start = next + (want + HPAGE_PMD_NR - next % HPAGE_PMD_NR) % HPAGE_PMD_NR;
+            let want = offset % align;
+            let start = next + (want + align - next % align) % align;
             self.mms[mm as usize].next_vpn = start;
         }
         self.mmap_file(mm, inode, offset, pages, true, false)

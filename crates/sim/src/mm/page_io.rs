@@ -189,16 +189,27 @@ impl Kernel {
     /// locked (not uptodate) until the completion.
     pub fn swap_readpage(&mut self, pfn: Pfn, entry: SwpEntry) {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
-        self.vm.inc(Vm::Pswpin);
+        let f = *self.folios.get(pfn);
+        self.vm.add(Vm::Pswpin, f.nr_pages() as i64);
+        if f.order > 0 {
+            self.vm.inc(crate::vmstat::mthp_item(
+                f.order,
+                crate::vmstat::MthpStat::Swpin,
+            ));
+        }
         match self.swap[ty].bdev.as_ref() {
             None => {
-                let version = self.zram_read_page(ty, off);
-                self.folios.version[pfn as usize] = version;
+                // zram reads a page at a time.
+                for i in 0..f.nr_pages() {
+                    let version = self.zram_read_page(ty, off + i);
+                    self.folios.version[(pfn + i) as usize] = version;
+                }
                 let f = self.folios.get_mut(pfn);
                 f.set(PG_UPTODATE);
                 f.clear(PG_LOCKED);
             }
             Some(dev) => {
+                debug_assert_eq!(f.order, 0, "large swap-in is from zram only");
                 // The slot cannot change while the cache holds it, so the
                 // contents are those at submission.
                 self.folios.version[pfn as usize] = dev.version[off as usize];

@@ -11,14 +11,26 @@ use super::folio::*;
 use super::memory::FaultError;
 use super::page_alloc::Gfp;
 use super::pgtable::*;
-use super::swapfile::SwpEntry;
+use super::swapfile::{
+    swp_offset, swp_type, SwpEntry, SWAP_COUNT_MASK, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO,
+};
 use crate::cost::{self, Fn};
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
 use super::filemap::{Inode, SLOT_FOLIO, SLOT_SWAP};
 use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
-use mmsim_spec::{ShmemEnabled, TmpfsHuge};
+use crate::vmstat::{mthp_item, MthpStat};
+use mmsim_spec::{MthpShmem, ShmemEnabled, TmpfsHuge};
+
+/// Where a shmem slot's swap value keeps the order of its large entry.
+const SWAP_ORDER_SHIFT: u32 = 40;
+
+/// A shmem slot's swap value: the slot's own entry and the order of the
+/// entry it belongs to (the kernel's multi-index value entry).
+fn shmem_swap_value(entry: SwpEntry, order: u8) -> u64 {
+    (order as u64) << SWAP_ORDER_SHIFT | (entry as u64) << 2 | SLOT_SWAP
+}
 
 impl Kernel {
     /// A new shmem inode of `pages` pages: a tmpfs file on a mount with
@@ -79,21 +91,44 @@ impl Kernel {
         }
     }
 
-    /// Whether `shmem_get_unmapped_area` places a mapping of `pages` pages
-    /// of `inode` from page `pgoff` 2 MiB-aligned to its file offset: a
-    /// huge-capable mount (or shmem_enabled force), at least 2 MiB, and
-    /// not an offset too small to leave a whole aligned block.
-    pub fn shmem_aligns_mapping(&self, inode: u32, pgoff: u64, pages: u64) -> bool {
+    /// The alignment, in pages, `shmem_get_unmapped_area` gives a
+    /// mapping of `pages` pages of `inode` from page `pgoff` (0: none): the
+    /// address agrees with the file offset modulo 2 MiB on a huge-capable
+    /// mount (or under shmem_enabled force), for mappings of at least 2
+    /// MiB that leave a whole aligned block. With `features.shmem_mthp`
+    /// (6.12) shared anonymous memory is aligned to its largest enabled
+    /// size instead.
+    pub fn shmem_mapping_align(&self, inode: u32, pgoff: u64, pages: u64) -> u64 {
         if self.sysfs.shmem_enabled == Some(ShmemEnabled::Deny) || pages < HPAGE_PMD_NR {
-            return false;
+            return 0;
         }
-        if self.sysfs.shmem_enabled != Some(ShmemEnabled::Force)
-            && self.inodes[inode as usize].huge == TmpfsHuge::Never
-        {
-            return false;
+        let i = &self.inodes[inode as usize];
+        let mut align = HPAGE_PMD_NR;
+        if self.sysfs.shmem_enabled != Some(ShmemEnabled::Force) {
+            let mut order = 0;
+            if self.features.shmem_mthp && i.anon {
+                let never = i.huge == TmpfsHuge::Never;
+                order = (2..=9usize)
+                    .rev()
+                    .find(|&o| match self.sysfs.shmem_mthp[o - 2] {
+                        MthpShmem::Never => false,
+                        MthpShmem::Inherit => !never,
+                        _ => true,
+                    })
+                    .unwrap_or(0);
+                if order > 0 {
+                    align = 1 << order;
+                }
+            }
+            if i.huge == TmpfsHuge::Never && order == 0 {
+                return 0;
+            }
         }
-        let offset = pgoff % HPAGE_PMD_NR;
-        offset == 0 || offset + pages >= 2 * HPAGE_PMD_NR
+        let offset = pgoff % align;
+        if offset != 0 && offset + pages < 2 * align {
+            return 0;
+        }
+        align
     }
 
     pub fn shmem_folio_at(&self, inode: u32, index: u64) -> Option<Pfn> {
@@ -104,6 +139,31 @@ impl Kernel {
     fn shmem_swap_at(&self, inode: u32, index: u64) -> Option<SwpEntry> {
         let v = self.inodes[inode as usize].pages[index as usize];
         (v & 3 == SLOT_SWAP).then_some((v >> 2) as SwpEntry)
+    }
+
+    /// The order of the swap entry at `index` (`xa_get_order`): above 0
+    /// only for a large folio swapped out whole (`features.
+    /// shmem_large_swapout`), whose 2^order slots hold consecutive entries.
+    fn shmem_swap_order(&self, inode: u32, index: u64) -> u8 {
+        (self.inodes[inode as usize].pages[index as usize] >> SWAP_ORDER_SHIFT) as u8
+    }
+
+    /// `shmem_split_large_entry` (6.13): the large swap entry holding
+    /// `index` becomes order-0 entries, so that the swap-cache path can
+    /// bring its pages back one at a time.
+    fn shmem_split_large_entry(&mut self, inode: u32, index: u64) {
+        let order = self.shmem_swap_order(inode, index);
+        if order == 0 {
+            return;
+        }
+        let nr = 1u64 << order;
+        let first = index & !(nr - 1);
+        // xas_split_alloc's nodes and the split itself.
+        self.charge_cost(Fn::ShmemFault, cost::SPLIT_TAIL_NS * nr);
+        let range = first as usize..(first + nr) as usize;
+        for slot in &mut self.inodes[inode as usize].pages[range] {
+            *slot &= (1 << SWAP_ORDER_SHIFT) - 1;
+        }
     }
 
     /// `shmem_add_to_page_cache`: the folio takes its slots (every slot of
@@ -139,15 +199,19 @@ impl Kernel {
     }
 
     /// `shmem_delete_from_page_cache` / the page-cache half of
-    /// `__filemap_remove_folio`: the folio's slots take `value`, the cache
-    /// drops its references.
-    fn shmem_delete_from_page_cache(&mut self, pfn: Pfn, value: u64) {
+    /// `__filemap_remove_folio`: the folio's slots take its swap entries
+    /// (one per page, from `swap`) or become holes; the cache drops its
+    /// references.
+    fn shmem_delete_from_page_cache(&mut self, pfn: Pfn, swap: Option<SwpEntry>) {
         let f = self.folios.get_mut(pfn);
         let (inode, index, memcg, order, nr) = (f.mapping, f.index, f.memcg, f.order, f.nr_pages());
         f.clear(PG_PAGECACHE);
         let range = index as usize..index as usize + nr as usize;
-        for slot in &mut self.inodes[inode as usize].pages[range] {
-            *slot = value;
+        for (i, slot) in self.inodes[inode as usize].pages[range]
+            .iter_mut()
+            .enumerate()
+        {
+            *slot = swap.map_or(0, |e| shmem_swap_value(e + i as u32, order));
         }
         self.shmem_stat(memcg, order, -1);
         self.folio_put_refs(pfn, nr);
@@ -172,8 +236,9 @@ impl Kernel {
         if let Some(entry) = self.shmem_swap_at(inode, index) {
             return self.shmem_swapin_folio(inode, index, entry, memcg);
         }
-        if self.shmem_is_huge(vma, inode, index) {
-            if let Some(pfn) = self.shmem_alloc_huge(inode, index, memcg) {
+        let orders = self.shmem_huge_orders(vma, inode, index);
+        if orders != 0 {
+            if let Some(pfn) = self.shmem_alloc_large(inode, index, memcg, orders) {
                 return Ok(pfn);
             }
         }
@@ -193,48 +258,170 @@ impl Kernel {
         Ok(pfn)
     }
 
-    /// The PMD-size attempt of `shmem_get_folio_gfp` for a hole at
-    /// `index`: `shmem_alloc_hugefolio` gives up quietly if any slot of the
-    /// aligned 2 MiB block is present (a page or a swap entry), counts
-    /// `thp_file_fallback` if the buddy allocator has no free order-9
-    /// block (the THP gfp, with `defrag` at its default madvise, neither
-    /// reclaims nor compacts), and `thp_file_fallback_charge` too if the
-    /// memcg refuses 512 pages (a charge above order 3 gives up after its
-    /// reclaim retries without the OOM killer). Then every page is
-    /// cleared and the folio enters the cache and the LRU whole.
-    fn shmem_alloc_huge(&mut self, inode: u32, index: u64, memcg: u16) -> Option<Pfn> {
-        let hindex = index & !(HPAGE_PMD_NR - 1);
-        let range = hindex as usize..(hindex + HPAGE_PMD_NR) as usize;
-        // The spec refuses huge-capable shmem whose size is not a multiple
-        // of 2 MiB (lib.rs), so the block is always inside the inode.
-        let slots = self.inodes[inode as usize].pages.get(range.clone())?;
-        if slots.iter().any(|&s| s != 0) {
-            return None;
-        }
-        let Some(pfn) = self.alloc_large_folio(9) else {
-            self.vm.inc(Vm::ThpFileFallback);
-            return None;
+    /// The orders above 0 a hole at `index` may be allocated at, as a
+    /// bit mask, after the checks that need no allocation. 6.1: PMD size
+    /// where `shmem_is_huge` says so, if no slot of the 2 MiB block is
+    /// present (`shmem_alloc_hugefolio`'s quiet refusal). With
+    /// `features.shmem_mthp` (6.11–6.13): `shmem_allowable_huge_orders`
+    /// (tmpfs still PMD only; shared anonymous memory by the per-size
+    /// knobs) and `shmem_suitable_orders` (the VMA's alignment, then the
+    /// orders up to the highest whose aligned range is empty).
+    fn shmem_huge_orders(&self, vma: Option<u32>, inode: u32, index: u64) -> u16 {
+        let pages = &self.inodes[inode as usize].pages;
+        let empty = |order: u32| {
+            let nr = 1u64 << order;
+            let first = index & !(nr - 1);
+            // The spec refuses huge-capable shmem whose size is not a
+            // whole number of 2 MiB (lib.rs): the range is inside.
+            pages
+                .get(first as usize..(first + nr) as usize)
+                .is_some_and(|r| r.iter().all(|&v| v == 0))
         };
-        self.folios.get_mut(pfn).memcg = memcg;
-        if self.try_charge(memcg, HPAGE_PMD_NR) != super::memcontrol::Charge::Ok {
-            self.vm.inc(Vm::ThpFileFallback);
-            self.vm.inc(Vm::ThpFileFallbackCharge);
-            self.free_folio_pages(pfn);
-            return None;
+        if !self.features.shmem_mthp {
+            let huge = self.shmem_is_huge(vma, inode, index) && empty(9);
+            return if huge { 1 << 9 } else { 0 };
         }
-        self.charge_cost(Fn::ShmemFault, cost::CLEAR_PAGE_NS * HPAGE_PMD_NR);
-        self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
-        self.folios.version[pfn as usize..pfn as usize + HPAGE_PMD_NR as usize].fill(0);
-        self.shmem_add_to_page_cache(pfn, inode, hindex);
-        self.vm.inc(Vm::ThpFileAlloc);
-        self.folio_add_lru(pfn);
-        Some(pfn)
+        let mut mask = self.shmem_allowable_huge_orders(vma, inode, index);
+        if let Some(v) = vma {
+            mask &= self.thp_vma_suitable_orders(v, index);
+        }
+        for order in (2..=9).rev() {
+            if mask & 1 << order != 0 && empty(order) {
+                return mask & ((2 << order) - 1);
+            }
+        }
+        0
     }
 
-    /// `shmem_swapin_folio`: from the swap cache, or read with cluster
-    /// readahead (a major fault); a read in flight makes the fault wait.
-    /// Then the folio replaces the swap entry in the mapping, leaves the
-    /// swap cache dirty, and the slot is freed.
+    /// 6.12's `shmem_allowable_huge_orders` (with `features.shmem_mthp`).
+    fn shmem_allowable_huge_orders(&self, vma: Option<u32>, inode: u32, index: u64) -> u16 {
+        let vm_flags = vma.map_or(0, |v| self.vmas[v as usize].flags);
+        if vm_flags & VM_NOHUGEPAGE != 0 {
+            return 0;
+        }
+        let global = self.shmem_is_huge(vma, inode, index);
+        let i = &self.inodes[inode as usize];
+        if vma.is_none() || !i.anon {
+            // tmpfs gets PMD size only.
+            return if global { 1 << 9 } else { 0 };
+        }
+        let knobs = &self.sysfs.shmem_mthp;
+        let orders = |want: MthpShmem| -> u16 {
+            (2..=9u16)
+                .filter(|&o| knobs[o as usize - 2] == want)
+                .fold(0, |m, o| m | 1 << o)
+        };
+        match self.sysfs.shmem_enabled {
+            Some(ShmemEnabled::Deny) => return 0,
+            Some(ShmemEnabled::Force) => return orders(MthpShmem::Inherit),
+            _ => {}
+        }
+        let mut mask = orders(MthpShmem::Always);
+        // Sizes that lie wholly within i_size. (6.12 rounds the index up
+        // by the order rather than by its size, a slip later fixed; the
+        // intended rule is used.)
+        let within = orders(MthpShmem::WithinSize);
+        if let Some(o) = (2..=9u32).rev().find(|&o| {
+            within & 1 << o != 0 && (index + 1).next_multiple_of(1 << o) <= i.pages.len() as u64
+        }) {
+            let _ = o;
+            mask |= within;
+        }
+        if vm_flags & VM_HUGEPAGE != 0 {
+            mask |= orders(MthpShmem::Advise);
+        }
+        if global {
+            mask |= orders(MthpShmem::Inherit);
+        }
+        mask
+    }
+
+    /// `thp_vma_suitable_orders` for page-cache `index` in `vma`: the
+    /// orders whose aligned block lies inside the VMA, with the VMA's
+    /// address and file offset agreeing modulo the block.
+    fn thp_vma_suitable_orders(&self, vma: u32, index: u64) -> u16 {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + (index - v.pgoff);
+        (2..=9u32)
+            .filter(|&o| {
+                let nr = 1u64 << o;
+                let haddr = va & !(nr - 1);
+                v.start_vpn.wrapping_sub(v.pgoff).is_multiple_of(nr)
+                    && haddr >= v.start_vpn
+                    && haddr + nr <= v.start_vpn + v.pages
+            })
+            .fold(0, |m, o| m | 1 << o)
+    }
+
+    /// The large attempts of `shmem_get_folio_gfp` for a hole at `index`
+    /// (6.1's PMD-size one, or 6.12's `shmem_alloc_and_add_folio` over
+    /// `orders`, highest first): an order the buddy lists cannot give
+    /// (the THP gfp, with `defrag` at its default, neither reclaims nor
+    /// compacts: the low watermark decides) counts its fallback —
+    /// `thp_file_fallback` at PMD size, `shmem_fallback` per size — and
+    /// the next order is tried; a memcg that refuses the folio (a charge
+    /// above order 3 gives up after its reclaim retries without the OOM
+    /// killer) counts the charge fallbacks and ends the attempt: the
+    /// caller takes order 0. Then every page is cleared and the folio
+    /// enters the cache and the LRU whole.
+    fn shmem_alloc_large(
+        &mut self,
+        inode: u32,
+        index: u64,
+        memcg: u16,
+        orders: u16,
+    ) -> Option<Pfn> {
+        for order in (2..=9u8).rev().filter(|&o| orders & 1 << o != 0) {
+            let nr = 1u64 << order;
+            let Some(pfn) = self.alloc_large_folio(order as usize) else {
+                self.count_shmem_fallback(order, false);
+                continue;
+            };
+            self.folios.get_mut(pfn).memcg = memcg;
+            if self.try_charge(memcg, nr) != super::memcontrol::Charge::Ok {
+                self.count_shmem_fallback(order, true);
+                self.free_folio_pages(pfn);
+                return None;
+            }
+            self.charge_cost(Fn::ShmemFault, cost::CLEAR_PAGE_NS * nr);
+            self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
+            self.folios.version[pfn as usize..(pfn as u64 + nr) as usize].fill(0);
+            self.shmem_add_to_page_cache(pfn, inode, index & !(nr - 1));
+            if order == 9 {
+                self.vm.inc(Vm::ThpFileAlloc);
+            }
+            if self.features.shmem_mthp {
+                self.vm.inc(mthp_item(order, MthpStat::ShmemAlloc));
+            }
+            self.folio_add_lru(pfn);
+            return Some(pfn);
+        }
+        None
+    }
+
+    /// A large shmem allocation that fell back: `thp_file_fallback` (and
+    /// `_charge`) at PMD size; the per-size stats under 6.12's knobs.
+    fn count_shmem_fallback(&mut self, order: u8, charge: bool) {
+        if order == 9 {
+            self.vm.inc(Vm::ThpFileFallback);
+            if charge {
+                self.vm.inc(Vm::ThpFileFallbackCharge);
+            }
+        }
+        if self.features.shmem_mthp {
+            self.vm.inc(mthp_item(order, MthpStat::ShmemFallback));
+            if charge {
+                self.vm.inc(mthp_item(order, MthpStat::ShmemFallbackCharge));
+            }
+        }
+    }
+
+    /// `shmem_swapin_folio`: from the swap cache, or on a miss (a major
+    /// fault) read past the swap cache (seed 001, below), or with cluster
+    /// readahead through it; a read in flight makes the fault wait. Then
+    /// the folio replaces the swap entries in the mapping, leaves the swap
+    /// cache dirty, and the slots are freed. A large entry is split to
+    /// order 0 for the swap-cache path (6.13; 6.1 has none).
     fn shmem_swapin_folio(
         &mut self,
         inode: u32,
@@ -242,11 +429,24 @@ impl Kernel {
         entry: SwpEntry,
         memcg: u16,
     ) -> Result<Pfn, FaultError> {
+        let order = self.shmem_swap_order(inode, index);
         let pfn = match self.lookup_swap_cache(entry, None) {
-            Some(p) => p,
+            Some(p) => {
+                // 058313515d5a: a cached folio smaller than the entry (a
+                // readahead's) splits the entry.
+                if self.folios.get(p).order < order {
+                    self.shmem_split_large_entry(inode, index);
+                }
+                p
+            }
             None => {
                 self.vm.inc(Vm::Pgmajfault);
                 self.memcg_stat(memcg, Mc::Pgmajfault, 1);
+                if let Some(r) = self.shmem_swapin_skip_swapcache(inode, index, entry, order, memcg)
+                {
+                    return r;
+                }
+                self.shmem_split_large_entry(inode, index);
                 self.shmem_swapin_cluster(entry, memcg)
                     .ok_or(FaultError::Oom)?
             }
@@ -259,13 +459,100 @@ impl Kernel {
             return Err(FaultError::Wait(done));
         }
         self.charge_cost(Fn::ShmemFault, cost::SWAP_SLOT_NS);
-        // Into the page cache first, then out of the swap cache (whose
-        // reference that drops), as shmem_swapin_folio orders them.
-        self.shmem_add_to_page_cache(pfn, inode, index);
+        self.shmem_swapin_from_cache(pfn, inode, index, entry);
+        Ok(pfn)
+    }
+
+    /// The end of a swap-in through the swap cache: into the page cache
+    /// first (at the folio's first index), then out of the swap cache
+    /// (whose references that drops), dirty, and every slot freed
+    /// (`swap_free_nr`), as `shmem_swapin_folio` orders them.
+    fn shmem_swapin_from_cache(&mut self, pfn: Pfn, inode: u32, index: u64, entry: SwpEntry) {
+        let f = *self.folios.get(pfn);
+        let first = f.swap;
+        let first_index = index - (entry - first) as u64;
+        self.shmem_add_to_page_cache(pfn, inode, first_index);
         self.delete_from_swap_cache(pfn);
         self.folios.get_mut(pfn).set(PG_DIRTY);
-        self.swap_free(entry);
-        Ok(pfn)
+        for i in 0..f.nr_pages() {
+            self.swap_free(first + i);
+        }
+    }
+
+    /// Seed 001 (`features.shmem_skip_swapcache`; merged in 6.14): on a
+    /// SWP_SYNCHRONOUS_IO device (zram) `shmem_swap_alloc_folio` allocates
+    /// a folio of the entry's order itself, claims the slots with
+    /// `swapcache_prepare` (SWAP_HAS_CACHE as a lock), reads them
+    /// synchronously without entering the swap cache and with no
+    /// readahead, puts the folio in the page cache whole, then clears the
+    /// claim (`swapcache_clear`) and frees the slots. None: not taken — the
+    /// feature is off, the device is not synchronous, a page of a large
+    /// entry is in the swap cache already (6.16's `non_swapcache_batch`
+    /// fallback, which 6.14 lacked: there it failed with -EEXIST for
+    /// ever), or the folio or its charge is not there (-ENOMEM) — and the
+    /// caller goes the split-and-readahead way. Userfaultfd and zswap, the
+    /// patch's other order-0 fallbacks, are not modelled.
+    fn shmem_swapin_skip_swapcache(
+        &mut self,
+        inode: u32,
+        index: u64,
+        entry: SwpEntry,
+        order: u8,
+        memcg: u16,
+    ) -> Option<Result<Pfn, FaultError>> {
+        let ty = swp_type(entry);
+        if !self.features.shmem_skip_swapcache || self.swap[ty].flags & SWP_SYNCHRONOUS_IO == 0 {
+            return None;
+        }
+        let nr = 1u32 << order;
+        let first_index = index & !(nr as u64 - 1);
+        let first = entry - (index - first_index) as u32;
+        let off = swp_offset(first) as usize;
+        if (0..nr as usize).any(|i| self.swap[ty].swap_map[off + i] & SWAP_HAS_CACHE != 0) {
+            return None;
+        }
+        let memcg = self.swapin_memcg(first, memcg);
+        let pfn = if order == 0 {
+            self.alloc_page(Gfp::HighUserMovable)
+        } else {
+            // vma_thp_gfp_mask: no reclaim under defrag's default.
+            self.alloc_large_folio(order as usize)
+        }?;
+        self.folios.get_mut(pfn).memcg = memcg;
+        if self.try_charge(memcg, nr as u64) != super::memcontrol::Charge::Ok {
+            self.free_folio_pages(pfn);
+            return None;
+        }
+        self.charge_cost(Fn::ShmemFault, cost::SWAP_SLOT_NS);
+        // swapcache_prepare over the range: nobody can hold a slot here (a
+        // fault runs start to end in mmsim, and the check above).
+        for i in 0..nr as usize {
+            let m = &mut self.swap[ty].swap_map[off + i];
+            debug_assert!(*m & SWAP_COUNT_MASK != 0);
+            *m |= SWAP_HAS_CACHE;
+        }
+        self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
+        if let Some(shadow) = self.get_shadow_from_swap_cache(first) {
+            self.workingset_refault(pfn, shadow);
+        }
+        self.folio_add_lru(pfn);
+        // swap_read_folio: zram reads synchronously, a page at a time.
+        self.vm.add(Vm::Pswpin, nr as i64);
+        if order > 0 {
+            self.vm.inc(mthp_item(order, MthpStat::Swpin));
+        }
+        for i in 0..nr {
+            let version = self.zram_read_page(ty, off as u32 + i);
+            self.folios.version[(pfn + i) as usize] = version;
+        }
+        self.shmem_add_to_page_cache(pfn, inode, first_index);
+        self.folios.get_mut(pfn).set(PG_DIRTY);
+        for i in 0..nr {
+            // swapcache_clear, then swap_free_nr.
+            self.put_swap_folio(first + i);
+            self.swap_free(first + i);
+        }
+        Some(Ok(pfn))
     }
 
     /// A fault on page `idx` of shmem VMA `vma` whose PTE is empty: fault
@@ -297,8 +584,61 @@ impl Kernel {
             self.folio_put(head);
             return Err(FaultError::Oom);
         }
-        self.map_shmem_pte(vma, idx, head, write);
+        if !self.map_shmem_folio_ptes(vma, idx, head, write) {
+            self.map_shmem_pte(vma, idx, head, write);
+        }
         Ok(())
+    }
+
+    /// 6.11's `finish_fault` for shared anonymous memory (with
+    /// `features.shmem_mthp`): a large folio whose pages all fall inside
+    /// the VMA and the fault's page table, none of them mapped, gets all
+    /// its PTEs in this one fault (`set_pte_range`, one rmap call for the
+    /// batch). False: the caller maps one PTE (tmpfs always does; so do
+    /// later kernels when a PTE of the range is taken, where 6.11 would
+    /// return and refault).
+    fn map_shmem_folio_ptes(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) -> bool {
+        let f = *self.folios.get(head);
+        let v = &self.vmas[vma as usize];
+        if f.order == 0 || !self.features.shmem_mthp || !self.inodes[v.inode as usize].anon {
+            return false;
+        }
+        let nr = f.nr_pages() as usize;
+        let in_folio = (v.pgoff + idx as u64 - f.index as u64) as usize;
+        let pte_off = ((v.start_vpn + idx as u64) % HPAGE_PMD_NR) as usize;
+        if idx < in_folio
+            || idx - in_folio + nr > v.pages as usize
+            || pte_off < in_folio
+            || pte_off - in_folio + nr > HPAGE_PMD_NR as usize
+        {
+            return false;
+        }
+        let first = idx - in_folio;
+        if !v.ptes[first..first + nr].iter().all(|&p| pte_none(p)) {
+            return false;
+        }
+        self.charge_cost(
+            Fn::AddFileRmap,
+            (cost::MAPCOUNT_NS + cost::PTE_NS) * nr as u64 + cost::RMAP_STAT_NS,
+        );
+        let mut newly = 0;
+        for i in 0..nr as u32 {
+            if self.folios.page_mapcount_add(head + i, 1) == 1 {
+                newly += 1;
+            }
+        }
+        self.vm.add(Vm::NrMapped, newly);
+        self.memcg_stat(f.memcg, Mc::FileMapped, newly);
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_shmem += nr as u64;
+        // The caller's reference is the first PTE's; one more per page.
+        self.folios.get_mut(head).refcount += nr as u32 - 1;
+        let dirty = if write { PTE_DIRTY } else { 0 };
+        let ptes = &mut self.vmas[vma as usize].ptes[first..first + nr];
+        for (i, pte) in ptes.iter_mut().enumerate() {
+            *pte = mk_pte(head + i as u32, PTE_WRITE | PTE_YOUNG | dirty);
+        }
+        true
     }
 
     /// Installs a PTE for the page of shmem folio `head` at the PTE's file
@@ -361,16 +701,42 @@ impl Kernel {
     /// reclaim: a swap slot owned by the inode, the folio moved from the
     /// page cache to the swap cache, then the write. False: no swap
     /// space (the folio stays, redirtied, and is activated).
-    pub fn shmem_writepage(&mut self, pfn: Pfn) -> bool {
-        let memcg = self.folios.get(pfn).memcg;
-        let Some(entry) = self.folio_alloc_swap(memcg) else {
-            return false;
+    /// A large folio (`features.shmem_large_swapout`, 6.12) goes out
+    /// whole under a large swap entry when an aligned run of slots is
+    /// free; otherwise it is split (its tails join reclaim's `list`) and
+    /// its first page goes out alone.
+    pub fn shmem_writepage(&mut self, pfn: Pfn, list: &mut Vec<Pfn>) -> bool {
+        let f = *self.folios.get(pfn);
+        let entry = if f.order > 0 {
+            match self.folio_alloc_swap_order(f.memcg, f.order) {
+                Some(e) => Some(e),
+                None => {
+                    // try_split: the folio's pages stay dirty.
+                    self.folios.get_mut(pfn).set(PG_DIRTY);
+                    if !self.split_huge_page(pfn, Some(list)) {
+                        return false;
+                    }
+                    self.folios.get_mut(pfn).clear(PG_DIRTY);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let entry = match entry {
+            Some(e) => e,
+            None => match self.folio_alloc_swap(f.memcg) {
+                Some(e) => e,
+                None => return false,
+            },
         };
         self.charge_cost(Fn::AddToSwap, cost::SWAP_SLOT_NS);
         let _ = self.add_to_swap_cache(pfn, entry);
-        // swap_shmem_alloc: the inode's entry is the slot's one reference.
-        self.swap_duplicate(entry);
-        self.shmem_delete_from_page_cache(pfn, (entry as u64) << 2 | SLOT_SWAP);
+        // swap_shmem_alloc: the inode's entries are the slots' references.
+        for i in 0..self.folios.get(pfn).nr_pages() {
+            self.swap_duplicate(entry + i);
+        }
+        self.shmem_delete_from_page_cache(pfn, Some(entry));
         self.swap_writepage(pfn);
         true
     }
@@ -383,7 +749,7 @@ impl Kernel {
         if f.refcount != 1 + f.nr_pages() || f.test(PG_DIRTY) {
             return false;
         }
-        self.shmem_delete_from_page_cache(pfn, 0);
+        self.shmem_delete_from_page_cache(pfn, None);
         let f = self.folios.get_mut(pfn);
         f.refcount = 0;
         f.clear(PG_ISOLATED);
@@ -422,7 +788,7 @@ impl Kernel {
                 if self.folios.get(pfn).test(PG_LOCKED) {
                     continue;
                 }
-                self.shmem_delete_from_page_cache(pfn, 0);
+                self.shmem_delete_from_page_cache(pfn, None);
             } else if let Some(entry) = self.shmem_swap_at(inode, index) {
                 self.inodes[inode as usize].pages[index as usize] = 0;
                 self.free_swap_and_cache(entry);
@@ -456,10 +822,14 @@ impl Kernel {
                 let Some(entry) = self.shmem_swap_at(inode, index) else {
                     continue;
                 };
-                if super::swapfile::swp_type(entry) != ty {
+                if swp_type(entry) != ty {
                     continue;
                 }
                 self.charge_cost(Fn::TryToUnuse, cost::PTE_NS);
+                if self.swap_folio_of(entry).is_none() {
+                    // Reads order 0 below: the large entry is split first.
+                    self.shmem_split_large_entry(inode, index);
+                }
                 let memcg = self.swap[ty].cgroup[super::swapfile::swp_offset(entry) as usize];
                 let pfn = match self.lookup_swap_cache(entry, None) {
                     Some(p) => p,
@@ -469,10 +839,7 @@ impl Kernel {
                     },
                 };
                 self.wait_on_folio_io(pfn);
-                self.shmem_add_to_page_cache(pfn, inode, index);
-                self.delete_from_swap_cache(pfn);
-                self.folios.get_mut(pfn).set(PG_DIRTY);
-                self.swap_free(entry);
+                self.shmem_swapin_from_cache(pfn, inode, index, entry);
                 self.folio_put(pfn);
             }
         }
@@ -616,7 +983,7 @@ impl Kernel {
                 self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
                 if f.refcount == f.nr_pages() && !f.test(PG_DIRTY | PG_WRITEBACK) {
                     self.folios.get_mut(pfn).refcount += 1;
-                    self.shmem_delete_from_page_cache(pfn, 0);
+                    self.shmem_delete_from_page_cache(pfn, None);
                     self.folio_put(pfn);
                 } else {
                     self.deactivate_file_folio(pfn);

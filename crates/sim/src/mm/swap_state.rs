@@ -13,44 +13,52 @@ impl Kernel {
         &mut self.swap[swp_type(entry)].cache[swp_offset(entry) as usize]
     }
 
-    /// `add_to_swap_cache`: the folio takes the slot; returns the shadow it
-    /// replaced, if any.
+    /// `add_to_swap_cache`: the folio takes its slots (a large folio one
+    /// per page, from `entry` on) and a reference per page; returns the
+    /// shadow the first slot held, if any.
     pub fn add_to_swap_cache(&mut self, pfn: Pfn, entry: SwpEntry) -> Option<u64> {
+        let nr = self.folios.get(pfn).nr_pages();
         let old = std::mem::replace(self.cache_slot(entry), (pfn as u64) << 2 | 2);
         debug_assert!(old & 3 != 2, "slot already caches a folio");
+        for i in 1..nr {
+            *self.cache_slot(entry + i) = (pfn as u64) << 2 | 2;
+        }
         let f = self.folios.get_mut(pfn);
-        f.refcount += 1;
+        f.refcount += nr;
         f.set(PG_SWAPCACHE);
         f.swap = entry;
         let memcg = f.memcg;
-        self.vm.add(Vm::NrFilePages, 1);
-        self.vm.add(Vm::NrSwapcached, 1);
-        self.memcg_stat(memcg, Mc::Swapcached, 1);
+        self.vm.add(Vm::NrFilePages, nr as i64);
+        self.vm.add(Vm::NrSwapcached, nr as i64);
+        self.memcg_stat(memcg, Mc::Swapcached, nr as i64);
         (old & 1 == 1).then_some(old)
     }
 
-    /// `__delete_from_swap_cache`: leave `shadow` (or nothing) behind. The
-    /// caller drops the cache's reference and the slot's HAS_CACHE.
+    /// `__delete_from_swap_cache`: leave `shadow` (or nothing) behind in
+    /// each slot. The caller drops the cache's references and the slots'
+    /// HAS_CACHE.
     pub fn delete_from_swap_cache_locked(&mut self, pfn: Pfn, shadow: u64) {
         let f = self.folios.get_mut(pfn);
-        let entry = f.swap;
+        let (entry, nr) = (f.swap, f.nr_pages());
         f.clear(PG_SWAPCACHE);
         f.swap = 0;
         let memcg = f.memcg;
-        *self.cache_slot(entry) = shadow;
-        self.vm.add(Vm::NrFilePages, -1);
-        self.vm.add(Vm::NrSwapcached, -1);
-        self.memcg_stat(memcg, Mc::Swapcached, -1);
+        for i in 0..nr {
+            *self.cache_slot(entry + i) = shadow;
+        }
+        self.vm.add(Vm::NrFilePages, -(nr as i64));
+        self.vm.add(Vm::NrSwapcached, -(nr as i64));
+        self.memcg_stat(memcg, Mc::Swapcached, -(nr as i64));
         self.charge_cost(cost::Fn::AddToSwap, cost::SWAP_SLOT_NS / 2);
     }
 
-    /// `delete_from_swap_cache`: remove, release the slot's cache bit, drop
-    /// the cache's reference.
+    /// `delete_from_swap_cache`: remove, release the slots' cache bits,
+    /// drop the cache's references.
     pub fn delete_from_swap_cache(&mut self, pfn: Pfn) {
-        let entry = self.folios.get(pfn).swap;
+        let (entry, nr) = (self.folios.get(pfn).swap, self.folios.get(pfn).nr_pages());
         self.delete_from_swap_cache_locked(pfn, 0);
-        self.put_swap_folio(entry);
-        self.folio_put(pfn);
+        self.put_swap_folio_nr(entry, nr);
+        self.folio_put_refs(pfn, nr);
     }
 
     /// `get_shadow_from_swap_cache`.
@@ -68,8 +76,10 @@ impl Kernel {
         if !f.test(PG_SWAPCACHE) || f.test(PG_WRITEBACK) || f.test(PG_LOCKED) {
             return false;
         }
-        let entry = f.swap;
-        if self.swap[swp_type(entry)].swap_count(swp_offset(entry)) != 0 {
+        let (entry, nr) = (f.swap, f.nr_pages());
+        // folio_swapped: any of its slots still referenced.
+        let si = &self.swap[swp_type(entry)];
+        if (0..nr).any(|i| si.swap_count(swp_offset(entry) + i) != 0) {
             return false;
         }
         // Callers hold a reference (the kernel's always do), so the folio

@@ -66,6 +66,9 @@ pub struct SwapInfo {
     /// Rotational devices: slots left before the next search for a free
     /// run of SWAPFILE_CLUSTER slots (`cluster_nr`).
     cluster_nr: u32,
+    /// Per CPU, per order above 0: the cluster handing out aligned runs
+    /// of that order (6.12's `percpu_cluster->next[order]`): (next, end).
+    order_cluster: Vec<[Option<(u32, u32)>; 10]>,
     /// When the device was last requeued among equal priorities.
     pub requeued: u64,
     pub zram: Zram,
@@ -112,6 +115,7 @@ impl SwapInfo {
             cluster_used,
             free_clusters: (0..nclusters).collect(),
             percpu_cluster: vec![None; cpus],
+            order_cluster: vec![[None; 10]; cpus],
             cluster_next: 1,
             cluster_nr: SWAPFILE_CLUSTER,
             requeued: 0,
@@ -204,6 +208,61 @@ impl SwapInfo {
             }
         }
         None
+    }
+
+    /// A run of 2^`order` free slots aligned to its size, for a large
+    /// folio (6.12's per-order cluster allocation, not in 6.1): the next
+    /// aligned run in this CPU's cluster for the order, else a free
+    /// cluster taken for it. Simplification: a cluster left behind is not
+    /// revisited (6.12 keeps `nonfull[order]` lists and later scans
+    /// fragmented clusters), so under fragmentation a large allocation
+    /// fails (and the folio is split) somewhat sooner; seed 001's
+    /// experiment swaps out to an empty device and never meets it.
+    fn alloc_large(&mut self, cpu: usize, order: u8) -> Option<u32> {
+        let nr = 1u32 << order;
+        loop {
+            if let Some((next, end)) = self.order_cluster[cpu][order as usize] {
+                let mut o = next;
+                while o + nr <= end
+                    && self.swap_map[o as usize..(o + nr) as usize]
+                        .iter()
+                        .any(|&m| m != 0)
+                {
+                    o += nr;
+                }
+                if o + nr <= end {
+                    self.order_cluster[cpu][order as usize] = Some((o + nr, end));
+                    for off in o..o + nr {
+                        self.swap_map[off as usize] = SWAP_HAS_CACHE;
+                    }
+                    self.inuse_pages += nr;
+                    // Its cluster left the free list when it was taken.
+                    self.cluster_used[(o / SWAPFILE_CLUSTER) as usize] += nr as u16;
+                    return Some(o);
+                }
+                self.order_cluster[cpu][order as usize] = None;
+            }
+            // A free cluster with room for the order (cluster 0 holds the
+            // header slot, a short last cluster may hold no aligned run):
+            // taken off the free list for this order.
+            let fits = |si: &Self, c: u32| {
+                let (start, end) = (
+                    c * SWAPFILE_CLUSTER,
+                    ((c + 1) * SWAPFILE_CLUSTER).min(si.max),
+                );
+                (start..end).step_by(nr as usize).any(|o| {
+                    o + nr <= end
+                        && si.swap_map[o as usize..(o + nr) as usize]
+                            .iter()
+                            .all(|&m| m == 0)
+                })
+            };
+            let at = self.free_clusters.iter().position(|&c| fits(self, c))?;
+            let c = self.free_clusters.remove(at).expect("found");
+            let start = c * SWAPFILE_CLUSTER;
+            self.order_cluster[cpu][order as usize] =
+                Some((start, (start + SWAPFILE_CLUSTER).min(self.max)));
+        }
     }
 
     /// The slot's last user is gone: back to the allocator.
@@ -303,6 +362,29 @@ impl Kernel {
         Some(entry)
     }
 
+    /// `folio_alloc_swap` for a large folio of `order` (6.12, not 6.1): an
+    /// aligned run of slots on the highest-priority device, if it is zram
+    /// and has one, with the memcg swap charge. None: the caller splits the
+    /// folio. Simplification: large swap-out to a block device is not
+    /// modelled (such a folio is split as if no run were free).
+    pub fn folio_alloc_swap_order(&mut self, memcg: u16, order: u8) -> Option<SwpEntry> {
+        let cpu = self.cur_cpu;
+        let nr = 1u32 << order;
+        let ty = (0..self.swap.len())
+            .filter(|&i| self.swap[i].flags & SWP_WRITEOK != 0)
+            .min_by_key(|&i| (std::cmp::Reverse(self.swap[i].prio), self.swap[i].requeued))?;
+        if self.swap[ty].bdev.is_some() || self.swap[ty].pages - self.swap[ty].inuse_pages < nr {
+            return None;
+        }
+        let off = self.swap[ty].alloc_large(cpu, order)?;
+        self.nr_swap_pages -= nr as i64;
+        for o in off..off + nr {
+            self.swap[ty].cgroup[o as usize] = memcg;
+        }
+        self.mem_cgroup_charge_swap(memcg, nr as u64);
+        Some(swp_entry(ty, off))
+    }
+
     /// `swap_duplicate` for a PTE taking a reference to the slot.
     pub fn swap_duplicate(&mut self, entry: SwpEntry) {
         let m = &mut self.swap[swp_type(entry)].swap_map[swp_offset(entry) as usize];
@@ -337,6 +419,13 @@ impl Kernel {
         if *m == 0 {
             *m = SWAP_HAS_CACHE;
             self.free_swap_slot(entry);
+        }
+    }
+
+    /// `put_swap_folio` of a folio of `nr` pages: each slot from `entry`.
+    pub fn put_swap_folio_nr(&mut self, entry: SwpEntry, nr: u32) {
+        for i in 0..nr {
+            self.put_swap_folio(entry + i);
         }
     }
 

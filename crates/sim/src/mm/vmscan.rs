@@ -752,9 +752,14 @@ impl Kernel {
             return self.activate_locked(pfn, stat);
         }
         let f = *self.folios.get(pfn);
-        if !f.test(PG_ANON) && f.test(PG_SWAPBACKED) && f.order > 0 {
+        if !f.test(PG_ANON)
+            && f.test(PG_SWAPBACKED)
+            && f.order > 0
+            && !self.features.shmem_large_swapout
+        {
             // 6.1 swaps shmem out page by page: the folio is split first
-            // (its tails join the list) or kept.
+            // (its tails join the list) or kept. 6.12 leaves it whole to
+            // shmem_writepage.
             if !self.split_huge_page(pfn, Some(list)) {
                 return false;
             }
@@ -810,7 +815,7 @@ impl Kernel {
             if references == FolioRef::ReclaimClean || !sc.may_writepage {
                 return false;
             }
-            match self.traced(Fn::Pageout, |k| k.pageout(pfn)) {
+            match self.traced(Fn::Pageout, |k| k.pageout(pfn, list)) {
                 PageOut::Keep => return false,
                 PageOut::Activate => return self.activate_locked(pfn, stat),
                 PageOut::Success => {
@@ -851,7 +856,7 @@ impl Kernel {
     }
 
     /// `pageout` → `swap_writepage` for a swap-cache folio.
-    fn pageout(&mut self, pfn: Pfn) -> PageOut {
+    fn pageout(&mut self, pfn: Pfn, list: &mut Vec<Pfn>) -> PageOut {
         let f = *self.folios.get(pfn);
         // is_page_cache_freeable: only the isolation and the cache's refs.
         if f.refcount != 1 + f.nr_pages() {
@@ -862,7 +867,7 @@ impl Kernel {
             // slot the folio is redirtied and activated.
             self.folios.get_mut(pfn).clear(PG_DIRTY);
             self.vm.inc(Vm::NrVmscanWrite);
-            if !self.traced(Fn::SwapWritepage, |k| k.shmem_writepage(pfn)) {
+            if !self.traced(Fn::SwapWritepage, |k| k.shmem_writepage(pfn, list)) {
                 self.folios.get_mut(pfn).set(PG_DIRTY);
                 return PageOut::Activate;
             }
@@ -895,22 +900,38 @@ impl Kernel {
         if self.folio_free_swap(pfn) {
             return;
         }
-        let entry = self.folios.get(pfn).swap;
+        let f = *self.folios.get(pfn);
+        let (entry, nr) = (f.swap, f.nr_pages());
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         if self.swap[ty].bdev.is_some() {
+            debug_assert_eq!(nr, 1, "large swap-out goes to zram only");
             self.swap_writepage_bdev(pfn, entry);
             return;
         }
-        self.vm.inc(Vm::Pswpout);
-        if !self.zram_write_page(ty, off, self.folios.version[pfn as usize]) {
-            // zram's rw_page failed (no pool page): __swap_writepage falls
-            // back to a bio, which zram fails too; the write error leaves
-            // the folio dirty, and shrink_folio_list keeps it.
-            self.vm.add(Vm::Pgpgout, 4);
-            self.folios.get_mut(pfn).set(PG_DIRTY);
-            return;
+        // count_swpout_vm_event
+        self.vm.add(Vm::Pswpout, nr as i64);
+        if f.order > 0 {
+            self.vm.inc(crate::vmstat::mthp_item(
+                f.order,
+                crate::vmstat::MthpStat::Swpout,
+            ));
+            if f.order == 9 {
+                self.vm.inc(Vm::ThpSwpout);
+            }
         }
-        self.vm.inc(Vm::NrWritten);
+        // zram's rw_page takes one page at a time.
+        for i in 0..nr {
+            if !self.zram_write_page(ty, off + i, self.folios.version[(pfn + i) as usize]) {
+                // zram's rw_page failed (no pool page): __swap_writepage
+                // falls back to a bio, which zram fails too; the write
+                // error leaves the folio dirty, and shrink_folio_list
+                // keeps it.
+                self.vm.add(Vm::Pgpgout, 4 * nr as i64);
+                self.folios.get_mut(pfn).set(PG_DIRTY);
+                return;
+            }
+        }
+        self.vm.add(Vm::NrWritten, nr as i64);
     }
 
     /// `__remove_mapping` for a clean swap-cache folio: leave a shadow, let
@@ -923,7 +944,7 @@ impl Kernel {
         let shadow = self.workingset_eviction(pfn, target);
         let entry = f.swap;
         self.delete_from_swap_cache_locked(pfn, shadow);
-        self.put_swap_folio(entry);
+        self.put_swap_folio_nr(entry, f.nr_pages());
         let f = self.folios.get_mut(pfn);
         f.refcount = 0;
         f.clear(PG_ISOLATED);
