@@ -226,6 +226,23 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
             .map(|p| (p.end_ns - p.start_ns) as f64 / 1e9)
             .ok_or_else(|| format!("no phase {phase:?} in the run")),
         ["vmstat", name] => Ok(r.vmstat.get(*name).copied().unwrap_or(0) as f64),
+        ["vmstat", phase, name] => {
+            // A counter's change over one phase, summed over the tasks
+            // that have it.
+            let ps: Vec<_> = r
+                .tasks
+                .iter()
+                .flat_map(|t| t.phases.iter())
+                .filter(|p| p.name == *phase)
+                .collect();
+            if ps.is_empty() {
+                return Err(format!("no phase {phase:?} in the run"));
+            }
+            Ok(ps
+                .iter()
+                .map(|p| p.vmstat.get(*name).copied().unwrap_or(0))
+                .sum::<i64>() as f64)
+        }
         [kind @ ("spawn_max_s" | "spawn_mean_s"), task] => {
             // The run times of the programs task TASK launched.
             let prefix = format!("{task}/spawn");
