@@ -131,6 +131,9 @@ pub struct Kernel {
     /// shmem_enabled above never, or a per-size knob on): shmem faults
     /// then leave the PTE table to `finish_fault`.
     pub shmem_thp_possible: bool,
+    /// `vmf->prealloc_pte`: the PTE table a shmem read fault allocated
+    /// before fault-around, until a mapping installs it or the fault ends.
+    pub prealloc_pte: Option<Pfn>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -300,6 +303,7 @@ impl Kernel {
                         .shmem_mthp
                         .iter()
                         .any(|&w| w != mmsim_spec::MthpShmem::Never)),
+            prealloc_pte: None,
         };
         k.free_all_at_boot(managed as Pfn);
         for d in &spec.disks {

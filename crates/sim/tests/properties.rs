@@ -64,6 +64,66 @@ prop_compose! {
     }
 }
 
+/// `offset = …, length = …` keys for a range of a region or file of
+/// `pages` pages: the whole of it (no keys), one 2 MiB block (which is a
+/// PMD block only when the mapping starts on one), or any run of 64 KiB
+/// units (mostly cutting large folios).
+fn shmem_range(pages: u64, shape: u8, a: u64, b: u64) -> String {
+    let units = pages / 16;
+    let (first, len) = match shape % 3 {
+        0 => return String::new(),
+        1 if pages >= 512 => {
+            let blocks = pages / 512;
+            ((a % blocks) * 512, 512)
+        }
+        _ => {
+            let first = (a % units) * 16;
+            (first, (1 + b % (units - first / 16)) * 16)
+        }
+    };
+    let len = len.min(pages - first);
+    format!(", offset = \"{}K\", length = \"{}K\"", first * 4, len * 4)
+}
+
+/// The raw draws of one op of `large_shmem_folios`: kind, region, range
+/// shape and two range draws, a child's touch, and an advice.
+type ShmemOp = (u8, usize, u8, u64, u64, String, u8);
+
+prop_compose! {
+    /// The raw draws of one op of `large_shmem_folios`.
+    fn shmem_op()(kind in 0u8..15, region in 0usize..2, shape in 0u8..3, a in 0u64..1024,
+                  b in 0u64..1024, t in touch(), advice in 0u8..4)
+        -> ShmemOp {
+        (kind, region, shape, a, b, t, advice)
+    }
+}
+
+/// One op of `large_shmem_folios` on the tmpfs file `f` (mapped as `r0`)
+/// and the shared anonymous region `r1`, of `pages` pages each; `maps`
+/// are their mmap steps, for munmap and map again.
+fn shmem_op_text(op: &ShmemOp, pages: [u64; 2], file_pages: u64, maps: [&str; 2]) -> String {
+    let (kind, region, shape, a, b, t, advice) = op;
+    let r = *region;
+    let range = shmem_range(pages[r], *shape, *a, *b);
+    let frange = shmem_range(file_pages, *shape, *a, *b);
+    let adv = ["pageout", "cold", "dontneed", "willneed"][*advice as usize % 4];
+    match kind {
+        0..=3 => format!("{{ op = \"madvise\", region = \"r{r}\", advice = \"{adv}\"{range} }},"),
+        4 => format!("{{ op = \"madvise\", region = \"r{r}\", advice = \"hugepage\" }},"),
+        5 => format!("{{ op = \"madvise\", region = \"r{r}\", advice = \"nohugepage\" }},"),
+        6 => format!("{{ op = \"fork\", steps = [ {t} ] }},"),
+        7 => format!(
+            "{{ op = \"fork\", steps = [ {{ op = \"madvise\", region = \"r{r}\", advice = \"{adv}\"{range} }}, {t} ] }},"
+        ),
+        8 => format!("{{ op = \"write\", file = \"f\"{frange} }},"),
+        9 => format!("{{ op = \"read\", file = \"f\"{frange}, chunk = \"64K\" }},"),
+        10 => format!("{{ op = \"munmap\", region = \"r{r}\" }},\n{}", maps[r]),
+        11 => "{ op = \"drop_caches\" },".to_string(),
+        12 => "{ op = \"wait\" },".to_string(),
+        _ => format!("{{ op = \"touch\", region = \"r{r}\", order = \"uniform\", write = 0.5, seed = {a}, count = {} }},", 100 + b),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -243,6 +303,104 @@ steps = [
         let cg = &r.cgroups["w"];
         if !high {
             prop_assert!(cg.memory_peak <= limit_mb << 20);
+        }
+    }
+}
+
+proptest! {
+    // Its own block, with more cases than the others: the interleavings it
+    // is after (memcg reclaim inside a fault, a split under a fork's
+    // mapping) are rare, and a case costs ~30 ms (128 take about 4 s in
+    // release and in debug).
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Large shmem folios — 6.1's PMD-size THPs of a tmpfs file (any
+    /// `huge=`) and of shared anonymous memory (any shmem_enabled), or the
+    /// later kernels' per-size folios, swapped out whole and swapped in
+    /// past the swap cache — mapped by PMDs or PTEs (the file mapping may
+    /// start a few pages into a block), under MADV_PAGEOUT/COLD/DONTNEED/
+    /// WILLNEED of whole and partial ranges, MADV_(NO)HUGEPAGE, fork,
+    /// read(2)/write(2), munmap and mmap again, drop_caches, and the
+    /// reclaim of a memcg limit, keep the invariants (checked at every
+    /// phase mark) and every page's content.
+    #[test]
+    fn large_shmem_folios(
+        later in any::<bool>(),
+        cpus in 1u32..3,
+        limit_mb in prop::sample::select(vec![4u64, 8, 16, 64, 0]),
+        huge in prop::sample::select(vec!["never", "always", "within_size", "advise"]),
+        enabled in prop::sample::select(vec!["", "never", "always", "advise", "deny", "force", "within_size"]),
+        file_mb in prop::sample::select(vec![4u64, 8]),
+        anon_mb in prop::sample::select(vec![2u64, 4]),
+        map_off in prop::sample::select(vec![0u64, 0, 1, 3, 16]),
+        knobs in prop::collection::vec((prop::sample::select(vec![16u32, 32, 64, 128, 512, 2048]),
+            prop::sample::select(vec!["always", "always", "inherit", "advise", "within_size", "never"])), 1..3),
+        flags in (prop::bool::weighted(0.75), any::<bool>(), any::<bool>()),
+        ops in prop::collection::vec((touch(), shmem_op()), 1..8),
+    ) {
+        let mut sysfs = String::new();
+        if !enabled.is_empty() {
+            sysfs += &format!("\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{enabled}\"\n");
+        }
+        let mut features = String::new();
+        if later {
+            let (large_swapout, skip, split) = flags;
+            features = format!("shmem_mthp = true\nshmem_large_swapout = {large_swapout}\nshmem_skip_swapcache = {skip}\nmadv_pageout_split = {split}\n");
+            let mut seen = Vec::new();
+            for (kb, v) in &knobs {
+                if !seen.contains(kb) {
+                    seen.push(*kb);
+                    sysfs += &format!("\"kernel/mm/transparent_hugepage/hugepages-{kb}kB/shmem_enabled\" = \"{v}\"\n");
+                }
+            }
+        }
+        let file_pages = file_mb * 256;
+        let pages = [file_pages - map_off, anon_mb * 256];
+        let maps = [
+            format!("{{ op = \"mmap\", name = \"r0\", kind = \"shmem\", file = \"f\", offset = \"{}K\", size = \"{}K\" }},", map_off * 4, pages[0] * 4),
+            format!("{{ op = \"mmap\", name = \"r1\", kind = \"shared_anon\", size = \"{anon_mb}M\" }},"),
+        ];
+        let mut steps = format!("{}\n{}\n", maps[0], maps[1]);
+        for (i, (t, o)) in ops.iter().enumerate() {
+            steps += &format!("{{ op = \"phase\", name = \"p{i}\" }},\n");
+            steps += t;
+            steps += "\n";
+            steps += &shmem_op_text(o, pages, file_pages, [&maps[0], &maps[1]]);
+            steps += "\n";
+        }
+        steps += "{ op = \"phase\", name = \"end\" },\n{ op = \"touch\", region = \"r0\" },\n{ op = \"touch\", region = \"r1\" },\n{ op = \"read\", file = \"f\" },\n";
+        let limit = if limit_mb == 0 { "max".to_string() } else { format!("{limit_mb}M") };
+        let text = format!(r#"
+[machine]
+memory = "512M"
+cpus = {cpus}
+[features]
+{features}
+[sysfs]
+{sysfs}
+[[swap]]
+device = "zram"
+size = "128M"
+[[file]]
+name = "f"
+size = "{file_mb}M"
+on = "tmpfs"
+huge = "{huge}"
+[cgroup.w]
+memory_max = "{limit}"
+[task.t]
+cgroup = "w"
+steps = [
+{steps}]
+"#);
+        // No error is accepted, out of memory included: every page the
+        // task can hold (some MiB of shmem, and its page tables) is
+        // swap-backed with 128 MiB of zram behind it, so even a 4 MiB memcg
+        // can always reclaim; a large folio's charge that fails falls back
+        // to a smaller order rather than ending the run.
+        match common::try_run(&text) {
+            Ok(r) => prop_assert_eq!(r.integrity.violations, 0),
+            Err(e) => panic!("{e}\n{text}"),
         }
     }
 }

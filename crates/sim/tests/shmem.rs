@@ -419,3 +419,29 @@ steps = [
     assert!(vm(&r, "pswpin") <= PAGES);
     assert_eq!(r.integrity.pages_checked, 2 * PAGES as u64);
 }
+
+/// A forked child's shared mapping sits at its parent's address, so its
+/// page-table bookkeeping must span the tables that address needs, not
+/// those of the child's next free address (here the parent's mapping
+/// spans three PTE tables and would have got two). Found by the
+/// `large_shmem_folios` property (an index out of bounds).
+#[test]
+fn a_forked_shared_mapping_has_its_parents_table_span() {
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+[[file]]
+name = "f"
+size = "4M"
+on = "tmpfs"
+[task.t]
+steps = [
+{ op = "mmap", name = "a", kind = "anon", size = "8K" },
+{ op = "mmap", name = "m", kind = "shmem", file = "f", offset = "4K", size = "4092K" },
+{ op = "fork", steps = [ { op = "touch", region = "m" } ] },
+]
+"#,
+    );
+    assert_eq!(r.integrity.pages_checked, 1023);
+}

@@ -318,3 +318,43 @@ steps = [
     assert_eq!(vm(&r, "nr_shmem_hugepages"), 0);
     assert_eq!(vm(&r, "nr_shmem"), 0);
 }
+
+/// Fault-around over a block with cached pages and no PTE table (a THP
+/// split by reclaim) allocates its table before it looks at the page
+/// cache, as 6.1 does (`prealloc_pte`): the table's memcg charge may
+/// reclaim, and a page reclaim freed must not be mapped after. Found by
+/// the `large_shmem_folios` property (a frame freed twice).
+#[test]
+fn fault_around_allocates_its_table_before_its_lookups() {
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+[sysfs]
+"kernel/mm/transparent_hugepage/shmem_enabled" = "always"
+[[swap]]
+device = "zram"
+size = "128M"
+[[file]]
+name = "f"
+size = "8M"
+on = "tmpfs"
+[cgroup.w]
+memory_max = "8M"
+[task.t]
+cgroup = "w"
+steps = [
+{ op = "mmap", name = "r0", kind = "shmem", file = "f", offset = "64K", size = "8128K" },
+{ op = "mmap", name = "r1", kind = "shared_anon", size = "2M" },
+{ op = "fork", steps = [ { op = "touch", region = "r1", order = "seq", write = 0, seed = 0 }, ] },
+{ op = "touch", region = "r1", order = "seq", write = 0, seed = 0 },
+{ op = "madvise", region = "r1", advice = "pageout", offset = "0K", length = "64K" },
+{ op = "touch", region = "r1", order = "seq", write = 0, seed = 0 },
+{ op = "touch", region = "r0" },
+{ op = "read", file = "f" },
+]
+"#,
+    );
+    assert!(vm(&r, "thp_file_alloc") > 0);
+    assert!(vm(&r, "thp_split_page") > 0);
+}

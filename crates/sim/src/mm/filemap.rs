@@ -441,6 +441,12 @@ impl Kernel {
             .min((va & !511) + 512);
         let (inode, pgoff, base) = (v.inode, v.pgoff, v.start_vpn);
         let shmem = self.inodes[inode as usize].is_shmem();
+        // With no table for the block yet, one is allocated first
+        // (`prealloc_pte`): its charge may reclaim, which must not happen
+        // between the page-cache lookups below and their mappings.
+        if self.pmd_none(vma, idx) && self.prealloc_pte_table(vma).is_err() {
+            return;
+        }
         if self.filemap_map_pmd(vma, idx, (start - base) as usize, (end - base) as usize) {
             return;
         }
@@ -458,7 +464,8 @@ impl Kernel {
             if !pte_none(self.vmas[vma as usize].ptes[i]) {
                 continue;
             }
-            // pmd_install: the table the window's PTEs go in.
+            // pmd_install: the preallocated table (or the one there
+            // already) takes the window's PTEs; nothing is allocated here.
             if self.pte_alloc(vma, i).is_err() {
                 break;
             }
@@ -477,11 +484,8 @@ impl Kernel {
     /// `filemap_map_pmd` at the start of fault-around over pages
     /// `[lo, hi)` around page `idx`: with no table for the block yet and a
     /// PMD-size, unlocked folio first in the window, `do_set_pmd` maps it
-    /// whole and the fault is done. Simplification: the PTE table the
-    /// kernel preallocates for the window and frees unused after a PMD
-    /// mapping (one page allocated and freed per such fault) is not
-    /// modelled; it changes pgalloc and pgfree by one per PMD fault, which
-    /// no experiment reports.
+    /// whole and the fault is done (its preallocated table is freed when
+    /// the fault ends).
     fn filemap_map_pmd(&mut self, vma: u32, idx: usize, lo: usize, hi: usize) -> bool {
         if !self.pmd_none(vma, idx) {
             return false;

@@ -104,7 +104,11 @@ impl Kernel {
         let pte = ((va >> PTE_SHIFT) - (v.start_vpn >> PTE_SHIFT)) as usize;
         debug_assert!(v.ptes[idx] & PTE_PMD == 0, "a PMD maps the block");
         if self.vmas[vma as usize].pte_tables[pte] == NIL {
-            let p = self.alloc_pgtable(vma)?;
+            // pmd_install of the fault's preallocated table, if it has one.
+            let p = match self.prealloc_pte.take() {
+                Some(p) => p,
+                None => self.alloc_pgtable(vma)?,
+            };
             self.vmas[vma as usize].pte_tables[pte] = p;
         }
         Ok(())
@@ -139,6 +143,27 @@ impl Kernel {
         self.vm.inc(Vm::NrPageTablePages);
         self.memcg_stat(memcg, Mc::Pagetables, 1);
         Ok(pfn)
+    }
+
+    /// `pte_alloc_one` for `vmf->prealloc_pte`: a PTE table allocated
+    /// (and charged) before fault-around looks at the page cache, so that
+    /// no reclaim runs between its lookups and its mappings.
+    pub fn prealloc_pte_table(&mut self, vma: u32) -> Result<(), crate::SimError> {
+        debug_assert!(self.prealloc_pte.is_none());
+        self.prealloc_pte = Some(self.alloc_pgtable(vma)?);
+        Ok(())
+    }
+
+    /// The end of a fault: a preallocated table no mapping used (a PMD
+    /// went in instead) is freed (`pte_free`).
+    pub fn free_prealloc_pte(&mut self) {
+        if let Some(p) = self.prealloc_pte.take() {
+            let memcg = self.folios.get(p).memcg;
+            self.vm.add(Vm::NrPageTablePages, -1);
+            self.memcg_stat(memcg, Mc::Pagetables, -1);
+            self.mem_cgroup_uncharge(memcg, 1);
+            self.free_page(p);
+        }
     }
 
     /// `free_pgtables`: a VMA's tables, uncharged and freed.
@@ -322,7 +347,11 @@ impl Kernel {
             let v = self.mmap_file(mm, inode, offset, pages, shared, exec);
             let start = self.vmas[pv as usize].start_vpn;
             let c = &mut self.vmas[v as usize];
+            // At the parent's address: its table spans, not the ones
+            // mmap_file sized for the child's next free address.
             c.start_vpn = start;
+            c.pte_tables = vec![NIL; table_span(start, pages, PTE_SHIFT)];
+            c.pmd_tables = vec![NIL; table_span(start, pages, PMD_SHIFT)];
             c.ra = ra;
             c.flags = flags;
             return v;

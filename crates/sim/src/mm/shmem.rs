@@ -562,6 +562,17 @@ impl Kernel {
     /// (writable: shmem mappings need no write notification). A write
     /// dirties the folio (`fault_dirty_shared_page`).
     pub fn do_shmem_fault(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), FaultError> {
+        let r = self.do_shmem_fault_locked(vma, idx, write);
+        self.free_prealloc_pte();
+        r
+    }
+
+    fn do_shmem_fault_locked(
+        &mut self,
+        vma: u32,
+        idx: usize,
+        write: bool,
+    ) -> Result<(), FaultError> {
         let v = &self.vmas[vma as usize];
         let (inode, index) = (v.inode, v.pgoff + idx as u64);
         let memcg = self.mms[v.mm as usize].memcg;
