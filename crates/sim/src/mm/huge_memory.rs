@@ -37,6 +37,7 @@ const TAIL_FLAGS: u32 = PG_REFERENCED
 impl Kernel {
     /// `pmd_none` for page `idx`: its block has neither a PTE table nor a
     /// PMD mapping.
+    #[inline]
     pub fn pmd_none(&self, vma: u32, idx: usize) -> bool {
         let v = &self.vmas[vma as usize];
         let (_, table) = pmd_block(v.start_vpn, idx);

@@ -97,20 +97,23 @@ impl Kernel {
     /// `pte_alloc` / `pmd_alloc` for page `idx` of `vma`: the tables that
     /// map it, allocated and charged to the mm's memcg on first use
     /// (GFP_PGTABLE_USER includes __GFP_ACCOUNT).
+    #[inline]
     pub fn pte_alloc(&mut self, vma: u32, idx: usize) -> Result<(), crate::SimError> {
-        self.pmd_alloc(vma, idx)?;
         let v = &self.vmas[vma as usize];
         let va = v.start_vpn + idx as u64;
         let pte = ((va >> PTE_SHIFT) - (v.start_vpn >> PTE_SHIFT)) as usize;
-        debug_assert!(v.ptes[idx] & PTE_PMD == 0, "a PMD maps the block");
-        if self.vmas[vma as usize].pte_tables[pte] == NIL {
-            // pmd_install of the fault's preallocated table, if it has one.
-            let p = match self.prealloc_pte.take() {
-                Some(p) => p,
-                None => self.alloc_pgtable(vma)?,
-            };
-            self.vmas[vma as usize].pte_tables[pte] = p;
+        // A PTE table implies its PMD table: the common case is one load.
+        if v.pte_tables[pte] != NIL {
+            return Ok(());
         }
+        debug_assert!(v.ptes[idx] & PTE_PMD == 0, "a PMD maps the block");
+        self.pmd_alloc(vma, idx)?;
+        // pmd_install of the fault's preallocated table, if it has one.
+        let p = match self.prealloc_pte.take() {
+            Some(p) => p,
+            None => self.alloc_pgtable(vma)?,
+        };
+        self.vmas[vma as usize].pte_tables[pte] = p;
         Ok(())
     }
 
@@ -156,6 +159,7 @@ impl Kernel {
 
     /// The end of a fault: a preallocated table no mapping used (a PMD
     /// went in instead) is freed (`pte_free`).
+    #[inline]
     pub fn free_prealloc_pte(&mut self) {
         if let Some(p) = self.prealloc_pte.take() {
             let memcg = self.folios.get(p).memcg;

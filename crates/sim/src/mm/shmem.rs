@@ -144,6 +144,7 @@ impl Kernel {
     /// The order of the swap entry at `index` (`xa_get_order`): above 0
     /// only for a large folio swapped out whole (`features.
     /// shmem_large_swapout`), whose 2^order slots hold consecutive entries.
+    #[inline]
     fn shmem_swap_order(&self, inode: u32, index: u64) -> u8 {
         (self.inodes[inode as usize].pages[index as usize] >> SWAP_ORDER_SHIFT) as u8
     }
@@ -151,6 +152,7 @@ impl Kernel {
     /// `shmem_split_large_entry` (6.13): the large swap entry holding
     /// `index` becomes order-0 entries, so that the swap-cache path can
     /// bring its pages back one at a time.
+    #[inline]
     fn shmem_split_large_entry(&mut self, inode: u32, index: u64) {
         let order = self.shmem_swap_order(inode, index);
         if order == 0 {
@@ -178,14 +180,13 @@ impl Kernel {
         f.index = index as u32;
         let (memcg, order) = (f.memcg, f.order);
         let range = index as usize..index as usize + nr as usize;
-        for slot in &mut self.inodes[inode as usize].pages[range] {
-            *slot = (pfn as u64) << 2 | SLOT_FOLIO;
-        }
+        self.inodes[inode as usize].pages[range].fill((pfn as u64) << 2 | SLOT_FOLIO);
         self.shmem_stat(memcg, order, 1);
     }
 
     /// The file, shmem and shmem-THP gauges for a folio of `order`
     /// entering (`sign` 1) or leaving (-1) a shmem page cache.
+    #[inline]
     fn shmem_stat(&mut self, memcg: u16, order: u8, sign: i64) {
         let nr = sign << order;
         self.vm.add(Vm::NrFilePages, nr);
@@ -207,11 +208,14 @@ impl Kernel {
         let (inode, index, memcg, order, nr) = (f.mapping, f.index, f.memcg, f.order, f.nr_pages());
         f.clear(PG_PAGECACHE);
         let range = index as usize..index as usize + nr as usize;
-        for (i, slot) in self.inodes[inode as usize].pages[range]
-            .iter_mut()
-            .enumerate()
-        {
-            *slot = swap.map_or(0, |e| shmem_swap_value(e + i as u32, order));
+        let slots = &mut self.inodes[inode as usize].pages[range];
+        match swap {
+            None => slots.fill(0),
+            Some(e) => {
+                for (i, slot) in slots.iter_mut().enumerate() {
+                    *slot = shmem_swap_value(e + i as u32, order);
+                }
+            }
         }
         self.shmem_stat(memcg, order, -1);
         self.folio_put_refs(pfn, nr);
@@ -492,6 +496,7 @@ impl Kernel {
     /// ever), or the folio or its charge is not there (-ENOMEM) — and the
     /// caller goes the split-and-readahead way. Userfaultfd and zswap, the
     /// patch's other order-0 fallbacks, are not modelled.
+    #[inline]
     fn shmem_swapin_skip_swapcache(
         &mut self,
         inode: u32,
@@ -608,10 +613,14 @@ impl Kernel {
     /// batch). False: the caller maps one PTE (tmpfs always does; so do
     /// later kernels when a PTE of the range is taken, where 6.11 would
     /// return and refault).
+    #[inline]
     fn map_shmem_folio_ptes(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) -> bool {
+        if !self.features.shmem_mthp || self.folios.get(head).order == 0 {
+            return false;
+        }
         let f = *self.folios.get(head);
         let v = &self.vmas[vma as usize];
-        if f.order == 0 || !self.features.shmem_mthp || !self.inodes[v.inode as usize].anon {
+        if !self.inodes[v.inode as usize].anon {
             return false;
         }
         let nr = f.nr_pages() as usize;
