@@ -93,7 +93,14 @@ impl SwapInfo {
         // Slot 0 holds the swap header and is never allocated.
         swap_map[0] = 0x3f;
         cluster_used[0] = 1;
-        // A partial last cluster is usable; the kernel marks the tail bad.
+        // setup_swap_map_and_extents: the header slot, and the slots past
+        // the end of a partial last cluster, count as used, so neither
+        // cluster is ever free: their slots go only to the linear scan.
+        let partial_last = !max.is_multiple_of(SWAPFILE_CLUSTER);
+        let first_free_after_end = nclusters - partial_last as u32;
+        if partial_last {
+            cluster_used[nclusters as usize - 1] += (nclusters * SWAPFILE_CLUSTER - max) as u16;
+        }
         let mut flags = SWP_WRITEOK;
         if !dev.rotational() {
             flags |= SWP_SOLIDSTATE;
@@ -113,7 +120,11 @@ impl SwapInfo {
             cache: vec![0; max as usize],
             cgroup: vec![0; max as usize],
             cluster_used,
-            free_clusters: (0..nclusters).collect(),
+            // Simplification: in cluster order; 6.1 interleaves the list in
+            // 32 columns (SWAP_CLUSTER_COLS), which changes which cluster
+            // comes next but not the order of slots inside one, which is
+            // what readahead sees.
+            free_clusters: (1..first_free_after_end).collect(),
             percpu_cluster: vec![None; cpus],
             order_cluster: vec![[None; 10]; cpus],
             cluster_next: 1,

@@ -687,7 +687,15 @@ impl Kernel {
             i += 1;
             self.charge_cost(Fn::ShrinkFolioList, cost::SHRINK_FOLIO_NS);
             sc.nr_scanned += self.folios.get(pfn).nr_pages() as u64;
+            let before = list.len();
             let freed = self.shrink_one_folio(pfn, sc, stat, &mut unmapped_any, list);
+            if list.len() > before {
+                // lru_to_folio takes the list's tail, where the split put
+                // its tails: they come next, the first tail first.
+                let mut tails: Vec<Pfn> = list.drain(before..).collect();
+                tails.reverse();
+                list.splice(i..i, tails);
+            }
             // Read after the pass: a split folio is one page now.
             let nr = self.folios.get(pfn).nr_pages() as u64;
             match freed {
