@@ -76,6 +76,23 @@ pub struct SwapInfo {
     pub bdev: Option<BlockDev>,
 }
 
+/// SWAP_CLUSTER_COLS: max(clusters per cache line of cluster_info, 8,
+/// and clusters per swap-cache address space, 16384 / 512 = 32).
+const SWAP_CLUSTER_COLS: u32 = 32;
+
+/// The free-cluster list `setup_swap_map_and_extents` builds: column by
+/// column (cluster k, k + 32, k + 64, …, then k + 1, …) to spread
+/// neighbouring allocations over cache lines and swap address spaces,
+/// starting at column 0 (`cluster_next` is 0 at swapon), skipping the
+/// clusters that are not free (cluster 0, a partial last one).
+fn initial_free_clusters(nclusters: u32, end: u32) -> VecDeque<u32> {
+    let rows = nclusters.div_ceil(SWAP_CLUSTER_COLS);
+    (0..SWAP_CLUSTER_COLS)
+        .flat_map(|col| (0..rows).map(move |row| row * SWAP_CLUSTER_COLS + col))
+        .filter(|&c| c >= 1 && c < end)
+        .collect()
+}
+
 /// Per-CPU `swap_slots_cache`.
 #[derive(Default, Clone)]
 pub struct SwapSlotsCache {
@@ -120,11 +137,7 @@ impl SwapInfo {
             cache: vec![0; max as usize],
             cgroup: vec![0; max as usize],
             cluster_used,
-            // Simplification: in cluster order; 6.1 interleaves the list in
-            // 32 columns (SWAP_CLUSTER_COLS), which changes which cluster
-            // comes next but not the order of slots inside one, which is
-            // what readahead sees.
-            free_clusters: (1..first_free_after_end).collect(),
+            free_clusters: initial_free_clusters(nclusters, first_free_after_end),
             percpu_cluster: vec![None; cpus],
             order_cluster: vec![[None; 10]; cpus],
             cluster_next: 1,
