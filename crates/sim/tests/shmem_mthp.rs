@@ -227,3 +227,31 @@ steps = [
         }
     }
 }
+
+/// On an SSD (solid-state, no SWP_SYNCHRONOUS_IO) a large folio goes out
+/// whole too, in one bio, under writeback until it completes, and stays in
+/// the swap cache (nothing presses memory here): the read finds each one
+/// there whole — one minor fault per folio, which maps it whole — without
+/// the seed's skip path, which needs a synchronous device.
+#[test]
+fn large_swapout_to_an_ssd_and_back_through_the_swap_cache() {
+    let r = run_checked(
+        &spec(
+            &format!("{MTHP}\nshmem_large_swapout = true\nshmem_skip_swapcache = true"),
+            K64,
+            PAGEOUT_READ,
+        )
+        .replace("device = \"zram\"", "device = \"nvme\""),
+    );
+    assert_eq!(
+        phase_vm(&r, 0, "pageout", "hugepages-64kB/stats/swpout"),
+        FOLIOS
+    );
+    assert_eq!(phase_vm(&r, 0, "pageout", "pswpout"), PAGES);
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), FOLIOS);
+    assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 0);
+    assert_eq!(vm(&r, "pswpin"), 0);
+    assert_eq!(vm(&r, "nr_writeback"), 0);
+    assert_eq!(vm(&r, "nr_swapcached"), 0);
+    assert_eq!(r.integrity.pages_checked, PAGES as u64);
+}

@@ -165,12 +165,15 @@ impl Kernel {
     /// `__swap_writepage` to a block device: the device will hold the
     /// folio's contents as they are now; the folio is under writeback until
     /// the completion.
+    /// A large folio (6.12's large swap-out) goes in one bio over its
+    /// slots.
     pub fn swap_writepage_bdev(&mut self, pfn: Pfn, entry: SwpEntry) {
-        let (ty, off) = (swp_type(entry), swp_offset(entry));
-        let version = self.folios.version[pfn as usize];
-        self.swap[ty].bdev.as_mut().expect("block device").version[off as usize] = version;
+        let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
+        let nr = self.folios.get(pfn).nr_pages() as usize;
+        let versions = &self.folios.version[pfn as usize..pfn as usize + nr];
+        let dev = self.swap[ty].bdev.as_mut().expect("block device");
+        dev.version[off..off + nr].copy_from_slice(versions);
         self.folio_start_writeback(pfn);
-        self.vm.inc(Vm::Pswpout);
         self.submit_swap_bio(entry, pfn, true);
     }
 

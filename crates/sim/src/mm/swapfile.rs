@@ -387,17 +387,19 @@ impl Kernel {
     }
 
     /// `folio_alloc_swap` for a large folio of `order` (6.12, not 6.1): an
-    /// aligned run of slots on the highest-priority device, if it is zram
-    /// and has one, with the memcg swap charge. None: the caller splits the
-    /// folio. Simplification: large swap-out to a block device is not
-    /// modelled (such a folio is split as if no run were free).
+    /// aligned run of slots on the highest-priority device, if it is a
+    /// solid-state one (zram, an SSD: 6.12 allocates large entries from
+    /// clusters, which rotational devices do not have) and has one, with
+    /// the memcg swap charge. None: the caller splits the folio.
     pub fn folio_alloc_swap_order(&mut self, memcg: u16, order: u8) -> Option<SwpEntry> {
         let cpu = self.cur_cpu;
         let nr = 1u32 << order;
         let ty = (0..self.swap.len())
             .filter(|&i| self.swap[i].flags & SWP_WRITEOK != 0)
             .min_by_key(|&i| (std::cmp::Reverse(self.swap[i].prio), self.swap[i].requeued))?;
-        if self.swap[ty].bdev.is_some() || self.swap[ty].pages - self.swap[ty].inuse_pages < nr {
+        if self.swap[ty].flags & SWP_SOLIDSTATE == 0
+            || self.swap[ty].pages - self.swap[ty].inuse_pages < nr
+        {
             return None;
         }
         let off = self.swap[ty].alloc_large(cpu, order)?;

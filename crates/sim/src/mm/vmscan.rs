@@ -911,11 +911,6 @@ impl Kernel {
         let f = *self.folios.get(pfn);
         let (entry, nr) = (f.swap, f.nr_pages());
         let (ty, off) = (swp_type(entry), swp_offset(entry));
-        if self.swap[ty].bdev.is_some() {
-            debug_assert_eq!(nr, 1, "large swap-out goes to zram only");
-            self.swap_writepage_bdev(pfn, entry);
-            return;
-        }
         // count_swpout_vm_event
         self.vm.add(Vm::Pswpout, nr as i64);
         if f.order > 0 {
@@ -926,6 +921,10 @@ impl Kernel {
             if f.order == 9 {
                 self.vm.inc(Vm::ThpSwpout);
             }
+        }
+        if self.swap[ty].bdev.is_some() {
+            self.swap_writepage_bdev(pfn, entry);
+            return;
         }
         // zram's rw_page takes one page at a time.
         for i in 0..nr {
