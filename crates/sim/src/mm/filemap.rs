@@ -444,10 +444,13 @@ impl Kernel {
         // With no table for the block yet, one is allocated first
         // (`prealloc_pte`): its charge may reclaim, which must not happen
         // between the page-cache lookups below and their mappings.
-        if self.pmd_none(vma, idx) && self.prealloc_pte_table(vma).is_err() {
+        let pmd_none = self.pmd_none(vma, idx);
+        if pmd_none && self.prealloc_pte_table(vma).is_err() {
             return;
         }
-        if self.filemap_map_pmd(vma, idx, (start - base) as usize, (end - base) as usize) {
+        if pmd_none
+            && self.filemap_map_pmd(vma, idx, (start - base) as usize, (end - base) as usize)
+        {
             return;
         }
         let mut mmap_miss = self.vmas[vma as usize].ra.mmap_miss;
@@ -482,14 +485,11 @@ impl Kernel {
     }
 
     /// `filemap_map_pmd` at the start of fault-around over pages
-    /// `[lo, hi)` around page `idx`: with no table for the block yet and a
+    /// `[lo, hi)` around page `idx`, whose block has no table yet: with a
     /// PMD-size, unlocked folio first in the window, `do_set_pmd` maps it
     /// whole and the fault is done (its preallocated table is freed when
     /// the fault ends).
     fn filemap_map_pmd(&mut self, vma: u32, idx: usize, lo: usize, hi: usize) -> bool {
-        if !self.pmd_none(vma, idx) {
-            return false;
-        }
         let v = &self.vmas[vma as usize];
         let (inode, pgoff) = (v.inode, v.pgoff);
         let Some(head) = (lo..hi).find_map(|i| self.filemap_folio_at(inode, pgoff + i as u64))
@@ -547,17 +547,11 @@ impl Kernel {
     /// PTEs).
     fn try_to_unmap_one_page_cache(&mut self, pfn: Pfn, maps: &[(u32, usize, Pte)]) {
         self.charge_cost(Fn::TryToUnmap, cost::UNMAP_WALK_NS);
-        if maps.iter().any(|m| m.2 & PTE_PMD != 0) {
-            // TTU_SPLIT_HUGE_PMD: the folio's PMDs here go first.
+        if maps[0].2 & PTE_PMD != 0 {
+            // TTU_SPLIT_HUGE_PMD. A VMA maps a file range once, so a folio
+            // it maps with a PMD has no PTEs in it besides.
+            debug_assert!(maps.iter().all(|m| m.2 & PTE_PMD != 0));
             self.split_folio_pmds(maps[0].0, maps);
-            let ptes: Vec<_> = maps
-                .iter()
-                .copied()
-                .filter(|m| m.2 & PTE_PMD == 0)
-                .collect();
-            if !ptes.is_empty() {
-                self.try_to_unmap_one_page_cache(pfn, &ptes);
-            }
             return;
         }
         let batched = self.features.batched_rmap_unmap;
@@ -568,12 +562,7 @@ impl Kernel {
                 self.filemap_dirty_folio(pfn);
             }
             self.vmas[v as usize].ptes[idx] = 0;
-            let mm = &mut self.mms[self.vmas[v as usize].mm as usize];
-            if shmem {
-                mm.rss_shmem -= 1;
-            } else {
-                mm.rss_file -= 1;
-            }
+            *self.mms[self.vmas[v as usize].mm as usize].file_counter(shmem) -= 1;
             if !batched {
                 self.traced(Fn::RemoveRmap, |k| k.page_remove_file_rmap(pte_pfn(pte)));
             }

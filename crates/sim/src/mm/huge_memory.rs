@@ -16,7 +16,7 @@ use crate::vmstat::{Mc, Vm};
 
 /// The first page (VMA index) of the 2 MiB block holding page `idx`, and
 /// its PTE-table slot in the VMA.
-fn pmd_block(start_vpn: u64, idx: usize) -> (usize, usize) {
+pub fn pmd_block(start_vpn: u64, idx: usize) -> (usize, usize) {
     let va = start_vpn + idx as u64;
     let first = (va & !(HPAGE_PMD_NR - 1)).saturating_sub(start_vpn) as usize;
     let table = ((va >> 9) - (start_vpn >> 9)) as usize;
@@ -78,24 +78,13 @@ impl Kernel {
             Fn::DoSetPmd,
             cost::PTE_NS + cost::MAPCOUNT_NS * HPAGE_PMD_NR + cost::RMAP_STAT_NS,
         );
-        let mut newly = 0;
-        for i in 0..HPAGE_PMD_NR as u32 {
-            if self.folios.page_mapcount_add(head + i, 1) == 1 {
-                newly += 1;
-            }
-        }
+        self.folio_add_file_rmap_pages(head, HPAGE_PMD_NR as u32);
         let f = *self.folios.get(head);
         if self.folios.entire_mapcount_add(head, 1) == 1 && f.test(PG_SWAPBACKED) {
             self.vm.inc(Vm::NrShmemPmdmapped);
         }
-        self.vm.add(Vm::NrMapped, newly);
-        self.memcg_stat(f.memcg, Mc::FileMapped, newly);
         let mm = self.vmas[vma as usize].mm as usize;
-        if f.test(PG_SWAPBACKED) {
-            self.mms[mm].rss_shmem += HPAGE_PMD_NR;
-        } else {
-            self.mms[mm].rss_file += HPAGE_PMD_NR;
-        }
+        *self.mms[mm].file_counter(f.test(PG_SWAPBACKED)) += HPAGE_PMD_NR;
         self.vm.inc(Vm::ThpFileMapped);
         // A shared mapping's PMD is writable from the start; a private
         // one would need write-protection, but only shmem maps PMDs here.
@@ -132,11 +121,7 @@ impl Kernel {
         self.vm.add(Vm::NrMapped, -gone);
         self.memcg_stat(f.memcg, Mc::FileMapped, -gone);
         let mm = self.vmas[vma as usize].mm as usize;
-        if f.test(PG_SWAPBACKED) {
-            self.mms[mm].rss_shmem -= HPAGE_PMD_NR;
-        } else {
-            self.mms[mm].rss_file -= HPAGE_PMD_NR;
-        }
+        *self.mms[mm].file_counter(f.test(PG_SWAPBACKED)) -= HPAGE_PMD_NR;
         (head, bits & PTE_YOUNG != 0, bits & PTE_DIRTY != 0)
     }
 
@@ -232,7 +217,9 @@ impl Kernel {
     /// becomes an order-0 folio in the page cache, charged to the same
     /// memcg. On an LRU list the tails go just before the head; for
     /// reclaim (`list`: the folio is isolated) each tail joins the list
-    /// with a reference of its own, last first (`lru_add_page_tail`).
+    /// with a reference of its own, appended in page order
+    /// (`lru_add_page_tail` adds them last first at the list's tail,
+    /// where `shrink_folio_list` takes them from: it puts them next).
     /// False (`thp_split_page_failed`) under writeback, while locked for
     /// I/O, or with extra references.
     pub fn split_huge_page(&mut self, head: Pfn, list: Option<&mut Vec<Pfn>>) -> bool {
@@ -285,7 +272,7 @@ impl Kernel {
                 self.lruvec_add_folio_before(head, head + i);
             }
         } else if let Some(list) = list {
-            list.extend((1..nr).rev().map(|i| head + i));
+            list.extend((1..nr).map(|i| head + i));
         }
         self.vm.inc(Vm::ThpSplitPage);
         true

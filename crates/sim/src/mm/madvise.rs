@@ -233,10 +233,10 @@ impl Kernel {
             if pte & PTE_PMD != 0 {
                 // zap_pmd_range: a block wholly in the range is zapped,
                 // else the PMD is split (zapped too, for a file).
-                let start = self.vmas[vma as usize].start_vpn;
-                let block = ((start + idx as u64) & !(HPAGE_PMD_NR - 1)) - start;
-                if block as usize >= first && block + HPAGE_PMD_NR <= (first + n) as u64 {
-                    self.zap_huge_pmd(vma, block as usize);
+                let (block, _) =
+                    super::huge_memory::pmd_block(self.vmas[vma as usize].start_vpn, idx);
+                if block >= first && block + HPAGE_PMD_NR as usize <= first + n {
+                    self.zap_huge_pmd(vma, block);
                 } else {
                     self.split_huge_pmd(vma, idx);
                 }

@@ -45,6 +45,20 @@ pub struct Mm {
     pub rss_file: u64,
 }
 
+impl Mm {
+    /// `mm_counter_file`: the RSS counter a page-cache page mapped here
+    /// counts in, MM_SHMEMPAGES for a swap-backed (shmem) one, else
+    /// MM_FILEPAGES.
+    #[inline]
+    pub fn file_counter(&mut self, swapbacked: bool) -> &mut u64 {
+        if swapbacked {
+            &mut self.rss_shmem
+        } else {
+            &mut self.rss_file
+        }
+    }
+}
+
 pub struct Vma {
     pub mm: u32,
     pub start_vpn: u64,
@@ -464,11 +478,7 @@ impl Kernel {
             if pte & PTE_YOUNG != 0 && self.vmas[vma as usize].flags & VM_SEQ_READ == 0 {
                 self.folio_mark_accessed(head);
             }
-            if self.folios.get(head).test(PG_SWAPBACKED) {
-                self.mms[mm].rss_shmem -= 1;
-            } else {
-                self.mms[mm].rss_file -= 1;
-            }
+            *self.mms[mm].file_counter(self.folios.get(head).test(PG_SWAPBACKED)) -= 1;
             self.page_remove_file_rmap(pfn);
             self.folio_put(head);
             return;

@@ -541,15 +541,8 @@ impl Kernel {
             self.workingset_refault(pfn, shadow);
         }
         self.folio_add_lru(pfn);
-        // swap_read_folio: zram reads synchronously, a page at a time.
-        self.vm.add(Vm::Pswpin, nr as i64);
-        if order > 0 {
-            self.vm.inc(mthp_item(order, MthpStat::Swpin));
-        }
-        for i in 0..nr {
-            let version = self.zram_read_page(ty, off as u32 + i);
-            self.folios.version[(pfn + i) as usize] = version;
-        }
+        // swap_read_folio: a SWP_SYNCHRONOUS_IO device reads at once.
+        self.swap_readpage(pfn, first);
         self.shmem_add_to_page_cache(pfn, inode, first_index);
         self.folios.get_mut(pfn).set(PG_DIRTY);
         for i in 0..nr {
@@ -641,14 +634,7 @@ impl Kernel {
             Fn::AddFileRmap,
             (cost::MAPCOUNT_NS + cost::PTE_NS) * nr as u64 + cost::RMAP_STAT_NS,
         );
-        let mut newly = 0;
-        for i in 0..nr as u32 {
-            if self.folios.page_mapcount_add(head + i, 1) == 1 {
-                newly += 1;
-            }
-        }
-        self.vm.add(Vm::NrMapped, newly);
-        self.memcg_stat(f.memcg, Mc::FileMapped, newly);
+        self.folio_add_file_rmap_pages(head, nr as u32);
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_shmem += nr as u64;
         // The caller's reference is the first PTE's; one more per page.
@@ -705,6 +691,22 @@ impl Kernel {
             self.vm.add(Vm::NrMapped, -unmapped);
             self.memcg_stat(memcg, Mc::FileMapped, -unmapped);
         }
+    }
+
+    /// The rmap of `nr` pages of folio `head` from its first, mapped in one
+    /// call (a PMD's compound `page_add_file_rmap`, or 6.11's
+    /// `folio_add_file_rmap_ptes`): every page's mapcount rises, and
+    /// NR_FILE_MAPPED counts the pages newly mapped, in one update.
+    pub fn folio_add_file_rmap_pages(&mut self, head: Pfn, nr: u32) {
+        let mut newly = 0;
+        for i in 0..nr {
+            if self.folios.page_mapcount_add(head + i, 1) == 1 {
+                newly += 1;
+            }
+        }
+        let memcg = self.folios.get(head).memcg;
+        self.vm.add(Vm::NrMapped, newly);
+        self.memcg_stat(memcg, Mc::FileMapped, newly);
     }
 
     /// `page_add_file_rmap` for one PTE of a page-cache page (shmem or a
@@ -850,7 +852,7 @@ impl Kernel {
                     // Reads order 0 below: the large entry is split first.
                     self.shmem_split_large_entry(inode, index);
                 }
-                let memcg = self.swap[ty].cgroup[super::swapfile::swp_offset(entry) as usize];
+                let memcg = self.swap[ty].cgroup[swp_offset(entry) as usize];
                 let pfn = match self.lookup_swap_cache(entry, None) {
                     Some(p) => p,
                     None => match self.shmem_swapin_cluster(entry, memcg) {

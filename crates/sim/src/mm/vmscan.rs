@@ -691,10 +691,10 @@ impl Kernel {
             let freed = self.shrink_one_folio(pfn, sc, stat, &mut unmapped_any, list);
             if list.len() > before {
                 // lru_to_folio takes the list's tail, where the split put
-                // its tails: they come next, the first tail first.
-                let mut tails: Vec<Pfn> = list.drain(before..).collect();
-                tails.reverse();
-                list.splice(i..i, tails);
+                // its tails (the last one first): they come next, the
+                // first tail first.
+                let added = list.len() - before;
+                list[i..].rotate_right(added);
             }
             // Read after the pass: a split folio is one page now.
             let nr = self.folios.get(pfn).nr_pages() as u64;
