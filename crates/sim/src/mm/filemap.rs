@@ -421,7 +421,7 @@ impl Kernel {
             self.filemap_dirty_folio(pfn);
             self.balance_dirty_pages();
         }
-        self.map_file_pte(vma, idx, pfn, write);
+        self.do_set_pte(vma, idx, pfn, write);
         Ok(())
     }
 
@@ -473,11 +473,7 @@ impl Kernel {
                 break;
             }
             self.folios.get_mut(pfn).refcount += 1;
-            if shmem {
-                self.map_shmem_pte(vma, i, pfn, false);
-            } else {
-                self.map_file_pte(vma, i, pfn, false);
-            }
+            self.do_set_pte(vma, i, pfn, false);
         }
         if !shmem {
             self.vmas[vma as usize].ra.mmap_miss = mmap_miss;
@@ -508,19 +504,24 @@ impl Kernel {
         false
     }
 
-    /// `do_set_pte` for a regular file's page: the page of folio `head`
-    /// at the PTE's file index; the caller's folio reference becomes the
-    /// mapping's; young (x86 sets the accessed bit in the protection),
-    /// writable and dirty only on a shared write fault.
-    pub fn map_file_pte(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) {
+    /// `do_set_pte` for a page-cache page: the page of folio `head` at
+    /// the PTE's file index; the caller's folio reference becomes the
+    /// mapping's; young (x86 sets the accessed bit in the protection).
+    /// `vm_page_prot` decides writability: a shmem mapping wants no write
+    /// notification, so its PTE is writable from the first fault; a
+    /// regular file's is writable (and dirty) only on a shared write
+    /// fault. A write fault's PTE is dirty.
+    pub fn do_set_pte(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) {
         self.charge_cost(Fn::AddFileRmap, cost::RMAP_NS + cost::PTE_NS);
         let index = self.vmas[vma as usize].pgoff + idx as u64;
         let page = self.folios.folio_page(head, index);
         self.page_add_file_rmap(page);
+        let shmem = self.folios.get(head).test(PG_SWAPBACKED);
         let mm = self.vmas[vma as usize].mm as usize;
-        self.mms[mm].rss_file += 1;
-        let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
-        self.vmas[vma as usize].ptes[idx] = mk_pte(page, PTE_YOUNG | bits);
+        *self.mms[mm].file_counter(shmem) += 1;
+        let writable = if shmem || write { PTE_WRITE } else { 0 };
+        let dirty = if write { PTE_DIRTY } else { 0 };
+        self.vmas[vma as usize].ptes[idx] = mk_pte(page, PTE_YOUNG | writable | dirty);
     }
 
     /// `try_to_unmap` of a page-cache folio (a regular file's or shmem's):

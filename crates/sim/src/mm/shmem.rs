@@ -594,7 +594,7 @@ impl Kernel {
             return Err(FaultError::Oom);
         }
         if !self.map_shmem_folio_ptes(vma, idx, head, write) {
-            self.map_shmem_pte(vma, idx, head, write);
+            self.do_set_pte(vma, idx, head, write);
         }
         Ok(())
     }
@@ -645,19 +645,6 @@ impl Kernel {
             *pte = mk_pte(head + i as u32, PTE_WRITE | PTE_YOUNG | dirty);
         }
         true
-    }
-
-    /// Installs a PTE for the page of shmem folio `head` at the PTE's file
-    /// index (`do_set_pte`): the caller's reference becomes the mapping's.
-    pub fn map_shmem_pte(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) {
-        self.charge_cost(Fn::AddFileRmap, cost::RMAP_NS + cost::PTE_NS);
-        let index = self.vmas[vma as usize].pgoff + idx as u64;
-        let page = self.folios.folio_page(head, index);
-        self.page_add_file_rmap(page);
-        let mm = self.vmas[vma as usize].mm as usize;
-        self.mms[mm].rss_shmem += 1;
-        let dirty = if write { PTE_DIRTY } else { 0 };
-        self.vmas[vma as usize].ptes[idx] = mk_pte(page, PTE_WRITE | PTE_YOUNG | dirty);
     }
 
     /// `page_remove_rmap` for a shmem page.
