@@ -313,14 +313,7 @@ impl Kernel {
     /// behind its equal-priority siblings (`plist_requeue`).
     fn get_swap_pages(&mut self, n: usize, out: &mut Vec<SwpEntry>) {
         let cpu = self.cur_cpu;
-        let mut order: Vec<usize> = (0..self.swap.len()).collect();
-        // swap_avail_heads: by priority, then by when last requeued.
-        order.sort_by_key(|&i| (std::cmp::Reverse(self.swap[i].prio), self.swap[i].requeued));
-        for ty in order {
-            let si = &mut self.swap[ty];
-            if si.flags & SWP_WRITEOK == 0 {
-                continue;
-            }
+        for ty in self.swap_avail() {
             self.swap_requeue_seq += 1;
             let si = &mut self.swap[ty];
             si.requeued = self.swap_requeue_seq;
@@ -332,6 +325,16 @@ impl Kernel {
                 return;
             }
         }
+    }
+
+    /// `swap_avail_heads`: the devices swap can go to, by priority, then
+    /// by when last requeued.
+    fn swap_avail(&self) -> Vec<usize> {
+        let mut avail: Vec<usize> = (0..self.swap.len())
+            .filter(|&i| self.swap[i].flags & SWP_WRITEOK != 0)
+            .collect();
+        avail.sort_by_key(|&i| (std::cmp::Reverse(self.swap[i].prio), self.swap[i].requeued));
+        avail
     }
 
     /// `check_cache_active`: the slot caches run only while free swap is
@@ -394,9 +397,7 @@ impl Kernel {
     pub fn folio_alloc_swap_order(&mut self, memcg: u16, order: u8) -> Option<SwpEntry> {
         let cpu = self.cur_cpu;
         let nr = 1u32 << order;
-        let ty = (0..self.swap.len())
-            .filter(|&i| self.swap[i].flags & SWP_WRITEOK != 0)
-            .min_by_key(|&i| (std::cmp::Reverse(self.swap[i].prio), self.swap[i].requeued))?;
+        let ty = *self.swap_avail().first()?;
         if self.swap[ty].flags & SWP_SOLIDSTATE == 0
             || self.swap[ty].pages - self.swap[ty].inuse_pages < nr
         {
