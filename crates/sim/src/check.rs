@@ -290,7 +290,7 @@ fn check_pmd_entry(
     }
     let head = pte_pfn(pte);
     let f = k.folios.get(head);
-    let table = (((v.start_vpn + idx as u64) >> 9) - (v.start_vpn >> 9)) as usize;
+    let (_, table) = crate::mm::huge_memory::pmd_block(v.start_vpn, idx);
     let block = v.ptes.get(idx..idx + HPAGE_PMD_NR as usize);
     let whole = block.is_some_and(|b| {
         b.iter()
