@@ -416,12 +416,16 @@ impl Kernel {
         if write && !shared {
             return self.do_cow_fault(vma, idx, pfn);
         }
+        self.do_set_pte(vma, idx, pfn, write);
         if write {
-            // do_shared_fault: page_mkwrite, then the page is dirtied.
+            // do_shared_fault: finish_fault maps the page writable and
+            // dirty, then fault_dirty_shared_page dirties the folio and
+            // balances. In that order: a flusher the balance wakes cleans
+            // the folio and write-protects the new PTE (folio_mkclean),
+            // so the store that follows faults and dirties it again.
             self.filemap_dirty_folio(pfn);
             self.balance_dirty_pages();
         }
-        self.do_set_pte(vma, idx, pfn, write);
         Ok(())
     }
 

@@ -539,11 +539,18 @@ impl Kernel {
         let n = self.vmas[src as usize].pages as usize;
         let dst_mm = self.vmas[dst as usize].mm as usize;
         for idx in 0..n {
+            if pte_none(self.vmas[src as usize].ptes[idx]) {
+                continue;
+            }
+            // copy_pte_range allocates the child's table before it reads
+            // the parent's PTEs under the lock: the table's memcg charge
+            // may reclaim, and reclaim may unmap the very page this PTE
+            // maps, so the PTE is read after the allocation.
+            self.pte_alloc(dst, idx)?;
             let pte = self.vmas[src as usize].ptes[idx];
             if pte_none(pte) {
                 continue;
             }
-            self.pte_alloc(dst, idx)?;
             self.charge_cost(Fn::CopyPageRange, cost::COPY_PTE_NS);
             if is_swap_pte(pte) {
                 self.swap_duplicate(pte_swp_entry(pte));
