@@ -1,5 +1,6 @@
 //! Fault-path behaviour with counter values derived from what Linux 6.1
-//! does on each path (../shared/kernel-notes/faults.md).
+//! does on each path in mm/memory.c (handle_mm_fault, do_anonymous_page,
+//! do_swap_page, do_wp_page, wp_page_copy).
 
 mod common;
 use common::*;

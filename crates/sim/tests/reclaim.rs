@@ -1,5 +1,7 @@
 //! Reclaim behaviour: memory.max, memory.high, swappiness, global reclaim
-//! with kswapd (../shared/kernel-notes/reclaim.md).
+//! with kswapd, as Linux 6.1 does them in mm/vmscan.c (shrink_lruvec,
+//! get_scan_count, shrink_folio_list, kswapd) and mm/memcontrol.c
+//! (try_charge_memcg, reclaim_high).
 
 mod common;
 use common::*;

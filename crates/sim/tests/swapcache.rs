@@ -1,7 +1,9 @@
 //! Swap on block devices through the swap cache: asynchronous writeback,
 //! swap-in with cluster and VMA readahead, faults that wait for reads in
-//! flight. Expected values are derived from 6.1's code paths
-//! (../shared/kernel-notes/swap.md §4-6).
+//! flight. Expected values are derived from 6.1's code paths: the swap
+//! cache and swap readahead in mm/swap_state.c (swapin_readahead,
+//! swap_cluster_readahead, swap_vma_readahead, __swapin_nr_pages) and swap
+//! I/O in mm/page_io.c (swap_readpage, swap_writepage).
 
 mod common;
 use common::*;
@@ -38,8 +40,9 @@ steps = [
 
 #[test]
 fn window_formula_matches_the_kernel_table() {
-    // kernel-notes/swap.md §5: hits 0 non-adjacent 1, adjacent 2; 1 → 4,
-    // 2 → 4, 3+ → 8 (max 8); never below half the previous window.
+    // 6.1 mm/swap_state.c, __swapin_nr_pages: hits 0 non-adjacent 1,
+    // adjacent 2; 1 → 4, 2 → 4, 3+ → 8 (max 8); never below half the
+    // previous window.
     assert_eq!(swapin_nr_pages_for(100, 200, 0, 8, 0), 1);
     assert_eq!(swapin_nr_pages_for(100, 101, 0, 8, 0), 2);
     assert_eq!(swapin_nr_pages_for(100, 99, 0, 8, 0), 2);
