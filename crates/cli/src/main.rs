@@ -1,6 +1,7 @@
 //! The `mmsim` command.
 
 mod fidelity;
+mod judge;
 mod oracle_cmd;
 mod reproduce;
 
@@ -87,11 +88,14 @@ enum Cmd {
         #[arg(long, default_value = "experiments")]
         dir: PathBuf,
         /// Write the report (index.html, README.md, one SVG plot per
-        /// experiment) into this folder.
-        #[arg(long, default_value = "report")]
-        report: PathBuf,
+        /// experiment) into this folder. Default: report/ for every
+        /// experiment at full scale, else report-NAME/, report-quick/ or
+        /// report-NAME-quick/, so that a part or a reduced run never
+        /// replaces the full report.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
         /// Do not write the report.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "report")]
         no_report: bool,
     },
 }
@@ -211,7 +215,11 @@ fn main() -> ExitCode {
             &names,
             quick,
             json,
-            (!no_report).then_some(report.as_path()),
+            match (report, no_report) {
+                (_, true) => reproduce::ReportTo::Nowhere,
+                (Some(d), false) => reproduce::ReportTo::Dir(d),
+                (None, false) => reproduce::ReportTo::Default,
+            },
         ),
     }
 }

@@ -3,15 +3,18 @@
 //!
 //! Each experiment folder holds `experiment.toml` (the feature flag that
 //! separates the two sides, the spec variants, and one `[[effect]]` per
-//! figure the seed reports: its numbers, how mmsim measures it, the
-//! expected direction and a band for the ratio) and the specs it names.
+//! figure the seed reports: its numbers, how mmsim measures it and the
+//! expected direction) and the specs it names. Every effect is judged by
+//! the rule in `judge.rs`: on the relative change, the seed's against
+//! mmsim's.
 
+use crate::judge::{self, num, percent, Direction, Magnitude};
 use mmsim_sim::output::RunResult;
 use mmsim_sim::RunOptions;
 use mmsim_spec::Spec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Deserialize, Debug)]
@@ -78,24 +81,18 @@ pub struct Effect {
     pub measure: String,
     pub seed: Pair,
     /// "lower" or "higher": where the patch moves the metric; "none": the
-    /// seed saw no significant change (the seed's pair is then 1, 1).
+    /// seed saw no change (under 3 %; a pair of 1, 1 when it gives no
+    /// figures). It must be what the seed's pair shows.
     pub direction: String,
-    /// mmsim's patched/baseline ratio should be within this factor of
-    /// the seed's.
-    pub band: f64,
-    /// A known miss of the band: why (the docs explain it in full).
+    /// A known miss — the effect is not reproduced: why (the docs explain
+    /// it in full).
     #[serde(default)]
     pub miss: Option<String>,
-    /// A known miss of the direction itself: why.
+    /// The known miss includes the direction (mmsim does not move the
+    /// figure the seed's way).
     #[serde(default)]
-    pub direction_miss: Option<String>,
+    pub direction_miss: bool,
 }
-
-/// A change of less than this fraction is no change: a direction needs more.
-pub const NO_CHANGE: f64 = 0.01;
-/// An effect the seed found insignificant ("none") matches if mmsim's
-/// ratio is within this fraction of 1.
-pub const SAME_WITHIN: f64 = 0.05;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq)]
 pub struct Pair {
@@ -107,38 +104,54 @@ impl Pair {
     fn ratio(&self) -> f64 {
         self.patched / self.baseline
     }
+
+    fn change(&self) -> f64 {
+        judge::change(self.baseline, self.patched)
+    }
 }
 
 /// One effect's outcome, as `--json` prints it.
-#[derive(Serialize, Deserialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct EffectResult {
     pub metric: String,
     pub seed: Pair,
     pub sim: Pair,
+    /// patched / baseline − 1, the seed's and mmsim's (null if infinite).
+    pub seed_change: f64,
+    pub sim_change: f64,
+    /// The expected direction: "lower", "higher" or "none".
     pub direction: String,
+    /// What mmsim saw: "lower", "higher" or "no change".
+    pub observed: String,
     pub direction_matches: bool,
-    pub band: f64,
-    pub within_band: bool,
+    /// "within", "none seen", "too small", "too large" or "opposite".
+    pub magnitude: String,
+    pub within: bool,
+    /// Direction right and magnitude within.
+    pub reproduced: bool,
     /// The recorded reason for a known miss.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub known_miss: Option<String>,
-    /// The recorded reason for a known miss of the direction.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub known_direction_miss: Option<String>,
+    /// The known miss includes the direction.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub known_direction_miss: bool,
 }
 
 /// An mmsim-only figure, both ways.
-#[derive(Serialize, Deserialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct ExtraResult {
     pub metric: String,
     pub sim: Pair,
 }
 
-#[derive(Serialize, Deserialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct ExperimentResult {
     pub name: String,
     pub title: String,
     pub doc: String,
+    /// How many of the effects are reproduced, and the one-line verdict.
+    pub reproduced: usize,
+    pub verdict: String,
     pub effects: Vec<EffectResult>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extras: Vec<ExtraResult>,
@@ -146,12 +159,16 @@ pub struct ExperimentResult {
 
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Report {
+    /// Effects reproduced over all the experiments, and their number.
+    pub reproduced: usize,
+    pub effects: usize,
     pub experiments: Vec<ExperimentResult>,
 }
 
 /// The experiment folders under `dir` whose names start with any of
-/// `names` (all of them when `names` is empty), in name order.
-fn select(dir: &Path, names: &[String]) -> Result<Vec<PathBuf>, String> {
+/// `names` (all of them when `names` is empty), in name order, and whether
+/// that is every experiment there.
+fn select(dir: &Path, names: &[String]) -> Result<(Vec<PathBuf>, bool), String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
     let mut all: Vec<PathBuf> = entries
@@ -160,7 +177,7 @@ fn select(dir: &Path, names: &[String]) -> Result<Vec<PathBuf>, String> {
         .collect();
     all.sort();
     if names.is_empty() {
-        return Ok(all);
+        return Ok((all, true));
     }
     let mut out = Vec::new();
     for n in names {
@@ -184,8 +201,10 @@ fn select(dir: &Path, names: &[String]) -> Result<Vec<PathBuf>, String> {
         }
         out.extend(found.into_iter().cloned());
     }
+    out.sort();
     out.dedup();
-    Ok(out)
+    let every = out == all;
+    Ok((out, every))
 }
 
 pub fn load(dir: &Path) -> Result<Experiment, String> {
@@ -202,12 +221,32 @@ pub fn load(dir: &Path) -> Result<Experiment, String> {
                 eff.variant
             ));
         }
-        if !["lower", "higher", "none"].contains(&eff.direction.as_str()) {
+        let Some(expected) = Direction::parse_expected(&eff.direction) else {
             return Err(format!(
                 "{}: effect {:?}: found direction {:?}, expected \"lower\", \"higher\" or \"none\"",
                 path.display(),
                 eff.metric,
                 eff.direction
+            ));
+        };
+        let shown = Direction::of(eff.seed.change());
+        if shown != expected {
+            return Err(format!(
+                "{}: effect {:?}: found direction {:?}, but the seed's figures ({} -> {}, {}) show {:?} (a change under 3% is \"none\")",
+                path.display(),
+                eff.metric,
+                eff.direction,
+                num(eff.seed.baseline),
+                num(eff.seed.patched),
+                percent(eff.seed.change()),
+                shown.expected_word()
+            ));
+        }
+        if eff.direction_miss && eff.miss.is_none() {
+            return Err(format!(
+                "{}: effect {:?}: direction_miss needs a miss (the reason)",
+                path.display(),
+                eff.metric
             ));
         }
     }
@@ -376,25 +415,86 @@ fn run_side(
 }
 
 fn evaluate(e: &Effect, sim: Pair) -> EffectResult {
-    let r = sim.ratio();
-    let direction_matches = match e.direction.as_str() {
-        "lower" => r < 1.0 - NO_CHANGE,
-        "higher" => r > 1.0 + NO_CHANGE,
-        // "none": the seed saw no significant change.
-        _ => (r - 1.0).abs() <= SAME_WITHIN,
-    };
-    let (rs, rm) = (e.seed.ratio(), sim.ratio());
-    let within_band = rm.is_finite() && rm > 0.0 && rm >= rs / e.band && rm <= rs * e.band;
+    let expected = Direction::parse_expected(&e.direction).expect("checked by load");
+    let v = judge::judge(
+        expected,
+        (e.seed.baseline, e.seed.patched),
+        (sim.baseline, sim.patched),
+    );
     EffectResult {
         metric: e.metric.clone(),
         seed: e.seed,
         sim,
+        seed_change: v.r_seed,
+        sim_change: v.r_sim,
         direction: e.direction.clone(),
-        direction_matches,
-        band: e.band,
-        within_band,
+        observed: v.observed.observed_word().to_string(),
+        direction_matches: v.direction_matches,
+        magnitude: v.magnitude.word().to_string(),
+        within: v.magnitude == Magnitude::Within,
+        reproduced: v.reproduced,
         known_miss: e.miss.clone(),
-        known_direction_miss: e.direction_miss.clone(),
+        known_direction_miss: e.direction_miss,
+    }
+}
+
+/// The one-line verdict on an experiment's effects: how many are
+/// reproduced, and what mmsim sees of the rest.
+pub fn verdict(effects: &[EffectResult]) -> String {
+    let n = effects.len();
+    let rep = effects.iter().filter(|e| e.reproduced).count();
+    let head = if rep == n {
+        "reproduced"
+    } else if rep == 0 {
+        "not reproduced"
+    } else {
+        "partly reproduced"
+    };
+    let mut s = format!("{head} ({rep} of {n} effects)");
+    if rep == n {
+        return s;
+    }
+    // What mmsim sees where it misses, most common first.
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for e in effects.iter().filter(|e| !e.reproduced) {
+        let kind = if e.observed == Direction::NoChange.observed_word() && e.direction != "none" {
+            "no change"
+        } else {
+            match e.magnitude.as_str() {
+                "too small" => "a smaller change",
+                "too large" if e.direction == "none" => "a change the seed did not see",
+                "too large" => "a larger change",
+                "opposite" => "the opposite change",
+                // Within, but not the seed's direction.
+                _ => "a change on the edge of no change",
+            }
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, c)) => *c += 1,
+            None => kinds.push((kind, 1)),
+        }
+    }
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+    let list: Vec<String> = kinds
+        .iter()
+        .map(|(k, c)| {
+            if *c == n {
+                format!("{k} in any")
+            } else {
+                format!("{k} in {c}")
+            }
+        })
+        .collect();
+    s += ": mmsim sees ";
+    s += &join_and(&list);
+    s
+}
+
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [a] => a.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -453,6 +553,8 @@ fn run_experiment(
             name: name_of(dir),
             title: e.title.clone(),
             doc: e.doc.clone(),
+            reproduced: effects.iter().filter(|x| x.reproduced).count(),
+            verdict: verdict(&effects),
             effects,
             extras,
         },
@@ -474,84 +576,161 @@ fn side(patched: bool) -> &'static str {
     }
 }
 
-/// The side-by-side table of one experiment.
-pub fn render(r: &ExperimentResult) -> String {
-    let mut s = format!("{} — {}\n\n", r.name, r.title);
-    s += &format!(
-        "{:<42} {:>10} {:>10} {:>7}   {:>10} {:>10} {:>7}   {:<9} {}\n",
-        "metric",
-        "seed base",
-        "seed patch",
-        "ratio",
-        "mmsim base",
-        "mmsim patch",
-        "ratio",
-        "direction",
-        "magnitude"
-    );
-    let mut misses = Vec::new();
-    for e in &r.effects {
-        if let (false, Some(why)) = (e.direction_matches, &e.known_direction_miss) {
-            misses.push(format!("  {} (direction): {why}", e.metric));
-        }
-        if let (false, Some(why)) = (e.within_band, &e.known_miss) {
-            misses.push(format!("  {}: {why}", e.metric));
-        }
-        s += &format!(
-            "{:<42} {:>10} {:>10} {:>7.3}   {:>10} {:>10} {:>7.3}   {:<9} {}\n",
-            e.metric,
-            num(e.seed.baseline),
-            num(e.seed.patched),
-            e.seed.ratio(),
-            num(e.sim.baseline),
-            num(e.sim.patched),
-            e.sim.ratio(),
-            if e.direction_matches {
-                "ok"
-            } else if (e.sim.ratio() - 1.0).abs() <= NO_CHANGE {
-                "none"
-            } else {
-                "WRONG"
-            },
-            if e.within_band {
-                format!("within ×{}", e.band)
-            } else {
-                format!("miss (×{} band)", e.band)
+/// The columns of an effect's row, in every form of the report.
+const HEADER: [&str; 11] = [
+    "metric",
+    "seed baseline",
+    "seed patched",
+    "seed change",
+    "mmsim baseline",
+    "mmsim patched",
+    "mmsim change",
+    "expected",
+    "observed",
+    "magnitude",
+    "reproduced",
+];
+
+/// Columns printed left-aligned in the text table.
+const LEFT: [bool; 11] = [
+    true, false, false, false, false, false, false, true, true, true, true,
+];
+
+fn effect_rows(r: &ExperimentResult) -> Vec<[String; 11]> {
+    r.effects
+        .iter()
+        .map(|e| {
+            [
+                e.metric.clone(),
+                num(e.seed.baseline),
+                num(e.seed.patched),
+                percent(e.seed.change()),
+                num(e.sim.baseline),
+                num(e.sim.patched),
+                percent(e.sim.change()),
+                e.direction.clone(),
+                e.observed.clone(),
+                if e.within {
+                    format!("within ×{}", judge::FACTOR)
+                } else {
+                    e.magnitude.clone()
+                },
+                (if e.reproduced { "yes" } else { "no" }).to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// Columns of text, padded to their widest cell.
+fn text_table<const N: usize>(header: [&str; N], left: [bool; N], rows: &[[String; N]]) -> String {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain(std::iter::once(header[i].chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..N).map(width).collect();
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i] - c.chars().count();
+            if i > 0 {
+                s += "  ";
             }
-        );
-    }
-    if !r.extras.is_empty() {
-        s += &format!(
-            "\n{:<42} {:>10} {:>10}   (mmsim only)\n",
-            "", "baseline", "patched"
-        );
-        for x in &r.extras {
-            s += &format!(
-                "{:<42} {:>10} {:>10}\n",
-                x.metric,
-                num(x.sim.baseline),
-                num(x.sim.patched)
-            );
+            if left[i] {
+                s += c;
+                if i + 1 < N {
+                    s += &" ".repeat(pad);
+                }
+            } else {
+                s += &" ".repeat(pad);
+                s += c;
+            }
         }
-    }
-    if !misses.is_empty() {
-        s += &format!(
-            "\nmisses (explained in {}):\n{}\n",
-            r.doc,
-            misses.join("\n")
-        );
+        s.trim_end().to_string() + "\n"
+    };
+    let mut s = line(header.to_vec());
+    for r in rows {
+        s += &line(r.iter().map(|c| c.as_str()).collect());
     }
     s
 }
 
-fn num(v: f64) -> String {
-    if v.abs() >= 1000.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
+/// The recorded reasons of an experiment's misses, each once, with the
+/// effects it explains.
+fn misses(r: &ExperimentResult) -> Vec<(Vec<&str>, &str)> {
+    let mut out: Vec<(Vec<&str>, &str)> = Vec::new();
+    for e in r.effects.iter().filter(|e| !e.reproduced) {
+        if let Some(why) = &e.known_miss {
+            match out.iter_mut().find(|(_, w)| *w == why.as_str()) {
+                Some((ms, _)) => ms.push(&e.metric),
+                None => out.push((vec![&e.metric], why)),
+            }
+        }
     }
+    out
+}
+
+/// The side-by-side table of one experiment.
+pub fn render(r: &ExperimentResult) -> String {
+    let mut s = format!("{} — {}\nverdict: {}\n\n", r.name, r.title, r.verdict);
+    let mut rows = effect_rows(r);
+    for row in &mut rows {
+        if row[10] == "no" {
+            row[10] = "NO".into();
+        }
+    }
+    s += &text_table(HEADER, LEFT, &rows);
+    if !r.extras.is_empty() {
+        let rows: Vec<[String; 3]> = r
+            .extras
+            .iter()
+            .map(|x| [x.metric.clone(), num(x.sim.baseline), num(x.sim.patched)])
+            .collect();
+        s += "\n";
+        s += &text_table(
+            ["mmsim only", "baseline", "patched"],
+            [true, false, false],
+            &rows,
+        );
+    }
+    let ms = misses(r);
+    if !ms.is_empty() {
+        s += &format!("\nmisses (explained in {}):\n", r.doc);
+        for (metrics, why) in ms {
+            s += &format!("  {}: {why}\n", metrics.join("; "));
+        }
+    }
+    s
+}
+
+/// The scorecard as text.
+pub fn render_scorecard(parts: &[ExperimentResult]) -> String {
+    let mut rows: Vec<[String; 3]> = parts
+        .iter()
+        .map(|r| {
+            [
+                r.name.clone(),
+                format!("{} / {}", r.reproduced, r.effects.len()),
+                r.verdict.clone(),
+            ]
+        })
+        .collect();
+    let (rep, total) = totals(parts);
+    rows.push(["total".into(), format!("{rep} / {total}"), String::new()]);
+    format!(
+        "scorecard — an effect is reproduced when mmsim moves it the seed's way and its change is within ×{} of the seed's (under 3% when the seed's is)\n\n{}",
+        judge::FACTOR,
+        text_table(["seed", "reproduced", "verdict"], [true, false, true], &rows)
+    )
+}
+
+fn totals(parts: &[ExperimentResult]) -> (usize, usize) {
+    (
+        parts.iter().map(|r| r.reproduced).sum(),
+        parts.iter().map(|r| r.effects.len()).sum(),
+    )
 }
 
 /// A histogram as bpftrace's `count()` by value prints it: COUNT EVENT.
@@ -566,14 +745,45 @@ fn render_table(site: &str, label: &str, r: &RunResult) -> String {
     s
 }
 
+/// Where the report goes.
+pub enum ReportTo {
+    /// `report/` for every experiment at full scale, else `report-NAME/`,
+    /// `report-quick/` or `report-NAME-quick/`.
+    Default,
+    Dir(PathBuf),
+    Nowhere,
+}
+
+/// The default report folder: `report` only for every experiment at full
+/// scale, so that a part or a reduced run never replaces the full report.
+pub fn default_report_dir(names: &[String], every: bool, quick: bool) -> PathBuf {
+    let mut s = String::from("report");
+    if !every {
+        for n in names {
+            s.push('-');
+            s.extend(n.chars().map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            }));
+        }
+    }
+    if quick {
+        s += "-quick";
+    }
+    PathBuf::from(s)
+}
+
 pub fn reproduce_cmd(
     dir: &Path,
     names: &[String],
     quick: bool,
     json: bool,
-    report_dir: Option<&Path>,
+    to: ReportTo,
 ) -> ExitCode {
-    let dirs = match select(dir, names) {
+    let (dirs, every) = match select(dir, names) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("mmsim: {e}");
@@ -590,6 +800,11 @@ pub fn reproduce_cmd(
             }
         }
     }
+    let report_dir = match to {
+        ReportTo::Default => Some(default_report_dir(names, every, quick)),
+        ReportTo::Dir(d) => Some(d),
+        ReportTo::Nowhere => None,
+    };
     let total: u64 = exps.iter().map(|(_, e)| 2 * e.variants.len() as u64).sum();
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(total),
@@ -602,9 +817,7 @@ pub fn reproduce_cmd(
         .expect("static template")
         .progress_chars("=> "),
     );
-    let mut report = Report {
-        experiments: Vec::new(),
-    };
+    let mut results = Vec::new();
     let mut text = String::new();
     let mut parts = Vec::new();
     for (d, e) in &exps {
@@ -637,42 +850,41 @@ pub fn reproduce_cmd(
         }
         text += "\n";
         parts.push(ReportPart {
-            result: ExperimentResult {
-                name: res.name.clone(),
-                title: res.title.clone(),
-                doc: res.doc.clone(),
-                effects: res
-                    .effects
-                    .iter()
-                    .map(|x| EffectResult {
-                        metric: x.metric.clone(),
-                        seed: x.seed,
-                        sim: x.sim,
-                        direction: x.direction.clone(),
-                        direction_matches: x.direction_matches,
-                        band: x.band,
-                        within_band: x.within_band,
-                        known_miss: x.known_miss.clone(),
-                        known_direction_miss: x.known_direction_miss.clone(),
-                    })
-                    .collect(),
-                extras: Vec::new(),
-            },
+            result: res.clone(),
             blocks,
         });
-        report.experiments.push(res);
+        results.push(res);
     }
     bar.finish_and_clear();
-    if let Some(out) = report_dir {
-        if let Err(e) = write_report(out, &parts, if quick { "reduced" } else { "full" }) {
+    text += &render_scorecard(&results);
+    if let Some(out) = &report_dir {
+        let root = repository_root(dir);
+        let scale = if quick {
+            "at reduced scale (--quick)"
+        } else {
+            "at full scale"
+        };
+        if let Err(e) = write_report(out, &root, &parts, scale) {
             eprintln!("mmsim: cannot write the report in {}: {e}", out.display());
             return ExitCode::from(1);
         }
-        if !json {
-            text += &format!("report: {}\n", out.join("index.html").display());
+        let note = format!(
+            "report written to {}/ (index.html, README.md, one SVG plot per experiment)",
+            out.display()
+        );
+        if json {
+            eprintln!("{note}");
+        } else {
+            text += &format!("\n{note}\n");
         }
     }
     if json {
+        let (reproduced, effects) = totals(&results);
+        let report = Report {
+            reproduced,
+            effects,
+            experiments: results,
+        };
         println!(
             "{}",
             serde_json::to_string_pretty(&report).expect("report serialises")
@@ -681,6 +893,33 @@ pub fn reproduce_cmd(
         print!("{text}");
     }
     ExitCode::SUCCESS
+}
+
+/// The repository the experiments belong to: the folder above the
+/// experiments folder (the doc paths in experiment.toml are relative to
+/// it).
+fn repository_root(dir: &Path) -> PathBuf {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    dir.parent().map(Path::to_path_buf).unwrap_or(dir)
+}
+
+/// The relative link from folder `from` to `to`, both absolute, with
+/// forward slashes.
+fn relative_link(from: &Path, to: &Path) -> String {
+    let f: Vec<Component> = from.components().collect();
+    let t: Vec<Component> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".into(); f.len() - common];
+    parts.extend(
+        t[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
+    }
 }
 
 // ---- the report ---------------------------------------------------------
@@ -692,80 +931,169 @@ pub struct ReportPart {
     pub blocks: Vec<(String, String)>,
 }
 
+/// Effects per row of a plot: rows of six keep it 800 px wide at most.
+const PLOT_PER_ROW: usize = 6;
+/// Pixels per effect, per doubling of the ratio, and the height of a row.
+const PLOT_COL: f64 = 120.0;
+const PLOT_SCALE: f64 = 30.0;
+const PLOT_ROW_H: f64 = 385.0;
+/// The outline of the band mmsim's bar must end in.
+const BAND_COLOR: &str = "#e07000";
+/// The axis reaches 2^±4: 1/16 and 16.
+const PLOT_LIMIT: f64 = 4.0;
+
+/// Where a ratio falls on a row's log2 axis around `mid`, and whether it
+/// is off the scale (1: above, -1: below).
+fn plot_y(ratio: f64, mid: f64) -> (f64, i32) {
+    let (l, off) = if ratio.is_nan() {
+        (0.0, 0)
+    } else if ratio <= 0.0 {
+        (-PLOT_LIMIT, -1)
+    } else if ratio.is_infinite() {
+        (PLOT_LIMIT, 1)
+    } else {
+        let l = ratio.log2();
+        if l > PLOT_LIMIT {
+            (PLOT_LIMIT, 1)
+        } else if l < -PLOT_LIMIT {
+            (-PLOT_LIMIT, -1)
+        } else {
+            (l, 0)
+        }
+    };
+    (mid - l * PLOT_SCALE, off)
+}
+
 /// The SVG plot of an experiment: per effect, the patched/baseline ratio
-/// of the seed and of mmsim side by side, on a log2 axis around 1
-/// (clipped at 1/16 and 16).
+/// of the seed and of mmsim side by side, on a log2 axis around 1 from
+/// 1/16 to 16, with the band mmsim's ratio must end in to be within; six
+/// effects to a row. A bar off the scale ends in a break mark with its
+/// value printed.
 pub fn svg_plot(r: &ExperimentResult) -> String {
     let n = r.effects.len().max(1);
-    let (w, h, mid) = (120 * n + 80, 390, 180.0);
-    let scale = 30.0; // pixels per doubling
-    let y = |ratio: f64| {
-        let l = if ratio.is_finite() && ratio > 0.0 {
-            ratio.log2().clamp(-4.0, 4.0)
-        } else if ratio > 0.0 {
-            4.0
-        } else {
-            -4.0
-        };
-        mid - l * scale
-    };
+    let cols = n.min(PLOT_PER_ROW);
+    let rows = n.div_ceil(PLOT_PER_ROW);
+    let top = 48.0;
+    let w = ((70.0 + PLOT_COL * cols as f64) as usize).max(560);
+    let h = top + PLOT_ROW_H * rows as f64;
     let mut s = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">
 <text x="10" y="16" font-size="13">{} — patched / baseline (log scale; 1 = no change)</text>
 <rect x="10" y="28" width="10" height="10" fill="#999"/><text x="24" y="37">seed</text>
 <rect x="70" y="28" width="10" height="10" fill="#36c"/><text x="84" y="37">mmsim</text>
+<rect x="140" y="28" width="10" height="10" fill="none" stroke="{BAND_COLOR}" stroke-width="1.5" stroke-dasharray="4,2"/><text x="154" y="37">within: mmsim's bar ends in the box</text>
 "##,
         esc(&r.name),
     );
-    for k in [-4i32, -2, 0, 2, 4] {
-        let yy = mid - k as f64 * scale;
-        let label = if k >= 0 {
-            format!("{}", 1u32 << k)
-        } else {
-            format!("1/{}", 1u32 << -k)
-        };
-        s += &format!(
-            "<line x1=\"50\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"{}\"/><text x=\"10\" y=\"{}\">{label}</text>\n",
-            w - 10,
-            if k == 0 { "#000" } else { "#ddd" },
-            yy + 4.0
-        );
-    }
-    for (i, e) in r.effects.iter().enumerate() {
-        let x0 = 60.0 + 120.0 * i as f64;
-        for (j, (ratio, color)) in [(e.seed.ratio(), "#999"), (e.sim.ratio(), "#36c")]
+    for row in 0..rows {
+        let y0 = top + PLOT_ROW_H * row as f64;
+        let mid = y0 + 150.0;
+        for k in [-4i32, -2, 0, 2, 4] {
+            let yy = mid - k as f64 * PLOT_SCALE;
+            let label = if k >= 0 {
+                format!("{}", 1u32 << k)
+            } else {
+                format!("1/{}", 1u32 << -k)
+            };
+            s += &format!(
+                "<line x1=\"50\" x2=\"{}\" y1=\"{yy}\" y2=\"{yy}\" stroke=\"{}\"/><text x=\"10\" y=\"{}\">{label}</text>\n",
+                w - 10,
+                if k == 0 { "#000" } else { "#ddd" },
+                yy + 4.0
+            );
+        }
+        for (i, e) in r
+            .effects
             .iter()
             .enumerate()
+            .skip(row * PLOT_PER_ROW)
+            .take(PLOT_PER_ROW)
         {
-            let (a, b) = (y(*ratio), mid);
-            let (y1, y2) = if a < b { (a, b) } else { (b, a) };
+            let x0 = 60.0 + PLOT_COL * (i % PLOT_PER_ROW) as f64;
+            for (j, (ratio, color)) in [(e.seed.ratio(), "#999"), (e.sim.ratio(), "#36c")]
+                .into_iter()
+                .enumerate()
+            {
+                let x = x0 + 40.0 * j as f64;
+                let (a, off) = plot_y(ratio, mid);
+                let (y1, y2) = if a < mid { (a, mid) } else { (mid, a) };
+                s += &format!(
+                    "<rect x=\"{x}\" y=\"{y1:.1}\" width=\"36\" height=\"{:.1}\" fill=\"{color}\"><title>{}</title></rect>\n",
+                    (y2 - y1).max(1.0),
+                    num(ratio)
+                );
+                if off != 0 {
+                    // A break mark across the bar near its end, and the
+                    // value beyond it.
+                    let yb = a + 10.0 * off as f64;
+                    for d in [-3.0, 3.0] {
+                        s += &format!(
+                            "<line x1=\"{}\" x2=\"{}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#fff\" stroke-width=\"2\"/>\n",
+                            x - 2.0,
+                            x + 38.0,
+                            yb + d + 4.0,
+                            yb + d - 4.0
+                        );
+                    }
+                    // The seed's value nearer the axis, mmsim's a line
+                    // beyond, so that neighbours do not overlap.
+                    let line = 12.0 * j as f64;
+                    let ty = if off > 0 {
+                        a - 4.0 - line
+                    } else {
+                        a + 12.0 + line
+                    };
+                    s += &format!(
+                        "<text x=\"{}\" y=\"{ty:.1}\" text-anchor=\"middle\" font-size=\"10\" font-weight=\"bold\">×{}</text>\n",
+                        x + 18.0,
+                        esc(&num(ratio))
+                    );
+                }
+            }
+            // The band: mmsim's ratios within the seed's change, drawn
+            // over the bars.
+            let (lo, hi) = judge::band(e.seed.change());
+            let (ya, _) = plot_y(1.0 + hi, mid);
+            let (yb, _) = plot_y(1.0 + lo, mid);
             s += &format!(
-                "<rect x=\"{}\" y=\"{y1:.1}\" width=\"36\" height=\"{:.1}\" fill=\"{color}\"><title>{:.3}</title></rect>\n",
-                x0 + 40.0 * j as f64,
-                (y2 - y1).max(1.0),
-                ratio
+                "<rect x=\"{}\" y=\"{ya:.1}\" width=\"44\" height=\"{:.1}\" fill=\"none\" stroke=\"{BAND_COLOR}\" stroke-width=\"1.5\" stroke-dasharray=\"4,2\"/>\n",
+                x0 + 36.0,
+                (yb - ya).max(1.0)
+            );
+            // The metric over up to three lines: effects of one experiment
+            // often share their first words.
+            for (l, line) in wrap(&e.metric, 19, 3).iter().enumerate() {
+                s += &format!(
+                    "<text x=\"{x0}\" y=\"{}\" font-size=\"10\">{}</text>\n",
+                    mid + 156.0 + 13.0 * l as f64,
+                    esc(line)
+                );
+            }
+            for (l, line) in [
+                format!("seed {}", percent(e.seed.change())),
+                format!("mmsim {}", percent(e.sim.change())),
+            ]
+            .iter()
+            .enumerate()
+            {
+                s += &format!(
+                    "<text x=\"{x0}\" y=\"{}\" fill=\"#444\">{}</text>\n",
+                    mid + 198.0 + 13.0 * l as f64,
+                    esc(line)
+                );
+            }
+            let (mark, color) = if e.reproduced {
+                ("reproduced", "#080")
+            } else if !e.direction_matches {
+                ("direction missed", "#c00")
+            } else {
+                ("magnitude missed", "#c00")
+            };
+            s += &format!(
+                "<text x=\"{x0}\" y=\"{}\" fill=\"{color}\">{mark}</text>\n",
+                mid + 228.0
             );
         }
-        let mark = if !e.direction_matches {
-            "direction missed"
-        } else if e.within_band {
-            "within band"
-        } else {
-            "magnitude missed"
-        };
-        // The metric over up to three lines: effects of one experiment
-        // often share their first words.
-        for (l, line) in wrap(&e.metric, 19, 3).iter().enumerate() {
-            s += &format!(
-                "<text x=\"{x0}\" y=\"{}\">{}</text>\n",
-                mid + 138.0 + 13.0 * l as f64,
-                esc(line)
-            );
-        }
-        s += &format!(
-            "<text x=\"{x0}\" y=\"{}\" fill=\"#666\">{mark}</text>\n",
-            mid + 183.0
-        );
     }
     s + "</svg>\n"
 }
@@ -808,54 +1136,54 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
-fn effect_rows(r: &ExperimentResult) -> Vec<[String; 9]> {
-    r.effects
-        .iter()
-        .map(|e| {
-            [
-                e.metric.clone(),
-                num(e.seed.baseline),
-                num(e.seed.patched),
-                format!("{:.3}", e.seed.ratio()),
-                num(e.sim.baseline),
-                num(e.sim.patched),
-                format!("{:.3}", e.sim.ratio()),
-                (if e.direction_matches { "yes" } else { "**no**" }).to_string(),
-                if e.within_band {
-                    format!("within ×{}", e.band)
-                } else {
-                    format!("**missed** (×{} band)", e.band)
-                },
-            ]
-        })
-        .collect()
+/// A markdown table cell.
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|")
 }
 
-const HEADER: [&str; 9] = [
-    "metric",
-    "seed baseline",
-    "seed patched",
-    "seed ratio",
-    "mmsim baseline",
-    "mmsim patched",
-    "mmsim ratio",
-    "direction matches",
-    "magnitude",
-];
+const RULE: &str = "An effect is **reproduced** when mmsim moves the figure the seed's way (lower, higher, or no change where the seed saw none) and its relative change r = patched / baseline − 1 lies within the seed's band: the same sign and |r_sim| within ×1.5 of |r_seed| either way; when the seed's change is under 3%, |r_sim| under 3%. A change under 3% is \"no change\"; \"expected\" is the seed's direction, \"observed\" mmsim's.";
+
+/// The link from the report folder to a path of the repository
+/// (`docs/experiments.md#seed-…`).
+fn repo_link(root_link: &str, path: &str) -> String {
+    if root_link == "." {
+        path.to_string()
+    } else {
+        format!("{root_link}/{path}")
+    }
+}
 
 /// report/README.md.
-pub fn report_markdown(parts: &[ReportPart], scale: &str) -> String {
+pub fn report_markdown(parts: &[ReportPart], scale: &str, root_link: &str) -> String {
+    let docs = repo_link(root_link, "docs/experiments.md");
     let mut s = format!(
-        "# mmsim reproduce\n\nThe seed experiments ({scale} scale), run by mmsim {}: the seed's published figures beside mmsim's, baseline (before the patch) and patched. Every miss is explained in [docs/experiments.md](../docs/experiments.md).\n",
-        env!("CARGO_PKG_VERSION")
+        "# mmsim reproduce\n\nThe seed experiments {scale}, run by mmsim {}: the seed's published figures beside mmsim's, baseline (before the patch) and patched. Every miss is explained in [docs/experiments.md]({docs}).\n\n## Scorecard\n\n{}\n\n| seed | what the patch does | reproduced | verdict |\n|---|---|---|---|\n",
+        env!("CARGO_PKG_VERSION"),
+        RULE
     );
     for p in parts {
         let r = &p.result;
         s += &format!(
-            "\n## {} — {}\n\n![{}]({}.svg)\n\n",
-            r.name, r.title, r.name, r.name
+            "| [{}](#{}) | {} | {} / {} | {} |\n",
+            r.name,
+            r.name,
+            md_cell(&r.title),
+            r.reproduced,
+            r.effects.len(),
+            md_cell(&r.verdict)
+        );
+    }
+    let results: Vec<ExperimentResult> = parts.iter().map(|p| p.result.clone()).collect();
+    let (rep, total) = totals(&results);
+    s += &format!("| **total** | | **{rep} / {total}** | |\n");
+    for p in parts {
+        let r = &p.result;
+        s += &format!(
+            "\n<a id=\"{}\"></a>\n\n## {} — {}\n\nVerdict: {}.\n\n![{}]({}.svg)\n\n",
+            r.name, r.name, r.title, r.verdict, r.name, r.name
         );
         s += &format!(
             "| {} |\n|{}\n",
@@ -863,17 +1191,39 @@ pub fn report_markdown(parts: &[ReportPart], scale: &str) -> String {
             "---|".repeat(HEADER.len())
         );
         for row in effect_rows(r) {
-            s += &format!("| {} |\n", row.join(" | "));
+            let cells: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i == 10 && c == "no" {
+                        "**no**".to_string()
+                    } else {
+                        md_cell(c)
+                    }
+                })
+                .collect();
+            s += &format!("| {} |\n", cells.join(" | "));
         }
-        for e in &r.effects {
-            if let (false, Some(why)) = (e.direction_matches, &e.known_direction_miss) {
-                s += &format!("\n- {} (direction): {why}", e.metric);
-            }
-            if let (false, Some(why)) = (e.within_band, &e.known_miss) {
-                s += &format!("\n- {}: {why}", e.metric);
+        if !r.extras.is_empty() {
+            s += "\n| mmsim only | baseline | patched |\n|---|---|---|\n";
+            for x in &r.extras {
+                s += &format!(
+                    "| {} | {} | {} |\n",
+                    md_cell(&x.metric),
+                    num(x.sim.baseline),
+                    num(x.sim.patched)
+                );
             }
         }
-        s += &format!("\n\nExplained in [{}](../{}).\n", r.doc, r.doc);
+        s += "\n";
+        for (metrics, why) in misses(r) {
+            s += &format!("- {}: {why}\n", metrics.join("; "));
+        }
+        s += &format!(
+            "\nExplained in [{}]({}).\n",
+            r.doc,
+            repo_link(root_link, &r.doc)
+        );
         for (title, text) in &p.blocks {
             s += &format!("\n### {title}\n\n```\n{text}```\n");
         }
@@ -882,17 +1232,40 @@ pub fn report_markdown(parts: &[ReportPart], scale: &str) -> String {
 }
 
 /// report/index.html: the same content.
-pub fn report_html(parts: &[ReportPart], scale: &str) -> String {
+pub fn report_html(parts: &[ReportPart], scale: &str, root_link: &str) -> String {
+    let docs = repo_link(root_link, "docs/experiments.md");
     let mut s = format!(
-        "<!doctype html><meta charset=\"utf-8\"><title>mmsim reproduce</title>\n<style>body{{font-family:sans-serif;max-width:70em;margin:auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}td:first-child{{text-align:left}}pre{{background:#f6f6f6;padding:6px}}</style>\n<h1>mmsim reproduce</h1><p>The seed experiments ({scale} scale), run by mmsim {}: the seed's published figures beside mmsim's. Every miss is explained in <a href=\"../docs/experiments.md\">docs/experiments.md</a>.</p>\n",
-        env!("CARGO_PKG_VERSION")
+        "<!doctype html><meta charset=\"utf-8\"><title>mmsim reproduce</title>\n<style>body{{font-family:sans-serif;max-width:70em;margin:auto;padding:0 1em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}td:first-child,th:first-child{{text-align:left}}td.l{{text-align:left}}td.no{{color:#c00;font-weight:bold}}td.yes{{color:#080}}tr.total td{{font-weight:bold}}.wide{{overflow-x:auto}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:6px;overflow-x:auto}}</style>\n<h1>mmsim reproduce</h1><p>The seed experiments {}, run by mmsim {}: the seed's published figures beside mmsim's. Every miss is explained in <a href=\"{}\">docs/experiments.md</a>.</p>\n<h2 id=\"scorecard\">Scorecard</h2>\n<p>{}</p>\n<table><tr><th>seed</th><th>what the patch does</th><th>reproduced</th><th>verdict</th></tr>\n",
+        esc(scale),
+        env!("CARGO_PKG_VERSION"),
+        esc(&docs),
+        esc(RULE).replace("**reproduced**", "<b>reproduced</b>")
     );
     for p in parts {
         let r = &p.result;
         s += &format!(
-            "<h2>{} — {}</h2>\n<img src=\"{}.svg\" alt=\"{}\">\n<table><tr>{}</tr>\n",
+            "<tr><td><a href=\"#{}\">{}</a></td><td class=\"l\">{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>\n",
+            esc(&r.name),
             esc(&r.name),
             esc(&r.title),
+            r.reproduced,
+            r.effects.len(),
+            esc(&r.verdict)
+        );
+    }
+    let results: Vec<ExperimentResult> = parts.iter().map(|p| p.result.clone()).collect();
+    let (rep, total) = totals(&results);
+    s += &format!(
+        "<tr class=\"total\"><td>total</td><td></td><td>{rep} / {total}</td><td></td></tr>\n</table>\n"
+    );
+    for p in parts {
+        let r = &p.result;
+        s += &format!(
+            "<h2 id=\"{}\">{} — {}</h2>\n<p>Verdict: {}.</p>\n<img src=\"{}.svg\" alt=\"{}\">\n<div class=\"wide\"><table><tr>{}</tr>\n",
+            esc(&r.name),
+            esc(&r.name),
+            esc(&r.title),
+            esc(&r.verdict),
             esc(&r.name),
             esc(&r.name),
             HEADER
@@ -904,22 +1277,39 @@ pub fn report_html(parts: &[ReportPart], scale: &str) -> String {
             s += &format!(
                 "<tr>{}</tr>\n",
                 row.iter()
-                    .map(|c| format!("<td>{}</td>", esc(&c.replace("**", ""))))
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let class = match (i, c.as_str()) {
+                            (10, "no") => " class=\"no\"",
+                            (10, _) => " class=\"yes\"",
+                            (7..=9, _) => " class=\"l\"",
+                            _ => "",
+                        };
+                        format!("<td{class}>{}</td>", esc(c))
+                    })
                     .collect::<String>()
             );
         }
-        s += "</table>\n<ul>";
-        for e in &r.effects {
-            if let (false, Some(why)) = (e.direction_matches, &e.known_direction_miss) {
-                s += &format!("<li>{} (direction): {}</li>", esc(&e.metric), esc(why));
+        s += "</table></div>\n";
+        if !r.extras.is_empty() {
+            s += "<table><tr><th>mmsim only</th><th>baseline</th><th>patched</th></tr>\n";
+            for x in &r.extras {
+                s += &format!(
+                    "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                    esc(&x.metric),
+                    num(x.sim.baseline),
+                    num(x.sim.patched)
+                );
             }
-            if let (false, Some(why)) = (e.within_band, &e.known_miss) {
-                s += &format!("<li>{}: {}</li>", esc(&e.metric), esc(why));
-            }
+            s += "</table>\n";
+        }
+        s += "<ul>";
+        for (metrics, why) in misses(r) {
+            s += &format!("<li>{}: {}</li>", esc(&metrics.join("; ")), esc(why));
         }
         s += &format!(
-            "</ul><p>Explained in <a href=\"../{}\">{}</a>.</p>\n",
-            esc(&r.doc),
+            "</ul><p>Explained in <a href=\"{}\">{}</a>.</p>\n",
+            esc(&repo_link(root_link, &r.doc)),
             esc(&r.doc)
         );
         for (title, text) in &p.blocks {
@@ -929,27 +1319,29 @@ pub fn report_html(parts: &[ReportPart], scale: &str) -> String {
     s
 }
 
-/// Writes report/README.md, report/index.html and one SVG per experiment,
-/// each atomically.
-fn write_report(out: &Path, parts: &[ReportPart], scale: &str) -> std::io::Result<()> {
+/// Writes README.md, index.html and one SVG per experiment into `out`,
+/// each atomically, with links into the repository at `root`.
+fn write_report(out: &Path, root: &Path, parts: &[ReportPart], scale: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
+    let root_link = relative_link(&std::fs::canonicalize(out)?, root);
     for p in parts {
         let svg = svg_plot(&p.result);
         crate::write_atomically(&out.join(format!("{}.svg", p.result.name)), svg.as_bytes())?;
     }
     crate::write_atomically(
         &out.join("README.md"),
-        report_markdown(parts, scale).as_bytes(),
+        report_markdown(parts, scale, &root_link).as_bytes(),
     )?;
     crate::write_atomically(
         &out.join("index.html"),
-        report_html(parts, scale).as_bytes(),
+        report_html(parts, scale, &root_link).as_bytes(),
     )
 }
 
 #[cfg(test)]
 mod tests {
-    use super::wrap;
+    use super::{default_report_dir, relative_link, wrap};
+    use std::path::{Path, PathBuf};
 
     #[test]
     fn wrap_breaks_at_words_and_shortens_the_last_line() {
@@ -966,5 +1358,45 @@ mod tests {
             ["a bb ccc", "dddd ee…"]
         );
         assert_eq!(wrap("", 8, 2), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_full_report_is_only_for_every_experiment_at_full_scale() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            default_report_dir(&[], true, false),
+            PathBuf::from("report")
+        );
+        assert_eq!(
+            default_report_dir(&[], true, true),
+            PathBuf::from("report-quick")
+        );
+        assert_eq!(
+            default_report_dir(&names(&["004"]), false, false),
+            PathBuf::from("report-004")
+        );
+        assert_eq!(
+            default_report_dir(&names(&["004"]), false, true),
+            PathBuf::from("report-004-quick")
+        );
+        assert_eq!(
+            default_report_dir(&names(&["001", "../x"]), false, false),
+            PathBuf::from("report-001-.._x")
+        );
+        // Naming every experiment is the full set.
+        assert_eq!(
+            default_report_dir(&names(&["0"]), true, false),
+            PathBuf::from("report")
+        );
+    }
+
+    #[test]
+    fn links_are_relative() {
+        assert_eq!(relative_link(Path::new("/r/report"), Path::new("/r")), "..");
+        assert_eq!(relative_link(Path::new("/r"), Path::new("/r")), ".");
+        assert_eq!(
+            relative_link(Path::new("/tmp/x/y"), Path::new("/r")),
+            "../../../r"
+        );
     }
 }
