@@ -28,7 +28,7 @@ struct Cli {
 enum Cmd {
     /// Run a workload spec in the simulator.
     Run {
-        /// The spec (TOML).
+        /// The spec (TOML); `-` reads it from standard input.
         spec: PathBuf,
         /// Print the JSON result document instead of the summary.
         #[arg(long)]
@@ -42,6 +42,11 @@ enum Cmd {
         /// Also write the JSON document to this file (atomically).
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Refuse a spec asking for more page operations than this
+        /// (accesses, pages read or written, PTEs walked; see docs/spec.md
+        /// "Limits").
+        #[arg(long, value_name = "N", default_value_t = mmsim_spec::work::DEFAULT_MAX_WORK)]
+        max_work: u64,
     },
     /// Run specs on a real Linux kernel under QEMU.
     Oracle {
@@ -172,7 +177,8 @@ fn main() -> ExitCode {
             check,
             sets,
             output,
-        } => cmd_run(&spec, json, check, &sets, output.as_deref()),
+            max_work,
+        } => cmd_run(&spec, json, check, &sets, output.as_deref(), max_work),
         Cmd::Oracle {
             cmd:
                 OracleCmd::Run {
@@ -224,14 +230,58 @@ fn main() -> ExitCode {
     }
 }
 
+/// Reads a spec from its file, or from standard input for `-`.
+fn load_spec(path: &Path, sets: &[String]) -> Result<mmsim_spec::Spec, mmsim_spec::SpecError> {
+    if path != Path::new("-") {
+        return mmsim_spec::load(path, sets);
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes).map_err(|e| {
+        mmsim_spec::SpecError {
+            file: "<stdin>".into(),
+            line: 0,
+            column: 0,
+            key: String::new(),
+            message: format!("cannot read the spec from standard input: {e}"),
+        }
+    })?;
+    mmsim_spec::parse_bytes(&bytes, "<stdin>", sets)
+}
+
+/// The host's available memory (MemAvailable), the most the simulator's
+/// tables may take; None where /proc/meminfo does not say.
+fn host_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb << 10)
+}
+
+/// Prints a simulator error as `mmsim: FILE[:LINE]: [key `K`: ]MESSAGE`.
+fn print_sim_error(file: &str, e: &SimError) {
+    match e {
+        SimError::At { line, key, error } if *line > 0 => {
+            let key = if key.is_empty() {
+                String::new()
+            } else {
+                format!("key `{key}`: ")
+            };
+            eprintln!("mmsim: {file}:{line}: {key}{error}");
+        }
+        _ => eprintln!("mmsim: {file}: {e}"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn cmd_run(
     path: &Path,
     json: bool,
     check: bool,
     sets: &[String],
     output: Option<&Path>,
+    max_work: u64,
 ) -> ExitCode {
-    let spec = match mmsim_spec::load(path, sets) {
+    let spec = match load_spec(path, sets) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("mmsim: {e}");
@@ -266,15 +316,14 @@ fn cmd_run(
     let opts = RunOptions {
         check,
         progress: Some(Box::new(progress)),
+        max_work: Some(max_work),
+        max_host_bytes: host_available_bytes(),
     };
     let result = match mmsim_sim::run(&spec, opts) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("mmsim: {}: {e}", path.display());
-            return ExitCode::from(match e {
-                SimError::Unmodelled(_) | SimError::Spec(_) => 2,
-                SimError::Oom | SimError::Invariant(_) => 1,
-            });
+            print_sim_error(&spec.file, &e);
+            return ExitCode::from(e.exit_code());
         }
     };
     let doc = serde_json::to_string_pretty(&result).expect("result serialises");
@@ -284,7 +333,16 @@ fn cmd_run(
             return ExitCode::from(1);
         }
     }
-    let text = if json { doc + "\n" } else { summary(&result) };
+    let mut text = if json { doc + "\n" } else { summary(&result) };
+    if let Some(n) = result.integrity.invariant_checks {
+        // So a user sees the checker ran; beside the JSON, not in it.
+        let line = format!("invariants: checked {n} times, all held\n");
+        if json {
+            eprint!("{line}");
+        } else {
+            text.push_str(&line);
+        }
+    }
     let mut stdout = std::io::stdout().lock();
     if stdout.write_all(text.as_bytes()).is_err() {
         return ExitCode::from(1);

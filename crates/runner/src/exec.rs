@@ -468,6 +468,8 @@ impl Child<'_> {
                     self.close_phase();
                     self.open = Some((name.clone(), self.now(), procfs::vmstat()));
                 }
+                // A repeat of nothing is skipped, as in the simulator.
+                Op::Repeat { steps, .. } if mmsim_spec::work::does_nothing(steps) => {}
                 Op::Repeat { times, steps } => {
                     for _ in 0..*times {
                         self.run(steps)?;

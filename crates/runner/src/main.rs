@@ -59,6 +59,20 @@ fn main() -> ExitCode {
         eprintln!("mmsim-runner: {path}: machine.hw_pte_young = false: the guest's x86 MMU sets accessed bits in hardware; the spec runs in the simulator only");
         return ExitCode::from(2);
     }
+    // The same work limit as the simulator's default: a spec that would
+    // run for days is refused before it touches the machine.
+    let work = mmsim_spec::work::work(&spec);
+    if work.total > mmsim_spec::work::DEFAULT_MAX_WORK as u128 {
+        let l = work.largest.expect("work comes from steps");
+        eprintln!(
+            "mmsim-runner: {path}:{}: key `{}`: found a spec asking for {} page operations, expected at most {}",
+            l.line,
+            l.key,
+            work.total,
+            mmsim_spec::work::DEFAULT_MAX_WORK
+        );
+        return ExitCode::from(2);
+    }
     match run(&spec) {
         Ok(result) => {
             let doc = serde_json::to_string_pretty(&result).expect("serialises") + "\n";
@@ -130,6 +144,7 @@ fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
         integrity: IntegrityResult {
             pages_checked: reports.iter().map(|r| r.pages_checked).sum(),
             violations: reports.iter().map(|r| r.violations).sum(),
+            invariant_checks: None,
         },
         cgroups: last.map(|r| r.cgroups.clone()).unwrap_or_default(),
         tasks: reports.into_iter().map(|r| r.task).collect(),

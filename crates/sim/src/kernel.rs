@@ -44,6 +44,8 @@ pub struct KTask {
 pub struct Integrity {
     pub pages_checked: u64,
     pub violations: u64,
+    /// Times the invariant checker ran (`--check`) and found them held.
+    pub invariant_checks: u64,
 }
 
 pub struct Kernel {
@@ -214,7 +216,9 @@ const DMA_MANAGED_PAGES: u64 = 3840;
 const DMA32_END_BYTES: u64 = 3 << 30;
 
 impl Kernel {
-    pub fn new(spec: &Spec) -> Kernel {
+    /// Boots the spec's machine. Err: the host cannot reserve the frame
+    /// table's address space (the table is committed only as it is used).
+    pub fn new(spec: &Spec) -> Result<Kernel, crate::SimError> {
         let memory = spec.machine.memory;
         let cpus = spec.machine.cpus as usize;
         let managed = (memory - boot_reserved_bytes(memory, spec.machine.cpus)) / 4096;
@@ -250,7 +254,11 @@ impl Kernel {
             hw_pte_young: spec.machine.hw_pte_young,
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
-            folios: FolioTable::new(managed as u32),
+            folios: FolioTable::new(managed as u32).map_err(|e| {
+                crate::SimError::Spec(format!(
+                    "key `machine.memory`: the host cannot reserve the address space for {managed} frames ({e}); expected a smaller machine.memory"
+                ))
+            })?,
             zones,
             vm: VmStat::default(),
             memcgs,
@@ -347,7 +355,7 @@ impl Kernel {
             v.add(crate::vmstat::Vm::NrFreePages, k.nr_free_pages() as i64);
             v
         };
-        k
+        Ok(k)
     }
 
     /// Debian's 6.1 boots with THP "always", so khugepaged raises

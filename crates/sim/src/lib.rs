@@ -12,6 +12,7 @@ pub mod kernel;
 pub mod mm;
 pub mod profile;
 pub mod sched;
+pub mod specgen;
 pub mod vmstat;
 
 use kernel::Kernel;
@@ -31,6 +32,27 @@ pub enum SimError {
     Spec(String),
     /// An invariant of the simulated kernel does not hold (a bug in mmsim).
     Invariant(String),
+    /// The spec asks for more work or host memory than the run's limits.
+    Limit(String),
+    /// An error at a line of the spec (and a key, if not empty).
+    At {
+        line: usize,
+        key: String,
+        error: Box<SimError>,
+    },
+}
+
+impl SimError {
+    /// The exit status the command gives this error: 2 for what the spec
+    /// asks (unmodelled, inconsistent, over a limit), 1 for a failure of
+    /// the run itself.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SimError::Unmodelled(_) | SimError::Spec(_) | SimError::Limit(_) => 2,
+            SimError::Oom | SimError::Invariant(_) => 1,
+            SimError::At { error, .. } => error.exit_code(),
+        }
+    }
 }
 
 impl fmt::Display for SimError {
@@ -40,6 +62,14 @@ impl fmt::Display for SimError {
             SimError::Unmodelled(w) => write!(f, "not modelled yet: {w}"),
             SimError::Spec(w) => write!(f, "{w}"),
             SimError::Invariant(w) => write!(f, "invariant violated (a bug in mmsim): {w}"),
+            SimError::Limit(w) => write!(f, "{w}"),
+            SimError::At { line, key, error } => {
+                write!(f, "line {line}: ")?;
+                if !key.is_empty() {
+                    write!(f, "key `{key}`: ")?;
+                }
+                write!(f, "{error}")
+            }
         }
     }
 }
@@ -53,6 +83,49 @@ pub struct RunOptions<'a> {
     pub check: bool,
     /// Progress callback (0..=1).
     pub progress: Option<Box<dyn FnMut(f64) + 'a>>,
+    /// The most page operations the spec may ask for
+    /// (`mmsim_spec::work`); None: `work::DEFAULT_MAX_WORK`.
+    pub max_work: Option<u64>,
+    /// The most host memory the simulator's tables may need, bytes
+    /// (`mmsim_spec::work::host_bytes`); None: no limit.
+    pub max_host_bytes: Option<u64>,
+}
+
+/// Refuses a spec that asks for more work or host memory than `opts`
+/// allow, before anything is spent, naming the step that asks most.
+pub fn check_work(spec: &Spec, opts: &RunOptions) -> Result<(), SimError> {
+    use mmsim_spec::work;
+    let max = opts.max_work.unwrap_or(work::DEFAULT_MAX_WORK);
+    let w = work::work(spec);
+    if w.total > max as u128 {
+        let l = w.largest.expect("work comes from steps");
+        return Err(SimError::At {
+            line: l.line,
+            key: l.key,
+            error: Box::new(SimError::Limit(format!(
+                "found a spec asking for {} page operations ({} at this step), expected at most {max}: the work limit (raise it with --max-work)",
+                w.total, l.amount
+            ))),
+        });
+    }
+    if let Some(max) = opts.max_host_bytes {
+        let (bytes, part) = work::host_bytes(spec);
+        if bytes > max as u128 {
+            let e = SimError::Limit(format!(
+                "found a spec whose tables would take {} MiB of host memory ({} MiB for `{}`), expected at most {} MiB: the host's available memory",
+                bytes >> 20,
+                part.amount >> 20,
+                part.key,
+                max >> 20
+            ));
+            return Err(SimError::At {
+                line: part.line,
+                key: part.key,
+                error: Box::new(e),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Feature flags whose mechanisms the simulator cannot switch yet: the
@@ -121,12 +194,19 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
     }
     let reserved = kernel::boot_reserved_bytes(spec.machine.memory, spec.machine.cpus);
     let frames = spec.machine.memory.saturating_sub(reserved) / 4096;
+    let memory_error = |e: SimError| SimError::At {
+        line: spec.machine.memory_line,
+        key: "machine.memory".into(),
+        error: Box::new(e),
+    };
     if frames < 4096 {
-        return Err(SimError::Spec(format!(
-            "machine.memory {} MiB leaves no memory after the kernel's reservation for {} CPUs",
+        return Err(memory_error(SimError::Spec(format!(
+            "found {} MiB, of which the kernel's reservation for {} CPUs (the memmap, the kernel image, per-CPU areas: {} MiB) leaves {} MiB; expected enough for at least 16 MiB to manage",
             spec.machine.memory >> 20,
-            spec.machine.cpus
-        )));
+            spec.machine.cpus,
+            reserved >> 20,
+            frames >> 8
+        ))));
     }
     let brd = kernel::brd_pages(spec);
     if brd > 0 {
@@ -134,18 +214,18 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
         // 16 MiB to spare (the workload's and the watermarks' least).
         let room = frames.saturating_sub(kernel::boot_used_bytes(spec) / 4096 + 4096);
         if brd > room {
-            return Err(SimError::Spec(format!(
-                "key `machine.memory`: found {} MiB, which leaves {} MiB beside the kernel, and the RAM disks ([[disk]] device = \"ram\") hold {} MiB in memory (their files and file-system metadata: brd keeps every written block in a page); expected more machine.memory or smaller files on RAM disks",
+            return Err(memory_error(SimError::Spec(format!(
+                "found {} MiB, which leaves {} MiB beside the kernel, and the RAM disks ([[disk]] device = \"ram\") hold {} MiB in memory (their files and file-system metadata: brd keeps every written block in a page); expected more machine.memory or smaller files on RAM disks",
                 spec.machine.memory >> 20,
                 room >> 8,
                 brd >> 8
-            )));
+            ))));
         }
     }
     if frames >= u32::MAX as u64 {
-        return Err(SimError::Unmodelled(
+        return Err(memory_error(SimError::Unmodelled(
             "machines of 16 TiB or more (frame numbers are 32-bit)".into(),
-        ));
+        )));
     }
     let mut too_big = None;
     for_each_step(&spec.tasks, &mut |op| {
@@ -186,7 +266,8 @@ fn for_each_step(tasks: &[mmsim_spec::Task], f: &mut impl FnMut(&mmsim_spec::Op)
 pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     check_shmem_huge(spec)?;
     check_limits(spec)?;
-    let mut k = Kernel::new(spec);
+    check_work(spec, &opts)?;
+    let mut k = Kernel::new(spec)?;
     let machine = machine_info(&k, spec);
     let vm_start = k.vm.clone();
     let mut sched = sched::Scheduler::new(spec, &mut k);
@@ -194,10 +275,12 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     sched.check = opts.check;
     let mut cgroups_at_end = BTreeMap::new();
     let mut check_err = None;
+    let mut at_end_checks = 0;
     let elapsed = sched.run(&mut k, |k| {
         cgroups_at_end = cgroup_results(k);
         if opts.check {
             check_err = check::check_all(k).err();
+            at_end_checks += 1;
         }
     })?;
     if let Some(e) = check_err {
@@ -205,6 +288,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     }
     if opts.check {
         check::check_all(&k)?;
+        k.integrity.invariant_checks += at_end_checks + 1;
     }
     let tasks = sched
         .output_order()
@@ -251,6 +335,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         integrity: IntegrityResult {
             pages_checked: k.integrity.pages_checked,
             violations: k.integrity.violations,
+            invariant_checks: opts.check.then_some(k.integrity.invariant_checks),
         },
         profile,
         profile_tree: k.prof.rows(k.user_access_ns),

@@ -294,7 +294,9 @@ impl<'s> Scheduler<'s> {
                     .filter(|t| t.state != TaskState::Done)
                     .count();
                 let slice_end = self.slice_end(entity, cpu, start);
-                let end = self.run_task_slice(entity, k, slice_end)?;
+                let end = self
+                    .run_task_slice(entity, k, slice_end)
+                    .map_err(|e| self.locate_oom(entity, k, e))?;
                 self.vruntime[entity] += end.saturating_sub(start);
                 if self.tasks[entity].state == TaskState::Done {
                     if remaining == 1 {
@@ -585,6 +587,7 @@ impl<'s> Scheduler<'s> {
             Op::Phase { name } => {
                 if self.check {
                     crate::check::check_all(k)?;
+                    k.integrity.invariant_checks += 1;
                 }
                 let t = &mut self.tasks[i];
                 close_phase(t, k);
@@ -722,6 +725,9 @@ impl<'s> Scheduler<'s> {
                     stats: KvResult::default(),
                 });
             }
+            // A repeat of nothing is skipped, not looped over
+            // (mmsim_spec::work counts it as no work).
+            Op::Repeat { steps, .. } if mmsim_spec::work::does_nothing(steps) => {}
             Op::Repeat { times, steps } => {
                 t.frames.push(Frame {
                     steps,
@@ -1126,6 +1132,41 @@ fn swap_error(
             step.line
         )),
         SwapoffError::NoMemory => SimError::Oom,
+    }
+}
+
+impl Scheduler<'_> {
+    /// An out-of-memory end of task `i`, told as what it is: the kernel
+    /// would run its OOM killer (the memcg's, or the global one), which
+    /// mmsim does not model, so the run cannot go on as the kernel's would.
+    fn locate_oom(&self, i: usize, k: &Kernel, e: SimError) -> SimError {
+        if e != SimError::Oom {
+            return e;
+        }
+        let t = &self.tasks[i];
+        let line = t
+            .frames
+            .last()
+            .and_then(|f| f.steps.get(f.next.saturating_sub(1)))
+            .map_or(0, |s| s.line);
+        let usable = k.zones.iter().map(|z| z.managed).sum::<u64>() >> 8;
+        let swap = k.total_swap_pages >> 8;
+        let message = if t.cgroup.is_empty() {
+            format!(
+                "task {} ran out of memory (VM_FAULT_OOM) outside any cgroup: the kernel would invoke the global OOM killer, which mmsim does not model; found {usable} MiB of managed memory and {swap} MiB of swap on; expected a workload that fits (a larger `machine.memory`, more `[[swap]]`, or smaller regions)",
+                t.name
+            )
+        } else {
+            format!(
+                "task {} ran out of memory (VM_FAULT_OOM) in cgroup {}: the kernel would invoke the memcg OOM killer, which mmsim does not model; found {swap} MiB of swap on; expected a workload that fits (a larger `cgroup.{}.memory_max`, more `[[swap]]`, or smaller regions)",
+                t.name, t.cgroup, t.cgroup
+            )
+        };
+        SimError::At {
+            line,
+            key: String::new(),
+            error: Box::new(SimError::Unmodelled(message)),
+        }
     }
 }
 

@@ -9,8 +9,16 @@ use mmsim_sim::SimError;
 fn too_many_cpus_for_the_memory_is_refused() {
     let text = "[machine]\nmemory = \"64M\"\ncpus = 512\n[task.t]\nsteps = [ { op = \"sleep\", duration = \"1ms\" } ]\n";
     match try_run(text) {
-        Err(SimError::Spec(m)) => assert!(m.contains("leaves no memory"), "{m}"),
-        other => panic!("expected a spec error, got {other:?}"),
+        Err(e @ SimError::At { .. }) => {
+            let SimError::At { line, ref key, .. } = e else {
+                unreachable!()
+            };
+            assert_eq!((line, key.as_str()), (2, "machine.memory"));
+            let m = e.to_string();
+            assert!(m.contains("found 64 MiB") && m.contains("512 CPUs"), "{m}");
+            assert_eq!(e.exit_code(), 2);
+        }
+        other => panic!("expected a spec error at machine.memory, got {other:?}"),
     }
 }
 

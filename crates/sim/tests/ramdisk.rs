@@ -253,7 +253,11 @@ steps = []
 "#;
     let e = try_run(text).unwrap_err();
     let msg = e.to_string();
-    assert!(matches!(e, mmsim_sim::SimError::Spec(_)), "{msg}");
+    assert!(
+        matches!(e, mmsim_sim::SimError::At { line: 3, .. }),
+        "{msg}"
+    );
+    assert_eq!(e.exit_code(), 2);
     for m in ["machine.memory", "found 512 MiB", "RAM disks", "hold 4"] {
         assert!(msg.contains(m), "{m}: {msg}");
     }

@@ -9,6 +9,9 @@ pub struct SpecError {
     pub file: String,
     /// 1-based; 0 when the error is not tied to a line (e.g. an unreadable file).
     pub line: usize,
+    /// 1-based column (in characters) where the error is pinned to one
+    /// (syntax and encoding errors); 0 otherwise.
+    pub column: usize,
     /// Dotted key path, e.g. `task.main.steps[2].order`.
     pub key: String,
     pub message: String,
@@ -16,7 +19,9 @@ pub struct SpecError {
 
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line > 0 {
+        if self.line > 0 && self.column > 0 {
+            write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        } else if self.line > 0 {
             write!(f, "{}:{}: ", self.file, self.line)?;
         } else {
             write!(f, "{}: ", self.file)?;
@@ -93,6 +98,7 @@ impl<'a> Reporter<'a> {
             At::Text(offset) => SpecError {
                 file: self.file.to_string(),
                 line: self.lines.line(offset),
+                column: 0,
                 key,
                 message,
             },
@@ -106,6 +112,7 @@ impl<'a> Reporter<'a> {
                 SpecError {
                     file: "--set".to_string(),
                     line: 0,
+                    column: 0,
                     key: set.written.clone(),
                     message,
                 }

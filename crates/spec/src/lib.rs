@@ -13,6 +13,7 @@ pub mod rng;
 pub mod stream;
 mod tree;
 pub mod units;
+pub mod work;
 
 pub use error::SpecError;
 pub use model::*;
@@ -22,13 +23,45 @@ pub use units::{Limit, PAGE_SIZE};
 /// Reads, overrides (`--set KEY=VALUE`) and validates a spec file.
 pub fn load(path: &std::path::Path, sets: &[String]) -> Result<Spec, SpecError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+    let bytes = std::fs::read(path).map_err(|e| SpecError {
         file: file.clone(),
         line: 0,
+        column: 0,
         key: String::new(),
         message: format!("cannot read the spec: {e}"),
     })?;
-    parse_str(&text, &file, sets)
+    parse_bytes(&bytes, &file, sets)
+}
+
+/// Validates a spec's bytes, which must be UTF-8 (as TOML is); `file`
+/// names it in messages.
+pub fn parse_bytes(bytes: &[u8], file: &str, sets: &[String]) -> Result<Spec, SpecError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_str(text, file, sets),
+        Err(e) => Err(utf8_error(bytes, file, &e)),
+    }
+}
+
+/// Where a spec stops being UTF-8: line, column and the offending bytes.
+fn utf8_error(bytes: &[u8], file: &str, e: &std::str::Utf8Error) -> SpecError {
+    let good = &bytes[..e.valid_up_to()];
+    let line_start = good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+    // The valid prefix of the line is UTF-8, so its characters count.
+    let column = std::str::from_utf8(&good[line_start..]).map_or(0, |s| s.chars().count()) + 1;
+    let bad = &bytes[e.valid_up_to()..];
+    let n = e.error_len().unwrap_or(bad.len()).min(4);
+    let found: String = bad[..n].iter().map(|b| format!("\\x{b:02x}")).collect();
+    SpecError {
+        file: file.to_string(),
+        line,
+        column,
+        key: String::new(),
+        message: format!(
+            "found the byte{} {found}, which is not UTF-8 (a Latin-1 file?); expected UTF-8 text, as TOML requires",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 /// Validates spec text; `file` names it in messages.

@@ -58,6 +58,9 @@ pub struct Machine {
     /// test machine), an access through an old PTE traps and the fault
     /// handler makes the PTE young.
     pub hw_pte_young: bool,
+    /// Line of `memory` in the spec file (0: from `--set`), for errors
+    /// found after parsing (what the kernel's reservation leaves).
+    pub memory_line: usize,
 }
 
 /// The seed mechanisms (DESIGN.md "Features"), resolved against the preset.

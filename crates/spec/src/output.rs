@@ -196,4 +196,8 @@ pub struct CgroupResult {
 pub struct IntegrityResult {
     pub pages_checked: u64,
     pub violations: u64,
+    /// Times the simulator checked the kernel's invariants (`--check`),
+    /// all of which held; absent without `--check` and from real kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invariant_checks: Option<u64>,
 }

@@ -21,6 +21,7 @@ pub(crate) fn apply(root: &mut Node, sets: &[String]) -> Result<Vec<SetKey>, Spe
         let canonical = apply_one(root, set, i).map_err(|message| SpecError {
             file: "--set".to_string(),
             line: 0,
+            column: 0,
             key: key.to_string(),
             message,
         })?;

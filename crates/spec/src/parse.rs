@@ -33,14 +33,40 @@ pub fn parse(text: &str, file: &str, sets: &[String]) -> Result<Spec, SpecError>
 }
 
 fn toml_error(rep: &Reporter, text: &str, e: &toml_edit::TomlError) -> SpecError {
-    let offset = e.span().map(|s| s.start).unwrap_or(0);
-    let what: Vec<&str> = e
+    let mut offset = e.span().map(|s| s.start).unwrap_or(0).min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    // A control character anywhere on the line is the likeliest cause
+    // (TOML allows none but tab, even in comments), and the parser's own
+    // message does not name it.
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    if let Some((i, c)) = text[line_start..line_end]
+        .char_indices()
+        .find(|&(_, c)| c.is_control() && c != '\t' && c != '\r')
+    {
+        let at = line_start + i;
+        let mut err = rep.at(
+            At::Text(at),
+            key_at(text, at),
+            format!(
+                "found the control character {} (U+{:04X}), which TOML does not allow anywhere, comments included; expected printable text (tabs are allowed)",
+                escape_controls(&c.to_string()),
+                c as u32
+            ),
+        );
+        err.column = text[line_start..at].chars().count() + 1;
+        return err;
+    }
+    let what: Vec<String> = e
         .message()
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
+        .map(escape_controls)
         .collect();
-    let rest = &text[offset.min(text.len())..];
+    let rest = &text[offset..];
     let found = match rest.chars().next() {
         None => "the end of the file".to_string(),
         Some('\n' | '\r') => "the end of the line".to_string(),
@@ -50,18 +76,39 @@ fn toml_error(rep: &Reporter, text: &str, e: &toml_edit::TomlError) -> SpecError
                 .take_while(|c| !c.is_whitespace())
                 .take(30)
                 .collect();
-            format!("`{token}`")
+            format!("`{}`", escape_controls(&token))
         }
+    };
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", what.join("; "))
     };
     let mut err = rep.at(
         At::Text(offset),
         key_at(text, offset),
-        format!("TOML syntax error: {}; found {found}", what.join("; ")),
+        format!("TOML syntax error{what}; found {found}"),
     );
     if e.span().is_none() {
         err.line = 0;
+    } else {
+        err.column = text[line_start..offset].chars().count() + 1;
     }
     err
+}
+
+/// `s` with every control character written as an escape (`\0`, `\u{1b}`),
+/// so a message never sends raw control bytes to the user's terminal.
+pub(crate) fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The name of a `[table]` or `[[array.of.tables]]` header line, with the
@@ -454,6 +501,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         return Err(SpecError {
             file: rep.file.to_string(),
             line: 0,
+            column: 0,
             key: "task".into(),
             message: "found no tasks, expected at least one [task.NAME] table".into(),
         });
@@ -572,6 +620,7 @@ fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, SpecError> {
         cpus,
         kernel,
         hw_pte_young,
+        memory_line: rep.line(mem.at),
     })
 }
 

@@ -2268,6 +2268,7 @@ steps = [
     let e = SpecError {
         file: "f".into(),
         line: 3,
+        column: 0,
         key: String::new(),
         message: "m".into(),
     };

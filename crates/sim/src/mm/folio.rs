@@ -133,29 +133,100 @@ impl Folio {
     }
 }
 
+/// Types whose all-zero bytes are a valid value (plain integers and
+/// records of them), so a [`FrameArray`] of them can start as untouched
+/// zero memory.
+///
+/// # Safety
+/// Implement only for types for which every field is an integer.
+pub unsafe trait ZeroValid: Copy {}
+unsafe impl ZeroValid for u32 {}
+unsafe impl ZeroValid for Folio {}
+
+/// A frame-indexed array whose host memory is committed only where it is
+/// written. It is an anonymous mapping reserved without swap accounting
+/// (MAP_NORESERVE): the host maps untouched parts to its zero page, so a
+/// 1 TiB machine costs the host what its workload touches, not 40 bytes
+/// for each of its 268 million frames.
+pub struct FrameArray<T: ZeroValid> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+    _map: Option<memmap2::MmapMut>,
+}
+
+// The array owns its mapping exclusively, like a Vec.
+unsafe impl<T: ZeroValid + Send> Send for FrameArray<T> {}
+unsafe impl<T: ZeroValid + Sync> Sync for FrameArray<T> {}
+
+impl<T: ZeroValid> FrameArray<T> {
+    /// `len` zeroed elements; Err if the host cannot reserve the space.
+    pub fn zeroed(len: usize) -> std::io::Result<Self> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| std::io::Error::other("size overflows"))?;
+        if bytes == 0 {
+            return Ok(FrameArray {
+                ptr: std::ptr::NonNull::dangling(),
+                len,
+                _map: None,
+            });
+        }
+        let mut map = memmap2::MmapOptions::new()
+            .len(bytes)
+            .no_reserve_swap()
+            .map_anon()?;
+        // A mapping is page-aligned, which suits any T; it stays put while
+        // `map` lives, and `map` lives as long as the array.
+        let ptr = std::ptr::NonNull::new(map.as_mut_ptr() as *mut T)
+            .expect("a mapping is not at address 0");
+        Ok(FrameArray {
+            ptr,
+            len,
+            _map: Some(map),
+        })
+    }
+}
+
+impl<T: ZeroValid> std::ops::Deref for FrameArray<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` points at `len` initialised (zeroed or written) Ts
+        // in a mapping the array owns; ZeroValid makes zero bytes valid.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: ZeroValid> std::ops::DerefMut for FrameArray<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as for deref; &mut self makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
 pub struct FolioTable {
-    pub f: Vec<Folio>,
+    /// One record per frame. A frame whose record was never written is
+    /// inside a free max-order block the buddy allocator has not handed
+    /// out since boot (`Zone::lazy_next`..`lazy_end`): nothing reads it
+    /// until the block is taken, when its records are written.
+    pub f: FrameArray<Folio>,
     /// Content token of each frame: the version of the last write to its
     /// data. Kept apart from the records because every user read checks
     /// it: a dense 4-byte array keeps that random access to one cache
     /// line per page, not a 36-byte record's.
-    pub version: Vec<u32>,
+    pub version: FrameArray<u32>,
 }
 
 impl FolioTable {
-    pub fn new(frames: u32) -> Self {
-        FolioTable {
-            // Not yet a free block's head: boot frees every frame into
-            // the buddy lists, which merge them.
-            f: vec![
-                Folio {
-                    flags: PG_BUDDY | PG_TAIL,
-                    ..Folio::FREE
-                };
-                frames as usize
-            ],
-            version: vec![0; frames as usize],
-        }
+    /// A table of `frames` records, all still unwritten: boot frees the
+    /// frames into the buddy lists, which write the records of the blocks
+    /// they list (`free_all_at_boot`).
+    pub fn new(frames: u32) -> std::io::Result<Self> {
+        Ok(FolioTable {
+            f: FrameArray::zeroed(frames as usize)?,
+            version: FrameArray::zeroed(frames as usize)?,
+        })
     }
     #[inline]
     pub fn get(&self, pfn: Pfn) -> &Folio {

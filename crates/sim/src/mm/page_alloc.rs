@@ -72,6 +72,15 @@ pub struct Zone {
     /// NR_FREE_PAGES of the zone (pages, not blocks).
     pub nr_free: u64,
     pub free_area: [FreeArea; MAX_ORDER],
+    /// The max-order blocks boot freed that no allocation has taken yet:
+    /// `lazy_next..lazy_end`, in blocks of MAX_ORDER - 1, ascending. They
+    /// are the tail of `free_area[MAX_ORDER - 1]`'s list (boot lists them
+    /// lowest first, allocations take from the front, frees go on the
+    /// front) and are counted in its `nr_free`, but their frames' records
+    /// are written only when the front reaches them, so host memory grows
+    /// with what the workload uses, not with machine.memory.
+    pub lazy_next: Pfn,
+    pub lazy_end: Pfn,
     pub watermark: [u64; 3],
     /// Pages kept back from allocations whose highest usable zone is `[j]`.
     pub lowmem_reserve: [u64; 3],
@@ -91,9 +100,18 @@ impl Zone {
                 head: NIL,
                 nr_free: 0,
             }; MAX_ORDER],
+            lazy_next: start,
+            lazy_end: start,
             watermark: [0; 3],
             lowmem_reserve: [0; 3],
         }
+    }
+
+    /// Whether frame `pfn` lies in a max-order block boot freed and no
+    /// allocation has taken yet (its record is unwritten).
+    #[inline]
+    pub fn is_lazy(&self, pfn: Pfn) -> bool {
+        pfn >= self.lazy_next && pfn < self.lazy_end
     }
 
     pub fn name(&self) -> &'static str {
@@ -304,7 +322,13 @@ impl Kernel {
     /// upper halves go back on the lower lists). The frames keep their
     /// free-block state; the caller prepares them.
     fn rmqueue_smallest(&mut self, zi: usize, order: usize) -> Option<Pfn> {
-        let mut o = (order..MAX_ORDER).find(|&o| self.zones[zi].free_area[o].head != NIL)?;
+        let z = &self.zones[zi];
+        let lazy = z.lazy_next < z.lazy_end;
+        let mut o = (order..MAX_ORDER)
+            .find(|&o| z.free_area[o].head != NIL || (o == MAX_ORDER - 1 && lazy))?;
+        if self.zones[zi].free_area[o].head == NIL {
+            self.take_lazy_block(zi);
+        }
         let pfn = self.zones[zi].free_area[o].head;
         self.del_free_block(zi, pfn, o);
         while o > order {
@@ -316,6 +340,24 @@ impl Kernel {
         self.zones[zi].nr_free -= n;
         self.vm.add(Vm::NrFreePages, -(n as i64));
         Some(pfn)
+    }
+
+    /// The list's front has reached the blocks boot left unwritten: the
+    /// next one gets the records freeing it would have given it, and
+    /// becomes the list's (only) explicit entry.
+    fn take_lazy_block(&mut self, zi: usize) {
+        const N: Pfn = 1 << (MAX_ORDER - 1);
+        let pfn = self.zones[zi].lazy_next;
+        self.zones[zi].lazy_next += N;
+        for p in pfn..pfn + N {
+            *self.folios.get_mut(p) = Folio {
+                flags: PG_BUDDY | PG_TAIL,
+                ..Folio::FREE
+            };
+        }
+        // Counted already, as a lazy block.
+        self.zones[zi].free_area[MAX_ORDER - 1].nr_free -= 1;
+        self.add_free_block(zi, pfn, MAX_ORDER - 1);
     }
 
     /// Links a free block's head onto `free_area[order]` (at the front, as
@@ -542,24 +584,54 @@ impl Kernel {
 
     /// `memblock_free_all`: frames `0..end` into the buddy lists as the
     /// largest aligned blocks each zone holds (what freeing them one by
-    /// one would merge into), lowest frames first in each list.
+    /// one would merge into), lowest frames first in each list. The
+    /// max-order blocks, one aligned run, are listed lazily
+    /// (`Zone::lazy_next`): their records are written when taken.
     pub fn free_all_at_boot(&mut self, end: Pfn) {
+        const TOP: usize = MAX_ORDER - 1;
         for zi in (0..self.zones.len()).rev() {
             let (start, zend) = (self.zones[zi].start, self.zones[zi].end.min(end));
-            let mut blocks = Vec::new();
-            let mut pfn = start;
-            while pfn < zend {
-                let mut order = (MAX_ORDER - 1).min(pfn.trailing_zeros() as usize);
-                while pfn + (1 << order) > zend {
+            if start >= zend {
+                continue;
+            }
+            // The blocks below the first max-order boundary, the run of
+            // max-order blocks, and the blocks after it: at most 2 × TOP
+            // small ones, so boot costs no time or memory per frame.
+            let top = 1u64 << TOP;
+            let run_start = (start as u64).div_ceil(top) * top;
+            let run_end = (zend as u64 / top * top).max(run_start);
+            let mut small = Vec::new();
+            let mut pfn = start as u64;
+            while pfn < zend as u64 {
+                if pfn == run_start && run_end > run_start {
+                    pfn = run_end;
+                    continue;
+                }
+                let mut order = TOP.min(pfn.trailing_zeros() as usize);
+                while pfn + (1 << order) > zend as u64 {
                     order -= 1;
                 }
-                blocks.push((pfn, order));
+                small.push((pfn as Pfn, order));
                 pfn += 1 << order;
             }
-            for &(pfn, order) in blocks.iter().rev() {
+            let z = &mut self.zones[zi];
+            if run_end > run_start {
+                z.lazy_next = run_start as Pfn;
+                z.lazy_end = run_end as Pfn;
+                z.free_area[TOP].nr_free += (run_end - run_start) / top;
+                z.nr_free += run_end - run_start;
+                self.vm.add(Vm::NrFreePages, (run_end - run_start) as i64);
+            }
+            for &(pfn, order) in small.iter().rev() {
                 let n = 1u64 << order;
                 self.zones[zi].nr_free += n;
                 self.vm.add(Vm::NrFreePages, n as i64);
+                for p in pfn + 1..pfn + (1 << order) {
+                    *self.folios.get_mut(p) = Folio {
+                        flags: PG_BUDDY | PG_TAIL,
+                        ..Folio::FREE
+                    };
+                }
                 self.add_free_block(zi, pfn, order);
             }
         }
@@ -570,10 +642,12 @@ impl Kernel {
         self.free_one_page(zi, pfn, 0);
     }
 
-    /// The free blocks of zone `zi`, as (head, order), for the checker.
+    /// The listed free blocks of zone `zi`, as (head, order), for the
+    /// checker (the lazy tail of the max-order list is `lazy_blocks`).
     pub fn free_blocks(&self, zi: usize) -> Vec<(Pfn, usize)> {
         let mut out = Vec::new();
-        for (o, area) in self.zones[zi].free_area.iter().enumerate() {
+        let z = &self.zones[zi];
+        for (o, area) in z.free_area.iter().enumerate() {
             let mut p = area.head;
             while p != NIL {
                 out.push((p, o));
@@ -581,6 +655,16 @@ impl Kernel {
             }
         }
         out
+    }
+
+    /// The max-order blocks of zone `zi` boot freed and no allocation has
+    /// taken, as (head, order): the tail of `free_area[MAX_ORDER - 1]`'s
+    /// list, beyond what `free_blocks` walks.
+    pub fn lazy_blocks(&self, zi: usize) -> impl Iterator<Item = (Pfn, usize)> {
+        let z = &self.zones[zi];
+        (z.lazy_next..z.lazy_end)
+            .step_by(1 << (MAX_ORDER - 1))
+            .map(|p| (p, MAX_ORDER - 1))
     }
 
     pub fn zone_of(&self, pfn: Pfn) -> usize {
@@ -606,11 +690,18 @@ mod tests {
             &[],
         )
         .expect("spec");
-        Kernel::new(&spec)
+        Kernel::new(&spec).expect("boot")
     }
 
     fn blocks(k: &Kernel) -> Vec<Vec<(Pfn, usize)>> {
-        let mut all: Vec<_> = (0..k.zones.len()).map(|z| k.free_blocks(z)).collect();
+        let mut all: Vec<_> = (0..k.zones.len())
+            .map(|z| {
+                k.free_blocks(z)
+                    .into_iter()
+                    .chain(k.lazy_blocks(z))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         for b in &mut all {
             b.sort();
         }

@@ -19,7 +19,7 @@ pub fn try_run(text: &str) -> Result<RunResult, SimError> {
         &s,
         RunOptions {
             check: true,
-            progress: None,
+            ..Default::default()
         },
     )?;
     assert_eq!(r.integrity.violations, 0, "content integrity violated");

@@ -1,0 +1,449 @@
+//! Random workload specs for the fuzz targets, the property tests and the
+//! soak command: bytes in, spec text out. One generator serves all three,
+//! so a reproducer a fuzzer finds is a byte string any of them can replay.
+//!
+//! Every draw reads the next bytes (zeros once they run out), so a short
+//! input makes a small spec and libFuzzer's mutations map to nearby specs.
+//! The specs are small (machines of 64 to 384 MiB, regions of a few MiB)
+//! so each runs in milliseconds, but they mix every op and reach, with
+//! small probabilities, what fuzzing has found bugs in: shared file
+//! mappings written on a small machine while the flusher runs, fork inside
+//! memcgs of a few MiB, swapoff on one CPU while another swaps, 2 to 4
+//! CPUs. Most generated specs are valid; a few are not, on purpose, and
+//! must end with a clear error.
+
+use std::fmt::Write;
+
+/// Draws from a byte string.
+pub struct Draw<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Draw<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Draw { bytes, pos: 0 }
+    }
+
+    fn byte(&mut self) -> u8 {
+        let b = self.bytes.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+
+    /// 0..n (n ≥ 1).
+    pub fn below(&mut self, n: u32) -> u32 {
+        let v = if n <= 256 {
+            self.byte() as u32
+        } else {
+            u32::from_le_bytes([self.byte(), self.byte(), self.byte(), 0])
+        };
+        v % n.max(1)
+    }
+
+    /// True with probability `pct`/100 (for the byte's 256 values).
+    pub fn chance(&mut self, pct: u32) -> bool {
+        (self.byte() as u32) * 100 < pct * 256
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u32) as usize]
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+}
+
+/// A region mapped in the current scope: its name and pages.
+#[derive(Clone)]
+struct Region {
+    name: String,
+    pages: u64,
+    /// MAP_PRIVATE | MAP_ANONYMOUS (the only memory MADV_FREE takes).
+    private_anon: bool,
+}
+
+struct Gen<'a, 'b> {
+    d: &'b mut Draw<'a>,
+    /// Files: (name, pages, on tmpfs).
+    files: Vec<(String, u64, bool)>,
+    nswap: usize,
+    next_region: u32,
+    /// This task may swap devices off and on (one task does, so the
+    /// devices are never switched twice the same way).
+    swapper: bool,
+}
+
+/// A spec from `bytes` (any bytes make some spec text).
+pub fn generate(bytes: &[u8]) -> String {
+    let mut d = Draw::new(bytes);
+    let mut out = String::new();
+    let small = d.chance(30);
+    let memory = if small {
+        d.pick(&[64u64, 80, 96, 128])
+    } else {
+        d.pick(&[128u64, 192, 256, 384])
+    };
+    let cpus = if d.chance(40) { 1 + d.below(4) } else { 1 };
+    writeln!(out, "[machine]\nmemory = \"{memory}M\"\ncpus = {cpus}").unwrap();
+    if d.chance(10) {
+        writeln!(out, "hw_pte_young = false").unwrap();
+    }
+    if d.chance(40) {
+        out.push_str("[sysctl]\n");
+        if d.chance(50) {
+            writeln!(
+                out,
+                "\"vm.swappiness\" = {}",
+                d.pick(&[0, 10, 60, 100, 200])
+            )
+            .unwrap();
+        }
+        if d.chance(30) {
+            writeln!(out, "\"vm.page-cluster\" = {}", d.below(6)).unwrap();
+        }
+    }
+    let thp = d.chance(15);
+    if d.chance(30) || thp {
+        out.push_str("[sysfs]\n");
+        if d.chance(50) {
+            writeln!(out, "\"kernel/mm/swap/vma_ra_enabled\" = {}", d.chance(50)).unwrap();
+        }
+        if thp {
+            let w = d.pick(&["always", "advise", "within_size", "never", "deny", "force"]);
+            writeln!(
+                out,
+                "\"kernel/mm/transparent_hugepage/shmem_enabled\" = \"{w}\""
+            )
+            .unwrap();
+        }
+    }
+    if d.chance(15) {
+        out.push_str("[features]\n");
+        writeln!(out, "batched_rmap_unmap = {}", d.chance(50)).unwrap();
+        writeln!(out, "wp_reuse_swapcache = {}", d.chance(50)).unwrap();
+    }
+    let nswap = if d.chance(80) {
+        1 + d.below(2) as usize
+    } else {
+        0
+    };
+    for _ in 0..nswap {
+        let dev = d.pick(&["zram", "zram", "nvme", "virtio", "hdd"]);
+        let size = d.pick(&[8u64, 32, 64, 256]);
+        writeln!(out, "[[swap]]\ndevice = \"{dev}\"\nsize = \"{size}M\"").unwrap();
+    }
+    let mut files = Vec::new();
+    let disk = d.chance(40);
+    if disk {
+        let ram = memory >= 256 && d.chance(25);
+        let dev = if ram {
+            "ram"
+        } else {
+            d.pick(&["nvme", "virtio", "hdd"])
+        };
+        let xfs = d.chance(25) && dev != "ram";
+        let size = if xfs { 300 } else { 64 };
+        writeln!(
+            out,
+            "[[disk]]\nname = \"d0\"\ndevice = \"{dev}\"\nsize = \"{size}M\""
+        )
+        .unwrap();
+        if xfs {
+            out.push_str("fs = \"xfs\"\n");
+        }
+    }
+    for i in 0..d.below(3) {
+        let tmpfs = !disk || d.chance(40);
+        let pages = 512 * (1 + d.below(8) as u64);
+        let on = if tmpfs { "tmpfs" } else { "d0" };
+        writeln!(
+            out,
+            "[[file]]\nname = \"f{i}\"\nsize = \"{}K\"\non = \"{on}\"",
+            pages * 4
+        )
+        .unwrap();
+        files.push((format!("f{i}"), pages, tmpfs));
+    }
+    let ncg = d.below(3);
+    for c in 0..ncg {
+        let max = d.pick(&[4u64, 6, 8, 16, 32, 64]);
+        writeln!(out, "[cgroup.c{c}]\nmemory_max = \"{max}M\"").unwrap();
+        if d.chance(20) {
+            writeln!(out, "memory_high = \"{}M\"", max * 3 / 4 + 1).unwrap();
+        }
+    }
+    let mut g = Gen {
+        d: &mut d,
+        files,
+        nswap,
+        next_region: 0,
+        swapper: false,
+    };
+    for t in 0..1 + g.d.below(3) {
+        writeln!(out, "[task.t{t}]").unwrap();
+        if ncg > 0 && g.d.chance(60) {
+            writeln!(out, "cgroup = \"c{}\"", g.d.below(ncg)).unwrap();
+        }
+        let instances = if g.d.chance(25) { 2 + g.d.below(2) } else { 1 };
+        if instances > 1 {
+            writeln!(out, "instances = {instances}").unwrap();
+        }
+        g.swapper = t == 0 && instances == 1;
+        let mut regions = Vec::new();
+        let n = 2 + g.d.below(8);
+        let steps = g.steps(&mut regions, n, 0, true);
+        writeln!(out, "steps = [\n{steps}]").unwrap();
+    }
+    out
+}
+
+impl Gen<'_, '_> {
+    /// `n` steps in a scope whose regions are `regions`; `depth` bounds
+    /// nesting; `may_map`: mmap and munmap allowed (not in a repeat).
+    fn steps(&mut self, regions: &mut Vec<Region>, n: u32, depth: u32, may_map: bool) -> String {
+        let mut out = String::new();
+        for _ in 0..n {
+            if self.d.exhausted() && !out.is_empty() {
+                break;
+            }
+            let s = self.step(regions, depth, may_map);
+            out.push_str(&s);
+            out.push_str(",\n");
+        }
+        out
+    }
+
+    fn region_step(&mut self, regions: &mut [Region]) -> Option<(String, u64, bool)> {
+        if regions.is_empty() {
+            return None;
+        }
+        let r = &regions[self.d.below(regions.len() as u32) as usize];
+        Some((r.name.clone(), r.pages, r.private_anon))
+    }
+
+    /// `, offset = …, length = …` inside `pages`, or nothing.
+    fn range(&mut self, pages: u64) -> String {
+        if pages < 2 || self.d.chance(50) {
+            return String::new();
+        }
+        let first = self.d.below(pages as u32) as u64;
+        let len = 1 + self.d.below((pages - first) as u32) as u64;
+        format!(", offset = \"{}K\", length = \"{}K\"", first * 4, len * 4)
+    }
+
+    fn mmap(&mut self, regions: &mut Vec<Region>) -> String {
+        let name = format!("r{}", self.next_region);
+        self.next_region += 1;
+        let disk_files: Vec<usize> = (0..self.files.len())
+            .filter(|&i| !self.files[i].2)
+            .collect();
+        let tmpfs_files: Vec<usize> = (0..self.files.len()).filter(|&i| self.files[i].2).collect();
+        let kind = self.d.below(5);
+        let (text, pages) = match kind {
+            2 if !tmpfs_files.is_empty() => {
+                let f = &self.files[self.d.pick(&tmpfs_files)];
+                (
+                    format!(
+                        "kind = \"shmem\", file = \"{}\", size = \"{}K\"",
+                        f.0,
+                        f.1 * 4
+                    ),
+                    f.1,
+                )
+            }
+            3 if !disk_files.is_empty() => {
+                let f = &self.files[self.d.pick(&disk_files)];
+                let kind = if self.d.chance(70) {
+                    "file"
+                } else {
+                    "file_private"
+                };
+                (
+                    format!(
+                        "kind = \"{kind}\", file = \"{}\", size = \"{}K\"",
+                        f.0,
+                        f.1 * 4
+                    ),
+                    f.1,
+                )
+            }
+            4 => {
+                let pages = 512 * (1 + self.d.below(8) as u64);
+                (
+                    format!("kind = \"shared_anon\", size = \"{}K\"", pages * 4),
+                    pages,
+                )
+            }
+            _ => {
+                let pages = 64 * (1 + self.d.below(64) as u64);
+                (format!("kind = \"anon\", size = \"{}K\"", pages * 4), pages)
+            }
+        };
+        regions.push(Region {
+            name: name.clone(),
+            pages,
+            private_anon: text.starts_with("kind = \"anon\""),
+        });
+        format!("{{ op = \"mmap\", name = \"{name}\", {text} }}")
+    }
+
+    fn touch(&mut self, name: &str, pages: u64) -> String {
+        let order = self.d.pick(&["seq", "rev", "shuffle", "uniform", "zipf"]);
+        let write = self.d.pick(&["0", "0.3", "1"]);
+        let seed = self.d.below(1000);
+        let amount = match order {
+            "uniform" | "zipf" => format!(", count = {}", 1 + self.d.below(4 * pages as u32 + 1)),
+            _ => String::new(),
+        };
+        let range = if amount.is_empty() {
+            self.range(pages)
+        } else {
+            String::new()
+        };
+        format!(
+            "{{ op = \"touch\", region = \"{name}\", order = \"{order}\", write = {write}, seed = {seed}{amount}{range} }}"
+        )
+    }
+
+    fn step(&mut self, regions: &mut Vec<Region>, depth: u32, may_map: bool) -> String {
+        if may_map && (regions.is_empty() || self.d.chance(12)) {
+            return self.mmap(regions);
+        }
+        let kind = self.d.below(20);
+        match (kind, self.region_step(regions)) {
+            (0..=6, Some((name, pages, _))) => self.touch(&name, pages),
+            (7, Some((name, pages, private_anon))) => self.madvise(&name, pages, private_anon),
+            (8, Some(_)) if depth < 2 => {
+                let mut child = regions.clone();
+                let n = 1 + self.d.below(4);
+                let body = self.steps(&mut child, n, depth + 1, true);
+                format!("{{ op = \"fork\", steps = [\n{body}] }}")
+            }
+            (9, _) if depth < 2 => {
+                let n = self.d.below(3);
+                let body = self.steps(regions, n, depth + 1, false);
+                let times = 1 + self.d.below(3);
+                format!("{{ op = \"repeat\", times = {times}, steps = [\n{body}] }}")
+            }
+            (10, _) if depth < 2 => {
+                let n = 1 + self.d.below(3);
+                let body = self.steps(&mut Vec::new(), n, depth + 1, true);
+                format!("{{ op = \"spawn\", steps = [\n{body}] }}")
+            }
+            (11, _) if self.nswap > 0 && self.swapper && depth == 0 => {
+                // Off, then on again later in the same task.
+                let dev = self.d.below(self.nswap as u32);
+                self.swapper = false;
+                let between = match self.region_step(regions) {
+                    Some((name, pages, _)) => format!("{},\n", self.touch(&name, pages)),
+                    None => String::new(),
+                };
+                format!(
+                    "{{ op = \"swapoff\", device = {dev} }},\n{between}{{ op = \"swapon\", device = {dev} }}"
+                )
+            }
+            (12 | 13, _) if !self.files.is_empty() => {
+                let f = self.files[self.d.below(self.files.len() as u32) as usize].clone();
+                let op = if kind == 12 { "write" } else { "read" };
+                let range = self.range(f.1);
+                let chunk = self.d.pick(&[4u64, 16, 64, 128]);
+                format!(
+                    "{{ op = \"{op}\", file = \"{}\"{range}, chunk = \"{chunk}K\" }}",
+                    f.0
+                )
+            }
+            (14, _) if !self.files.is_empty() => {
+                let f = self.files[self.d.below(self.files.len() as u32) as usize].clone();
+                match self.d.below(3) {
+                    0 => format!("{{ op = \"fsync\", file = \"{}\" }}", f.0),
+                    1 => format!("{{ op = \"stream\", file = \"{}\", window = \"1M\" }}", f.0),
+                    _ => "{ op = \"drop_caches\" }".to_string(),
+                }
+            }
+            (15, Some((name, _, _))) if may_map && self.d.chance(50) => {
+                regions.retain(|r| r.name != name);
+                format!("{{ op = \"munmap\", region = \"{name}\" }}")
+            }
+            (16, Some((name, pages, _))) if pages >= 256 => {
+                // One server shape per region: later steps must match it.
+                let requests = 1 + self.d.below(2000);
+                format!(
+                    "{{ op = \"kvstore\", region = \"{name}\", keys = 100, value_size = \"1K\", requests = {requests} }}"
+                )
+            }
+            (17, _) => format!(
+                "{{ op = \"sleep\", duration = \"{}us\" }}",
+                1 + self.d.below(500)
+            ),
+            (18, _) => format!("{{ op = \"phase\", name = \"p{}\" }}", self.d.below(4)),
+            (19, _) => "{ op = \"wait\" }".to_string(),
+            (_, Some((name, pages, _))) => self.touch(&name, pages),
+            (_, None) => format!(
+                "{{ op = \"compute\", duration = \"{}us\" }}",
+                1 + self.d.below(100)
+            ),
+        }
+    }
+
+    fn madvise(&mut self, name: &str, pages: u64, private_anon: bool) -> String {
+        let advice = self.d.pick(&[
+            "pageout",
+            "pageout",
+            "cold",
+            "dontneed",
+            "free",
+            "willneed",
+            "sequential",
+            "random",
+            "normal",
+            "hugepage",
+            "nohugepage",
+        ]);
+        let advice = if advice == "free" && !private_anon {
+            "pageout"
+        } else {
+            advice
+        };
+        // The others apply to whole regions only.
+        let ranged = ["pageout", "cold", "dontneed", "free", "willneed"].contains(&advice);
+        let range = if ranged {
+            self.range(pages)
+        } else {
+            String::new()
+        };
+        format!("{{ op = \"madvise\", region = \"{name}\", advice = \"{advice}\"{range} }}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn most_generated_specs_are_valid() {
+        let mut valid = 0;
+        for seed in 0..200u32 {
+            let bytes: Vec<u8> = (0..512u32)
+                .map(|i| (seed.wrapping_mul(2654435761) ^ i.wrapping_mul(40503)).to_le_bytes()[1])
+                .collect();
+            let text = generate(&bytes);
+            match mmsim_spec::parse_str(&text, "gen.toml", &[]) {
+                Ok(_) => valid += 1,
+                Err(e) => eprintln!("{e}\n{text}"),
+            }
+        }
+        assert!(
+            valid >= 180,
+            "only {valid} of 200 generated specs are valid"
+        );
+    }
+
+    #[test]
+    fn the_same_bytes_make_the_same_spec() {
+        let bytes = [7u8, 200, 3, 99, 42, 0, 255, 17, 5, 9, 130];
+        assert_eq!(generate(&bytes), generate(&bytes));
+        assert!(generate(&[]).contains("[machine]"));
+    }
+}

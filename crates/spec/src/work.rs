@@ -1,0 +1,309 @@
+//! What a spec asks of the engine that runs it, counted before it runs:
+//! the page operations (work) and the host memory the simulator's tables
+//! take. Both engines refuse a spec past a limit up front, naming the step
+//! that asks for the most, rather than spin for hours or abort when the
+//! host runs out of memory.
+//!
+//! A page operation is one page a step walks: an access of a `touch`, a
+//! page read or written by `read`/`write`/`stream`, a PTE `munmap`,
+//! `madvise` or `fork` visits, a swap slot `swapoff` scans, a page
+//! `drop_caches` or `fsync` may visit. Every other step counts one. A
+//! `repeat` counts its body's work `times` over; an empty body (or one of
+//! empty repeats only) counts nothing, and the engines skip it.
+
+use crate::model::{Op, Spec, Step};
+use std::collections::HashMap;
+
+/// The default limit on page operations: about ten minutes of simulation
+/// on one core at the simulator's slower paths. `--max-work` raises it.
+pub const DEFAULT_MAX_WORK: u64 = 10_000_000_000;
+
+/// Host bytes the simulator keeps per page of a mapping (its PTE and the
+/// content token the user expects).
+pub const HOST_BYTES_PER_MAPPED_PAGE: u64 = 12;
+/// Per page of a file (page-cache slot, expected and on-disk tokens).
+pub const HOST_BYTES_PER_FILE_PAGE: u64 = 16;
+/// Per swap slot (swap_map, swap cache and memcg owner entries, the
+/// device's stored token).
+pub const HOST_BYTES_PER_SWAP_SLOT: u64 = 12;
+/// Per page frame the workload uses (the folio record and its token).
+pub const HOST_BYTES_PER_FRAME: u64 = 40;
+
+/// One step's share, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// Dotted key path of the step, e.g. `task.main.steps[2]`.
+    pub key: String,
+    /// Line of the step in the spec file.
+    pub line: usize,
+    pub amount: u128,
+}
+
+/// The work a spec asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Work {
+    /// Page operations, over every task instance.
+    pub total: u128,
+    /// The top-level step (of some task) that asks for the most.
+    pub largest: Option<Share>,
+}
+
+/// Counts the page operations `spec` asks for.
+pub fn work(spec: &Spec) -> Work {
+    let ctx = Ctx::new(spec);
+    let mut total: u128 = 0;
+    let mut largest: Option<Share> = None;
+    for t in &spec.tasks {
+        let mut sizes = HashMap::new();
+        for (i, s) in t.steps.iter().enumerate() {
+            let w = ctx.step(s, &mut sizes).saturating_mul(t.instances as u128);
+            total = total.saturating_add(w);
+            if largest.as_ref().is_none_or(|l| w > l.amount) {
+                largest = Some(Share {
+                    key: format!("task.{}.steps[{i}]", t.name),
+                    line: s.line,
+                    amount: w,
+                });
+            }
+        }
+    }
+    Work { total, largest }
+}
+
+/// Whether `steps` do nothing at all: empty, or repeats of nothing. The
+/// engines skip such a `repeat` instead of looping over an empty body.
+pub fn does_nothing(steps: &[Step]) -> bool {
+    steps.iter().all(|s| match &s.op {
+        Op::Repeat { times, steps } => *times == 0 || does_nothing(steps),
+        _ => false,
+    })
+}
+
+/// The host memory the simulator's tables take for `spec`, bytes, with
+/// the part that is largest: per mapped page, file page and swap slot,
+/// and per frame the work can touch (at most the machine's).
+pub fn host_bytes(spec: &Spec) -> (u128, Share) {
+    let mut parts = Vec::new();
+    let mut maps = Share {
+        key: "task".into(),
+        line: 0,
+        amount: 0,
+    };
+    let mut best = 0u128;
+    for t in &spec.tasks {
+        let prefix = format!("task.{}.steps", t.name);
+        walk_mmaps(&t.steps, &prefix, 1, &mut |key, line, pages, n| {
+            let b = (pages as u128) * (HOST_BYTES_PER_MAPPED_PAGE as u128) * n;
+            maps.amount = maps.amount.saturating_add(b * t.instances as u128);
+            if b > best {
+                best = b;
+                maps.key = key;
+                maps.line = line;
+            }
+        });
+    }
+    parts.push(maps);
+    let file_pages: u64 = spec.files.iter().map(|f| f.size / crate::PAGE_SIZE).sum();
+    parts.push(Share {
+        key: "file".into(),
+        line: 0,
+        amount: file_pages as u128 * HOST_BYTES_PER_FILE_PAGE as u128,
+    });
+    let slots: u64 = spec.swap.iter().map(|s| s.size / crate::PAGE_SIZE).sum();
+    parts.push(Share {
+        key: "swap".into(),
+        line: 0,
+        amount: slots as u128 * HOST_BYTES_PER_SWAP_SLOT as u128,
+    });
+    let frames = (spec.machine.memory / crate::PAGE_SIZE) as u128;
+    parts.push(Share {
+        key: "machine.memory".into(),
+        line: 0,
+        amount: frames.min(work(spec).total) * HOST_BYTES_PER_FRAME as u128,
+    });
+    let total = parts
+        .iter()
+        .map(|p| p.amount)
+        .fold(0u128, u128::saturating_add);
+    let largest = parts
+        .into_iter()
+        .max_by_key(|p| p.amount)
+        .expect("four parts");
+    (total, largest)
+}
+
+/// Calls `f(key, line, pages, multiplicity)` for every mmap step, where
+/// the multiplicity counts the forks and spawns the step runs in (each a
+/// process of its own), not repeats (a region remapped under the same
+/// name replaces the old one).
+fn walk_mmaps(steps: &[Step], prefix: &str, n: u128, f: &mut impl FnMut(String, usize, u64, u128)) {
+    for (i, s) in steps.iter().enumerate() {
+        let key = format!("{prefix}[{i}]");
+        match &s.op {
+            Op::Mmap { pages, .. } => f(key, s.line, *pages, n),
+            Op::Repeat { times, steps } => {
+                let forks = if *times == 0 { 0 } else { 1 };
+                walk_mmaps(steps, &format!("{key}.steps"), n * forks, f)
+            }
+            Op::Fork { steps } | Op::Spawn { steps } => {
+                walk_mmaps(steps, &format!("{key}.steps"), n.saturating_mul(2), f)
+            }
+            _ => {}
+        }
+    }
+}
+
+struct Ctx {
+    file_pages: Vec<u64>,
+    all_file_pages: u64,
+    swap_slots: Vec<u64>,
+}
+
+impl Ctx {
+    fn new(spec: &Spec) -> Ctx {
+        let file_pages: Vec<u64> = spec
+            .files
+            .iter()
+            .map(|f| f.size / crate::PAGE_SIZE)
+            .collect();
+        Ctx {
+            all_file_pages: file_pages.iter().sum(),
+            file_pages,
+            swap_slots: spec
+                .swap
+                .iter()
+                .map(|s| s.size / crate::PAGE_SIZE)
+                .collect(),
+        }
+    }
+
+    fn steps(&self, steps: &[Step], sizes: &mut HashMap<String, u64>) -> u128 {
+        steps
+            .iter()
+            .map(|s| self.step(s, sizes))
+            .fold(0u128, u128::saturating_add)
+    }
+
+    /// The page operations of one step, `sizes` holding the pages of the
+    /// regions mapped so far by name.
+    fn step(&self, s: &Step, sizes: &mut HashMap<String, u64>) -> u128 {
+        let region = |sizes: &HashMap<String, u64>, r: &str| sizes.get(r).copied().unwrap_or(0);
+        let w: u128 = match &s.op {
+            Op::Mmap { name, pages, .. } => {
+                sizes.insert(name.clone(), *pages);
+                1
+            }
+            Op::Munmap { region: r } => region(sizes, r) as u128,
+            Op::Touch(t) => {
+                let len = t
+                    .length
+                    .unwrap_or(region(sizes, &t.region).saturating_sub(t.offset));
+                t.count
+                    .map_or((t.passes as u128).saturating_mul(len as u128), |c| {
+                        c as u128
+                    })
+            }
+            Op::Madvise {
+                region: r,
+                offset,
+                length,
+                ..
+            } => length.unwrap_or(region(sizes, r).saturating_sub(*offset)) as u128,
+            Op::Repeat { times, steps } => {
+                if does_nothing(steps) {
+                    0
+                } else {
+                    (*times as u128).saturating_mul(self.steps(steps, sizes))
+                }
+            }
+            Op::Fork { steps } => {
+                // copy_page_range over every region so far, then the child.
+                let mapped: u128 = sizes.values().map(|&p| p as u128).sum();
+                mapped.saturating_add(self.steps(steps, &mut sizes.clone()))
+            }
+            Op::Spawn { steps } => self.steps(steps, &mut HashMap::new()),
+            Op::Swapoff { device } => self.swap_slots.get(*device).copied().unwrap_or(0) as u128,
+            Op::KvStore(kv) => {
+                let value_pages = kv.value_size.div_ceil(crate::PAGE_SIZE).max(1) as u128;
+                (kv.requests as u128 + kv.keys as u128).saturating_mul(value_pages + 1)
+            }
+            Op::FileIo { length, .. } | Op::Stream { length, .. } => *length as u128,
+            Op::Fsync { file } => self.file_pages.get(*file).copied().unwrap_or(0) as u128,
+            Op::DropCaches => self.all_file_pages as u128,
+            Op::Sleep { .. }
+            | Op::Compute { .. }
+            | Op::Phase { .. }
+            | Op::Wait
+            | Op::Swapon { .. } => 0,
+        };
+        w.max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(steps: &str) -> Spec {
+        crate::parse_str(
+            &format!("[machine]\nmemory = \"128M\"\n[task.a]\nsteps = [\n{steps}\n]\n"),
+            "t.toml",
+            &[],
+        )
+        .expect("spec")
+    }
+
+    #[test]
+    fn touches_count_their_accesses() {
+        let s = spec(
+            "{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4M\" },\n\
+             { op = \"touch\", region = \"h\", passes = 3 },\n\
+             { op = \"touch\", region = \"h\", order = \"zipf\", count = 5000 },",
+        );
+        let w = work(&s);
+        assert_eq!(w.total, 1 + 3 * 1024 + 5000);
+        let l = w.largest.expect("a step");
+        assert_eq!(
+            (l.key.as_str(), l.line, l.amount),
+            ("task.a.steps[2]", 7, 5000)
+        );
+    }
+
+    #[test]
+    fn repeats_multiply_and_empty_ones_count_nothing() {
+        let s = spec(
+            "{ op = \"repeat\", times = 100000000, steps = [ { op = \"repeat\", times = 100000000, steps = [] } ] },\n\
+             { op = \"repeat\", times = 1000, steps = [ { op = \"phase\", name = \"p\" } ] },",
+        );
+        let w = work(&s);
+        // The empty nest counts 1 (its own step), the phases 1000.
+        assert_eq!(w.total, 1 + 1000);
+        match &s.tasks[0].steps[0].op {
+            Op::Repeat { steps, .. } => assert!(does_nothing(steps)),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn huge_repeat_counts_are_not_lost_to_overflow() {
+        let s = spec(
+            "{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4K\" },\n\
+             { op = \"repeat\", times = 281474976710656, steps = [ { op = \"repeat\", times = 281474976710656, steps = [ { op = \"touch\", region = \"h\" } ] } ] },",
+        );
+        assert!(work(&s).total > DEFAULT_MAX_WORK as u128);
+    }
+
+    #[test]
+    fn host_memory_grows_with_mappings_not_machine_memory() {
+        let small = spec(
+            "{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4K\" },\n\
+             { op = \"touch\", region = \"h\", count = 1 },",
+        );
+        let (bytes, _) = host_bytes(&small);
+        assert!(bytes < 1 << 10, "{bytes}");
+        let big = spec("{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"64G\" },");
+        let (bytes, part) = host_bytes(&big);
+        assert_eq!(bytes, (64u128 << 18) * 12 + 40);
+        assert_eq!(part.key, "task.a.steps[0]");
+    }
+}
