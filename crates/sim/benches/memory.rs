@@ -1,4 +1,4 @@
-//! Host memory per simulated page frame, against the DESIGN.md target of at
+//! Host memory per simulated page frame, against the docs/design.md target of at
 //! most 48 bytes per frame (so that a 128 GiB machine fits in 8 GiB).
 //!
 //! A counting global allocator records the bytes the simulator holds on the

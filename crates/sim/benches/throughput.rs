@@ -1,4 +1,4 @@
-//! Host throughput of the simulator against the DESIGN.md "Targets":
+//! Host throughput of the simulator against the docs/design.md "Targets":
 //! resident touches per second (sequential over 1 GiB, uniform over 4 GiB)
 //! and faults per second on the fault-heavy paths (zram swap-in plus memcg
 //! reclaim, and global reclaim by kswapd and direct reclaim).

@@ -1,6 +1,6 @@
 //! mmsim's simulated Linux 6.1 memory-management subsystem.
 //!
-//! `run` executes a validated spec and returns the document DESIGN.md
+//! `run` executes a validated spec and returns the document docs/design.md
 //! "Output" describes. Layout follows the kernel: mm/memory.rs holds the
 //! fault paths, mm/vmscan.rs reclaim, and so on.
 

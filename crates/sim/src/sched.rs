@@ -637,7 +637,7 @@ impl<'s> Scheduler<'s> {
                 let pages = k.vmas[vma as usize].pages;
                 let n = length.unwrap_or(pages - offset);
                 k.madvise(vma, *offset as usize, n as usize, *advice)
-                    .map_err(|e| SimError::Spec(format!("line {}: madvise: {e}", step.line)))?;
+                    .map_err(|e| at_line(step.line, SimError::Spec(format!("madvise: {e}"))))?;
             }
             Op::FileIo {
                 write,
@@ -704,10 +704,13 @@ impl<'s> Scheduler<'s> {
                     .remove(&kv.region)
                     .unwrap_or_else(|| mmsim_spec::kv::KvDb::new(kv));
                 if !db.matches(kv) {
-                    return Err(SimError::Spec(format!(
-                        "line {}: kvstore on region \"{}\" with other keys or value_size than the server an earlier kvstore step started there",
-                        step.line, kv.region
-                    )));
+                    return Err(at_line(
+                        step.line,
+                        SimError::Spec(format!(
+                            "found a kvstore on region \"{}\" with other keys or value_size than the server an earlier kvstore step started there; expected the same keys and value_size",
+                            kv.region
+                        )),
+                    ));
                 }
                 t.kv = Some(KvRun {
                     stream: mmsim_spec::kv::KvStream::new(kv, t.instance),
@@ -953,13 +956,12 @@ impl<'s> Scheduler<'s> {
                     Some(req) => kr.cur = Some(req),
                 }
                 if kr.db.pages_used() > k.vmas[kr.vma as usize].pages {
-                    return Err(SimError::Spec(format!(
-                        "line {}: kvstore: the server's heap ({} keys set) outgrew region \"{}\" of {} pages",
-                        kr.line,
+                    return Err(at_line(kr.line, SimError::Spec(format!(
+                        "kvstore: the server's heap ({} keys set) outgrew region \"{}\" of {} pages; expected a larger region or fewer keys",
                         kr.db.live_keys(),
                         kr.region,
                         k.vmas[kr.vma as usize].pages
-                    )));
+                    ))));
                 }
             }
             let a = kr.buf[kr.pos];
@@ -1123,14 +1125,18 @@ fn swap_error(
 ) -> SimError {
     use crate::mm::swapfile::SwapoffError;
     match e {
-        SwapoffError::NotOn if op == "swapon" => SimError::Spec(format!(
-            "line {}: swapon of swap device {device}, which is already on (EBUSY)",
-            step.line
-        )),
-        SwapoffError::NotOn => SimError::Spec(format!(
-            "line {}: swapoff of swap device {device}, which is not on (EINVAL)",
-            step.line
-        )),
+        SwapoffError::NotOn if op == "swapon" => at_line(
+            step.line,
+            SimError::Spec(format!(
+                "found a swapon of swap device {device}, which is already on (EBUSY); expected a swapoff of it before"
+            )),
+        ),
+        SwapoffError::NotOn => at_line(
+            step.line,
+            SimError::Spec(format!(
+                "found a swapoff of swap device {device}, which is not on (EINVAL); expected a swapon of it before"
+            )),
+        ),
         SwapoffError::NoMemory => SimError::Oom,
     }
 }
@@ -1171,10 +1177,21 @@ impl Scheduler<'_> {
 }
 
 fn unknown_region(step: &Step, region: &str) -> SimError {
-    SimError::Spec(format!(
-        "line {}: region \"{region}\" is not mapped at this point",
-        step.line
-    ))
+    at_line(
+        step.line,
+        SimError::Spec(format!(
+            "found region \"{region}\", which is not mapped at this point; expected a region an earlier step mapped"
+        )),
+    )
+}
+
+/// `e`, told as an error at line `line` of the spec (file:line: …).
+fn at_line(line: usize, e: SimError) -> SimError {
+    SimError::At {
+        line,
+        key: String::new(),
+        error: Box::new(e),
+    }
 }
 
 /// Accesses a list of steps will make (for the progress bar only).

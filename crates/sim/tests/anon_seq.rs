@@ -1,5 +1,5 @@
 //! examples/anon_seq.toml against the real Linux 6.1 result recorded in
-//! DESIGN.md "Oracle" (Linux 6.1.0-56-amd64 under QEMU, 512 MiB, 1 CPU,
+//! docs/design.md "Oracle" (Linux 6.1.0-56-amd64 under QEMU, 512 MiB, 1 CPU,
 //! zram 512M, memory.max 100M, THP never; median of 3 boots, whole
 //! workload process).
 

@@ -27,9 +27,11 @@ impl fmt::Display for SpecError {
             write!(f, "{}: ", self.file)?;
         }
         if !self.key.is_empty() {
-            write!(f, "key `{}`: ", self.key)?;
+            write!(f, "key `{}`: ", crate::parse::escape_controls(&self.key))?;
         }
-        write!(f, "{}", self.message)
+        // What the user wrote may reach the message; its control
+        // characters are written as escapes, never sent to the terminal.
+        write!(f, "{}", crate::parse::escape_controls(&self.message))
     }
 }
 

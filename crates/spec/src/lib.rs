@@ -1,4 +1,4 @@
-//! The mmsim workload spec (DESIGN.md "Workload spec"): one TOML file that
+//! The mmsim workload spec (docs/design.md "Workload spec"): one TOML file that
 //! describes the machine, the kernel's knobs and the work. Shared by the
 //! simulator and the native runner so that both read a file one way and
 //! draw the same access streams.

@@ -63,7 +63,7 @@ pub struct Machine {
     pub memory_line: usize,
 }
 
-/// The seed mechanisms (DESIGN.md "Features"), resolved against the preset.
+/// The seed mechanisms (docs/design.md "Features"), resolved against the preset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Features {
     pub wp_reuse_swapcache: bool,

@@ -845,7 +845,7 @@ fn build_sysfs(
         }
     }
     // Debian's 6.1 defaults THP to always; the simulator models the kernel
-    // without anon THP, so the oracle must run with it off (DESIGN.md Oracle).
+    // without anon THP, so the oracle must run with it off (docs/design.md Oracle).
     knobs.push((format!("sysfs:{THP_ENABLED}"), "never".into()));
     // Only when set: left alone it is 6.1's boot default `never`, and the
     // engines record it as such for specs that use shmem.

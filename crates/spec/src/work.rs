@@ -7,7 +7,10 @@
 //! A page operation is one page a step walks: an access of a `touch`, a
 //! page read or written by `read`/`write`/`stream`, a PTE `munmap`,
 //! `madvise` or `fork` visits, a swap slot `swapoff` scans, a page
-//! `drop_caches` or `fsync` may visit. Every other step counts one. A
+//! `drop_caches` or `fsync` may visit, and each 10 µs of a `compute` (the
+//! simulator's shortest scheduling slice: a computing task beside others
+//! may be run in slices this short; a `sleep` is one event, however long).
+//! Every other step counts one. A
 //! `repeat` counts its body's work `times` over; an empty body (or one of
 //! empty repeats only) counts nothing, and the engines skip it.
 
@@ -28,6 +31,9 @@ pub const HOST_BYTES_PER_FILE_PAGE: u64 = 16;
 pub const HOST_BYTES_PER_SWAP_SLOT: u64 = 12;
 /// Per page frame the workload uses (the folio record and its token).
 pub const HOST_BYTES_PER_FRAME: u64 = 40;
+/// Simulated time that counts as one page operation in `compute`: the
+/// simulator's shortest scheduling slice (cost::QUANTUM_NS).
+pub const NS_PER_OP: u64 = 10_000;
 
 /// One step's share, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,14 +233,14 @@ impl Ctx {
                 let value_pages = kv.value_size.div_ceil(crate::PAGE_SIZE).max(1) as u128;
                 (kv.requests as u128 + kv.keys as u128).saturating_mul(value_pages + 1)
             }
-            Op::FileIo { length, .. } | Op::Stream { length, .. } => *length as u128,
+            Op::FileIo { length, .. } => *length as u128,
+            Op::Stream { length, work, .. } => {
+                (*length as u128).saturating_mul(1 + (*work / NS_PER_OP) as u128)
+            }
+            Op::Compute { ns } => (*ns / NS_PER_OP) as u128,
             Op::Fsync { file } => self.file_pages.get(*file).copied().unwrap_or(0) as u128,
             Op::DropCaches => self.all_file_pages as u128,
-            Op::Sleep { .. }
-            | Op::Compute { .. }
-            | Op::Phase { .. }
-            | Op::Wait
-            | Op::Swapon { .. } => 0,
+            Op::Sleep { .. } | Op::Phase { .. } | Op::Wait | Op::Swapon { .. } => 0,
         };
         w.max(1)
     }
@@ -282,6 +288,13 @@ mod tests {
             Op::Repeat { steps, .. } => assert!(does_nothing(steps)),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn long_computations_count_their_slices() {
+        let s = spec("{ op = \"compute\", duration = \"4294967295ms\" },");
+        assert_eq!(work(&s).total, 4_294_967_295_000_000 / NS_PER_OP as u128);
+        assert!(work(&s).total > DEFAULT_MAX_WORK as u128);
     }
 
     #[test]

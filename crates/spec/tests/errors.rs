@@ -1,5 +1,5 @@
 //! Malformed specs get clear errors: every one names the file, the 1-based
-//! line, the dotted key, what was found and what was expected (DESIGN.md
+//! line, the dotted key, what was found and what was expected (docs/design.md
 //! "Workload spec"). Valid specs parse to the right values and defaults, and
 //! `--set KEY=VALUE` overrides take effect.
 //!

@@ -323,7 +323,7 @@ mod tests {
 
     #[test]
     fn folio_record_is_compact() {
-        // The host-memory target (48 bytes per frame, DESIGN.md) rests on
+        // The host-memory target (40 bytes per touched frame, docs/design.md) rests on
         // this: 36 bytes of record plus the 4-byte content token.
         assert_eq!(std::mem::size_of::<Folio>(), 36);
     }

@@ -1,0 +1,138 @@
+//! Property test over `mmsim_sim::specgen`, the generator the fuzz target
+//! `spec_gen` and the soak command use: any spec it makes ends with a
+//! result whose invariants held all along and whose pages all read back
+//! what was written, or with a clear error of the spec's (exit 2). The
+//! generator draws, with small probabilities, what fuzzing found bugs in
+//! (a test below makes sure it still does): shared file mappings written
+//! on a small machine while the flusher runs, fork inside a memcg of a few
+//! MiB, swapoff on one CPU while another swaps, 2 to 4 CPUs.
+
+mod common;
+use mmsim_sim::specgen::generate;
+use mmsim_sim::{run, RunOptions, SimError};
+use proptest::prelude::*;
+
+/// Page operations one case may ask for (keeps each case to milliseconds).
+const MAX_WORK: u64 = 3_000_000;
+
+fn run_case(text: &str) -> Result<(), String> {
+    let Ok(spec) = mmsim_spec::parse_str(text, "gen.toml", &[]) else {
+        return Ok(()); // a parse error is the parser's to judge (errors.rs)
+    };
+    let opts = RunOptions {
+        check: true,
+        max_work: Some(MAX_WORK),
+        ..Default::default()
+    };
+    match run(&spec, opts) {
+        Ok(r) if r.integrity.violations > 0 => {
+            Err(format!("{} content violations", r.integrity.violations))
+        }
+        Ok(r) if r.integrity.invariant_checks.unwrap_or(0) == 0 => {
+            Err("the checker never ran".into())
+        }
+        Ok(_) => Ok(()),
+        Err(SimError::Invariant(m)) => Err(format!("invariant violated: {m}")),
+        Err(e) if e.exit_code() != 2 => Err(format!("not a spec error: {e}")),
+        Err(_) => Ok(()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn generated_specs_keep_every_invariant(bytes in prop::collection::vec(any::<u8>(), 8..1024)) {
+        let text = generate(&bytes);
+        if let Err(e) = run_case(&text) {
+            panic!("{e}\n{text}");
+        }
+    }
+}
+
+/// Specs from fixed byte strings: deterministic, so the draws below are
+/// the same on every run.
+fn corpus(n: u32) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let mut x = 0x9e37_79b9_u32.wrapping_mul(i + 1);
+            let bytes: Vec<u8> = (0..768)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            generate(&bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn the_generator_still_draws_what_fuzzing_found() {
+    let specs = corpus(2000);
+    let count = |f: &dyn Fn(&mmsim_spec::Spec) -> bool| {
+        specs
+            .iter()
+            .filter_map(|t| mmsim_spec::parse_str(t, "gen.toml", &[]).ok())
+            .filter(|s| f(s))
+            .count()
+    };
+    use mmsim_spec::{MapKind, Op};
+    fn any_step(s: &mmsim_spec::Spec, f: &dyn Fn(&Op) -> bool) -> bool {
+        fn walk(steps: &[mmsim_spec::Step], f: &dyn Fn(&Op) -> bool) -> bool {
+            steps.iter().any(|s| {
+                f(&s.op)
+                    || match &s.op {
+                        Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } => {
+                            walk(steps, f)
+                        }
+                        _ => false,
+                    }
+            })
+        }
+        s.tasks.iter().any(|t| walk(&t.steps, f))
+    }
+    let shared_file_written_small = count(&|s| {
+        s.machine.memory <= 128 << 20
+            && any_step(s, &|o| {
+                matches!(
+                    o,
+                    Op::Mmap {
+                        kind: MapKind::File,
+                        ..
+                    }
+                )
+            })
+            && any_step(s, &|o| matches!(o, Op::Touch(t) if t.write > 0.0))
+    });
+    let fork_in_small_memcg = count(&|s| {
+        s.cgroups
+            .iter()
+            .any(|c| c.memory_max.pages().is_some_and(|p| p <= 2048))
+            && s.tasks.iter().any(|t| t.cgroup.is_some())
+            && any_step(s, &|o| matches!(o, Op::Fork { .. }))
+    });
+    let swapoff_beside_others = count(&|s| {
+        s.machine.cpus >= 2
+            && s.tasks.len() >= 2
+            && any_step(s, &|o| matches!(o, Op::Swapoff { .. }))
+    });
+    let many_cpus = count(&|s| s.machine.cpus >= 2);
+    for (what, n) in [
+        (
+            "shared file mappings written on a machine of 128 MiB or less",
+            shared_file_written_small,
+        ),
+        ("fork inside a memcg of at most 8 MiB", fork_in_small_memcg),
+        (
+            "swapoff beside another task on 2+ CPUs",
+            swapoff_beside_others,
+        ),
+        ("2 to 4 CPUs", many_cpus),
+    ] {
+        // Small probabilities, but not zero: a few in every 2000.
+        assert!(n >= 5, "{what}: {n} of 2000 generated specs");
+    }
+}
