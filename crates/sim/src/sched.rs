@@ -1138,6 +1138,12 @@ fn swap_error(
             )),
         ),
         SwapoffError::NoMemory => SimError::Oom,
+        SwapoffError::NoProgress(passes) => at_line(
+            step.line,
+            SimError::Unmodelled(format!(
+                "swapoff of swap device {device} freed no slot in {passes} passes over every mm: the memory cgroup's reclaim sends each page swapoff brings in back to the slot it came from (a page another process still maps keeps its swap entry), so the kernel would go round until swapoff is killed; expected more memory for the cgroup (memory_max) while swapoff runs"
+            )),
+        ),
     }
 }
 

@@ -525,7 +525,16 @@ pub enum SwapoffError {
     /// A page could not be allocated or charged (ENOMEM; the kernel's OOM
     /// killer would run, which mmsim does not model).
     NoMemory,
+    /// `try_to_unuse` made this many passes without freeing a slot: the
+    /// memcg's reclaim sends every page a pass brings in back to the slot
+    /// it came from (a swap-cache page another mm still references keeps
+    /// its entry), and the kernel would go round until swapoff is killed.
+    NoProgress(u32),
 }
+
+/// Passes of `try_to_unuse` without a slot freed before swapoff gives up
+/// (mmsim's own bound: the kernel loops until a signal).
+const UNUSE_PASSES_WITHOUT_PROGRESS: u32 = 16;
 
 impl Kernel {
     /// The priority swapon gives a device: the spec's, or the next lower
@@ -616,7 +625,16 @@ impl Kernel {
     /// the swap map for folios only the swap cache still holds; again
     /// until nothing is in use.
     fn try_to_unuse(&mut self, ty: usize) -> Result<(), SwapoffError> {
+        let (mut best, mut stalled) = (u32::MAX, 0);
         while self.swap[ty].inuse_pages > 0 {
+            if self.swap[ty].inuse_pages < best {
+                (best, stalled) = (self.swap[ty].inuse_pages, 0);
+            } else {
+                stalled += 1;
+                if stalled == UNUSE_PASSES_WITHOUT_PROGRESS {
+                    return Err(SwapoffError::NoProgress(stalled));
+                }
+            }
             if !self.shmem_unuse(ty) {
                 return Err(SwapoffError::NoMemory);
             }
