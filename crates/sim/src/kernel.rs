@@ -37,6 +37,9 @@ pub struct KTask {
     /// The fault slept inside (a shmem swap-in waiting for its read): its
     /// continuation does not count as another fault.
     pub fault_waited: bool,
+    /// Attempts of the fault being retried so far (see
+    /// `memory::MAX_FAULT_ATTEMPTS`).
+    pub fault_attempts: u32,
 }
 
 /// Content-integrity results.

@@ -200,6 +200,7 @@ impl<'s> Scheduler<'s> {
                     fault_start: None,
                     fault_read: false,
                     fault_waited: false,
+                    fault_attempts: 0,
                 });
                 let name = if t.instances == 1 {
                     t.name.clone()
@@ -296,7 +297,7 @@ impl<'s> Scheduler<'s> {
                 let slice_end = self.slice_end(entity, cpu, start);
                 let end = self
                     .run_task_slice(entity, k, slice_end)
-                    .map_err(|e| self.locate_oom(entity, k, e))?;
+                    .map_err(|e| self.locate(entity, k, e))?;
                 self.vruntime[entity] += end.saturating_sub(start);
                 if self.tasks[entity].state == TaskState::Done {
                     if remaining == 1 {
@@ -1005,6 +1006,7 @@ impl<'s> Scheduler<'s> {
             fault_start: None,
             fault_read: false,
             fault_waited: false,
+            fault_attempts: 0,
         });
         let p = &self.tasks[i];
         let regions = if spawn {
@@ -1151,16 +1153,21 @@ impl Scheduler<'_> {
     /// An out-of-memory end of task `i`, told as what it is: the kernel
     /// would run its OOM killer (the memcg's, or the global one), which
     /// mmsim does not model, so the run cannot go on as the kernel's would.
-    fn locate_oom(&self, i: usize, k: &Kernel, e: SimError) -> SimError {
-        if e != SimError::Oom {
-            return e;
-        }
+    /// Any other error of the spec's not yet tied to a line gets the line
+    /// of the step the task was running.
+    fn locate(&self, i: usize, k: &Kernel, e: SimError) -> SimError {
         let t = &self.tasks[i];
         let line = t
             .frames
             .last()
             .and_then(|f| f.steps.get(f.next.saturating_sub(1)))
             .map_or(0, |s| s.line);
+        if e != SimError::Oom {
+            return match e {
+                SimError::Unmodelled(_) | SimError::Spec(_) if line > 0 => at_line(line, e),
+                e => e,
+            };
+        }
         let usable = k.zones.iter().map(|z| z.managed).sum::<u64>() >> 8;
         let swap = k.total_swap_pages >> 8;
         let message = if t.cgroup.is_empty() {

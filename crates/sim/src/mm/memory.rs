@@ -19,6 +19,9 @@ pub enum FaultError {
     Oom,
     /// A path this version of the simulator does not model yet.
     Unmodelled(&'static str),
+    /// One access's fault was retried MAX_FAULT_ATTEMPTS times: every page
+    /// it read was reclaimed before the task could map it.
+    Thrashing,
     /// VM_FAULT_RETRY: the fault waited for a locked folio (I/O in flight)
     /// until the given time; the access is retried then.
     Retry(u64),
@@ -32,12 +35,21 @@ impl From<FaultError> for SimError {
         match e {
             FaultError::Oom => SimError::Oom,
             FaultError::Unmodelled(what) => SimError::Unmodelled(what.to_string()),
+            FaultError::Thrashing => SimError::Unmodelled(format!(
+                "an access's fault was retried {MAX_FAULT_ATTEMPTS} times, each time finding the page its last attempt read reclaimed again before the task could map it (other tasks' faults in the same memory cgroup or machine took it back): the working set thrashes, and the kernel would go round the same way with no progress; expected more memory for the workload (machine.memory, a cgroup's memory_max) or swap"
+            )),
             FaultError::Retry(_) | FaultError::Wait(_) => unreachable!("a wait is not an error"),
         }
     }
 }
 
 type Fault = Result<(), FaultError>;
+
+/// Attempts one access's fault may take (each waiting for a read or a
+/// write in flight) before the run stops as thrashing. mmsim's own bound:
+/// the kernel retries without one. An access needs a handful at most
+/// unless the pages it waits for are reclaimed as fast as they come in.
+pub const MAX_FAULT_ATTEMPTS: u32 = 10_000;
 
 impl Kernel {
     /// A user access to page `idx` of `vma`: the MMU's view first (young
@@ -130,11 +142,16 @@ impl Kernel {
         let major = was_major || self.vm.get(Vm::Pgmajfault) > majors;
         let read = self.vm.get(Vm::Pswpin) > reads;
         if let Err(FaultError::Retry(_) | FaultError::Wait(_)) = r {
+            self.tasks[task].fault_attempts += 1;
+            if self.tasks[task].fault_attempts >= MAX_FAULT_ATTEMPTS {
+                return Err(FaultError::Thrashing);
+            }
             self.tasks[task].fault_start = Some((t0, major));
             self.tasks[task].fault_read |= read;
             return r;
         }
         self.tasks[task].fault_start = None;
+        self.tasks[task].fault_attempts = 0;
         let read = std::mem::take(&mut self.tasks[task].fault_read) || read;
         let ns = self.now() - t0;
         if major {
