@@ -132,6 +132,11 @@ struct GuestArgs {
     /// Give up on a guest after this many seconds.
     #[arg(long, default_value_t = 3600)]
     timeout: u64,
+    /// Run on this machine's own kernel at hardware speed instead of under
+    /// QEMU (root; sets up and undoes zram swap, memory cgroups and knobs;
+    /// docs/oracle.md "Native runs").
+    #[arg(long)]
+    native: bool,
 }
 
 impl GuestArgs {
@@ -141,6 +146,7 @@ impl GuestArgs {
             modules: self.modules.clone(),
             runner: self.runner.clone(),
             timeout_s: self.timeout,
+            native: self.native,
         }
     }
 }
@@ -158,13 +164,24 @@ enum OracleCmd {
         guest: GuestArgs,
     },
     /// Run specs on the real kernel and record the results under
-    /// results/<spec name>/ beside each spec.
+    /// results/<spec name>/ beside each spec (results-native/ with
+    /// --native).
     Record {
         specs: Vec<PathBuf>,
         #[arg(long, default_value_t = 3)]
         runs: usize,
         #[command(flatten)]
         guest: GuestArgs,
+    },
+    /// Undo what a native run that was killed left on this machine (its
+    /// swap, cgroups, knobs and mounts), from its journal.
+    Cleanup {
+        /// Required: the cleanup is of native runs.
+        #[arg(long, required = true)]
+        native: bool,
+        /// A static mmsim-runner (default: $MMSIM_RUNNER, else built).
+        #[arg(long)]
+        runner: Option<PathBuf>,
     },
 }
 
@@ -191,6 +208,9 @@ fn main() -> ExitCode {
         Cmd::Oracle {
             cmd: OracleCmd::Record { specs, runs, guest },
         } => oracle_cmd::oracle_record(&specs, runs, &guest.oracle_args()),
+        Cmd::Oracle {
+            cmd: OracleCmd::Cleanup { runner, .. },
+        } => oracle_cmd::native_cleanup(runner),
         Cmd::Compare {
             spec,
             runs,
@@ -426,7 +446,13 @@ pub(crate) fn summary(r: &RunResult) -> String {
         r.machine.mem_free_at_start_bytes >> 20,
         r.machine.min_free_kbytes
     );
-    s += &format!("simulated time: {}\n\n", ms(r.elapsed_ns));
+    // A real kernel's document carries wall time (emulated under QEMU).
+    let time = match r.engine.name.as_str() {
+        "mmsim" => "simulated time",
+        "linux-native" => "wall time (native)",
+        _ => "wall time (under QEMU's emulated CPU)",
+    };
+    s += &format!("{time}: {}\n\n", ms(r.elapsed_ns));
     for t in &r.tasks {
         s += &format!(
             "task {}{}: {}\n",

@@ -11,6 +11,8 @@ pub struct OracleArgs {
     pub modules: Option<PathBuf>,
     pub runner: Option<PathBuf>,
     pub timeout_s: u64,
+    /// On this machine's kernel, not under QEMU.
+    pub native: bool,
 }
 
 fn load(path: &Path, sets: &[String]) -> Result<(mmsim_spec::Spec, String), ExitCode> {
@@ -33,6 +35,88 @@ fn oracle(a: &OracleArgs) -> Result<Oracle, ExitCode> {
         })?;
     o.timeout = std::time::Duration::from_secs(a.timeout_s);
     Ok(o)
+}
+
+/// The real kernel's results for the spec at `path`: `runs` native runs
+/// or QEMU boots.
+fn real_results(
+    a: &OracleArgs,
+    path: &Path,
+    spec: &mmsim_spec::Spec,
+    text: &str,
+    sets: &[String],
+    runs: usize,
+) -> Result<Vec<RunResult>, ExitCode> {
+    if a.native {
+        let runner = runner_path(a.runner.clone())?;
+        return native_runs(&runner, path, spec, sets, runs);
+    }
+    let o = oracle(a)?;
+    real_runs(&o, spec, text, sets, runs)
+}
+
+fn runner_path(runner: Option<PathBuf>) -> Result<PathBuf, ExitCode> {
+    mmsim_oracle::runner_path(runner).map_err(|e| {
+        eprintln!("mmsim: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Runs the spec `runs` times on this machine's kernel.
+fn native_runs(
+    runner: &Path,
+    path: &Path,
+    spec: &mmsim_spec::Spec,
+    sets: &[String],
+    runs: usize,
+) -> Result<Vec<RunResult>, ExitCode> {
+    let mut out = Vec::new();
+    for i in 0..runs {
+        eprintln!("mmsim: native run {}/{runs}…", i + 1);
+        match mmsim_oracle::native::run_once(runner, path, sets) {
+            Ok(mmsim_oracle::native::Outcome::Done(mut r)) => {
+                r.spec = spec.file.clone();
+                out.push(*r);
+            }
+            Ok(mmsim_oracle::native::Outcome::Refused(m)) => {
+                eprintln!("{m}");
+                return Err(ExitCode::from(2));
+            }
+            Err(e) => {
+                eprintln!("mmsim: {e}");
+                return Err(ExitCode::from(1));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `mmsim oracle cleanup --native`.
+pub fn native_cleanup(runner: Option<PathBuf>) -> ExitCode {
+    let runner = match runner_path(runner) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    match mmsim_oracle::native::cleanup(&runner) {
+        Ok(true) => {
+            eprintln!(
+                "mmsim: tore down what {} listed",
+                mmsim_oracle::native::JOURNAL
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            eprintln!(
+                "mmsim: nothing to clean up (no {})",
+                mmsim_oracle::native::JOURNAL
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// Boots the real kernel `runs` times on the spec.
@@ -70,8 +154,7 @@ fn real_runs(
 pub fn oracle_run(path: &Path, sets: &[String], json: bool, a: &OracleArgs) -> ExitCode {
     let result = (|| {
         let (spec, text) = load(path, sets)?;
-        let o = oracle(a)?;
-        let mut r = real_runs(&o, &spec, &text, sets, 1)?;
+        let mut r = real_results(a, path, &spec, &text, sets, 1)?;
         Ok::<_, ExitCode>(r.remove(0))
     })();
     match result {
@@ -85,6 +168,19 @@ pub fn oracle_run(path: &Path, sets: &[String], json: bool, a: &OracleArgs) -> E
         }
         Err(c) => c,
     }
+}
+
+/// The directory holding a spec's recorded native results.
+pub fn native_results_dir(spec: &Path) -> PathBuf {
+    let stem = spec
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .to_string();
+    spec.parent()
+        .unwrap_or(Path::new("."))
+        .join("results-native")
+        .join(stem)
 }
 
 /// The directory holding a fidelity spec's recorded real results.
@@ -126,20 +222,20 @@ pub fn recorded(spec: &Path) -> Vec<RunResult> {
 }
 
 pub fn oracle_record(specs: &[PathBuf], runs: usize, a: &OracleArgs) -> ExitCode {
-    let o = match oracle(a) {
-        Ok(o) => o,
-        Err(c) => return c,
-    };
     for path in specs {
         let (spec, text) = match load(path, &[]) {
             Ok(x) => x,
             Err(c) => return c,
         };
-        let results = match real_runs(&o, &spec, &text, &[], runs) {
+        let results = match real_results(a, path, &spec, &text, &[], runs) {
             Ok(r) => r,
             Err(c) => return c,
         };
-        let dir = results_dir(path);
+        let dir = if a.native {
+            native_results_dir(path)
+        } else {
+            results_dir(path)
+        };
         // A new recording replaces the old one whole, never mixes with it.
         let _ = std::fs::remove_dir_all(&dir);
         if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -197,11 +293,7 @@ pub fn compare_cmd(
         }
         r
     } else {
-        let o = match oracle(a) {
-            Ok(o) => o,
-            Err(c) => return c,
-        };
-        match real_runs(&o, &spec, &text, sets, runs) {
+        match real_results(a, path, &spec, &text, sets, runs) {
             Ok(r) => r,
             Err(c) => return c,
         }

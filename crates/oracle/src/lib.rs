@@ -10,6 +10,7 @@
 
 pub mod compare;
 mod cpio;
+pub mod native;
 
 use mmsim_spec::output::RunResult;
 use mmsim_spec::{Fs, Spec, SwapKind};
@@ -683,6 +684,19 @@ fn parse_result(out: &str, console: &str) -> Result<RunResult, OracleError> {
 }
 
 /// Builds the static runner from this source tree with cargo.
+/// The static runner: `explicit`, else $MMSIM_RUNNER, else built with
+/// cargo.
+pub fn runner_path(explicit: Option<PathBuf>) -> Result<PathBuf, OracleError> {
+    match explicit.or_else(|| std::env::var_os("MMSIM_RUNNER").map(PathBuf::from)) {
+        Some(p) if p.is_file() => Ok(p),
+        Some(p) => Err(OracleError::Missing(format!(
+            "the runner {} does not exist",
+            p.display()
+        ))),
+        None => build_runner(),
+    }
+}
+
 fn build_runner() -> Result<PathBuf, OracleError> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let target = "x86_64-unknown-linux-gnu";

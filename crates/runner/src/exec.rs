@@ -643,6 +643,10 @@ impl Child<'_> {
             return Err(format!("line {line}: fork: {e}"));
         }
         if pid == 0 {
+            // Dies with its parent: a killed runner leaves no task behind
+            // holding swap or a cgroup the teardown must remove.
+            // SAFETY: prctl(PR_SET_PDEATHSIG) has no memory-safety preconditions.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
             // The child: its own pipe to report on; the parent's pipe ends
             // and its children's pipes are not its business.
             // SAFETY: fds inherited from the parent, unused here.
@@ -998,6 +1002,10 @@ pub fn run_tasks(
                 return Err(e);
             }
             if pid == 0 {
+                // Dies with its parent: a killed runner leaves no task behind
+                // holding swap or a cgroup the teardown must remove.
+                // SAFETY: prctl(PR_SET_PDEATHSIG) has no memory-safety preconditions.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
                 // SAFETY: the read end is the runner's.
                 unsafe { libc::close(fds[0]) };
                 let mut c = Child {

@@ -5,8 +5,15 @@
 //!
 //!   RUSTFLAGS="-C target-feature=+crt-static" cargo build --release \
 //!     -p mmsim-runner --target x86_64-unknown-linux-gnu
+//!
+//! With `--native` it runs on the machine's own kernel (crate::native):
+//! it refuses what it cannot set up faithfully and undo, and with
+//! `--journal FILE` records every change as it makes it, so that
+//! `--teardown FILE` undoes a runner that was killed.
 
+mod cgroup;
 mod exec;
+mod native;
 mod procfs;
 mod setup;
 mod shared;
@@ -17,18 +24,35 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE]";
+const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE]]\n       mmsim-runner --teardown JOURNAL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut spec_path = None;
     let mut sets = Vec::new();
     let mut output = None;
+    let mut native = false;
+    let mut journal = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--set" => sets.push(it.next().unwrap_or_default()),
             "--output" | "-o" => output = it.next(),
+            "--native" => native = true,
+            "--journal" => journal = it.next(),
+            "--teardown" => {
+                let Some(j) = it.next() else {
+                    eprintln!("{USAGE}");
+                    return ExitCode::from(2);
+                };
+                return match native::teardown(&j) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("mmsim-runner: teardown: {e}");
+                        ExitCode::from(1)
+                    }
+                };
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -73,7 +97,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    match run(&spec) {
+    if native {
+        if let Err(e) = native::preflight(&spec) {
+            eprintln!("mmsim-runner: {path}: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    match run(&spec, native, journal.as_deref()) {
         Ok(result) => {
             let doc = serde_json::to_string_pretty(&result).expect("serialises") + "\n";
             if let Some(out) = output {
@@ -105,8 +135,16 @@ fn kernel_release() -> String {
         .unwrap_or_default()
 }
 
-fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
-    let mut setup = setup::Setup::apply(spec)?;
+fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<RunResult, String> {
+    let mut setup = setup::Setup::apply(spec, journal)?;
+    if native {
+        // Every run starts from the same page cache: none of the host's
+        // (the guest's is fresh at boot).
+        // SAFETY: sync has no preconditions.
+        unsafe { libc::sync() };
+        std::fs::write("/proc/sys/vm/drop_caches", "3")
+            .map_err(|e| format!("cannot drop the caches: {e}"))?;
+    }
     let machine = MachineInfo {
         memory_bytes: spec.machine.memory,
         // SAFETY: sysconf has no preconditions.
@@ -131,10 +169,20 @@ fn run(spec: &mmsim_spec::Spec) -> Result<RunResult, String> {
     for (name, on) in spec.features.list() {
         knobs.insert(format!("feature:{name}"), on.to_string());
     }
+    if native {
+        knobs.insert("native:cpu".into(), native::cpu_model());
+        knobs.insert(
+            "native:cgroup".into(),
+            match cgroup::mode() {
+                cgroup::Mode::V2(root) => format!("v2 {root}"),
+                cgroup::Mode::V1(root) => format!("v1 {root}"),
+            },
+        );
+    }
     Ok(RunResult {
         format: 1,
         engine: Engine {
-            name: "linux".into(),
+            name: if native { "linux-native" } else { "linux" }.into(),
             version: kernel_release(),
         },
         spec: spec.file.clone(),

@@ -79,6 +79,9 @@ pub fn zoneinfo() -> Vec<ZoneInfo> {
 }
 
 pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
+    if let crate::cgroup::Mode::V1(_) = crate::cgroup::mode() {
+        return cgroup_snapshot_v1(dir);
+    }
     let stat = parse_pairs(&fs::read_to_string(format!("{dir}/memory.stat")).unwrap_or_default());
     let events =
         parse_pairs(&fs::read_to_string(format!("{dir}/memory.events")).unwrap_or_default());
@@ -91,6 +94,31 @@ pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
             .into_iter()
             .map(|(k, v)| (k, v.max(0) as u64))
             .collect(),
+    }
+}
+
+/// A v1 memory group's state, under v2's names (crate::cgroup).
+fn cgroup_snapshot_v1(dir: &str) -> CgroupResult {
+    let stat = parse_pairs(&fs::read_to_string(format!("{dir}/memory.stat")).unwrap_or_default());
+    let usage = read_u64(&format!("{dir}/memory.usage_in_bytes"));
+    let memsw = read_u64(&format!("{dir}/memory.memsw.usage_in_bytes"));
+    let oom =
+        parse_pairs(&fs::read_to_string(format!("{dir}/memory.oom_control")).unwrap_or_default());
+    let mut events = BTreeMap::new();
+    events.insert(
+        "max".to_string(),
+        read_u64(&format!("{dir}/memory.failcnt")),
+    );
+    events.insert(
+        "oom_kill".to_string(),
+        oom.get("oom_kill").copied().unwrap_or(0).max(0) as u64,
+    );
+    CgroupResult {
+        memory_current: usage,
+        memory_peak: read_u64(&format!("{dir}/memory.max_usage_in_bytes")),
+        memory_swap_current: memsw.saturating_sub(usage),
+        memory_stat: crate::cgroup::v1_stat_as_v2(&stat),
+        memory_events: events,
     }
 }
 

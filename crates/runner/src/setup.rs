@@ -16,7 +16,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// <linux/swap.h>: swapon(2) flags.
 const SWAP_FLAG_PREFER: libc::c_int = 0x8000;
 const SWAP_FLAG_PRIO_MASK: libc::c_int = 0x7fff;
@@ -94,19 +93,17 @@ pub struct SharedFile {
     pub disk: Option<usize>,
 }
 
-pub struct Setup {
+/// What a setup changed on the machine, in order: all a teardown needs.
+/// With `--journal FILE` it is written to FILE after every change, so a
+/// runner that is killed can be undone by another (`--teardown FILE`).
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+pub struct Journal {
     /// Knob files and the values they had before.
     restore: Vec<(String, String)>,
     /// Swap devices swapped on, in order: the node and whether it is a
     /// zram device (reset after swapoff).
     swaps: Vec<(String, bool)>,
-    /// Every `[[swap]]` device, by spec index.
-    pub devices: Vec<SwapNode>,
     cgroups: Vec<String>,
-    /// Every knob in force, read back after setting: `section:key` → value.
-    pub knobs: Vec<(String, String)>,
-    /// Every `[[file]]`, by spec index, created on the tmpfs.
-    pub files: Vec<SharedFile>,
     /// The tmpfs mounts, one per distinct `huge=` of the tmpfs files: the
     /// mount point and whether the runner made that directory (removed
     /// again after).
@@ -114,6 +111,90 @@ pub struct Setup {
     /// The disks' file systems as mounted, in spec order: the mount point
     /// and whether the runner made that directory.
     mounts: Vec<(String, bool)>,
+}
+
+impl Journal {
+    /// Reads a journal a runner left.
+    pub fn load(path: &str) -> Result<Journal, String> {
+        let text = fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        serde_json::from_str(&text).map_err(|e| format!("{path}: not a runner's journal: {e}"))
+    }
+
+    fn save(&self, path: &str) {
+        let tmp = format!("{path}.tmp");
+        let text = serde_json::to_string(self).expect("a journal serialises");
+        if fs::write(&tmp, text)
+            .and_then(|_| fs::rename(&tmp, path))
+            .is_err()
+        {
+            eprintln!("mmsim-runner: cannot write the journal {path}");
+        }
+    }
+
+    /// Takes everything back out, last change first: every process still
+    /// in the spec's cgroups killed first (a killed runner's tasks), the
+    /// mounts, the cgroups, the swap devices (zram reset), the knobs.
+    pub fn teardown(&mut self) {
+        for dir in &self.cgroups {
+            kill_cgroup(dir);
+        }
+        for (dir, made_dir) in self.tmpfs.drain(..).rev() {
+            umount(&dir, made_dir);
+        }
+        for (dir, made_dir) in self.mounts.drain(..).rev() {
+            umount(&dir, made_dir);
+        }
+        for dir in self.cgroups.drain(..).rev() {
+            let _ = fs::remove_dir(&dir);
+        }
+        for (dev, zram) in self.swaps.drain(..).rev() {
+            let c = CString::new(dev.clone()).expect("path");
+            // SAFETY: a valid NUL-terminated path. A `swapoff` step may have
+            // turned it off already (EINVAL): that is fine.
+            unsafe { libc::swapoff(c.as_ptr()) };
+            if zram {
+                let name = dev.trim_start_matches("/dev/");
+                let _ = fs::write(format!("/sys/block/{name}/reset"), "1");
+            }
+        }
+        for (path, old) in self.restore.drain(..).rev() {
+            let _ = fs::write(&path, old);
+        }
+    }
+}
+
+/// SIGKILLs every process in cgroup `dir` and waits (up to 10 s) until it
+/// is empty, so the group can be removed and its swap released.
+fn kill_cgroup(dir: &str) {
+    let procs = format!("{dir}/cgroup.procs");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids: Vec<libc::pid_t> = fs::read_to_string(&procs)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if pids.is_empty() || Instant::now() > deadline {
+            return;
+        }
+        for pid in pids {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub struct Setup {
+    /// What to undo, and where it is journaled.
+    j: Journal,
+    journal: Option<String>,
+    /// Every `[[swap]]` device, by spec index.
+    pub devices: Vec<SwapNode>,
+    /// Every knob in force, read back after setting: `section:key` → value.
+    pub knobs: Vec<(String, String)>,
+    /// Every `[[file]]`, by spec index, created on the tmpfs.
+    pub files: Vec<SharedFile>,
 }
 
 fn write(path: &str, value: &str) -> Result<(), String> {
@@ -138,21 +219,21 @@ fn current_value(text: &str) -> String {
 }
 
 pub fn cgroup_dir(name: &str) -> String {
-    format!("{CGROUP_ROOT}/mmsim-{name}")
+    crate::cgroup::dir(name)
 }
 
 impl Setup {
-    pub fn apply(spec: &Spec) -> Result<Setup, String> {
+    /// Applies the spec; with `journal`, records every change there as it
+    /// is made (removed again by a complete teardown).
+    pub fn apply(spec: &Spec, journal: Option<&str>) -> Result<Setup, String> {
         let mut s = Setup {
-            restore: Vec::new(),
-            swaps: Vec::new(),
+            j: Journal::default(),
+            journal: journal.map(str::to_string),
             devices: Vec::new(),
-            cgroups: Vec::new(),
             knobs: Vec::new(),
             files: Vec::new(),
-            tmpfs: Vec::new(),
-            mounts: Vec::new(),
         };
+        s.save();
         if let Err(e) = s.apply_all(spec) {
             s.teardown();
             return Err(e);
@@ -173,7 +254,8 @@ impl Setup {
             }
             let old = fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
             write(&path, value)?;
-            self.restore.push((path.clone(), current_value(&old)));
+            self.j.restore.push((path.clone(), current_value(&old)));
+            self.save();
             let now = current_value(&fs::read_to_string(&path).unwrap_or_default());
             self.knobs.push((knob.clone(), now));
         }
@@ -200,20 +282,28 @@ impl Setup {
             ));
         }
         if !spec.cgroups.is_empty() {
-            write(&format!("{CGROUP_ROOT}/cgroup.subtree_control"), "+memory")?;
+            crate::cgroup::enable(write)?;
         }
         for cg in &spec.cgroups {
             let dir = cgroup_dir(&cg.name);
             if !std::path::Path::new(&dir).exists() {
                 fs::create_dir(&dir).map_err(|e| format!("cannot create cgroup {dir}: {e}"))?;
             }
-            self.cgroups.push(dir.clone());
+            self.j.cgroups.push(dir.clone());
+            self.save();
             let limit = |l: Limit| match l {
                 Limit::Max => "max".to_string(),
                 Limit::Bytes(b) => b.to_string(),
             };
-            write(&format!("{dir}/memory.max"), &limit(cg.memory_max))?;
-            write(&format!("{dir}/memory.high"), &limit(cg.memory_high))?;
+            let bytes = |l: Limit| match l {
+                Limit::Max => None,
+                Limit::Bytes(b) => Some(b),
+            };
+            let files = crate::cgroup::limits(bytes(cg.memory_max), bytes(cg.memory_high))
+                .map_err(|e| format!("cgroup.{}.{e}", cg.name))?;
+            for (file, value) in files {
+                write(&format!("{dir}/{file}"), &value)?;
+            }
             self.knobs.push((
                 format!("cgroup:{}/memory.max", cg.name),
                 limit(cg.memory_max),
@@ -266,7 +356,8 @@ impl Setup {
         let old = current_value(&read_trim(&path));
         if old != "never" {
             write(&path, "never")?;
-            self.restore.push((path.clone(), old));
+            self.j.restore.push((path.clone(), old));
+            self.save();
         }
         self.knobs.push((key, current_value(&read_trim(&path))));
         Ok(())
@@ -294,7 +385,8 @@ impl Setup {
             }
             return Err(format!("cannot mount tmpfs ({opts}) at {dir}: {e}"));
         }
-        self.tmpfs.push((dir.clone(), made_dir));
+        self.j.tmpfs.push((dir.clone(), made_dir));
+        self.save();
         // shmem_show_options shows huge= unless it is never.
         let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let shown = mounts
@@ -387,7 +479,8 @@ impl Setup {
                 "{what}: cannot mount {dev} ({fstype}) at {dir}: {e} (is the {module} module loaded?)"
             ));
         }
-        self.mounts.push((dir.clone(), made_dir));
+        self.j.mounts.push((dir.clone(), made_dir));
+        self.save();
         let free = statfs_free(&dir).map_err(|e| format!("{what}: statfs {dir}: {e}"))?;
         let ra_path = format!("/sys/block/{name}/queue/read_ahead_kb");
         write(&ra_path, &disk.read_ahead_kb.to_string())?;
@@ -502,7 +595,8 @@ impl Setup {
         };
         node.swapon()
             .map_err(|e| format!("swap[{i}]: swapon {}: {e}", node.path))?;
-        self.swaps.push((dev, true));
+        self.j.swaps.push((dev, true));
+        self.save();
         check_proc_swaps(i, &node.path)?;
         Ok(node)
     }
@@ -516,7 +610,8 @@ impl Setup {
         if let Some(r) = dev.rotational {
             let old = read_trim(&rot_path);
             write(&rot_path, if r { "1" } else { "0" })?;
-            self.restore.push((rot_path.clone(), old));
+            self.j.restore.push((rot_path.clone(), old));
+            self.save();
         }
         // In force at swapon, set or not: it decides SWP_SOLIDSTATE and
         // whether VMA swap readahead is used at all.
@@ -542,7 +637,8 @@ impl Setup {
         };
         node.swapon()
             .map_err(|e| format!("swap[{i}]: swapon {}: {e}", node.path))?;
-        self.swaps.push((path, false));
+        self.j.swaps.push((path, false));
+        self.save();
         check_proc_swaps(i, &node.path)?;
         Ok(node)
     }
@@ -558,28 +654,23 @@ impl Setup {
             }
             f.tokens.unmap();
         }
-        for (dir, made_dir) in self.tmpfs.drain(..).rev() {
-            umount(&dir, made_dir);
+        self.j.teardown();
+        if let Some(path) = self.journal.take() {
+            let _ = fs::remove_file(path);
         }
-        for (dir, made_dir) in self.mounts.drain(..).rev() {
-            umount(&dir, made_dir);
+    }
+
+    fn save(&self) {
+        if let Some(path) = &self.journal {
+            self.j.save(path);
         }
-        for dir in self.cgroups.drain(..).rev() {
-            let _ = fs::remove_dir(&dir);
-        }
-        for (dev, zram) in self.swaps.drain(..).rev() {
-            let c = CString::new(dev.clone()).expect("path");
-            // SAFETY: a valid NUL-terminated path. A `swapoff` step may have
-            // turned it off already (EINVAL): that is fine.
-            unsafe { libc::swapoff(c.as_ptr()) };
-            if zram {
-                let name = dev.trim_start_matches("/dev/");
-                let _ = fs::write(format!("/sys/block/{name}/reset"), "1");
-            }
-        }
-        for (path, old) in self.restore.drain(..).rev() {
-            let _ = fs::write(&path, old);
-        }
+    }
+}
+
+impl Drop for Setup {
+    /// A panic or an early return still takes the machine back.
+    fn drop(&mut self) {
+        self.teardown();
     }
 }
 
