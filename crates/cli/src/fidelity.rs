@@ -160,18 +160,9 @@ pub fn fidelity_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
     }
     let table = markdown(&reports, &missing);
     if let Some(path) = write {
-        let old = std::fs::read_to_string(path).unwrap_or_default();
-        let new = match (old.find(BEGIN), old.find(END)) {
-            (Some(a), Some(b)) if a < b => format!(
-                "{}{BEGIN}\n{table}{END}{}",
-                &old[..a],
-                &old[b + END.len()..]
-            ),
-            _ => format!("{old}\n{BEGIN}\n{table}{END}\n"),
-        };
-        if let Err(e) = crate::write_atomically(path, new.trim_end().as_bytes()) {
-            eprintln!("mmsim: {}: {e}", path.display());
-            return ExitCode::from(1);
+        let code = write_between_markers(path, &table);
+        if code != ExitCode::SUCCESS {
+            return code;
         }
     } else {
         print!("{table}");
@@ -187,6 +178,48 @@ pub fn fidelity_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
         .collect();
     if check && !out.is_empty() {
         eprintln!("mmsim: out of tolerance: {}", out.join(", "));
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `mmsim fidelity --timing`: the timing suite's table, printed or
+/// written into FILE between the markers.
+pub fn timing_cmd(dir: &Path, write: Option<&Path>) -> ExitCode {
+    let mut rows = Vec::new();
+    for spec in specs_in(&dir.join("timing")) {
+        match crate::timing::phases(&spec) {
+            Ok(mut r) => rows.append(&mut r),
+            Err(e) => {
+                eprintln!("mmsim: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let table = crate::timing::markdown(&rows);
+    match write {
+        Some(path) => write_between_markers(path, &table),
+        None => {
+            print!("{table}");
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Puts `table` into the markdown file `path` between its markers (at its
+/// end if it has none), atomically.
+fn write_between_markers(path: &Path, table: &str) -> ExitCode {
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let new = match (old.find(BEGIN), old.find(END)) {
+        (Some(a), Some(b)) if a < b => format!(
+            "{}{BEGIN}\n{table}{END}{}",
+            &old[..a],
+            &old[b + END.len()..]
+        ),
+        _ => format!("{old}\n{BEGIN}\n{table}{END}\n"),
+    };
+    if let Err(e) = crate::write_atomically(path, new.trim_end().as_bytes()) {
+        eprintln!("mmsim: {}: {e}", path.display());
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS

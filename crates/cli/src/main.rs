@@ -4,6 +4,7 @@ mod fidelity;
 mod judge;
 mod oracle_cmd;
 mod reproduce;
+mod timing;
 
 use clap::{Parser, Subcommand};
 use mmsim_sim::output::RunResult;
@@ -116,6 +117,10 @@ struct FidelityArgs {
     /// Write the table into this markdown file between its markers.
     #[arg(long, value_name = "FILE")]
     write: Option<PathBuf>,
+    /// The timing suite (DIR/timing/*.toml) instead: each phase's
+    /// simulated time beside its fastest recorded native run.
+    #[arg(long)]
+    timing: bool,
 }
 
 #[derive(clap::Args)]
@@ -228,6 +233,7 @@ fn main() -> ExitCode {
             all,
             &guest.oracle_args(),
         ),
+        Cmd::Fidelity(a) if a.timing => fidelity::timing_cmd(&a.dir, a.write.as_deref()),
         Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref()),
         Cmd::Reproduce {
             names,
