@@ -172,33 +172,31 @@ pub fn oracle_run(path: &Path, sets: &[String], json: bool, a: &OracleArgs) -> E
 
 /// The directory holding a spec's recorded native results.
 pub fn native_results_dir(spec: &Path) -> PathBuf {
-    let stem = spec
-        .file_stem()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .to_string();
-    spec.parent()
-        .unwrap_or(Path::new("."))
-        .join("results-native")
-        .join(stem)
+    results_under(spec, "results-native")
 }
 
 /// The directory holding a fidelity spec's recorded real results.
 pub fn results_dir(spec: &Path) -> PathBuf {
-    let stem = spec
-        .file_stem()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .to_string();
+    results_under(spec, "results")
+}
+
+/// FOLDER/<spec name> beside the spec.
+fn results_under(spec: &Path, folder: &str) -> PathBuf {
+    let stem = spec.file_stem().unwrap_or_default().to_string_lossy();
     spec.parent()
         .unwrap_or(Path::new("."))
-        .join("results")
-        .join(stem)
+        .join(folder)
+        .join(stem.as_ref())
 }
 
 pub fn recorded(spec: &Path) -> Vec<RunResult> {
-    let dir = results_dir(spec);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+    recorded_in(&results_dir(spec))
+}
+
+/// The result documents run-*.json in `dir`, in name order; unreadable
+/// ones are named and skipped.
+pub fn recorded_in(dir: &Path) -> Vec<RunResult> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "json"))

@@ -9,7 +9,7 @@
 use crate::oracle_cmd::native_results_dir;
 use mmsim_sim::output::RunResult;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One phase of one timing spec.
 pub struct PhaseTime {
@@ -29,19 +29,7 @@ impl PhaseTime {
 
 /// A timing spec's recorded native runs.
 pub fn recorded_native(spec: &Path) -> Vec<RunResult> {
-    let dir = native_results_dir(spec);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    files
-        .iter()
-        .filter_map(|f| serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok())
-        .collect()
+    crate::oracle_cmd::recorded_in(&native_results_dir(spec))
 }
 
 /// Phases whose time is not a kernel path's (a task waiting for another)

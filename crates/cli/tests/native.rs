@@ -90,6 +90,17 @@ fn runner_running() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// `mmsim oracle run --native SPEC` in the background.
+fn spawn_native(spec: &Path, stderr: Stdio) -> std::process::Child {
+    Command::new(MMSIM)
+        .args(["oracle", "run", "--native"])
+        .arg(spec)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn mmsim")
+}
+
 /// Waits until the runner has set the machine up (the journal lists swap).
 fn wait_for_setup() {
     let t = Instant::now();
@@ -140,13 +151,7 @@ fn a_native_run_leaves_the_machine_as_it_found_it() {
 fn a_killed_runner_is_torn_down() {
     let before = state();
     let p = spec(1000);
-    let cli = Command::new(MMSIM)
-        .args(["oracle", "run", "--native"])
-        .arg(&p)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn mmsim");
+    let cli = spawn_native(&p, Stdio::piped());
     wait_for_setup();
     assert_ne!(state(), before, "the run should have set swap up");
     Command::new("pkill")
@@ -165,13 +170,7 @@ fn an_interrupted_run_is_torn_down_and_a_killed_one_by_cleanup() {
     let before = state();
     let p = spec(1000);
     // SIGINT to mmsim (and its runner, as a terminal's ^C does).
-    let cli = Command::new(MMSIM)
-        .args(["oracle", "run", "--native"])
-        .arg(&p)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn mmsim");
+    let cli = spawn_native(&p, Stdio::piped());
     wait_for_setup();
     Command::new("kill")
         .args(["-INT", &cli.id().to_string()])
@@ -182,13 +181,7 @@ fn an_interrupted_run_is_torn_down_and_a_killed_one_by_cleanup() {
     assert_eq!(state(), before);
     // SIGKILL to mmsim and its runner: nothing can tear down then; the
     // journal is left, and `oracle cleanup --native` undoes it.
-    let mut cli = Command::new(MMSIM)
-        .args(["oracle", "run", "--native"])
-        .arg(&p)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn mmsim");
+    let mut cli = spawn_native(&p, Stdio::null());
     wait_for_setup();
     cli.kill().expect("kill mmsim");
     let _ = cli.wait();

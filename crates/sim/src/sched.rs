@@ -80,6 +80,7 @@ struct KvRun {
     db: mmsim_spec::kv::KvDb,
     region: String,
     line: usize,
+    key: String,
     vma: u32,
     buf: Vec<u64>,
     pos: usize,
@@ -638,7 +639,7 @@ impl<'s> Scheduler<'s> {
                 let pages = k.vmas[vma as usize].pages;
                 let n = length.unwrap_or(pages - offset);
                 k.madvise(vma, *offset as usize, n as usize, *advice)
-                    .map_err(|e| at_line(step.line, SimError::Spec(format!("madvise: {e}"))))?;
+                    .map_err(|e| at_step(step, SimError::Spec(format!("madvise: {e}"))))?;
             }
             Op::FileIo {
                 write,
@@ -705,8 +706,8 @@ impl<'s> Scheduler<'s> {
                     .remove(&kv.region)
                     .unwrap_or_else(|| mmsim_spec::kv::KvDb::new(kv));
                 if !db.matches(kv) {
-                    return Err(at_line(
-                        step.line,
+                    return Err(at_step(
+                        step,
                         SimError::Spec(format!(
                             "found a kvstore on region \"{}\" with other keys or value_size than the server an earlier kvstore step started there; expected the same keys and value_size",
                             kv.region
@@ -718,6 +719,7 @@ impl<'s> Scheduler<'s> {
                     db,
                     region: kv.region.clone(),
                     line: step.line,
+                    key: step.key.clone(),
                     vma,
                     buf: Vec::with_capacity(8),
                     pos: 0,
@@ -957,7 +959,7 @@ impl<'s> Scheduler<'s> {
                     Some(req) => kr.cur = Some(req),
                 }
                 if kr.db.pages_used() > k.vmas[kr.vma as usize].pages {
-                    return Err(at_line(kr.line, SimError::Spec(format!(
+                    return Err(at_key(kr.line, &kr.key, SimError::Spec(format!(
                         "kvstore: the server's heap ({} keys set) outgrew region \"{}\" of {} pages; expected a larger region or fewer keys",
                         kr.db.live_keys(),
                         kr.region,
@@ -1127,21 +1129,21 @@ fn swap_error(
 ) -> SimError {
     use crate::mm::swapfile::SwapoffError;
     match e {
-        SwapoffError::NotOn if op == "swapon" => at_line(
-            step.line,
+        SwapoffError::NotOn if op == "swapon" => at_step(
+            step,
             SimError::Spec(format!(
                 "found a swapon of swap device {device}, which is already on (EBUSY); expected a swapoff of it before"
             )),
         ),
-        SwapoffError::NotOn => at_line(
-            step.line,
+        SwapoffError::NotOn => at_step(
+            step,
             SimError::Spec(format!(
                 "found a swapoff of swap device {device}, which is not on (EINVAL); expected a swapon of it before"
             )),
         ),
         SwapoffError::NoMemory => SimError::Oom,
-        SwapoffError::NoProgress(passes) => at_line(
-            step.line,
+        SwapoffError::NoProgress(passes) => at_step(
+            step,
             SimError::Unmodelled(format!(
                 "swapoff of swap device {device} freed no slot in {passes} passes over every mm: the memory cgroup's reclaim sends each page swapoff brings in back to the slot it came from (a page another process still maps keeps its swap entry), so the kernel would go round until swapoff is killed; expected more memory for the cgroup (memory_max) while swapoff runs"
             )),
@@ -1157,15 +1159,14 @@ impl Scheduler<'_> {
     /// of the step the task was running.
     fn locate(&self, i: usize, k: &Kernel, e: SimError) -> SimError {
         let t = &self.tasks[i];
-        let line = t
+        let step = t
             .frames
             .last()
-            .and_then(|f| f.steps.get(f.next.saturating_sub(1)))
-            .map_or(0, |s| s.line);
+            .and_then(|f| f.steps.get(f.next.saturating_sub(1)));
         if e != SimError::Oom {
-            return match e {
-                SimError::Unmodelled(_) | SimError::Spec(_) if line > 0 => at_line(line, e),
-                e => e,
+            return match (e, step) {
+                (e @ (SimError::Unmodelled(_) | SimError::Spec(_)), Some(s)) => at_step(s, e),
+                (e, _) => e,
             };
         }
         let usable = k.zones.iter().map(|z| z.managed).sum::<u64>() >> 8;
@@ -1181,28 +1182,31 @@ impl Scheduler<'_> {
                 t.name, t.cgroup, t.cgroup
             )
         };
-        SimError::At {
-            line,
-            key: String::new(),
-            error: Box::new(SimError::Unmodelled(message)),
+        match step {
+            Some(s) => at_step(s, SimError::Unmodelled(message)),
+            None => SimError::Unmodelled(message),
         }
     }
 }
 
 fn unknown_region(step: &Step, region: &str) -> SimError {
-    at_line(
-        step.line,
+    at_step(
+        step,
         SimError::Spec(format!(
             "found region \"{region}\", which is not mapped at this point; expected a region an earlier step mapped"
         )),
     )
 }
 
-/// `e`, told as an error at line `line` of the spec (file:line: …).
-fn at_line(line: usize, e: SimError) -> SimError {
+/// `e`, told as an error of `step` (file:line: key `…`: …).
+fn at_step(step: &Step, e: SimError) -> SimError {
+    at_key(step.line, &step.key, e)
+}
+
+fn at_key(line: usize, key: &str, e: SimError) -> SimError {
     SimError::At {
         line,
-        key: String::new(),
+        key: key.to_string(),
         error: Box::new(e),
     }
 }

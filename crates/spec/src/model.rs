@@ -335,6 +335,8 @@ pub struct Task {
 pub struct Step {
     /// Line of the step in the spec file (for run-time messages).
     pub line: usize,
+    /// Its dotted key path, e.g. `task.main.steps[2]` (for the same).
+    pub key: String,
     pub op: Op,
 }
 

@@ -1429,7 +1429,11 @@ fn build_step(
             Op::Repeat { times, steps }
         }
     };
-    Ok(Step { line, op })
+    Ok(Step {
+        line,
+        key: key.to_string(),
+        op,
+    })
 }
 
 fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
