@@ -96,7 +96,7 @@ pub struct RunOptions<'a> {
 pub fn check_work(spec: &Spec, opts: &RunOptions) -> Result<(), SimError> {
     use mmsim_spec::work;
     let max = opts.max_work.unwrap_or(work::DEFAULT_MAX_WORK);
-    let w = work::work(spec);
+    let w = work::work_checked(spec, opts.check);
     if w.total > max as u128 {
         let l = w.largest.expect("work comes from steps");
         return Err(SimError::At {

@@ -56,7 +56,16 @@ pub struct Work {
 
 /// Counts the page operations `spec` asks for.
 pub fn work(spec: &Spec) -> Work {
-    let ctx = Ctx::new(spec);
+    work_checked(spec, false)
+}
+
+/// The same, for a run that checks the kernel's invariants at every phase
+/// mark (`--check`): each mark then also walks every frame of the machine.
+pub fn work_checked(spec: &Spec, checking: bool) -> Work {
+    let mut ctx = Ctx::new(spec);
+    if checking {
+        ctx.phase = (spec.machine.memory / crate::PAGE_SIZE) as u128;
+    }
     let mut total: u128 = 0;
     let mut largest: Option<Share> = None;
     for t in &spec.tasks {
@@ -160,6 +169,8 @@ fn walk_mmaps(steps: &[Step], prefix: &str, n: u128, f: &mut impl FnMut(String, 
 }
 
 struct Ctx {
+    /// What a phase mark costs (the invariant check's walk, if checking).
+    phase: u128,
     file_pages: Vec<u64>,
     all_file_pages: u64,
     swap_slots: Vec<u64>,
@@ -173,6 +184,7 @@ impl Ctx {
             .map(|f| f.size / crate::PAGE_SIZE)
             .collect();
         Ctx {
+            phase: 0,
             all_file_pages: file_pages.iter().sum(),
             file_pages,
             swap_slots: spec
@@ -240,7 +252,8 @@ impl Ctx {
             Op::Compute { ns } => (*ns / NS_PER_OP) as u128,
             Op::Fsync { file } => self.file_pages.get(*file).copied().unwrap_or(0) as u128,
             Op::DropCaches => self.all_file_pages as u128,
-            Op::Sleep { .. } | Op::Phase { .. } | Op::Wait | Op::Swapon { .. } => 0,
+            Op::Phase { .. } => self.phase,
+            Op::Sleep { .. } | Op::Wait | Op::Swapon { .. } => 0,
         };
         w.max(1)
     }
@@ -288,6 +301,16 @@ mod tests {
             Op::Repeat { steps, .. } => assert!(does_nothing(steps)),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn with_checks_a_phase_mark_walks_the_machine() {
+        let s = spec(
+            "{ op = \"repeat\", times = 1000, steps = [ { op = \"phase\", name = \"p\" } ] },",
+        );
+        assert_eq!(work(&s).total, 1000);
+        // 128 MiB: 32768 frames a check.
+        assert_eq!(work_checked(&s, true).total, 1000 * 32768);
     }
 
     #[test]
