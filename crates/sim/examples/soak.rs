@@ -16,7 +16,8 @@
 //! still running after `--timeout` seconds counts as a hang: it is written
 //! out and the soak stops. Exit status 1 if anything failed.
 
-use mmsim_sim::{run, RunOptions, SimError};
+use mmsim_sim::specgen::{judge, Verdict};
+use mmsim_sim::RunOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -250,7 +251,7 @@ fn one(text: &str, max_work: u64) -> Outcome {
         max_host_bytes: Some(2 << 30),
         ..Default::default()
     };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&spec, opts))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge(&spec, opts))) {
         Err(p) => {
             let msg = p
                 .downcast_ref::<String>()
@@ -259,15 +260,9 @@ fn one(text: &str, max_work: u64) -> Outcome {
                 .unwrap_or_default();
             Outcome::Failed(format!("panic: {msg}"))
         }
-        Ok(Err(SimError::Invariant(m))) => Outcome::Failed(format!("invariant violated: {m}")),
-        Ok(Err(SimError::Oom)) => {
-            Outcome::Failed("a bare VM_FAULT_OOM escaped the scheduler".into())
-        }
-        Ok(Err(e)) => Outcome::Refused(e.to_string()),
-        Ok(Ok(r)) if r.integrity.violations > 0 => {
-            Outcome::Failed(format!("{} content violations", r.integrity.violations))
-        }
-        Ok(Ok(_)) => Outcome::Ran(work),
+        Ok(Verdict::Failed(why)) => Outcome::Failed(why),
+        Ok(Verdict::Refused(why)) => Outcome::Refused(why),
+        Ok(Verdict::Ran) => Outcome::Ran(work),
     }
 }
 

@@ -700,8 +700,8 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
 /// but the max-order blocks boot freed that no allocation has taken.
 fn live_frames(k: &Kernel) -> impl Iterator<Item = (usize, &crate::mm::folio::Folio)> {
     k.zones.iter().flat_map(move |z| {
-        (z.start..z.lazy_next.max(z.start))
-            .chain(z.lazy_end.max(z.start)..z.end)
+        (z.start..z.lazy_next)
+            .chain(z.lazy_end..z.end)
             .map(move |p| (p as usize, k.folios.get(p)))
     })
 }

@@ -43,6 +43,16 @@ pub enum SimError {
 }
 
 impl SimError {
+    /// `error`, told as an error at `line` of the spec and at `key` (none
+    /// if empty).
+    pub fn at(line: usize, key: impl Into<String>, error: SimError) -> SimError {
+        SimError::At {
+            line,
+            key: key.into(),
+            error: Box::new(error),
+        }
+    }
+
     /// The exit status the command gives this error: 2 for what the spec
     /// asks (unmodelled, inconsistent, over a limit), 1 for a failure of
     /// the run itself.
@@ -99,14 +109,14 @@ pub fn check_work(spec: &Spec, opts: &RunOptions) -> Result<(), SimError> {
     let w = work::work_checked(spec, opts.check);
     if w.total > max as u128 {
         let l = w.largest.expect("work comes from steps");
-        return Err(SimError::At {
-            line: l.line,
-            key: l.key,
-            error: Box::new(SimError::Limit(format!(
+        return Err(SimError::at(
+            l.line,
+            l.key,
+            SimError::Limit(format!(
                 "found a spec asking for {} page operations ({} at this step), expected at most {max}: the work limit (raise it with --max-work)",
                 w.total, l.amount
-            ))),
-        });
+            )),
+        ));
     }
     if let Some(max) = opts.max_host_bytes {
         let (bytes, part) = work::host_bytes(spec);
@@ -118,11 +128,7 @@ pub fn check_work(spec: &Spec, opts: &RunOptions) -> Result<(), SimError> {
                 part.key,
                 max >> 20
             ));
-            return Err(SimError::At {
-                line: part.line,
-                key: part.key,
-                error: Box::new(e),
-            });
+            return Err(SimError::at(part.line, part.key, e));
         }
     }
     Ok(())
@@ -194,11 +200,7 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
     }
     let reserved = kernel::boot_reserved_bytes(spec.machine.memory, spec.machine.cpus);
     let frames = spec.machine.memory.saturating_sub(reserved) / 4096;
-    let memory_error = |e: SimError| SimError::At {
-        line: spec.machine.memory_line,
-        key: "machine.memory".into(),
-        error: Box::new(e),
-    };
+    let memory_error = |e| SimError::at(spec.machine.memory_line, "machine.memory", e);
     if frames < 4096 {
         return Err(memory_error(SimError::Spec(format!(
             "found {} MiB, of which the kernel's reservation for {} CPUs (the memmap, the kernel image, per-CPU areas: {} MiB) leaves {} MiB; expected enough for at least 16 MiB to manage",

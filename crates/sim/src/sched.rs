@@ -34,7 +34,7 @@ pub struct TaskRun<'s> {
     frames: Vec<Frame<'s>>,
     regions: HashMap<String, u32>,
     touch: Option<TouchRun>,
-    kv: Option<KvRun>,
+    kv: Option<KvRun<'s>>,
     stream: Option<StreamRun>,
     file_io: Option<FileIoRun>,
     /// CPU time left of a `compute` step.
@@ -75,12 +75,12 @@ struct Frame<'s> {
 
 /// A `kvstore` step in progress: its request stream, the current
 /// request's accesses, and the client's statistics.
-struct KvRun {
+struct KvRun<'s> {
     stream: mmsim_spec::kv::KvStream,
     db: mmsim_spec::kv::KvDb,
     region: String,
-    line: usize,
-    key: String,
+    /// The kvstore step, for messages.
+    step: &'s Step,
     vma: u32,
     buf: Vec<u64>,
     pos: usize,
@@ -92,7 +92,7 @@ struct KvRun {
     stats: KvResult,
 }
 
-impl KvRun {
+impl KvRun<'_> {
     fn finish(&mut self, r: mmsim_spec::kv::KvRequest, now: u64) {
         self.stats.record(r.set, r.hit, r.bytes);
         self.in_batch += 1;
@@ -718,8 +718,7 @@ impl<'s> Scheduler<'s> {
                     stream: mmsim_spec::kv::KvStream::new(kv, t.instance),
                     db,
                     region: kv.region.clone(),
-                    line: step.line,
-                    key: step.key.clone(),
+                    step,
                     vma,
                     buf: Vec::with_capacity(8),
                     pos: 0,
@@ -959,7 +958,7 @@ impl<'s> Scheduler<'s> {
                     Some(req) => kr.cur = Some(req),
                 }
                 if kr.db.pages_used() > k.vmas[kr.vma as usize].pages {
-                    return Err(at_key(kr.line, &kr.key, SimError::Spec(format!(
+                    return Err(at_step(kr.step, SimError::Spec(format!(
                         "kvstore: the server's heap ({} keys set) outgrew region \"{}\" of {} pages; expected a larger region or fewer keys",
                         kr.db.live_keys(),
                         kr.region,
@@ -1200,15 +1199,7 @@ fn unknown_region(step: &Step, region: &str) -> SimError {
 
 /// `e`, told as an error of `step` (file:line: key `…`: …).
 fn at_step(step: &Step, e: SimError) -> SimError {
-    at_key(step.line, &step.key, e)
-}
-
-fn at_key(line: usize, key: &str, e: SimError) -> SimError {
-    SimError::At {
-        line,
-        key: key.to_string(),
-        error: Box::new(e),
-    }
+    SimError::at(step.line, step.key.as_str(), e)
 }
 
 /// Accesses a list of steps will make (for the progress bar only).

@@ -12,7 +12,52 @@
 //! CPUs. Most generated specs are valid; a few are not, on purpose, and
 //! must end with a clear error.
 
+use crate::{run, RunOptions, SimError};
 use std::fmt::Write;
+
+/// How a run of a generated or fuzzed spec ended, judged by the one rule
+/// the fuzz targets, the property test and the soak share.
+#[derive(Debug)]
+pub enum Verdict {
+    /// It ran to its end, its invariants checked (with `check`) and held,
+    /// every page read back what was written.
+    Ran,
+    /// It ended with a clear error of the spec's: exit status 2, no raw
+    /// control character in the message.
+    Refused(String),
+    /// A bug in mmsim.
+    Failed(String),
+}
+
+/// Runs `spec` with `opts` and judges how it ended. A panic is not caught
+/// here: a fuzzer or a test wants it as it is.
+pub fn judge(spec: &mmsim_spec::Spec, opts: RunOptions) -> Verdict {
+    let checking = opts.check;
+    match run(spec, opts) {
+        Ok(r) if r.integrity.violations > 0 => {
+            Verdict::Failed(format!("{} content violations", r.integrity.violations))
+        }
+        Ok(r) if checking && r.integrity.invariant_checks.unwrap_or(0) == 0 => {
+            Verdict::Failed("the invariant checker never ran".into())
+        }
+        Ok(_) => Verdict::Ran,
+        Err(SimError::Invariant(m)) => Verdict::Failed(format!("invariant violated: {m}")),
+        Err(SimError::Oom) => Verdict::Failed("a bare VM_FAULT_OOM escaped the scheduler".into()),
+        Err(e) => {
+            let m = e.to_string();
+            if m.chars().any(|c| c.is_control() && c != '\n') {
+                Verdict::Failed(format!("a message with raw control characters: {m:?}"))
+            } else if e.exit_code() != 2 {
+                Verdict::Failed(format!(
+                    "not an error of the spec's (exit {}): {m}",
+                    e.exit_code()
+                ))
+            } else {
+                Verdict::Refused(m)
+            }
+        }
+    }
+}
 
 /// Draws from a byte string.
 pub struct Draw<'a> {

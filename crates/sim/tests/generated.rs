@@ -8,8 +8,8 @@
 //! MiB, swapoff on one CPU while another swaps, 2 to 4 CPUs.
 
 mod common;
-use mmsim_sim::specgen::generate;
-use mmsim_sim::{run, RunOptions, SimError};
+use mmsim_sim::specgen::{generate, judge, Verdict};
+use mmsim_sim::RunOptions;
 use proptest::prelude::*;
 
 /// Page operations one case may ask for (keeps each case to milliseconds).
@@ -24,17 +24,9 @@ fn run_case(text: &str) -> Result<(), String> {
         max_work: Some(MAX_WORK),
         ..Default::default()
     };
-    match run(&spec, opts) {
-        Ok(r) if r.integrity.violations > 0 => {
-            Err(format!("{} content violations", r.integrity.violations))
-        }
-        Ok(r) if r.integrity.invariant_checks.unwrap_or(0) == 0 => {
-            Err("the checker never ran".into())
-        }
-        Ok(_) => Ok(()),
-        Err(SimError::Invariant(m)) => Err(format!("invariant violated: {m}")),
-        Err(e) if e.exit_code() != 2 => Err(format!("not a spec error: {e}")),
-        Err(_) => Ok(()),
+    match judge(&spec, opts) {
+        Verdict::Failed(why) => Err(why),
+        Verdict::Ran | Verdict::Refused(_) => Ok(()),
     }
 }
 

@@ -70,12 +70,12 @@ pub fn work_checked(spec: &Spec, checking: bool) -> Work {
     let mut largest: Option<Share> = None;
     for t in &spec.tasks {
         let mut sizes = HashMap::new();
-        for (i, s) in t.steps.iter().enumerate() {
+        for s in &t.steps {
             let w = ctx.step(s, &mut sizes).saturating_mul(t.instances as u128);
             total = total.saturating_add(w);
             if largest.as_ref().is_none_or(|l| w > l.amount) {
                 largest = Some(Share {
-                    key: format!("task.{}.steps[{i}]", t.name),
+                    key: s.key.clone(),
                     line: s.line,
                     amount: w,
                 });
@@ -106,14 +106,13 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     };
     let mut best = 0u128;
     for t in &spec.tasks {
-        let prefix = format!("task.{}.steps", t.name);
-        walk_mmaps(&t.steps, &prefix, 1, &mut |key, line, pages, n| {
+        walk_mmaps(&t.steps, 1, &mut |step, pages, n| {
             let b = (pages as u128) * (HOST_BYTES_PER_MAPPED_PAGE as u128) * n;
             maps.amount = maps.amount.saturating_add(b * t.instances as u128);
             if b > best {
                 best = b;
-                maps.key = key;
-                maps.line = line;
+                maps.key = step.key.clone();
+                maps.line = step.line;
             }
         });
     }
@@ -147,22 +146,19 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     (total, largest)
 }
 
-/// Calls `f(key, line, pages, multiplicity)` for every mmap step, where
+/// Calls `f(step, pages, multiplicity)` for every mmap step, where
 /// the multiplicity counts the forks and spawns the step runs in (each a
 /// process of its own), not repeats (a region remapped under the same
 /// name replaces the old one).
-fn walk_mmaps(steps: &[Step], prefix: &str, n: u128, f: &mut impl FnMut(String, usize, u64, u128)) {
-    for (i, s) in steps.iter().enumerate() {
-        let key = format!("{prefix}[{i}]");
+fn walk_mmaps(steps: &[Step], n: u128, f: &mut impl FnMut(&Step, u64, u128)) {
+    for s in steps {
         match &s.op {
-            Op::Mmap { pages, .. } => f(key, s.line, *pages, n),
+            Op::Mmap { pages, .. } => f(s, *pages, n),
             Op::Repeat { times, steps } => {
                 let forks = if *times == 0 { 0 } else { 1 };
-                walk_mmaps(steps, &format!("{key}.steps"), n * forks, f)
+                walk_mmaps(steps, n * forks, f)
             }
-            Op::Fork { steps } | Op::Spawn { steps } => {
-                walk_mmaps(steps, &format!("{key}.steps"), n.saturating_mul(2), f)
-            }
+            Op::Fork { steps } | Op::Spawn { steps } => walk_mmaps(steps, n.saturating_mul(2), f),
             _ => {}
         }
     }

@@ -556,21 +556,18 @@ impl Kernel {
         let n = self.vmas[src as usize].pages as usize;
         let dst_mm = self.vmas[dst as usize].mm as usize;
         for idx in 0..n {
-            // What the child expects is the parent's as of now, not as of
-            // the VMA's copy: an earlier table allocation's reclaim may
-            // have discarded a lazily freed page of the parent since
-            // (try_to_unmap_lazyfree: it reads zeros from then on).
-            let expected = self.vmas[src as usize].user_version[idx];
-            self.vmas[dst as usize].user_version[idx] = expected;
-            if pte_none(self.vmas[src as usize].ptes[idx]) {
-                continue;
-            }
             // copy_pte_range allocates the child's table before it reads
             // the parent's PTEs under the lock: the table's memcg charge
             // may reclaim, and reclaim may unmap the very page this PTE
             // maps, so the PTE is read after the allocation.
-            self.pte_alloc(dst, idx)?;
+            if !pte_none(self.vmas[src as usize].ptes[idx]) {
+                self.pte_alloc(dst, idx)?;
+            }
             let pte = self.vmas[src as usize].ptes[idx];
+            // What the child expects is the parent's as of now, not as of
+            // the VMA's copy: a table allocation's reclaim may have
+            // discarded a lazily freed page of the parent since
+            // (try_to_unmap_lazyfree: it reads zeros from then on).
             let expected = self.vmas[src as usize].user_version[idx];
             self.vmas[dst as usize].user_version[idx] = expected;
             if pte_none(pte) {

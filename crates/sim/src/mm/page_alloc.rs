@@ -107,13 +107,6 @@ impl Zone {
         }
     }
 
-    /// Whether frame `pfn` lies in a max-order block boot freed and no
-    /// allocation has taken yet (its record is unwritten).
-    #[inline]
-    pub fn is_lazy(&self, pfn: Pfn) -> bool {
-        pfn >= self.lazy_next && pfn < self.lazy_end
-    }
-
     pub fn name(&self) -> &'static str {
         match self.ztype {
             ZoneType::Dma => "DMA",
@@ -349,15 +342,21 @@ impl Kernel {
         const N: Pfn = 1 << (MAX_ORDER - 1);
         let pfn = self.zones[zi].lazy_next;
         self.zones[zi].lazy_next += N;
-        for p in pfn..pfn + N {
+        self.set_buddy_frames(pfn, N);
+        // Counted already, as a lazy block.
+        self.zones[zi].free_area[MAX_ORDER - 1].nr_free -= 1;
+        self.add_free_block(zi, pfn, MAX_ORDER - 1);
+    }
+
+    /// Frames `pfn..pfn + n` as free pages inside a buddy block, before the
+    /// block's head is listed (`add_free_block` writes the head's record).
+    fn set_buddy_frames(&mut self, pfn: Pfn, n: Pfn) {
+        for p in pfn..pfn + n {
             *self.folios.get_mut(p) = Folio {
                 flags: PG_BUDDY | PG_TAIL,
                 ..Folio::FREE
             };
         }
-        // Counted already, as a lazy block.
-        self.zones[zi].free_area[MAX_ORDER - 1].nr_free -= 1;
-        self.add_free_block(zi, pfn, MAX_ORDER - 1);
     }
 
     /// Links a free block's head onto `free_area[order]` (at the front, as
@@ -399,12 +398,7 @@ impl Kernel {
     /// `__free_one_page`: a block of `order` at `pfn` merges with its buddy while the buddy is a free
     /// block of the same order in the same zone, and goes on its list.
     fn free_one_page(&mut self, zi: usize, mut pfn: Pfn, mut order: usize) {
-        for p in pfn..pfn + (1 << order) {
-            *self.folios.get_mut(p) = Folio {
-                flags: PG_BUDDY | PG_TAIL,
-                ..Folio::FREE
-            };
-        }
+        self.set_buddy_frames(pfn, 1 << order);
         self.zones[zi].nr_free += 1 << order;
         self.vm.add(Vm::NrFreePages, 1 << order);
         while order < MAX_ORDER - 1 {
@@ -626,12 +620,7 @@ impl Kernel {
                 let n = 1u64 << order;
                 self.zones[zi].nr_free += n;
                 self.vm.add(Vm::NrFreePages, n as i64);
-                for p in pfn + 1..pfn + (1 << order) {
-                    *self.folios.get_mut(p) = Folio {
-                        flags: PG_BUDDY | PG_TAIL,
-                        ..Folio::FREE
-                    };
-                }
+                self.set_buddy_frames(pfn, 1 << order);
                 self.add_free_block(zi, pfn, order);
             }
         }
