@@ -118,8 +118,9 @@ struct FidelityArgs {
     #[arg(long, value_name = "FILE")]
     write: Option<PathBuf>,
     /// The timing suite (DIR/timing/*.toml) instead: each phase's
-    /// simulated time beside its fastest recorded native run.
-    #[arg(long)]
+    /// simulated time beside its fastest recorded native run (no
+    /// tolerances yet, so nothing to --check).
+    #[arg(long, conflicts_with = "check")]
     timing: bool,
 }
 
@@ -298,7 +299,6 @@ fn print_sim_error(file: &str, e: &SimError) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn cmd_run(
     path: &Path,
     json: bool,
