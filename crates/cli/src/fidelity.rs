@@ -39,7 +39,7 @@ pub fn evaluate(spec_path: &Path) -> Result<Option<SpecReport>, String> {
     if real.is_empty() {
         return Ok(None);
     }
-    let sim = mmsim_sim::run(&spec, mmsim_sim::RunOptions::default())
+    let sim = mmsim_sim::run(&spec, crate::sim_options())
         .map_err(|e| format!("{}: {e}", spec_path.display()))?;
     let c = compare::compare(&real, &sim);
     let checks = spec

@@ -23,6 +23,24 @@ use std::time::{Duration, Instant};
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// The machine profile: what each kernel primitive costs. A profile
+    /// file written by `mmsim calibrate`, `default` (the committed one,
+    /// crates/sim/profiles/default.toml) or `reference` (cost.rs's
+    /// documented values).
+    #[arg(long, global = true, value_name = "FILE", default_value = "default")]
+    profile: String,
+}
+
+/// The run's machine profile, chosen once by `--profile`.
+static COST_PROFILE: std::sync::OnceLock<mmsim_sim::costs::CostProfile> =
+    std::sync::OnceLock::new();
+
+/// Simulator options with the chosen machine profile.
+pub(crate) fn sim_options<'a>() -> RunOptions<'a> {
+    RunOptions {
+        costs: COST_PROFILE.get().cloned().unwrap_or_default(),
+        ..RunOptions::default()
+    }
 }
 
 #[derive(Subcommand)]
@@ -193,6 +211,15 @@ enum OracleCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match mmsim_sim::costs::CostProfile::load(&cli.profile) {
+        Ok(p) => {
+            let _ = COST_PROFILE.set(p);
+        }
+        Err(e) => {
+            eprintln!("mmsim: --profile {e}");
+            return ExitCode::from(2);
+        }
+    }
     match cli.cmd {
         Cmd::Run {
             spec,
@@ -344,6 +371,7 @@ fn cmd_run(
         progress: Some(Box::new(progress)),
         max_work: Some(max_work),
         max_host_bytes: host_available_bytes(),
+        ..sim_options()
     };
     let result = match mmsim_sim::run(&spec, opts) {
         Ok(r) => r,

@@ -296,7 +296,7 @@ pub fn compare_cmd(
             Err(c) => return c,
         }
     };
-    let sim = match mmsim_sim::run(&spec, mmsim_sim::RunOptions::default()) {
+    let sim = match mmsim_sim::run(&spec, crate::sim_options()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("mmsim: {}: {e}", path.display());

@@ -10,7 +10,6 @@
 
 use crate::judge::{self, num, percent, Direction, Magnitude};
 use mmsim_sim::output::RunResult;
-use mmsim_sim::RunOptions;
 use mmsim_spec::Spec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -409,8 +408,8 @@ fn run_side(
     let path = dir.join(spec);
     let set = format!("features.{feature}={value}");
     let s = mmsim_spec::load(&path, &[set]).map_err(|e| e.to_string())?;
-    let r = mmsim_sim::run(&s, RunOptions::default())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let r =
+        mmsim_sim::run(&s, crate::sim_options()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((s, r))
 }
 

@@ -50,7 +50,7 @@ pub fn phases(path: &Path) -> Result<Vec<PhaseTime>, String> {
             path.display()
         ));
     }
-    let sim = mmsim_sim::run(&spec, mmsim_sim::RunOptions::default())
+    let sim = mmsim_sim::run(&spec, crate::sim_options())
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let name = path.file_stem().unwrap_or_default().to_string_lossy();
     let mut out = Vec::new();

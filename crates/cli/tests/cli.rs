@@ -516,3 +516,70 @@ fn out_of_memory() {
         assert!(e.contains(".toml:") && e.contains("memory_max"), "{e}");
     }
 }
+
+/// The committed default profile with `[cost.touch]` replaced by `block`.
+fn profile_with_touch(block: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sim/profiles/default.toml");
+    let text = std::fs::read_to_string(path).expect("default profile");
+    let start = text.find("[cost.touch]\n").expect("a touch entry");
+    let end = start
+        + text[start..]
+            .find("\n\n")
+            .expect("entries end in a blank line");
+    format!("{}{block}{}", &text[..start], &text[end..])
+}
+
+#[test]
+fn profile_sets_what_a_primitive_costs() {
+    let dir = TempDir::new("profile");
+    let spec = dir.write(
+        "re.toml",
+        "[machine]\nmemory = \"256M\"\n[task.t]\nsteps = [\n  { op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4M\" },\n  { op = \"touch\", region = \"h\", write = 1.0 },\n  { op = \"phase\", name = \"re\" },\n  { op = \"touch\", region = \"h\" },\n]\n",
+    );
+    let phase_ns = |d: &Value| {
+        let p = &d["tasks"][0]["phases"][0];
+        assert_eq!(p["name"], "re");
+        p["end_ns"].as_u64().unwrap() - p["start_ns"].as_u64().unwrap()
+    };
+    let reference = run_json(&spec, &["--profile", "reference"]);
+    assert_eq!(reference["knobs"]["mmsim:cost-profile"], "reference");
+    let default = run_json(&spec, &[]);
+    assert!(default["knobs"]["mmsim:cost-profile"]
+        .as_str()
+        .unwrap()
+        .starts_with("default: "));
+
+    // 1024 resident touches, each 150 ns dearer.
+    let touch = "[cost.touch]\nvalue = 250\nunit = \"ns\"\nspread = [240, 260]\nbasis = \"measured\"\nmethod = \"test\"";
+    let file = dir.write("p.toml", &profile_with_touch(touch));
+    let dear = run_json(&spec, &["--profile", file.to_str().unwrap()]);
+    assert_eq!(phase_ns(&dear), phase_ns(&reference) + 1024 * 150);
+    assert_eq!(
+        dear["vmstat"], reference["vmstat"],
+        "costs change no counter"
+    );
+
+    let bad = dir.write(
+        "bad.toml",
+        &profile_with_touch(&touch.replace("\"ns\"", "\"us\"")),
+    );
+    let o = mmsim(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--profile",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("bad.toml") && e.contains("cost.touch.unit") && e.contains("\"us\""),
+        "{e}"
+    );
+    let o = mmsim(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--profile",
+        "/nonexistent/p.toml",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -259,3 +259,23 @@ pub const KV_REQUEST_NS: u64 = 1000;
 /// A system call's entry and exit (mmap, munmap) beyond its own work:
 /// ~100-300 ns on current x86-64 with speculation mitigations. 250 ns.
 pub const SYSCALL_NS: u64 = 250;
+
+/// Finding a page-cache folio and taking a reference on it in read(2),
+/// write(2) and a file fault (`filemap_get_entry`'s xarray walk,
+/// `folio_try_get`): the same order as setting one PTE; 20 ns. Calibrated
+/// apart from `PTE_NS` (`mmsim calibrate`), so a machine profile can
+/// price the lookup and the PTE differently.
+pub const PAGECACHE_LOOKUP_NS: u64 = PTE_NS;
+
+/// `filemap_map_pages`'s work per page mapped by fault-around besides the
+/// PTE itself (the xarray iteration, `folio_trylock`, the reference and
+/// map count), not priced separately in the reference values (0 ns): its
+/// PTE and rmap charges stand for it. `mmsim calibrate` measures it.
+pub const MAP_PAGES_NS: u64 = 0;
+
+/// A swap-in's work around the zram read besides the constants above (the
+/// bio or rw_page call, the swap cgroup record, the memcg swap-in charge,
+/// `swap_free`): 0 ns in the reference values, whose swap-in is the
+/// decompression and the fault's own charges. `mmsim calibrate` measures
+/// it.
+pub const SWAP_READ_NS: u64 = 0;

@@ -52,6 +52,8 @@ pub struct Integrity {
 }
 
 pub struct Kernel {
+    /// What each primitive costs (the run's machine profile).
+    pub costs: crate::costs::Costs,
     pub features: Features,
     /// `arch_has_hw_pte_young`: the MMU sets accessed bits (spec
     /// `machine.hw_pte_young`).
@@ -221,7 +223,7 @@ const DMA32_END_BYTES: u64 = 3 << 30;
 impl Kernel {
     /// Boots the spec's machine. Err: the host cannot reserve the frame
     /// table's address space (the table is committed only as it is used).
-    pub fn new(spec: &Spec) -> Result<Kernel, crate::SimError> {
+    pub fn new(spec: &Spec, costs: crate::costs::Costs) -> Result<Kernel, crate::SimError> {
         let memory = spec.machine.memory;
         let cpus = spec.machine.cpus as usize;
         let managed = (memory - boot_reserved_bytes(memory, spec.machine.cpus)) / 4096;
@@ -287,6 +289,7 @@ impl Kernel {
             pending_ns: 0,
             clock_base: 0,
             kswapd_wake_at: None,
+            costs,
             profile: [0; NR_FNS],
             prof: Default::default(),
             user_access_ns: 0,

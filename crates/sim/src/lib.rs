@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod cost;
+pub mod costs;
 pub mod dev;
 pub mod histogram;
 pub mod kernel;
@@ -99,6 +100,9 @@ pub struct RunOptions<'a> {
     /// The most host memory the simulator's tables may need, bytes
     /// (`mmsim_spec::work::host_bytes`); None: no limit.
     pub max_host_bytes: Option<u64>,
+    /// The machine profile: what each primitive costs (default: the
+    /// committed profile, `costs::DEFAULT_PROFILE`).
+    pub costs: costs::CostProfile,
 }
 
 /// Refuses a spec that asks for more work or host memory than `opts`
@@ -269,7 +273,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     check_shmem_huge(spec)?;
     check_limits(spec)?;
     check_work(spec, &opts)?;
-    let mut k = Kernel::new(spec)?;
+    let mut k = Kernel::new(spec, opts.costs.costs)?;
     let machine = machine_info(&k, spec);
     let vm_start = k.vm.clone();
     let mut sched = sched::Scheduler::new(spec, &mut k);
@@ -328,7 +332,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             version: env!("CARGO_PKG_VERSION").into(),
         },
         spec: spec.file.clone(),
-        knobs: knobs_in_force(spec),
+        knobs: knobs_in_force(spec, &opts.costs),
         machine,
         elapsed_ns: elapsed,
         tasks,
@@ -353,8 +357,9 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
 
 /// The spec's sysctl and sysfs knobs, every feature flag, and every
 /// cgroup limit: enough to tell two runs' settings apart.
-fn knobs_in_force(spec: &Spec) -> BTreeMap<String, String> {
+fn knobs_in_force(spec: &Spec, costs: &costs::CostProfile) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = spec.knobs.iter().cloned().collect();
+    m.insert("mmsim:cost-profile".into(), costs.label.clone());
     for (name, on) in spec.features.list() {
         m.insert(format!("feature:{name}"), on.to_string());
     }

@@ -539,7 +539,7 @@ impl<'s> Scheduler<'s> {
                 offset,
                 exec,
             } => {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 let vma = match kind {
                     mmsim_spec::MapKind::Anon => k.mmap_anon(mm, *pages),
                     mmsim_spec::MapKind::Shmem => {
@@ -562,7 +562,7 @@ impl<'s> Scheduler<'s> {
                 t.regions.insert(name.clone(), vma);
             }
             Op::Munmap { region } => {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 let vma = t
                     .regions
                     .remove(region)
@@ -615,13 +615,13 @@ impl<'s> Scheduler<'s> {
                 }
             }
             Op::Swapoff { device } => {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 let rotational = self.swap_devs[*device].rotational();
                 k.swapoff(*device, rotational)
                     .map_err(|e| swap_error(step, "swapoff", *device, e))?;
             }
             Op::Swapon { device } => {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 k.swapon(*device, &self.swap_devs[*device])
                     .map_err(|e| swap_error(step, "swapon", *device, e))?;
             }
@@ -631,7 +631,7 @@ impl<'s> Scheduler<'s> {
                 offset,
                 length,
             } => {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 let vma = *t
                     .regions
                     .get(region)
@@ -663,7 +663,7 @@ impl<'s> Scheduler<'s> {
                 });
             }
             Op::Fsync { file } => {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 // tmpfs has noop_fsync; a regular file waits for its pages.
                 if !k.inodes[*file].is_shmem() {
                     if let Some(done) = k.filemap_fsync(*file as u32) {
@@ -692,7 +692,7 @@ impl<'s> Scheduler<'s> {
                 });
             }
             Op::DropCaches => {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 k.drop_caches();
             }
             Op::KvStore(kv) => {
@@ -865,14 +865,14 @@ impl<'s> Scheduler<'s> {
         loop {
             if sr.vma.is_none() || sr.pos == sr.pages {
                 if let Some(v) = sr.vma.take() {
-                    k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                    k.charge_cost(cost::Fn::User, k.costs.syscall);
                     k.munmap(v);
                 }
                 if sr.next >= sr.end {
                     return Ok(None);
                 }
                 let n = sr.window.min(sr.end - sr.next);
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 sr.vma = Some(k.mmap_file(mm, sr.inode, sr.next, n, true, false));
                 (sr.pos, sr.pages) = (0, n);
                 sr.next += n;
@@ -907,7 +907,7 @@ impl<'s> Scheduler<'s> {
         let memcg = k.tasks[self.tasks[i].ktask].memcg;
         while io.next < io.end {
             if io.next == io.call_end {
-                k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
                 io.call_end = (io.next + io.chunk).min(io.end);
             }
             k.process_io_completions(k.now());
@@ -948,7 +948,7 @@ impl<'s> Scheduler<'s> {
                 if let Some(req) = kr.cur.take() {
                     // The server's work on the request beyond its page
                     // accesses: parsing, lookup, reply.
-                    k.charge_user(cost::KV_REQUEST_NS);
+                    k.charge_user(k.costs.kv_request);
                     kr.finish(req, k.now());
                 }
                 kr.buf.clear();
@@ -990,12 +990,12 @@ impl<'s> Scheduler<'s> {
         k: &mut Kernel,
         spawn: bool,
     ) -> Result<(), SimError> {
-        k.charge_cost(cost::Fn::User, cost::SYSCALL_NS);
+        k.charge_cost(cost::Fn::User, k.costs.syscall);
         let parent_ktask = self.tasks[i].ktask;
         let (mm, memcg) = (k.tasks[parent_ktask].mm, k.tasks[parent_ktask].memcg);
         let (child_mm, pairs) = if spawn {
             // fork, then exec: the new program's address space is fresh.
-            k.charge_cost(cost::Fn::CopyPageRange, cost::FORK_NS + cost::EXEC_NS);
+            k.charge_cost(cost::Fn::CopyPageRange, k.costs.fork + k.costs.exec);
             (k.mm_alloc(memcg), Vec::new())
         } else {
             k.dup_mm(mm, memcg)?

@@ -4,9 +4,10 @@
 //!
 //! The compressed copies live in zsmalloc's pool, which takes real page
 //! frames from the page allocator (`nr_zspages`). Simplification: every
-//! stored page costs the pool `cost::ZRAM_STORED_BYTES` (measured on the
+//! stored page costs the pool `costs.zram_stored_bytes` (measured on the
 //! real kernel for pages holding one content token, fragmentation
-//! included), and the pool grows and shrinks page by page.
+//! included; cost::ZRAM_STORED_BYTES), and the pool grows and shrinks page
+//! by page.
 
 use crate::cost;
 use crate::kernel::Kernel;
@@ -31,8 +32,8 @@ impl Zram {
         }
     }
 
-    fn pool_pages_needed(&self) -> usize {
-        (self.nr_stored * cost::ZRAM_STORED_BYTES).div_ceil(4096) as usize
+    fn pool_pages_needed(&self, stored_bytes: u64) -> usize {
+        (self.nr_stored * stored_bytes).div_ceil(4096) as usize
     }
 }
 
@@ -40,11 +41,12 @@ impl Kernel {
     /// `zram_rw_page` write: compress and store. False if the pool could not
     /// grow (the write fails with -ENOMEM and the folio stays dirty).
     pub fn zram_write_page(&mut self, ty: usize, offset: u32, version: u32) -> bool {
-        self.charge_cost(cost::Fn::ZramWrite, cost::ZRAM_COMPRESS_NS);
+        self.charge_cost(cost::Fn::ZramWrite, self.costs.zram_compress);
+        let stored_bytes = self.costs.zram_stored_bytes;
         let z = &mut self.swap[ty].zram;
         if !z.stored[offset as usize] {
             z.nr_stored += 1;
-            if z.pool_pages_needed() > z.pool.len() {
+            if z.pool_pages_needed(stored_bytes) > z.pool.len() {
                 match self.alloc_page(Gfp::Memalloc) {
                     Some(p) => {
                         self.folios.get_mut(p).set(PG_KERNEL);
@@ -66,7 +68,7 @@ impl Kernel {
 
     /// `zram_rw_page` read: decompress; returns the stored content token.
     pub fn zram_read_page(&mut self, ty: usize, offset: u32) -> u32 {
-        self.charge_cost(cost::Fn::ZramRead, cost::ZRAM_DECOMPRESS_NS);
+        self.charge_cost(cost::Fn::ZramRead, self.costs.zram_decompress);
         let z = &self.swap[ty].zram;
         debug_assert!(z.stored[offset as usize], "read of an empty zram slot");
         z.version[offset as usize]
@@ -74,13 +76,14 @@ impl Kernel {
 
     /// `zram_slot_free_notify`: the slot was freed; drop the stored copy.
     pub fn zram_slot_free_notify(&mut self, ty: usize, offset: u32) {
+        let stored_bytes = self.costs.zram_stored_bytes;
         let z = &mut self.swap[ty].zram;
         if !z.stored[offset as usize] {
             return;
         }
         z.stored[offset as usize] = false;
         z.nr_stored -= 1;
-        if z.pool_pages_needed() < z.pool.len() {
+        if z.pool_pages_needed(stored_bytes) < z.pool.len() {
             let p = z.pool.pop().expect("pool page");
             self.vm.add(crate::vmstat::Vm::NrZspages, -1);
             self.free_page(p);

@@ -21,7 +21,7 @@ use super::mmap::{VM_RAND_READ, VM_SEQ_READ, VM_SHARED};
 use super::page_alloc::Gfp;
 use super::pgtable::*;
 use super::readahead::FileRa;
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
@@ -162,7 +162,7 @@ impl Kernel {
             self.free_folio_pages(pfn);
             return None;
         }
-        self.charge_cost(Fn::AddToPageCache, cost::PAGE_CACHE_ADD_NS);
+        self.charge_cost(Fn::AddToPageCache, self.costs.page_cache_add);
         let range = index as usize..(index + nr) as usize;
         let shadow = self.inodes[inode as usize].pages[range.clone()]
             .iter()
@@ -246,7 +246,7 @@ impl Kernel {
     fn folio_clear_dirty_for_io(&mut self, pfn: Pfn) {
         for (v, idx, pte) in self.page_cache_mappings(pfn) {
             if self.vmas[v as usize].flags & VM_SHARED != 0 && pte & PTE_WRITE != 0 {
-                self.charge_cost(Fn::Writeback, cost::PTE_NS);
+                self.charge_cost(Fn::Writeback, self.costs.pte);
                 self.vmas[v as usize].ptes[idx] = pte & !(PTE_WRITE | PTE_DIRTY);
             }
         }
@@ -281,7 +281,7 @@ impl Kernel {
             {
                 continue;
             }
-            self.charge_cost(Fn::Writeback, cost::PTE_NS);
+            self.charge_cost(Fn::Writeback, self.costs.pte);
             self.folio_clear_dirty_for_io(pfn);
             for i in 0..f.nr_pages() {
                 self.inodes[inode as usize].disk_version[index as usize + i as usize] =
@@ -348,7 +348,7 @@ impl Kernel {
     /// readahead and retries once the read completes. Returns the uptodate
     /// folio with a reference for the caller.
     fn filemap_fault(&mut self, vma: u32, idx: usize, memcg: u16) -> Result<Pfn, FaultError> {
-        self.charge_cost(Fn::FilemapFault, cost::PTE_NS);
+        self.charge_cost(Fn::FilemapFault, self.costs.pte);
         let v = &self.vmas[vma as usize];
         let (inode, index) = (v.inode, v.pgoff + idx as u64);
         let task = self.cur_task.expect("faults come from tasks");
@@ -516,7 +516,7 @@ impl Kernel {
     /// regular file's is writable (and dirty) only on a shared write
     /// fault. A write fault's PTE is dirty.
     pub fn do_set_pte(&mut self, vma: u32, idx: usize, head: Pfn, write: bool) {
-        self.charge_cost(Fn::AddFileRmap, cost::RMAP_NS + cost::PTE_NS);
+        self.charge_cost(Fn::AddFileRmap, self.costs.rmap() + self.costs.pte);
         let index = self.vmas[vma as usize].pgoff + idx as u64;
         let page = self.folios.folio_page(head, index);
         self.page_add_file_rmap(page);
@@ -551,7 +551,7 @@ impl Kernel {
     /// `try_to_unmap_one` of a page-cache folio in one VMA (`maps`: its
     /// PTEs).
     fn try_to_unmap_one_page_cache(&mut self, pfn: Pfn, maps: &[(u32, usize, Pte)]) {
-        self.charge_cost(Fn::TryToUnmap, cost::UNMAP_WALK_NS);
+        self.charge_cost(Fn::TryToUnmap, self.costs.unmap_walk());
         if maps[0].2 & PTE_PMD != 0 {
             // TTU_SPLIT_HUGE_PMD. A VMA maps a file range once, so a folio
             // it maps with a PMD has no PTEs in it besides.
@@ -562,7 +562,7 @@ impl Kernel {
         let batched = self.features.batched_rmap_unmap;
         let shmem = self.folios.get(pfn).test(PG_SWAPBACKED);
         for &(v, idx, pte) in maps {
-            self.charge_cost(Fn::PtepClearFlush, cost::PTEP_CLEAR_FLUSH_NS);
+            self.charge_cost(Fn::PtepClearFlush, self.costs.ptep_clear_flush());
             if pte & PTE_DIRTY != 0 {
                 self.filemap_dirty_folio(pfn);
             }
@@ -586,7 +586,7 @@ impl Kernel {
     /// (`wp_page_reuse`, counted as pgreuse).
     pub fn wp_page_shared(&mut self, vma: u32, idx: usize, pte: Pte) {
         let pfn = self.folios.head_of(pte_pfn(pte));
-        self.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+        self.charge_cost(Fn::DoWpPage, self.costs.pte);
         self.filemap_dirty_folio(pfn);
         self.vm.inc(Vm::Pgreuse);
         self.vmas[vma as usize].ptes[idx] = pte | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
@@ -609,7 +609,7 @@ impl Kernel {
         ra: &mut FileRa,
         memcg: u16,
     ) -> Result<(), FaultError> {
-        self.charge_cost(Fn::FilemapRead, cost::PTE_NS);
+        self.charge_cost(Fn::FilemapRead, self.costs.pte);
         let pfn = match self.filemap_folio_at(inode, index) {
             Some(p) => p,
             None => {
@@ -646,7 +646,7 @@ impl Kernel {
         if ra.prev_pos <= 0 || (ra.prev_pos - 1) >> shift != ((index << 12) >> shift) as i64 {
             self.folio_mark_accessed(pfn);
         }
-        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        self.charge_cost(Fn::User, self.costs.copy_page);
         let found = self.folios.version[self.folios.folio_page(pfn, index) as usize];
         let expected = self.inodes[inode as usize].user_version[index as usize];
         self.integrity.pages_checked += 1;
@@ -668,7 +668,7 @@ impl Kernel {
         index: u64,
         memcg: u16,
     ) -> Result<(), FaultError> {
-        self.charge_cost(Fn::FilemapWrite, cost::PTE_NS);
+        self.charge_cost(Fn::FilemapWrite, self.costs.pte);
         let pfn = match self.filemap_folio_at(inode, index) {
             Some(p) => {
                 if let Some(done) = self.folio_lock_and_writeback_done_at(p) {
@@ -689,7 +689,7 @@ impl Kernel {
                 p
             }
         };
-        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        self.charge_cost(Fn::User, self.costs.copy_page);
         let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)
             .max(1);
@@ -728,7 +728,7 @@ impl Kernel {
             if f.test(PG_LOCKED) || f.index as u64 != index {
                 continue;
             }
-            self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
+            self.charge_cost(Fn::User, self.costs.lru_move);
             if f.refcount == f.nr_pages() && f.mapcount == 0 && !f.test(PG_DIRTY | PG_WRITEBACK) {
                 self.folios.get_mut(pfn).refcount += 1;
                 self.filemap_remove_folio(pfn, 0);

@@ -10,7 +10,7 @@
 
 use super::folio::*;
 use super::pgtable::*;
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
@@ -76,7 +76,7 @@ impl Kernel {
     fn set_pmd(&mut self, vma: u32, first: usize, head: Pfn, write: bool) {
         self.charge_cost(
             Fn::DoSetPmd,
-            cost::PTE_NS + cost::MAPCOUNT_NS * HPAGE_PMD_NR + cost::RMAP_STAT_NS,
+            self.costs.pte + self.costs.mapcount * HPAGE_PMD_NR + self.costs.rmap_stat,
         );
         self.folio_add_file_rmap_pages(head, HPAGE_PMD_NR as u32);
         let f = *self.folios.get(head);
@@ -106,7 +106,7 @@ impl Kernel {
         ptes.fill(0);
         self.charge_cost(
             Fn::RemoveRmap,
-            cost::MAPCOUNT_NS * HPAGE_PMD_NR + cost::RMAP_STAT_NS,
+            self.costs.mapcount * HPAGE_PMD_NR + self.costs.rmap_stat,
         );
         let mut gone = 0;
         for i in 0..HPAGE_PMD_NR as u32 {
@@ -129,7 +129,7 @@ impl Kernel {
     /// PMD goes, a dirty one dirties the folio (its young bit is simply
     /// dropped), and the PMD's reference with it.
     pub fn zap_huge_pmd(&mut self, vma: u32, first: usize) {
-        self.charge_cost(Fn::ZapHugePmd, cost::PTE_NS);
+        self.charge_cost(Fn::ZapHugePmd, self.costs.pte);
         let (head, _, dirty) = self.pmd_clear(vma, first);
         if dirty {
             self.filemap_dirty_folio(head);
@@ -143,7 +143,7 @@ impl Kernel {
     /// PG_referenced — and the pages fault back in later.
     pub fn split_huge_pmd(&mut self, vma: u32, idx: usize) {
         self.vm.inc(Vm::ThpSplitPmd);
-        self.charge_cost(Fn::SplitHugePmd, cost::PTEP_CLEAR_FLUSH_NS);
+        self.charge_cost(Fn::SplitHugePmd, self.costs.ptep_clear_flush());
         let (first, _) = pmd_block(self.vmas[vma as usize].start_vpn, idx);
         let (head, young, dirty) = self.pmd_clear(vma, first);
         if dirty {
@@ -195,7 +195,7 @@ impl Kernel {
         let ptes = &mut self.vmas[vma as usize].ptes[first..first + HPAGE_PMD_NR as usize];
         if ptes[0] & PTE_YOUNG != 0 || ptes.iter().any(|p| p & PTE_YOUNG != 0) {
             ptes.iter_mut().for_each(|p| *p &= !PTE_YOUNG);
-            self.charge_cost(Fn::Madvise, cost::PTEP_CLEAR_FLUSH_NS);
+            self.charge_cost(Fn::Madvise, self.costs.ptep_clear_flush());
         }
         self.folios.get_mut(head).clear(PG_REFERENCED);
         let f = *self.folios.get(head);
@@ -237,7 +237,7 @@ impl Kernel {
             self.vm.inc(Vm::ThpSplitPageFailed);
             return false;
         }
-        self.charge_cost(Fn::SplitHugePage, cost::SPLIT_TAIL_NS * (nr as u64 - 1));
+        self.charge_cost(Fn::SplitHugePage, self.costs.split_tail * (nr as u64 - 1));
         let h = *self.folios.get(head);
         let on_lru = h.test(PG_LRU);
         let inode = h.mapping;

@@ -6,7 +6,7 @@
 
 use super::folio::*;
 use super::pgtable::*;
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use mmsim_spec::Advice;
@@ -129,7 +129,7 @@ impl Kernel {
                     &mut list,
                 );
             for idx in (lo..hi).take_while(|_| walk_ptes) {
-                self.charge_cost(Fn::Madvise, cost::PTE_NS);
+                self.charge_cost(Fn::Madvise, self.costs.pte);
                 let pte = self.vmas[vma as usize].ptes[idx];
                 if !pte_present(pte) || pte & PTE_ZERO != 0 {
                     continue;
@@ -188,7 +188,7 @@ impl Kernel {
                 }
             }
             // tlb_finish_mmu's flush of the young bits cleared.
-            self.charge_cost(Fn::Madvise, cost::TLB_FLUSH_NS);
+            self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
             if pageout && !list.is_empty() {
                 self.reclaim_pages(&mut list);
             }
@@ -245,7 +245,7 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx] = 0;
             self.zap_pte(vma, pte);
         }
-        self.charge_cost(Fn::Madvise, cost::TLB_FLUSH_NS);
+        self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
     }
 
     /// `madvise_free_pte_range`: swap entries are dropped (the page reads
@@ -256,7 +256,7 @@ impl Kernel {
         self.lru_add_drain();
         let mm = self.vmas[vma as usize].mm as usize;
         for idx in first..first + n {
-            self.charge_cost(Fn::Madvise, cost::PTE_NS);
+            self.charge_cost(Fn::Madvise, self.costs.pte);
             let pte = self.vmas[vma as usize].ptes[idx];
             if is_swap_pte(pte) {
                 self.mms[mm].swapents -= 1;
@@ -285,7 +285,7 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx] = pte & !(PTE_YOUNG | PTE_DIRTY);
             self.mark_page_lazyfree(pfn);
         }
-        self.charge_cost(Fn::Madvise, cost::TLB_FLUSH_NS);
+        self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
     }
 
     /// `mark_page_lazyfree` (at once rather than through the per-CPU
@@ -314,7 +314,7 @@ impl Kernel {
     fn madvise_willneed(&mut self, vma: u32, first: usize, n: usize) {
         let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
         for idx in first..first + n {
-            self.charge_cost(Fn::Madvise, cost::UNUSE_SCAN_NS);
+            self.charge_cost(Fn::Madvise, self.costs.unuse_scan);
             let pte = self.vmas[vma as usize].ptes[idx];
             if !is_swap_pte(pte) {
                 continue;

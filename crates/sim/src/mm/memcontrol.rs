@@ -131,7 +131,7 @@ impl Kernel {
             c.peak = c.peak.max(c.usage);
             cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
         }
-        self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::PAGE_COUNTER_NS);
+        self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.page_counter);
         Ok(())
     }
 
@@ -232,7 +232,7 @@ impl Kernel {
         // A charge the stock covers is a leaf of the caller in the profile
         // (merged with the traced slow path of the same name).
         if !self.is_root(memcg) && self.consume_stock(memcg, nr) {
-            self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::MEMCG_CHARGE_NS);
+            self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
             return Charge::Ok;
         }
         self.traced(crate::cost::Fn::MemcgCharge, |k| {
@@ -241,7 +241,7 @@ impl Kernel {
     }
 
     fn try_charge_memcg(&mut self, memcg: u16, nr: u64) -> Charge {
-        self.charge_cost(crate::cost::Fn::MemcgCharge, crate::cost::MEMCG_CHARGE_NS);
+        self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
         if self.is_root(memcg) {
             return Charge::Ok;
         }

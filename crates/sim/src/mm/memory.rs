@@ -7,7 +7,7 @@ use super::folio::*;
 use super::page_alloc::Gfp;
 use super::pgtable::*;
 use super::swapfile::{swp_offset, swp_type, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO};
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;
@@ -125,7 +125,7 @@ impl Kernel {
                 self.integrity.violations += 1;
             }
         }
-        self.charge_user(cost::TOUCH_NS);
+        self.charge_user(self.costs.touch);
     }
 
     /// `handle_mm_fault`, timed for the fault latency histograms: a fault
@@ -170,7 +170,7 @@ impl Kernel {
         let memcg = self.vma_memcg(vma);
         let task = self.cur_task.expect("faults come from tasks");
         if !std::mem::take(&mut self.tasks[task].fault_waited) {
-            self.charge_cost(Fn::FaultEntry, cost::FAULT_ENTRY_NS);
+            self.charge_cost(Fn::FaultEntry, self.costs.fault_entry);
             self.vm.inc(Vm::Pgfault);
             self.memcg_stat(memcg, Mc::Pgfault, 1);
         }
@@ -192,7 +192,7 @@ impl Kernel {
             // handle_pte_fault's tail makes it young
             // (ptep_set_access_flags) and the access runs again.
             debug_assert!(!self.hw_pte_young && pte & PTE_YOUNG == 0);
-            self.charge_cost(Fn::HandleMmFault, cost::PTE_NS);
+            self.charge_cost(Fn::HandleMmFault, self.costs.pte);
             self.vmas[vma as usize].ptes[idx] = pte | PTE_YOUNG;
             return Ok(());
         }
@@ -237,7 +237,7 @@ impl Kernel {
             .test(PG_ANON)
         {
             return self.traced(Fn::DoWpPage, |k| {
-                k.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+                k.charge_cost(Fn::DoWpPage, k.costs.pte);
                 k.wp_page_copy(vma, idx, Some(pte_pfn(pte)))
             });
         }
@@ -257,7 +257,7 @@ impl Kernel {
                 return Err(e);
             }
         };
-        self.charge_cost(Fn::DoFault, cost::COPY_PAGE_NS + cost::PTE_NS);
+        self.charge_cost(Fn::DoFault, self.costs.copy_page + self.costs.pte);
         let index = self.vmas[vma as usize].pgoff + idx as u64;
         let page = self.folios.folio_page(file_pfn, index);
         self.folios.version[new as usize] = self.folios.version[page as usize];
@@ -292,7 +292,7 @@ impl Kernel {
     /// exclusive page, else the root of its fork tree, which every process
     /// that may share the page is linked into (`__page_set_anon_rmap`).
     pub fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
-        self.charge_cost(Fn::AddRmap, cost::RMAP_NS);
+        self.charge_cost(Fn::AddRmap, self.costs.rmap());
         let v = &self.vmas[vma as usize];
         let av = if exclusive {
             v.anon_vma
@@ -322,13 +322,13 @@ impl Kernel {
     fn do_anonymous_page(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
         if !write {
             // The shared zero page: no folio, no charge, no LRU.
-            self.charge_cost(Fn::DoAnonymousPage, cost::PTE_NS);
+            self.charge_cost(Fn::DoAnonymousPage, self.costs.pte);
             self.vmas[vma as usize].ptes[idx] = mk_pte(NIL, PTE_ZERO | PTE_YOUNG);
             return Ok(());
         }
         let memcg = self.vma_memcg(vma);
         let pfn = self.alloc_anon_folio(memcg)?;
-        self.charge_cost(Fn::DoAnonymousPage, cost::CLEAR_PAGE_NS + cost::PTE_NS);
+        self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page + self.costs.pte);
         self.folios.version[pfn as usize] = 0;
         self.page_add_anon_rmap(pfn, vma, idx, true);
         self.folio_add_lru(pfn);
@@ -367,7 +367,7 @@ impl Kernel {
             self.folio_put(pfn);
             return Err(FaultError::Retry(done));
         }
-        self.charge_cost(Fn::DoSwapPage, cost::PTE_NS);
+        self.charge_cost(Fn::DoSwapPage, self.costs.pte);
         // No modelled device needs stable writes, so a swap PTE's
         // exclusivity holds even while the folio is under writeback.
         let exclusive = skip_swapcache || pte & PTE_SWP_EXCLUSIVE != 0;
@@ -439,7 +439,7 @@ impl Kernel {
 
     /// `do_wp_page` for a write to a present, read-only PTE.
     fn do_wp_page(&mut self, vma: u32, idx: usize, pte: Pte) -> Fault {
-        self.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+        self.charge_cost(Fn::DoWpPage, self.costs.pte);
         if pte & PTE_ZERO != 0 {
             return self.wp_page_copy(vma, idx, None);
         }
@@ -495,7 +495,7 @@ impl Kernel {
     }
 
     fn wp_page_reuse(&mut self, vma: u32, idx: usize, pte: Pte) {
-        self.charge_cost(Fn::DoWpPage, cost::PTE_NS);
+        self.charge_cost(Fn::DoWpPage, self.costs.pte);
         self.vmas[vma as usize].ptes[idx] = pte | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
         self.vm.inc(Vm::Pgreuse);
     }
@@ -515,10 +515,10 @@ impl Kernel {
             return Ok(());
         }
         let (work, version) = match old {
-            None => (cost::CLEAR_PAGE_NS, 0),
-            Some(o) => (cost::COPY_PAGE_NS, self.folios.version[o as usize]),
+            None => (self.costs.clear_page, 0),
+            Some(o) => (self.costs.copy_page, self.folios.version[o as usize]),
         };
-        self.charge_cost(Fn::DoWpPage, work + cost::PTE_NS + cost::TLB_FLUSH_NS);
+        self.charge_cost(Fn::DoWpPage, work + self.costs.pte + self.costs.tlb_flush);
         self.folios.version[new as usize] = version;
         self.page_add_anon_rmap(new, vma, idx, true);
         self.folio_add_lru(new);
@@ -573,7 +573,7 @@ impl Kernel {
             if pte_none(pte) {
                 continue;
             }
-            self.charge_cost(Fn::CopyPageRange, cost::COPY_PTE_NS);
+            self.charge_cost(Fn::CopyPageRange, self.costs.copy_pte);
             if is_swap_pte(pte) {
                 self.swap_duplicate(pte_swp_entry(pte));
                 let shared = pte & !PTE_SWP_EXCLUSIVE;

@@ -153,7 +153,7 @@ impl Kernel {
             self.free_page(pfn);
             return Err(crate::SimError::Oom);
         }
-        self.charge_cost(cost::Fn::PageAlloc, cost::CLEAR_PAGE_NS);
+        self.charge_cost(cost::Fn::PageAlloc, self.costs.clear_page);
         let f = self.folios.get_mut(pfn);
         f.flags = PG_PGTABLE;
         f.memcg = memcg;
@@ -334,7 +334,7 @@ impl Kernel {
         parent: u32,
         memcg: u16,
     ) -> Result<(u32, Vec<(u32, u32)>), crate::SimError> {
-        self.charge_cost(cost::Fn::CopyPageRange, cost::FORK_NS);
+        self.charge_cost(cost::Fn::CopyPageRange, self.costs.fork);
         let child = self.mm_alloc(memcg);
         self.mms[child as usize].next_vpn = self.mms[parent as usize].next_vpn;
         let mut pairs = Vec::new();
@@ -349,7 +349,7 @@ impl Kernel {
             }
         }
         // flush_tlb_mm: the parent's PTEs were write-protected.
-        self.charge_cost(cost::Fn::CopyPageRange, cost::TLB_FLUSH_NS);
+        self.charge_cost(cost::Fn::CopyPageRange, self.costs.tlb_flush);
         Ok((child, pairs))
     }
 
@@ -456,7 +456,7 @@ impl Kernel {
 
     /// One PTE of `zap_pte_range`: drop the mapping or the swap reference.
     pub fn zap_pte(&mut self, vma: u32, pte: Pte) {
-        self.charge_cost(cost::Fn::Unmap, cost::PTE_NS);
+        self.charge_cost(cost::Fn::Unmap, self.costs.pte);
         let mm = self.vmas[vma as usize].mm as usize;
         if is_swap_pte(pte) {
             self.mms[mm].swapents -= 1;
@@ -494,7 +494,7 @@ impl Kernel {
 
     /// `page_remove_rmap` for an order-0 anon page.
     pub fn page_remove_rmap(&mut self, pfn: Pfn) {
-        self.charge_cost(cost::Fn::RemoveRmap, cost::RMAP_NS);
+        self.charge_cost(cost::Fn::RemoveRmap, self.costs.rmap());
         let f = self.folios.get_mut(pfn);
         debug_assert!(f.mapcount > 0);
         f.mapcount -= 1;

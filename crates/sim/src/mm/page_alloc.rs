@@ -301,7 +301,7 @@ impl Kernel {
             refcount: 1,
             ..Folio::FREE
         };
-        self.charge_cost(crate::cost::Fn::PageAlloc, crate::cost::ALLOC_PAGE_NS);
+        self.charge_cost(crate::cost::Fn::PageAlloc, self.costs.alloc_page);
         pfn
     }
 
@@ -481,7 +481,7 @@ impl Kernel {
         self.vm.add(alloc_counter(self.zones[zi].ztype), 1 << order);
         self.charge_cost(
             crate::cost::Fn::PageAlloc,
-            crate::cost::ALLOC_PAGE_NS + crate::cost::FOLIO_TAIL_NS * ((1 << order) - 1),
+            self.costs.alloc_page + self.costs.folio_tail * ((1 << order) - 1),
         );
         Some(head)
     }
@@ -517,7 +517,7 @@ impl Kernel {
         self.vm.add(Vm::Pgfree, 1 << order);
         self.charge_cost(
             crate::cost::Fn::PageFree,
-            crate::cost::FREE_PAGE_NS + crate::cost::FOLIO_TAIL_NS * ((1 << order) - 1),
+            self.costs.free_page + self.costs.folio_tail * ((1 << order) - 1),
         );
         let zi = self.zone_of(head);
         self.free_one_page(zi, head, order);
@@ -527,7 +527,7 @@ impl Kernel {
     /// returns `nr_pcp_free` pages to the zone.
     pub fn free_page(&mut self, pfn: Pfn) {
         self.vm.inc(Vm::Pgfree);
-        self.charge_cost(crate::cost::Fn::PageFree, crate::cost::FREE_PAGE_NS);
+        self.charge_cost(crate::cost::Fn::PageFree, self.costs.free_page);
         let zi = self.zone_of(pfn);
         let cpu = self.cur_cpu;
         *self.folios.get_mut(pfn) = Folio {
@@ -679,7 +679,7 @@ mod tests {
             &[],
         )
         .expect("spec");
-        Kernel::new(&spec).expect("boot")
+        Kernel::new(&spec, crate::costs::Costs::REFERENCE).expect("boot")
     }
 
     fn blocks(k: &Kernel) -> Vec<Vec<(Pfn, usize)>> {

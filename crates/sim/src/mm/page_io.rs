@@ -19,7 +19,7 @@
 
 use super::folio::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::Vm;
 use std::cmp::Reverse;
@@ -154,7 +154,7 @@ impl Kernel {
     /// versions for a read, the inode's disk versions for a write), as for
     /// the other devices.
     fn brd_submit_bio(&mut self, pfn: Pfn, nr: u64, write: bool) {
-        self.charge_cost(Fn::BrdSubmitBio, cost::COPY_PAGE_NS * nr);
+        self.charge_cost(Fn::BrdSubmitBio, self.costs.copy_page * nr);
         if write {
             self.end_swap_bio_write(pfn);
         } else {

@@ -4,7 +4,7 @@
 
 use super::folio::*;
 use super::pgtable::*;
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 
 impl Kernel {
@@ -39,7 +39,7 @@ impl Kernel {
 
     /// One mapping of `try_to_unmap`; false stops the walk.
     fn try_to_unmap_one(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) -> bool {
-        self.charge_cost(Fn::TryToUnmap, cost::UNMAP_ONE_NS);
+        self.charge_cost(Fn::TryToUnmap, self.costs.unmap_one);
         // The dirty bit moves to the folio as the PTE is cleared.
         if pte & PTE_DIRTY != 0 {
             self.folios.get_mut(pfn).set(PG_DIRTY);
@@ -115,7 +115,7 @@ impl Kernel {
     /// the young bits), and their VMA flags. In cgroup reclaim only the
     /// target memcg's mms count.
     pub fn folio_referenced(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
-        self.charge_cost(Fn::FolioReferenced, cost::FOLIO_REFERENCED_NS);
+        self.charge_cost(Fn::FolioReferenced, self.costs.folio_referenced);
         let f = *self.folios.get(pfn);
         if f.mapcount == 0 {
             return (0, 0);

@@ -14,7 +14,7 @@ use super::pgtable::*;
 use super::swapfile::{
     swp_offset, swp_type, SwpEntry, SWAP_COUNT_MASK, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO,
 };
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
@@ -161,7 +161,7 @@ impl Kernel {
         let nr = 1u64 << order;
         let first = index & !(nr - 1);
         // xas_split_alloc's nodes and the split itself.
-        self.charge_cost(Fn::ShmemFault, cost::SPLIT_TAIL_NS * nr);
+        self.charge_cost(Fn::ShmemFault, self.costs.split_tail * nr);
         let range = first as usize..(first + nr) as usize;
         for slot in &mut self.inodes[inode as usize].pages[range] {
             *slot &= (1 << SWAP_ORDER_SHIFT) - 1;
@@ -232,7 +232,7 @@ impl Kernel {
         index: u64,
         memcg: u16,
     ) -> Result<Pfn, FaultError> {
-        self.charge_cost(Fn::ShmemFault, cost::PTE_NS);
+        self.charge_cost(Fn::ShmemFault, self.costs.pte);
         if let Some(pfn) = self.shmem_folio_at(inode, index) {
             self.folios.get_mut(pfn).refcount += 1;
             return Ok(pfn);
@@ -254,7 +254,7 @@ impl Kernel {
             self.free_page(pfn);
             return Err(FaultError::Oom);
         }
-        self.charge_cost(Fn::ShmemFault, cost::CLEAR_PAGE_NS);
+        self.charge_cost(Fn::ShmemFault, self.costs.clear_page);
         self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
         self.folios.version[pfn as usize] = 0;
         self.shmem_add_to_page_cache(pfn, inode, index);
@@ -387,7 +387,7 @@ impl Kernel {
                 self.free_folio_pages(pfn);
                 return None;
             }
-            self.charge_cost(Fn::ShmemFault, cost::CLEAR_PAGE_NS * nr);
+            self.charge_cost(Fn::ShmemFault, self.costs.clear_page * nr);
             self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
             self.folios.version[pfn as usize..(pfn as u64 + nr) as usize].fill(0);
             self.shmem_add_to_page_cache(pfn, inode, index & !(nr - 1));
@@ -462,7 +462,7 @@ impl Kernel {
             self.folio_put(pfn);
             return Err(FaultError::Wait(done));
         }
-        self.charge_cost(Fn::ShmemFault, cost::SWAP_SLOT_NS);
+        self.charge_cost(Fn::ShmemFault, self.costs.swap_slot);
         self.shmem_swapin_from_cache(pfn, inode, index, entry);
         Ok(pfn)
     }
@@ -528,7 +528,7 @@ impl Kernel {
             self.free_folio_pages(pfn);
             return None;
         }
-        self.charge_cost(Fn::ShmemFault, cost::SWAP_SLOT_NS);
+        self.charge_cost(Fn::ShmemFault, self.costs.swap_slot);
         // swapcache_prepare over the range: nobody can hold a slot here (a
         // fault runs start to end in mmsim, and the check above).
         for i in 0..nr as usize {
@@ -632,7 +632,7 @@ impl Kernel {
         }
         self.charge_cost(
             Fn::AddFileRmap,
-            (cost::MAPCOUNT_NS + cost::PTE_NS) * nr as u64 + cost::RMAP_STAT_NS,
+            (self.costs.mapcount + self.costs.pte) * nr as u64 + self.costs.rmap_stat,
         );
         self.folio_add_file_rmap_pages(head, nr as u32);
         let mm = self.vmas[vma as usize].mm as usize;
@@ -649,11 +649,11 @@ impl Kernel {
 
     /// `page_remove_rmap` for a shmem page.
     pub fn page_remove_file_rmap(&mut self, page: Pfn) {
-        self.charge_cost(Fn::RemoveRmap, cost::MAPCOUNT_NS);
+        self.charge_cost(Fn::RemoveRmap, self.costs.mapcount);
         debug_assert!(self.folios.page_mapcount(page) > 0);
         if self.folios.page_mapcount_add(page, -1) == 0 {
             // NR_FILE_MAPPED counts pages, whatever their folio's size.
-            self.charge_cost(Fn::ModLruvecState, cost::RMAP_STAT_NS);
+            self.charge_cost(Fn::ModLruvecState, self.costs.rmap_stat);
             let memcg = self.folios.get(self.folios.head_of(page)).memcg;
             self.vm.add(Vm::NrMapped, -1);
             self.memcg_stat(memcg, Mc::FileMapped, -1);
@@ -667,14 +667,14 @@ impl Kernel {
         let mut unmapped = 0;
         let mut memcg = 0;
         for page in pages {
-            self.charge_cost(Fn::FolioRemoveRmapRange, cost::MAPCOUNT_NS);
+            self.charge_cost(Fn::FolioRemoveRmapRange, self.costs.mapcount);
             memcg = self.folios.get(self.folios.head_of(page)).memcg;
             if self.folios.page_mapcount_add(page, -1) == 0 {
                 unmapped += 1;
             }
         }
         if unmapped > 0 {
-            self.charge_cost(Fn::ModLruvecState, cost::RMAP_STAT_NS);
+            self.charge_cost(Fn::ModLruvecState, self.costs.rmap_stat);
             self.vm.add(Vm::NrMapped, -unmapped);
             self.memcg_stat(memcg, Mc::FileMapped, -unmapped);
         }
@@ -739,7 +739,7 @@ impl Kernel {
                 None => return false,
             },
         };
-        self.charge_cost(Fn::AddToSwap, cost::SWAP_SLOT_NS);
+        self.charge_cost(Fn::AddToSwap, self.costs.swap_slot);
         let _ = self.add_to_swap_cache(pfn, entry);
         // swap_shmem_alloc: the inode's entries are the slots' references.
         for i in 0..self.folios.get(pfn).nr_pages() {
@@ -834,7 +834,7 @@ impl Kernel {
                 if swp_type(entry) != ty {
                     continue;
                 }
-                self.charge_cost(Fn::TryToUnuse, cost::PTE_NS);
+                self.charge_cost(Fn::TryToUnuse, self.costs.pte);
                 if self.swap_folio_of(entry).is_none() {
                     // Reads order 0 below: the large entry is split first.
                     self.shmem_split_large_entry(inode, index);
@@ -888,7 +888,7 @@ impl Kernel {
     /// page; a cached or swapped-in page is marked accessed (the read
     /// starts at its beginning) and copied out.
     fn shmem_read_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
-        self.charge_cost(Fn::ShmemFault, cost::PTE_NS);
+        self.charge_cost(Fn::ShmemFault, self.costs.pte);
         let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
             self.folios.get_mut(p).refcount += 1;
             p
@@ -896,12 +896,12 @@ impl Kernel {
             self.shmem_swapin_folio_sgp(inode, index, entry, memcg, false)?
         } else {
             // A hole: iov_iter_zero.
-            self.charge_cost(Fn::User, cost::CLEAR_PAGE_NS);
+            self.charge_cost(Fn::User, self.costs.clear_page);
             self.check_read(0, self.inodes[inode as usize].user_version[index as usize]);
             return Ok(());
         };
         self.folio_mark_accessed(pfn);
-        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        self.charge_cost(Fn::User, self.costs.copy_page);
         let found = self.folios.version[self.folios.folio_page(pfn, index) as usize];
         self.check_read(
             found,
@@ -914,7 +914,7 @@ impl Kernel {
     /// One page of a write: `shmem_write_begin` (SGP_WRITE: allocate a
     /// hole, swap in, mark accessed), the copy, `shmem_write_end` (dirty).
     fn shmem_write_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
-        self.charge_cost(Fn::ShmemFault, cost::PTE_NS);
+        self.charge_cost(Fn::ShmemFault, self.costs.pte);
         let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
             self.folios.get_mut(p).refcount += 1;
             self.folio_mark_accessed(p);
@@ -927,7 +927,7 @@ impl Kernel {
             self.folios.get_mut(p).set(PG_REFERENCED);
             p
         };
-        self.charge_cost(Fn::User, cost::COPY_PAGE_NS);
+        self.charge_cost(Fn::User, self.costs.copy_page);
         let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)
             .max(1);
@@ -989,7 +989,7 @@ impl Kernel {
                 if f.test(PG_LOCKED) {
                     continue;
                 }
-                self.charge_cost(Fn::User, cost::LRU_MOVE_NS);
+                self.charge_cost(Fn::User, self.costs.lru_move);
                 if f.refcount == f.nr_pages() && !f.test(PG_DIRTY | PG_WRITEBACK) {
                     self.folios.get_mut(pfn).refcount += 1;
                     self.shmem_delete_from_page_cache(pfn, None);

@@ -12,7 +12,7 @@ impl Kernel {
     /// reference); a full batch is flushed onto the LRU lists. Until then
     /// the folio is invisible to reclaim, as in the kernel.
     pub fn folio_add_lru(&mut self, pfn: Pfn) {
-        self.charge_cost(cost::Fn::LruAdd, cost::LRU_ADD_NS);
+        self.charge_cost(cost::Fn::LruAdd, self.costs.lru_add);
         let f = self.folios.get_mut(pfn);
         debug_assert!(!f.test(PG_LRU | PG_LRU_BATCH));
         f.refcount += 1;

@@ -49,7 +49,7 @@ impl Kernel {
         self.vm.add(Vm::NrFilePages, -(nr as i64));
         self.vm.add(Vm::NrSwapcached, -(nr as i64));
         self.memcg_stat(memcg, Mc::Swapcached, -(nr as i64));
-        self.charge_cost(cost::Fn::AddToSwap, cost::SWAP_SLOT_NS / 2);
+        self.charge_cost(cost::Fn::AddToSwap, self.costs.swap_slot / 2);
     }
 
     /// `delete_from_swap_cache`: remove, release the slots' cache bits,

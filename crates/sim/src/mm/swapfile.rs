@@ -649,7 +649,7 @@ impl Kernel {
                 if m == 0 || m & SWAP_COUNT_MASK == 0x3f {
                     continue;
                 }
-                self.charge_cost(crate::cost::Fn::TryToUnuse, crate::cost::PTE_NS);
+                self.charge_cost(crate::cost::Fn::TryToUnuse, self.costs.pte);
                 if let Some(pfn) = self.swap_folio_of(swp_entry(ty, off)) {
                     // find_get_page's reference, dropped after.
                     self.folios.get_mut(pfn).refcount += 1;
@@ -703,7 +703,7 @@ impl Kernel {
         let n = self.vmas[vma as usize].pages as usize;
         let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
         for idx in 0..n {
-            self.charge_cost(crate::cost::Fn::TryToUnuse, crate::cost::UNUSE_SCAN_NS);
+            self.charge_cost(crate::cost::Fn::TryToUnuse, self.costs.unuse_scan);
             let pte = self.vmas[vma as usize].ptes[idx];
             if !super::pgtable::is_swap_pte(pte) {
                 continue;
@@ -742,7 +742,7 @@ impl Kernel {
     /// without the write, and drop the PTE's swap reference.
     fn unuse_pte(&mut self, vma: u32, idx: usize, entry: SwpEntry, pfn: Pfn) {
         use super::pgtable::*;
-        self.charge_cost(crate::cost::Fn::TryToUnuse, crate::cost::PTE_NS);
+        self.charge_cost(crate::cost::Fn::TryToUnuse, self.costs.pte);
         let pte = self.vmas[vma as usize].ptes[idx];
         let exclusive = pte & PTE_SWP_EXCLUSIVE != 0;
         let mm = self.vmas[vma as usize].mm as usize;

@@ -12,7 +12,7 @@ use super::folio::*;
 use super::memcontrol::ROOT_MEMCG;
 use super::page_alloc::WMARK_HIGH;
 use super::swapfile::{swp_offset, swp_type};
-use crate::cost::{self, Fn};
+use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
@@ -430,7 +430,7 @@ impl Kernel {
             f.set(PG_ISOLATED);
             f.refcount += 1;
             out.push(pfn);
-            self.charge_cost(Fn::ShrinkInactiveList, cost::LRU_MOVE_NS);
+            self.charge_cost(Fn::ShrinkInactiveList, self.costs.lru_move);
         }
         self.vm
             .add(isolated_item(lru >= LRU_INACTIVE_FILE), out.len() as i64);
@@ -455,7 +455,7 @@ impl Kernel {
             let nr = f.nr_pages() as u64;
             let active = f.test(PG_ACTIVE);
             self.lruvec_add_folio(pfn);
-            self.charge_cost(Fn::ShrinkInactiveList, cost::LRU_MOVE_NS);
+            self.charge_cost(Fn::ShrinkInactiveList, self.costs.lru_move);
             moved += nr;
             if active {
                 self.workingset_age_nonresident(memcg, nr);
@@ -528,7 +528,7 @@ impl Kernel {
         let mut l_inactive = self.take_scratch();
         for &pfn in &hold {
             let (referenced, vm_flags) = self.folio_referenced(pfn, sc.target);
-            self.charge_cost(Fn::ShrinkActiveList, cost::SHRINK_FOLIO_NS);
+            self.charge_cost(Fn::ShrinkActiveList, self.costs.shrink_folio);
             if referenced != 0
                 && vm_flags & super::mmap::VM_EXEC != 0
                 && self.folios.get(pfn).is_file_lru()
@@ -685,7 +685,7 @@ impl Kernel {
         while i < list.len() {
             let pfn = list[i];
             i += 1;
-            self.charge_cost(Fn::ShrinkFolioList, cost::SHRINK_FOLIO_NS);
+            self.charge_cost(Fn::ShrinkFolioList, self.costs.shrink_folio);
             sc.nr_scanned += self.folios.get(pfn).nr_pages() as u64;
             let before = list.len();
             let freed = self.shrink_one_folio(pfn, sc, stat, &mut unmapped_any, list);
@@ -705,7 +705,7 @@ impl Kernel {
         }
         if unmapped_any {
             // try_to_unmap_flush: one batched TLB shootdown for the list.
-            self.charge_cost(Fn::TryToUnmapFlush, cost::TLB_FLUSH_NS);
+            self.charge_cost(Fn::TryToUnmapFlush, self.costs.tlb_flush);
         }
         let act = stat.nr_activate[0] + stat.nr_activate[1];
         self.vm.add(Vm::Pgactivate, act as i64);
@@ -852,7 +852,7 @@ impl Kernel {
 
     /// `add_to_swap`: a slot, the swap cache, and the folio marked dirty.
     fn add_to_swap(&mut self, pfn: Pfn) -> bool {
-        self.charge_cost(Fn::AddToSwap, cost::SWAP_SLOT_NS);
+        self.charge_cost(Fn::AddToSwap, self.costs.swap_slot);
         let memcg = self.folios.get(pfn).memcg;
         let Some(entry) = self.folio_alloc_swap(memcg) else {
             return false;

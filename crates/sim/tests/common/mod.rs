@@ -19,6 +19,9 @@ pub fn try_run(text: &str) -> Result<RunResult, SimError> {
         &s,
         RunOptions {
             check: true,
+            // The documented costs, whatever the default profile: tests
+            // that assert times derive them from cost.rs's constants.
+            costs: mmsim_sim::costs::CostProfile::reference(),
             ..Default::default()
         },
     )?;

@@ -1,0 +1,408 @@
+//! The machine profile: what each kernel primitive costs, chosen at run
+//! time. `Costs::REFERENCE` holds cost.rs's documented values (each with its
+//! derivation there); a profile file written by `mmsim calibrate` holds
+//! values measured on one machine, each with its method and spread.
+//!
+//! The simulator reads costs through `Kernel::costs`, a plain struct of
+//! `u64`s held by value: one L1 load per charge, deterministic per (spec,
+//! profile). The scheduler's CFS parameters are not costs and stay `const`.
+
+use crate::cost;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Defines `Costs`, its reference values and its field table from one list.
+macro_rules! costs {
+    ($($field:ident : $unit:literal = $reference:expr;)*) => {
+        /// The cost of each primitive, ns (bytes where the unit says so).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct Costs { $(pub $field: u64,)* }
+
+        impl Costs {
+            /// cost.rs's documented values.
+            pub const REFERENCE: Costs = Costs { $($field: $reference,)* };
+            /// Every field's name and unit, in declaration order.
+            pub const FIELDS: &'static [(&'static str, &'static str)] =
+                &[$((stringify!($field), $unit),)*];
+
+            pub fn get(&self, name: &str) -> Option<u64> {
+                match name {
+                    $(stringify!($field) => Some(self.$field),)*
+                    _ => None,
+                }
+            }
+
+            pub fn get_mut(&mut self, name: &str) -> Option<&mut u64> {
+                match name {
+                    $(stringify!($field) => Some(&mut self.$field),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+costs! {
+    touch: "ns" = cost::TOUCH_NS;
+    fault_entry: "ns" = cost::FAULT_ENTRY_NS;
+    clear_page: "ns" = cost::CLEAR_PAGE_NS;
+    copy_page: "ns" = cost::COPY_PAGE_NS;
+    alloc_page: "ns" = cost::ALLOC_PAGE_NS;
+    free_page: "ns" = cost::FREE_PAGE_NS;
+    split_tail: "ns" = cost::SPLIT_TAIL_NS;
+    folio_tail: "ns" = cost::FOLIO_TAIL_NS;
+    memcg_charge: "ns" = cost::MEMCG_CHARGE_NS;
+    page_counter: "ns" = cost::PAGE_COUNTER_NS;
+    lru_add: "ns" = cost::LRU_ADD_NS;
+    mapcount: "ns" = cost::MAPCOUNT_NS;
+    rmap_stat: "ns" = cost::RMAP_STAT_NS;
+    pte: "ns" = cost::PTE_NS;
+    tlb_flush: "ns" = cost::TLB_FLUSH_NS;
+    lru_move: "ns" = cost::LRU_MOVE_NS;
+    folio_referenced: "ns" = cost::FOLIO_REFERENCED_NS;
+    unmap_one: "ns" = cost::UNMAP_ONE_NS;
+    page_cache_add: "ns" = cost::PAGE_CACHE_ADD_NS;
+    swap_slot: "ns" = cost::SWAP_SLOT_NS;
+    zram_compress: "ns" = cost::ZRAM_COMPRESS_NS;
+    zram_decompress: "ns" = cost::ZRAM_DECOMPRESS_NS;
+    zram_stored_bytes: "bytes" = cost::ZRAM_STORED_BYTES;
+    shrink_folio: "ns" = cost::SHRINK_FOLIO_NS;
+    fork: "ns" = cost::FORK_NS;
+    exec: "ns" = cost::EXEC_NS;
+    copy_pte: "ns" = cost::COPY_PTE_NS;
+    unuse_scan: "ns" = cost::UNUSE_SCAN_NS;
+    kv_request: "ns" = cost::KV_REQUEST_NS;
+    syscall: "ns" = cost::SYSCALL_NS;
+    pagecache_lookup: "ns" = cost::PAGECACHE_LOOKUP_NS;
+    map_pages: "ns" = cost::MAP_PAGES_NS;
+    swap_read: "ns" = cost::SWAP_READ_NS;
+}
+
+impl Costs {
+    /// An order-0 rmap add or remove with its lruvec stat update.
+    pub fn rmap(&self) -> u64 {
+        self.mapcount + self.rmap_stat
+    }
+
+    /// `ptep_clear_flush` of one PTE of a single-threaded mm.
+    pub fn ptep_clear_flush(&self) -> u64 {
+        self.pte + self.tlb_flush
+    }
+
+    /// `try_to_unmap_one`'s own work on a file folio besides its PTE flush
+    /// (cost::UNMAP_WALK_NS). A profile where the PTE flush costs more than
+    /// the whole unmap is refused when loaded, so this never saturates.
+    pub fn unmap_walk(&self) -> u64 {
+        self.unmap_one.saturating_sub(self.ptep_clear_flush())
+    }
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs::REFERENCE
+    }
+}
+
+/// Where a profile's value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// Solved from its own microbenchmark.
+    Measured,
+    /// A share of a measured sum of constants no stock-kernel path
+    /// separates, split in the documented ratio.
+    Bundle,
+    /// Not measured: cost.rs's documented value, for the reason `method`
+    /// gives.
+    Reference,
+}
+
+/// One constant of a profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostEntry {
+    pub value: u64,
+    pub unit: String,
+    /// The smallest and largest per-run value.
+    pub spread: [u64; 2],
+    pub basis: Basis,
+    pub method: String,
+}
+
+/// The machine a profile was measured on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineInfo {
+    pub cpu: String,
+    pub cpus: u32,
+    pub kernel: String,
+}
+
+/// How a profile was made.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub command: String,
+    pub mmsim: String,
+    pub date: String,
+    pub runs: u32,
+}
+
+/// A timing path predicted from the profile beside its real time:
+/// informational, never solved for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckEntry {
+    pub predicted_ns: u64,
+    pub real_ns: u64,
+    pub spread: [u64; 2],
+}
+
+/// A machine profile file (`mmsim calibrate -o FILE`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineProfile {
+    pub format: u32,
+    pub machine: MachineInfo,
+    pub provenance: Provenance,
+    pub cost: BTreeMap<String, CostEntry>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checks: BTreeMap<String, CheckEntry>,
+}
+
+/// The profile a run uses unless told otherwise.
+pub const DEFAULT_PROFILE: &str = include_str!("../profiles/default.toml");
+
+impl MachineProfile {
+    /// Parses and checks a profile's text; errors name the key and, where
+    /// the TOML parser knows it, the line.
+    pub fn parse(text: &str) -> Result<MachineProfile, String> {
+        let p: MachineProfile = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| format!("line {}: ", text[..s.start].lines().count().max(1)))
+                .unwrap_or_default();
+            format!("{line}{}", e.message())
+        })?;
+        p.validate().map(|_| p)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.format != 1 {
+            return Err(format!("key format: found {}, expected 1", self.format));
+        }
+        for (name, _) in Costs::FIELDS {
+            if !self.cost.contains_key(*name) {
+                return Err(format!(
+                    "key cost.{name}: missing (a profile names every constant)"
+                ));
+            }
+        }
+        for (name, e) in &self.cost {
+            let Some(&(_, unit)) = Costs::FIELDS.iter().find(|(f, _)| f == name) else {
+                let names: Vec<&str> = Costs::FIELDS.iter().map(|(f, _)| *f).collect();
+                return Err(format!(
+                    "key cost.{name}: found an unknown constant, expected one of {}",
+                    names.join(", ")
+                ));
+            };
+            if e.unit != unit {
+                return Err(format!(
+                    "key cost.{name}.unit: found {:?}, expected {unit:?}",
+                    e.unit
+                ));
+            }
+            if e.spread[0] > e.value || e.value > e.spread[1] {
+                return Err(format!(
+                    "key cost.{name}.value: found {}, expected within its spread [{}, {}]",
+                    e.value, e.spread[0], e.spread[1]
+                ));
+            }
+            let reference = Costs::REFERENCE.get(name).unwrap_or_default();
+            if e.basis == Basis::Reference && e.value != reference {
+                return Err(format!(
+                    "key cost.{name}.value: found {}, expected {reference} (basis \"reference\" is cost.rs's value)",
+                    e.value
+                ));
+            }
+        }
+        let c = self.costs();
+        if c.ptep_clear_flush() > c.unmap_one {
+            return Err(format!(
+                "key cost.unmap_one: found {}, expected at least pte + tlb_flush = {} (an unmap includes its PTE flush)",
+                c.unmap_one,
+                c.ptep_clear_flush()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The profile's values.
+    pub fn costs(&self) -> Costs {
+        let mut c = Costs::REFERENCE;
+        for (name, e) in &self.cost {
+            if let Some(v) = c.get_mut(name) {
+                *v = e.value;
+            }
+        }
+        c
+    }
+
+    /// A short name for the run's knobs: where and when it was measured.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} ({})",
+            self.machine.cpu, self.machine.kernel, self.provenance.date
+        )
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a profile always serialises")
+    }
+}
+
+/// The costs a run uses, and the label its knobs record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostProfile {
+    pub costs: Costs,
+    pub label: String,
+}
+
+impl CostProfile {
+    /// cost.rs's documented values.
+    pub fn reference() -> CostProfile {
+        CostProfile {
+            costs: Costs::REFERENCE,
+            label: "reference".into(),
+        }
+    }
+
+    /// The committed default profile (profiles/default.toml).
+    pub fn default_profile() -> CostProfile {
+        static DEFAULT: std::sync::LazyLock<CostProfile> = std::sync::LazyLock::new(|| {
+            let p = MachineProfile::parse(DEFAULT_PROFILE)
+                .expect("profiles/default.toml is checked by the tests");
+            CostProfile {
+                costs: p.costs(),
+                label: format!("default: {}", p.label()),
+            }
+        });
+        DEFAULT.clone()
+    }
+
+    /// `reference`, `default`, or a profile file.
+    pub fn load(arg: &str) -> Result<CostProfile, String> {
+        match arg {
+            "reference" => Ok(CostProfile::reference()),
+            "default" => Ok(CostProfile::default_profile()),
+            path => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+                let p = MachineProfile::parse(&text).map_err(|e| format!("{path}: {e}"))?;
+                Ok(CostProfile {
+                    costs: p.costs(),
+                    label: format!("{path}: {}", p.label()),
+                })
+            }
+        }
+    }
+}
+
+impl Default for CostProfile {
+    fn default() -> Self {
+        CostProfile::default_profile()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_matches_the_documented_constants() {
+        let c = Costs::REFERENCE;
+        assert_eq!(c.touch, cost::TOUCH_NS);
+        assert_eq!(c.rmap(), cost::RMAP_NS);
+        assert_eq!(c.ptep_clear_flush(), cost::PTEP_CLEAR_FLUSH_NS);
+        assert_eq!(c.unmap_walk(), cost::UNMAP_WALK_NS);
+        for (name, _) in Costs::FIELDS {
+            assert!(c.get(name).is_some(), "{name}");
+        }
+        let mut names: Vec<&str> = Costs::FIELDS.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Costs::FIELDS.len(), "field names are unique");
+    }
+
+    fn reference_profile() -> MachineProfile {
+        MachineProfile {
+            format: 1,
+            machine: MachineInfo::default(),
+            provenance: Provenance::default(),
+            cost: Costs::FIELDS
+                .iter()
+                .map(|(n, u)| {
+                    let v = Costs::REFERENCE.get(n).unwrap();
+                    let e = CostEntry {
+                        value: v,
+                        unit: u.to_string(),
+                        spread: [v, v],
+                        basis: Basis::Reference,
+                        method: "cost.rs".into(),
+                    };
+                    (n.to_string(), e)
+                })
+                .collect(),
+            checks: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_profile_round_trips_and_bad_ones_name_the_key() {
+        let p = reference_profile();
+        let text = p.to_toml();
+        assert_eq!(MachineProfile::parse(&text).unwrap(), p);
+        assert_eq!(p.costs(), Costs::REFERENCE);
+
+        let missing = text.replace("[cost.touch]", "[cost.nonesuch]");
+        let e = MachineProfile::parse(&missing).unwrap_err();
+        assert!(e.contains("cost.touch") && e.contains("missing"), "{e}");
+
+        let mut q = p.clone();
+        q.cost.get_mut("pte").unwrap().unit = "ms".into();
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(e.contains("cost.pte.unit") && e.contains("\"ms\""), "{e}");
+
+        let mut q = p.clone();
+        q.cost.get_mut("pte").unwrap().value = 21;
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(e.contains("cost.pte.value") && e.contains("spread"), "{e}");
+
+        let mut q = p.clone();
+        let e = q.cost.get_mut("pte").unwrap();
+        e.value = 21;
+        e.spread = [21, 21];
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(e.contains("basis \"reference\""), "{e}");
+
+        let e = MachineProfile::parse(&text.replace("format = 1", "format = 1\nsched_latency = 3"))
+            .unwrap_err();
+        assert!(e.contains("unknown field `sched_latency`"), "{e}");
+
+        let mut q = p.clone();
+        for (f, v) in [("unmap_one", 100), ("pte", 50), ("tlb_flush", 100)] {
+            let e = q.cost.get_mut(f).unwrap();
+            e.value = v;
+            e.spread = [v, v];
+            e.basis = Basis::Measured;
+        }
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(e.contains("cost.unmap_one"), "{e}");
+    }
+
+    #[test]
+    fn the_default_profile_parses() {
+        let p = MachineProfile::parse(DEFAULT_PROFILE).unwrap();
+        assert!(!p.provenance.command.is_empty(), "{p:?}");
+        assert_eq!(CostProfile::default_profile().costs, p.costs());
+    }
+}
