@@ -188,6 +188,7 @@ functions! {
     AddToSwap = "add_to_swap",
     ZramWrite = "zram_write_page",
     ZramRead = "zram_read_page",
+    SwapReadpage = "swap_readpage",
     Unmap = "unmap_page_range",
     HandleMmFault = "handle_mm_fault",
     TryToFreeMemCgroupPages = "try_to_free_mem_cgroup_pages",

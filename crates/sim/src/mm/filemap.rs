@@ -348,7 +348,7 @@ impl Kernel {
     /// readahead and retries once the read completes. Returns the uptodate
     /// folio with a reference for the caller.
     fn filemap_fault(&mut self, vma: u32, idx: usize, memcg: u16) -> Result<Pfn, FaultError> {
-        self.charge_cost(Fn::FilemapFault, self.costs.pte);
+        self.charge_cost(Fn::FilemapFault, self.costs.pagecache_lookup);
         let v = &self.vmas[vma as usize];
         let (inode, index) = (v.inode, v.pgoff + idx as u64);
         let task = self.cur_task.expect("faults come from tasks");
@@ -478,6 +478,7 @@ impl Kernel {
             }
             self.folios.get_mut(pfn).refcount += 1;
             self.do_set_pte(vma, i, pfn, false);
+            self.charge_cost(Fn::DoFault, self.costs.map_pages);
         }
         if !shmem {
             self.vmas[vma as usize].ra.mmap_miss = mmap_miss;
@@ -609,7 +610,7 @@ impl Kernel {
         ra: &mut FileRa,
         memcg: u16,
     ) -> Result<(), FaultError> {
-        self.charge_cost(Fn::FilemapRead, self.costs.pte);
+        self.charge_cost(Fn::FilemapRead, self.costs.pagecache_lookup);
         let pfn = match self.filemap_folio_at(inode, index) {
             Some(p) => p,
             None => {
@@ -668,7 +669,7 @@ impl Kernel {
         index: u64,
         memcg: u16,
     ) -> Result<(), FaultError> {
-        self.charge_cost(Fn::FilemapWrite, self.costs.pte);
+        self.charge_cost(Fn::FilemapWrite, self.costs.pagecache_lookup);
         let pfn = match self.filemap_folio_at(inode, index) {
             Some(p) => {
                 if let Some(done) = self.folio_lock_and_writeback_done_at(p) {

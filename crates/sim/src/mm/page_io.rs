@@ -202,6 +202,8 @@ impl Kernel {
         }
         match self.swap[ty].bdev.as_ref() {
             None => {
+                // One rw_page call per folio around the reads.
+                self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
                 // zram reads a page at a time.
                 for i in 0..f.nr_pages() {
                     let version = self.zram_read_page(ty, off + i);

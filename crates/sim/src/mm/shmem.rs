@@ -232,7 +232,7 @@ impl Kernel {
         index: u64,
         memcg: u16,
     ) -> Result<Pfn, FaultError> {
-        self.charge_cost(Fn::ShmemFault, self.costs.pte);
+        self.charge_cost(Fn::ShmemFault, self.costs.pagecache_lookup);
         if let Some(pfn) = self.shmem_folio_at(inode, index) {
             self.folios.get_mut(pfn).refcount += 1;
             return Ok(pfn);
@@ -888,7 +888,7 @@ impl Kernel {
     /// page; a cached or swapped-in page is marked accessed (the read
     /// starts at its beginning) and copied out.
     fn shmem_read_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
-        self.charge_cost(Fn::ShmemFault, self.costs.pte);
+        self.charge_cost(Fn::ShmemFault, self.costs.pagecache_lookup);
         let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
             self.folios.get_mut(p).refcount += 1;
             p
@@ -914,7 +914,7 @@ impl Kernel {
     /// One page of a write: `shmem_write_begin` (SGP_WRITE: allocate a
     /// hole, swap in, mark accessed), the copy, `shmem_write_end` (dirty).
     fn shmem_write_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
-        self.charge_cost(Fn::ShmemFault, self.costs.pte);
+        self.charge_cost(Fn::ShmemFault, self.costs.pagecache_lookup);
         let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
             self.folios.get_mut(p).refcount += 1;
             self.folio_mark_accessed(p);
