@@ -11,6 +11,10 @@ use mmsim_sim::output::RunResult;
 use std::fmt::Write as _;
 use std::path::Path;
 
+/// A phase's time tolerance unless its spec's `[fidelity] time_tolerance`
+/// declares another: the suite's target for its worst phase.
+pub const DEFAULT_TIME_TOLERANCE: f64 = 0.30;
+
 /// One phase of one timing spec.
 pub struct PhaseTime {
     pub spec: String,
@@ -18,12 +22,25 @@ pub struct PhaseTime {
     /// The fastest real run and the slowest, ns.
     pub real_min_ns: u64,
     pub real_max_ns: u64,
+    /// Simulated with the run's profile, and with cost.rs's reference
+    /// values (the state before calibration).
     pub sim_ns: u64,
+    pub reference_ns: u64,
+    /// |sim/real − 1| allowed.
+    pub tolerance: f64,
 }
 
 impl PhaseTime {
     pub fn ratio(&self) -> f64 {
         self.sim_ns as f64 / self.real_min_ns.max(1) as f64
+    }
+
+    pub fn reference_ratio(&self) -> f64 {
+        self.reference_ns as f64 / self.real_min_ns.max(1) as f64
+    }
+
+    pub fn within(&self) -> bool {
+        (self.ratio() - 1.0).abs() <= self.tolerance
     }
 }
 
@@ -52,10 +69,30 @@ pub fn phases(path: &Path) -> Result<Vec<PhaseTime>, String> {
     }
     let sim = mmsim_sim::run(&spec, crate::sim_options())
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    let reference = mmsim_sim::run(
+        &spec,
+        mmsim_sim::RunOptions {
+            costs: mmsim_sim::costs::CostProfile::reference(),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    let tolerance = |phase: &str| {
+        spec.fidelity
+            .times
+            .iter()
+            .find(|(p, _)| p == phase)
+            .map_or(DEFAULT_TIME_TOLERANCE, |t| t.1)
+    };
     let name = path.file_stem().unwrap_or_default().to_string_lossy();
     let mut out = Vec::new();
-    for t in &sim.tasks {
-        for p in t.phases.iter().filter(|p| timed(&p.name)) {
+    for (t, rt) in sim.tasks.iter().zip(&reference.tasks) {
+        for (p, rp) in t
+            .phases
+            .iter()
+            .zip(&rt.phases)
+            .filter(|(p, _)| timed(&p.name))
+        {
             let times: Vec<u64> = real
                 .iter()
                 .filter_map(|r| r.tasks.iter().find(|x| x.name == t.name))
@@ -74,6 +111,8 @@ pub fn phases(path: &Path) -> Result<Vec<PhaseTime>, String> {
                 real_min_ns: min,
                 real_max_ns: max,
                 sim_ns: p.end_ns - p.start_ns,
+                reference_ns: rp.end_ns - rp.start_ns,
+                tolerance: tolerance(&p.name),
             });
         }
     }
@@ -84,35 +123,43 @@ fn ms(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e6)
 }
 
-/// The markdown table of every phase, then the summary line.
+/// The markdown table of every phase, then the summary lines.
 pub fn markdown(rows: &[PhaseTime]) -> String {
     let mut s = String::new();
-    s += "| spec | phase | real fastest (ms) | real spread (ms) | mmsim (ms) | sim/real |\n";
-    s += "|---|---|---|---|---|---|\n";
+    s += "| spec | phase | real fastest (ms) | real spread (ms) | mmsim (ms) | sim/real | tolerance | reference sim/real |\n";
+    s += "|---|---|---|---|---|---|---|---|\n";
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {}–{} | {} | {:.2} |",
+            "| {} | {} | {} | {}–{} | {} | {:.2} | {:.0}%{} | {:.2} |",
             r.spec,
             r.phase,
             ms(r.real_min_ns),
             ms(r.real_min_ns),
             ms(r.real_max_ns),
             ms(r.sim_ns),
-            r.ratio()
+            r.ratio(),
+            r.tolerance * 100.0,
+            if r.within() { "" } else { " ✗" },
+            r.reference_ratio()
         );
     }
-    let mut dev: Vec<f64> = rows.iter().map(|r| (r.ratio() - 1.0).abs()).collect();
-    dev.sort_by(f64::total_cmp);
-    if let (Some(&worst), false) = (dev.last(), dev.is_empty()) {
-        let median = dev[dev.len() / 2];
-        let _ = writeln!(
-            s,
-            "\n{} phases: median |sim/real − 1| {:.0}%, worst {:.0}% (targets: 10% and 30%).",
-            rows.len(),
-            median * 100.0,
-            worst * 100.0
-        );
-    }
+    let summary = |ratio: &dyn Fn(&PhaseTime) -> f64, what: &str| -> String {
+        let mut dev: Vec<f64> = rows.iter().map(|r| (ratio(r) - 1.0).abs()).collect();
+        dev.sort_by(f64::total_cmp);
+        match dev.last() {
+            Some(&worst) => format!(
+                "{} phases, {what}: median |sim/real − 1| {:.0}%, worst {:.0}% (targets: 10% and 30%).\n",
+                rows.len(),
+                dev[dev.len() / 2] * 100.0,
+                worst * 100.0
+            ),
+            None => String::new(),
+        }
+    };
+    s += "\n";
+    s += &summary(&PhaseTime::ratio, "the run's profile");
+    s += "\n";
+    s += &summary(&PhaseTime::reference_ratio, "cost.rs's reference values");
     s
 }

@@ -97,11 +97,13 @@ fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
     }
 }
 
+/// Every phase's time is within its declared tolerance (`--check` exits 1
+/// otherwise), with the default profile, and docs/timing.md is current.
 #[test]
 fn docs_timing_shows_the_current_table() {
     let out = Command::new(MMSIM)
         .current_dir(root())
-        .args(["fidelity", "--timing"])
+        .args(["fidelity", "--timing", "--check"])
         .output()
         .expect("run mmsim");
     assert_eq!(

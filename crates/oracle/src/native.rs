@@ -102,6 +102,39 @@ pub enum Outcome {
 
 /// Runs `spec_path` (with `sets`) once on the running kernel.
 pub fn run_once(runner: &Path, spec_path: &Path, sets: &[String]) -> Result<Outcome, OracleError> {
+    let text = match supervise(runner, spec_path, sets, &[])? {
+        Ok(t) => t,
+        Err(refusal) => return Ok(Outcome::Refused(refusal)),
+    };
+    let doc: RunResult = serde_json::from_str(&text)
+        .map_err(|e| OracleError::Io(format!("the runner's document does not parse: {e}")))?;
+    Ok(Outcome::Done(Box::new(doc)))
+}
+
+/// The runner's zram bench (`--zram-bench PAGES`) on the zram swap of
+/// `spec_path`: its JSON document, or the runner's refusal.
+pub fn zram_bench(
+    runner: &Path,
+    spec_path: &Path,
+    pages: u64,
+) -> Result<Result<String, String>, OracleError> {
+    supervise(
+        runner,
+        spec_path,
+        &[],
+        &["--zram-bench".into(), pages.to_string()],
+    )
+}
+
+/// Runs the runner natively on `spec_path` with `extra` arguments, under
+/// the journal and signal supervision above: Ok(Ok(document)),
+/// Ok(Err(refusal)) when it refused (exit 2).
+fn supervise(
+    runner: &Path,
+    spec_path: &Path,
+    sets: &[String],
+    extra: &[String],
+) -> Result<Result<String, String>, OracleError> {
     if cleanup(runner)? {
         eprintln!("mmsim: tore down what an earlier native run left ({JOURNAL})");
     }
@@ -110,6 +143,7 @@ pub fn run_once(runner: &Path, spec_path: &Path, sets: &[String]) -> Result<Outc
     cmd.arg(spec_path)
         .args(["--native", "--journal", JOURNAL, "--output"])
         .arg(&out_file)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     for s in sets {
@@ -162,7 +196,7 @@ pub fn run_once(runner: &Path, spec_path: &Path, sets: &[String]) -> Result<Outc
         )));
     };
     if status.code() == Some(2) {
-        return Ok(Outcome::Refused(stderr.trim().to_string()));
+        return Ok(Err(stderr.trim().to_string()));
     }
     if !status.success() {
         return Err(OracleError::Io(format!(
@@ -170,8 +204,7 @@ pub fn run_once(runner: &Path, spec_path: &Path, sets: &[String]) -> Result<Outc
             stderr.trim()
         )));
     }
-    let text = result.map_err(|e| OracleError::Io(format!("no result document: {e}")))?;
-    let doc: RunResult = serde_json::from_str(&text)
-        .map_err(|e| OracleError::Io(format!("the runner's document does not parse: {e}")))?;
-    Ok(Outcome::Done(Box::new(doc)))
+    result
+        .map(Ok)
+        .map_err(|e| OracleError::Io(format!("no result document: {e}")))
 }

@@ -17,6 +17,7 @@ mod native;
 mod procfs;
 mod setup;
 mod shared;
+mod zram_bench;
 
 use mmsim_spec::output::{Engine, IntegrityResult, MachineInfo, RunResult};
 use std::collections::BTreeMap;
@@ -24,7 +25,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE]]\n       mmsim-runner --teardown JOURNAL";
+const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE] [--zram-bench PAGES]]\n       mmsim-runner --teardown JOURNAL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
     let mut output = None;
     let mut native = false;
     let mut journal = None;
+    let mut zram_bench = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -40,6 +42,15 @@ fn main() -> ExitCode {
             "--output" | "-o" => output = it.next(),
             "--native" => native = true,
             "--journal" => journal = it.next(),
+            "--zram-bench" => match it.next().and_then(|n| n.parse::<u64>().ok()) {
+                Some(n) if n > 0 => zram_bench = Some(n),
+                _ => {
+                    eprintln!(
+                        "mmsim-runner: --zram-bench: expected a number of pages > 0\n{USAGE}"
+                    );
+                    return ExitCode::from(2);
+                }
+            },
             "--teardown" => {
                 let Some(j) = it.next() else {
                     eprintln!("{USAGE}");
@@ -103,16 +114,34 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    if let Some(pages) = zram_bench {
+        if !native || spec.swap.is_empty() {
+            eprintln!(
+                "mmsim-runner: {path}: --zram-bench needs --native and a spec with a zram [[swap]]"
+            );
+            return ExitCode::from(2);
+        }
+        return match bench_zram(&spec, journal.as_deref(), pages) {
+            Ok(doc) => match output {
+                Some(out) => write_output(&out, &doc),
+                None => {
+                    println!("{doc}");
+                    ExitCode::SUCCESS
+                }
+            },
+            Err(e) => {
+                eprintln!("mmsim-runner: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     match run(&spec, native, journal.as_deref()) {
         Ok(result) => {
             let doc = serde_json::to_string_pretty(&result).expect("serialises") + "\n";
             if let Some(out) = output {
-                let tmp = format!("{out}.tmp");
-                if let Err(e) = std::fs::write(&tmp, &doc).and_then(|_| std::fs::rename(&tmp, &out))
-                {
-                    let _ = std::fs::remove_file(&tmp);
-                    eprintln!("mmsim-runner: cannot write {out}: {e}");
-                    return ExitCode::from(1);
+                let code = write_output(&out, &doc);
+                if code != ExitCode::SUCCESS {
+                    return code;
                 }
             } else {
                 let _ = std::io::stdout().write_all(doc.as_bytes());
@@ -129,10 +158,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes the result document atomically.
+fn write_output(out: &str, doc: &str) -> ExitCode {
+    let tmp = format!("{out}.tmp");
+    if let Err(e) = std::fs::write(&tmp, doc).and_then(|_| std::fs::rename(&tmp, out)) {
+        let _ = std::fs::remove_file(&tmp);
+        eprintln!("mmsim-runner: cannot write {out}: {e}");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
 fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
+}
+
+/// The zram bench (zram_bench.rs) on the spec's zram, set up and undone.
+fn bench_zram(
+    spec: &mmsim_spec::Spec,
+    journal: Option<&str>,
+    pages: u64,
+) -> Result<String, String> {
+    let mut setup = setup::Setup::apply(spec, journal)?;
+    let r = zram_bench::run(&setup.devices[0], pages);
+    setup.teardown();
+    Ok(serde_json::to_string_pretty(&r?).expect("serialises"))
 }
 
 fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<RunResult, String> {

@@ -210,7 +210,7 @@ fn knob_path(knob: &str) -> Option<String> {
 }
 
 /// The bracketed choice of a sysfs multiple-choice file ("always [never]").
-fn current_value(text: &str) -> String {
+pub(crate) fn current_value(text: &str) -> String {
     let t = text.trim();
     match (t.find('['), t.find(']')) {
         (Some(a), Some(b)) if a < b => t[a + 1..b].to_string(),

@@ -280,3 +280,16 @@ pub const MAP_PAGES_NS: u64 = 0;
 /// decompression and the fault's own charges. `mmsim calibrate` measures
 /// it.
 pub const SWAP_READ_NS: u64 = 0;
+
+/// shmem's swap-in work per page beyond the swap-in constants above
+/// (`shmem_swapin_folio`'s own: the mapping's xarray entry replaced, the
+/// inode's swapped count, the shmem accounting): 0 ns in the reference
+/// values. `mmsim calibrate` measures it.
+pub const SHMEM_SWAPIN_NS: u64 = 0;
+
+/// A memory.max reclaim's own work per page it frees, beyond the scan,
+/// unmap and swap-out constants (`try_to_free_mem_cgroup_pages`' set-up,
+/// the memcg iteration, stat flushes and LRU drains, spread over the pages
+/// it reclaims): 0 ns in the reference values. `mmsim calibrate`
+/// measures it.
+pub const MEMCG_RECLAIM_NS: u64 = 0;

@@ -76,6 +76,8 @@ costs! {
     pagecache_lookup: "ns" = cost::PAGECACHE_LOOKUP_NS;
     map_pages: "ns" = cost::MAP_PAGES_NS;
     swap_read: "ns" = cost::SWAP_READ_NS;
+    shmem_swapin: "ns" = cost::SHMEM_SWAPIN_NS;
+    memcg_reclaim: "ns" = cost::MEMCG_RECLAIM_NS;
 }
 
 impl Costs {

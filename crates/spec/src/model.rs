@@ -22,9 +22,18 @@ pub struct Spec {
     pub files: Vec<File>,
     pub cgroups: Vec<Cgroup>,
     pub tasks: Vec<Task>,
-    /// `[fidelity] tolerance`: per-counter relative tolerances of the
-    /// simulation against recorded real-kernel results. Engines ignore it.
-    pub fidelity: Vec<(String, f64)>,
+    /// `[fidelity]`: tolerances of the simulation against recorded
+    /// real-kernel results. Engines ignore it.
+    pub fidelity: Fidelity,
+}
+
+/// `[fidelity]`: relative tolerances, per counter (against the median of
+/// the recorded QEMU runs) and per phase time (against the fastest
+/// recorded native run).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fidelity {
+    pub counters: Vec<(String, f64)>,
+    pub times: Vec<(String, f64)>,
 }
 
 impl Spec {

@@ -201,3 +201,24 @@ pub struct IntegrityResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invariant_checks: Option<u64>,
 }
+
+/// `mmsim-runner --native --zram-bench PAGES`: the kernel's zram measured
+/// on its own, for `mmsim calibrate` (the runner's zram_bench.rs).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ZramBench {
+    /// The device's compressor (comp_algorithm).
+    pub comp_algorithm: String,
+    /// n: each kind is timed over n and over 2n fresh slots.
+    pub pages: u64,
+    /// O_DIRECT 4 KiB writes of runner-content pages (a u32 token, then
+    /// zeros), ns for n and for 2n slots.
+    pub write_token_ns: [u64; 2],
+    /// The same of zero pages (zram's same-filled path).
+    pub write_zero_ns: [u64; 2],
+    pub read_token_ns: [u64; 2],
+    pub read_zero_ns: [u64; 2],
+    /// mm_stat's mem_used_total after the token writes, bytes.
+    pub pool_bytes: u64,
+    /// Token pages stored then (3n).
+    pub token_pages: u64,
+}

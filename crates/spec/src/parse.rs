@@ -495,7 +495,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
     }
     let fidelity = match top.get("fidelity") {
         Some(f) => build_fidelity(rep, f)?,
-        None => Vec::new(),
+        None => Fidelity::default(),
     };
     if tasks.is_empty() {
         return Err(SpecError {
@@ -522,35 +522,59 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
     })
 }
 
-/// `[fidelity] tolerance = { counter = fraction, ... }`: how far the
-/// simulation may be from the recorded real-kernel median, per counter.
-fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Vec<(String, f64)>, SpecError> {
+/// `[fidelity]`: `tolerance = { counter = fraction, ... }`, how far the
+/// simulation may be from the recorded real-kernel median, per counter;
+/// `time_tolerance = { phase = fraction, ... }`, how far a phase's
+/// simulated time may be from its fastest recorded native run.
+fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Fidelity, SpecError> {
     let f = Fields::of(rep, "fidelity".into(), node, "a table [fidelity]")?;
-    f.only(&["tolerance"], "[fidelity]")?;
-    let Some(t) = f.get("tolerance") else {
+    f.only(&["tolerance", "time_tolerance"], "[fidelity]")?;
+    let counter = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    let phase = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    Ok(Fidelity {
+        counters: fractions(
+            rep,
+            &f,
+            "tolerance",
+            &counter,
+            "a /proc/vmstat name such as pgfault",
+        )?,
+        times: fractions(rep, &f, "time_tolerance", &phase, "a phase name")?,
+    })
+}
+
+/// A `[fidelity]` table of name = fraction.
+fn fractions(
+    rep: &Reporter,
+    f: &Fields,
+    table: &str,
+    valid: &dyn Fn(char) -> bool,
+    what: &str,
+) -> Result<Vec<(String, f64)>, SpecError> {
+    let Some(t) = f.get(table) else {
         return Ok(Vec::new());
     };
     let tf = Fields::of(
         rep,
-        f.path("tolerance"),
+        f.path(table),
         t,
-        "a table of counter = fraction, e.g. { pgfault = 0.05 }",
+        &format!(
+            "a table of name = fraction, e.g. {{ {} = 0.05 }}",
+            if table == "tolerance" {
+                "pgfault"
+            } else {
+                "first_touch"
+            }
+        ),
     )?;
     let mut out = Vec::new();
     for (name, e) in &tf.table.entries {
         let key = tf.path(name);
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        {
+        if name.is_empty() || !name.chars().all(valid) {
             return Err(rep.at(
                 e.key_at,
                 key,
-                format!(
-                    "found the counter name `{}`, expected a /proc/vmstat name such as pgfault",
-                    tree::quote(name)
-                ),
+                format!("found the name `{}`, expected {what}", tree::quote(name)),
             ));
         }
         let v = number(

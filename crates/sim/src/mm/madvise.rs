@@ -217,6 +217,9 @@ impl Kernel {
     /// stay); the range reads as zeros afterwards.
     fn zap_page_range(&mut self, vma: u32, first: usize, n: usize) {
         self.lru_add_drain();
+        // tlb_finish_mmu flushes only a range the zap gathered: one with a
+        // present PTE or PMD cleared (swap entries and holes add none).
+        let mut gathered = false;
         for idx in first..first + n {
             let pte = self.vmas[vma as usize].ptes[idx];
             // Private anon reads zeros afterwards, a private file mapping
@@ -230,6 +233,7 @@ impl Kernel {
             if pte_none(pte) {
                 continue;
             }
+            gathered |= pte_present(pte);
             if pte & PTE_PMD != 0 {
                 // zap_pmd_range: a block wholly in the range is zapped,
                 // else the PMD is split (zapped too, for a file).
@@ -245,7 +249,9 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx] = 0;
             self.zap_pte(vma, pte);
         }
-        self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
+        if gathered {
+            self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
+        }
     }
 
     /// `madvise_free_pte_range`: swap entries are dropped (the page reads

@@ -462,7 +462,11 @@ impl Kernel {
             self.folio_put(pfn);
             return Err(FaultError::Wait(done));
         }
-        self.charge_cost(Fn::ShmemFault, self.costs.swap_slot);
+        let nr = self.folios.get(pfn).nr_pages() as u64;
+        self.charge_cost(
+            Fn::ShmemFault,
+            self.costs.swap_slot + self.costs.shmem_swapin * nr,
+        );
         self.shmem_swapin_from_cache(pfn, inode, index, entry);
         Ok(pfn)
     }
@@ -528,7 +532,10 @@ impl Kernel {
             self.free_folio_pages(pfn);
             return None;
         }
-        self.charge_cost(Fn::ShmemFault, self.costs.swap_slot);
+        self.charge_cost(
+            Fn::ShmemFault,
+            self.costs.swap_slot + self.costs.shmem_swapin * nr as u64,
+        );
         // swapcache_prepare over the range: nobody can hold a slot here (a
         // fault runs start to end in mmsim, and the check above).
         for i in 0..nr as usize {

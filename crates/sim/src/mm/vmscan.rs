@@ -114,7 +114,15 @@ impl Kernel {
             target: Some(memcg),
             ..Default::default()
         };
-        self.do_try_to_free_pages(&mut sc)
+        let reclaimed = self.do_try_to_free_pages(&mut sc);
+        // The limit reclaim's own work per page it frees, beyond the
+        // constants its scan, unmap and swap-out charge (costs.rs
+        // `memcg_reclaim`; 0 in the reference values).
+        self.charge_cost(
+            Fn::TryToFreeMemCgroupPages,
+            reclaimed * self.costs.memcg_reclaim,
+        );
+        reclaimed
     }
 
     /// `try_to_free_pages`: global direct reclaim from the allocator.
