@@ -144,8 +144,8 @@ pub const UNKNOWNS: &[Unknown] = &[
         name: "memcg_reclaim",
         fields: &[("memcg_reclaim", 1)],
         spec: "memcg_reclaim",
-        home: &[("b", 1.0), ("a", -1.0)],
-        method: "calibrate/memcg_reclaim.toml: writes under a 32 MiB memory.max swapping to zram, 256 minus 128 MiB (the timing suite's zram_memcg swapout_write is the same path, so it is no independent check of this constant)",
+        home: &[("b", 1.0)],
+        method: "calibrate/memcg_reclaim.toml: 256 MiB written under a 32 MiB memory.max swapping to zram, phase b alone (its fixed costs are microseconds against ~400 ms, while a difference with phase a would add a's own run-to-run swings, up to 2× on this path; the timing suite's zram_memcg swapout_write is the same path, so it is no independent check of this constant)",
     },
 ];
 
@@ -464,7 +464,7 @@ pub fn solve_measured(m: &Measured, sys: &System) -> Result<BTreeMap<&'static st
 }
 
 /// Every constant's values, one line each: the value, then the values
-/// leaving out each run.
+/// leaving out each run, then each session's.
 pub fn value_table(
     value: &BTreeMap<&'static str, f64>,
     jack: &[BTreeMap<&'static str, f64>],
@@ -490,11 +490,14 @@ fn resolution(m: &Measured, sys: &System, i: usize) -> f64 {
 
 /// The profile from the runs: each value solved from every quantity's
 /// minimum over the runs. Its spread is the range of the values solved
-/// leaving one run out at a time (a jackknife): how far one run moves it.
-/// (A single run's own solve is far noisier than a minimum over several,
-/// which is what a calibration reports.)
+/// leaving one run out at a time (a jackknife: how far one run moves it)
+/// and, when the runs come from several calibration sessions, from each
+/// session alone (how far the machine drifts between calibrations). A
+/// single run's own solve is far noisier than a minimum over several,
+/// which is what a calibration reports.
 pub fn profile(
     runs: &[Measured],
+    sessions: &[String],
     sys: &System,
     machine: MachineInfo,
     provenance: Provenance,
@@ -513,6 +516,22 @@ pub fn profile(
             others.push(solve_measured(&Measured::min_of(&rest), sys)?);
         }
     }
+    // Each session solved alone: how far the machine drifts between
+    // calibrations, which runs of one session (moving together) hide.
+    let mut ids: Vec<&String> = sessions.iter().collect();
+    ids.sort();
+    ids.dedup();
+    if ids.len() > 1 {
+        for id in ids {
+            let own: Vec<Measured> = runs
+                .iter()
+                .zip(sessions)
+                .filter(|(_, s)| *s == id)
+                .map(|(r, _)| r.clone())
+                .collect();
+            others.push(solve_measured(&Measured::min_of(&own), sys)?);
+        }
+    }
     // A solved value below zero is a path cheaper than the constants it
     // is known to pay: a model-structure question, never clamped away,
     // unless it is within the home's resolution of zero.
@@ -525,7 +544,7 @@ pub fn profile(
         let res = resolution(&best, sys, i);
         if -x > res {
             return Err(format!(
-                "{} solved to {x:.1} ns, below zero by more than its home resolves ({res:.1} ns): the path is cheaper than the constants it is known to pay, a model-structure question to answer, not to clamp; no profile written. Every value (all runs, then leaving out each run):\n{}",
+                "{} solved to {x:.1} ns, below zero by more than its home resolves ({res:.1} ns): the path is cheaper than the constants it is known to pay, a model-structure question to answer, not to clamp; no profile written. Every value (all runs, then leaving out each run, then each session):\n{}",
                 u.name,
                 value_table(&value, &others)
             ));
@@ -642,21 +661,31 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
         print_dry_run(&all, &sys);
         return Ok(());
     }
-    let (runs, machine) = match &a.from {
-        Some(d) => load_recorded(d).map_err(|e| (2, e))?,
-        None => measure(a)?,
+    let (runs, machine) = match (&a.from, &a.record) {
+        (Some(d), _) => load_recorded(d).map_err(|e| (2, e))?,
+        // Recorded: solve from every session the folder holds.
+        (None, Some(d)) => {
+            measure(a)?;
+            load_recorded(d).map_err(|e| (1, e))?
+        }
+        (None, None) => measure(a)?,
     };
     for w in guard(&a.dir, &runs).map_err(|e| (2, e))? {
         eprintln!("mmsim calibrate: counters differ: {w}");
     }
     let measured: Vec<Measured> = runs.iter().map(Measured::of).collect();
+    let sessions: Vec<String> = runs.iter().map(session_of).collect();
+    let mut distinct = sessions.clone();
+    distinct.sort();
+    distinct.dedup();
     let provenance = Provenance {
         command: a.command.clone(),
         mmsim: env!("CARGO_PKG_VERSION").into(),
         date: recorded_date(&runs),
         runs: runs.len() as u32,
+        sessions: distinct.len() as u32,
     };
-    let p = profile(&measured, &sys, machine, provenance).map_err(|e| (1, e))?;
+    let p = profile(&measured, &sessions, &sys, machine, provenance).map_err(|e| (1, e))?;
     if let Some(old) = &a.check {
         return check_against(&p, old);
     }
@@ -705,12 +734,22 @@ fn check_against(new: &MachineProfile, old: &Path) -> Result<(), (u8, String)> {
     ))
 }
 
-/// The date of the recordings (the runner documents carry none: the
-/// user-space bench's file does).
+/// The date of the last recording (calibrate adds it to the runner's
+/// documents as `native:date`).
 fn recorded_date(runs: &[RunData]) -> String {
-    runs.first()
+    runs.last()
         .and_then(|r| r.specs.values().next())
         .and_then(|d| d.knobs.get("native:date").cloned())
+        .unwrap_or_default()
+}
+
+/// The calibration session a run belongs to: its start, UTC, which
+/// calibrate adds to the runner's documents as `native:session`.
+fn session_of(r: &RunData) -> String {
+    r.specs
+        .values()
+        .next()
+        .and_then(|d| d.knobs.get("native:session").cloned())
         .unwrap_or_default()
 }
 
@@ -766,7 +805,10 @@ pub fn guard(dir: &Path, runs: &[RunData]) -> Result<Vec<String>, String> {
 fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String)> {
     let runner = mmsim_oracle::runner_path(a.runner.clone()).map_err(|e| (2, e.to_string()))?;
     let mut out = Vec::new();
-    let date = today();
+    let date = date_now("+%Y-%m-%d");
+    let session = date_now("+%Y-%m-%dT%H:%M:%SZ");
+    // A session adds to runs recorded before (run-N numbering goes on).
+    let first = a.record.as_deref().map_or(0, recorded_runs);
     for run in 0..a.runs {
         eprintln!("mmsim calibrate: run {} of {}", run + 1, a.runs);
         let user = ubench::run().map_err(|e| (1, e))?;
@@ -784,6 +826,7 @@ fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String
             {
                 mmsim_oracle::native::Outcome::Done(mut doc) => {
                     doc.knobs.insert("native:date".into(), date.clone());
+                    doc.knobs.insert("native:session".into(), session.clone());
                     specs.insert(name.to_string(), *doc);
                 }
                 mmsim_oracle::native::Outcome::Refused(e) => return Err((2, e)),
@@ -791,7 +834,7 @@ fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String
         }
         let r = RunData { user, zram, specs };
         if let Some(dir) = &a.record {
-            record(dir, run, &r).map_err(|e| (1, e))?;
+            record(dir, first + run, &r).map_err(|e| (1, e))?;
         }
         out.push(r);
     }
@@ -810,9 +853,17 @@ fn machine_of(runs: &[RunData]) -> MachineInfo {
     }
 }
 
-fn today() -> String {
+/// How many runs `--record DIR` already holds.
+fn recorded_runs(dir: &Path) -> usize {
+    (0..)
+        .take_while(|n| dir.join(format!("run-{n}")).is_dir())
+        .count()
+}
+
+/// The time now in date(1)'s `format`, UTC.
+fn date_now(format: &str) -> String {
     std::process::Command::new("date")
-        .arg("+%Y-%m-%d")
+        .args(["-u", format])
         .output()
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())

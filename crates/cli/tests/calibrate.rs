@@ -29,6 +29,7 @@ fn the_default_profile_is_what_its_recordings_solve_to() {
     assert_eq!(solved.machine, default.machine);
     assert_eq!(solved.provenance.runs, default.provenance.runs);
     assert_eq!(solved.provenance.date, default.provenance.date);
+    assert_eq!(solved.provenance.sessions, default.provenance.sessions);
 }
 
 #[test]

@@ -146,8 +146,13 @@ pub struct MachineInfo {
 pub struct Provenance {
     pub command: String,
     pub mmsim: String,
+    /// The last recording's date.
     pub date: String,
     pub runs: u32,
+    /// Calibration sessions the runs come from (each `mmsim calibrate`
+    /// with `--record` into the same folder adds one).
+    #[serde(default)]
+    pub sessions: u32,
 }
 
 /// A timing path predicted from the profile beside its real time:
