@@ -97,6 +97,27 @@ pub fn limits(max: Option<u64>, high: Option<u64>) -> Result<Vec<(&'static str, 
     }
 }
 
+/// The file and value a `set` step writes for a cgroup's `memory_max` or
+/// `memory_high` (`high`); None where v1 has nothing to write (memory.high
+/// back to "max", which v1 never had). Err: what v1 cannot express.
+pub fn limit_write(
+    high: bool,
+    value: Option<u64>,
+) -> Result<Option<(&'static str, String)>, String> {
+    let files = if high {
+        limits(None, value)?
+    } else {
+        limits(value, None)?
+    };
+    let want = match (mode(), high) {
+        (Mode::V2(_), false) => "memory.max",
+        (Mode::V2(_), true) => "memory.high",
+        (Mode::V1(_), false) => "memory.limit_in_bytes",
+        (Mode::V1(_), true) => return Ok(None),
+    };
+    Ok(files.into_iter().find(|(f, _)| *f == want))
+}
+
 /// v1 `memory.stat` names → v2's, for the counters both have.
 const V1_STAT: &[(&str, &str)] = &[
     ("rss", "anon"),

@@ -47,6 +47,12 @@ pub fn preflight(spec: &Spec) -> Result<(), String> {
             crate::cgroup::limits(None, high)
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
         }
+        for s in crate::setup::settings(spec) {
+            if let mmsim_spec::Setting::MemoryHigh { cgroup, limit } = s {
+                crate::cgroup::limit_write(true, limit.pages().map(|p| p << 12))
+                    .map_err(|e| format!("--native: a set step of cgroup.{cgroup}.{e}"))?;
+            }
+        }
     }
     Ok(())
 }

@@ -202,7 +202,7 @@ fn write(path: &str, value: &str) -> Result<(), String> {
 }
 
 /// The file of a `sysctl:` or `sysfs:` knob.
-fn knob_path(knob: &str) -> Option<String> {
+pub(crate) fn knob_path(knob: &str) -> Option<String> {
     if let Some(name) = knob.strip_prefix("sysctl:") {
         return Some(format!("/proc/sys/{}", name.replace('.', "/")));
     }
@@ -258,6 +258,22 @@ impl Setup {
             self.save();
             let now = current_value(&fs::read_to_string(&path).unwrap_or_default());
             self.knobs.push((knob.clone(), now));
+        }
+        // Knobs `set` steps write later: journaled now with their value, so
+        // the teardown restores them however the run ends.
+        for setting in settings(spec) {
+            let Some((knob, _)) = setting.knob() else {
+                continue;
+            };
+            let path = knob_path(&knob).expect("a setting's knob has a file");
+            if self.j.restore.iter().any(|(p, _)| *p == path) {
+                continue;
+            }
+            let old = fs::read_to_string(&path).map_err(|e| {
+                format!("a set step writes {knob}, but this kernel has no {path}: {e}")
+            })?;
+            self.j.restore.push((path, current_value(&old)));
+            self.save();
         }
         if let Some(i) = spec
             .swap
@@ -685,6 +701,26 @@ pub fn uses_shmem(spec: &Spec) -> bool {
         })
     }
     spec.files.iter().any(|f| f.on == FileOn::Tmpfs) || spec.tasks.iter().any(|t| walk(&t.steps))
+}
+
+/// Every `set` step's setting, in any task, fork, spawn or repeat.
+pub fn settings(spec: &Spec) -> Vec<&mmsim_spec::Setting> {
+    fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a mmsim_spec::Setting>) {
+        for s in steps {
+            match &s.op {
+                Op::Set(setting) => out.push(setting),
+                Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } => {
+                    walk(steps, out)
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for t in &spec.tasks {
+        walk(&t.steps, &mut out);
+    }
+    out
 }
 
 fn read_trim(path: &str) -> String {

@@ -394,6 +394,40 @@ impl Kernel {
         }
     }
 
+    /// A `set` step: the write to the knob's file, with what the kernel's
+    /// handler does on it (a lower memory.max or memory.high reclaims down
+    /// to it; new watermark settings recompute the zones' watermarks).
+    pub fn write_setting(&mut self, s: &mmsim_spec::Setting) -> Result<(), crate::SimError> {
+        use mmsim_spec::Setting;
+        match s {
+            Setting::MemoryMax { cgroup, limit } => {
+                let m = self
+                    .memcg_by_name(cgroup)
+                    .expect("the parser checked the cgroup");
+                self.memory_max_write(m, limit.pages())?;
+            }
+            Setting::MemoryHigh { cgroup, limit } => {
+                let m = self
+                    .memcg_by_name(cgroup)
+                    .expect("the parser checked the cgroup");
+                self.memory_high_write(m, limit.pages());
+            }
+            Setting::Swappiness(n) => self.sysctl.swappiness = *n,
+            Setting::PageCluster(n) => self.sysctl.page_cluster = *n,
+            Setting::WatermarkScaleFactor(n) => {
+                self.sysctl.watermark_scale_factor = *n;
+                self.setup_per_zone_wmarks(self.min_free_kbytes);
+            }
+            Setting::MinFreeKbytes(kb) => {
+                self.sysctl.min_free_kbytes = Some(*kb);
+                self.min_free_kbytes = *kb;
+                self.setup_per_zone_wmarks(*kb);
+            }
+            Setting::VmaRaEnabled(b) => self.sysfs.vma_ra_enabled = *b,
+        }
+        Ok(())
+    }
+
     fn boot_kernel_usage(&mut self, pages: u64) {
         for _ in 0..pages {
             match self.alloc_page(crate::mm::page_alloc::Gfp::NoDirectReclaim) {

@@ -620,6 +620,10 @@ impl<'s> Scheduler<'s> {
                 k.swapoff(*device, rotational)
                     .map_err(|e| swap_error(step, "swapoff", *device, e))?;
             }
+            Op::Set(setting) => {
+                k.charge_cost(cost::Fn::User, k.costs.syscall);
+                k.write_setting(setting).map_err(|e| at_step(step, e))?;
+            }
             Op::Swapon { device } => {
                 k.charge_cost(cost::Fn::User, k.costs.syscall);
                 k.swapon(*device, &self.swap_devs[*device])

@@ -114,6 +114,8 @@ struct Gen<'a, 'b> {
     /// Files: (name, pages, on tmpfs).
     files: Vec<(String, u64, bool)>,
     nswap: usize,
+    /// Memory cgroups c0.. (a set step names one).
+    ncg: u32,
     next_region: u32,
     /// This task may swap devices off and on (one task does, so the
     /// devices are never switched twice the same way).
@@ -223,6 +225,7 @@ pub fn generate(bytes: &[u8]) -> String {
         d: &mut d,
         files,
         nswap,
+        ncg,
         next_region: 0,
         swapper: false,
     };
@@ -418,6 +421,7 @@ impl Gen<'_, '_> {
                     "{{ op = \"kvstore\", region = \"{name}\", keys = 100, value_size = \"1K\", requests = {requests} }}"
                 )
             }
+            (17, _) if self.d.chance(50) => self.set(),
             (17, _) => format!(
                 "{{ op = \"sleep\", duration = \"{}us\" }}",
                 1 + self.d.below(500)
@@ -430,6 +434,39 @@ impl Gen<'_, '_> {
                 1 + self.d.below(100)
             ),
         }
+    }
+
+    /// A `set` step: a cgroup's limit (reclaiming down to a lower one at
+    /// once) or a sysctl or sysfs knob.
+    fn set(&mut self) -> String {
+        let (key, value) = match self.d.below(5) {
+            0 | 1 if self.ncg > 0 => {
+                let c = self.d.below(self.ncg);
+                let field = if self.d.chance(70) {
+                    "memory_max"
+                } else {
+                    "memory_high"
+                };
+                let value = match self.d.pick(&[0u64, 4, 8, 16, 32, 64]) {
+                    0 => "\"max\"".to_string(),
+                    m => format!("\"{m}M\""),
+                };
+                (format!("\"cgroup.c{c}.{field}\""), value)
+            }
+            2 => (
+                "'sysctl.\"vm.swappiness\"'".into(),
+                self.d.below(201).to_string(),
+            ),
+            3 => (
+                "'sysctl.\"vm.page-cluster\"'".into(),
+                self.d.below(5).to_string(),
+            ),
+            _ => (
+                "'sysfs.\"kernel/mm/swap/vma_ra_enabled\"'".into(),
+                self.d.chance(50).to_string(),
+            ),
+        };
+        format!("{{ op = \"set\", key = {key}, value = {value} }}")
     }
 
     fn madvise(&mut self, name: &str, pages: u64, private_anon: bool) -> String {

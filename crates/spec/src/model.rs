@@ -537,6 +537,10 @@ pub enum Op {
     },
     /// `echo 3 > /proc/sys/vm/drop_caches`.
     DropCaches,
+    /// A knob changed at this point of the steps, as a workload does with
+    /// `echo V > …` between its phases (raise memory.max before swapoff,
+    /// switch readahead between passes).
+    Set(Setting),
     /// Map, read and unmap successive windows of `window` pages of a file
     /// over its pages `[offset, offset + length)` (a hasher streaming a
     /// large file through mmap).
@@ -604,5 +608,45 @@ impl Advice {
             Advice::Hugepage => "hugepage",
             Advice::Nohugepage => "nohugepage",
         }
+    }
+}
+
+/// What a `set` step changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    /// `[cgroup.NAME]`'s memory.max: lowering it below the usage reclaims
+    /// down to it first, as writing the file does.
+    MemoryMax {
+        cgroup: String,
+        limit: Limit,
+    },
+    /// Its memory.high: lowering it reclaims down to it, as writing does.
+    MemoryHigh {
+        cgroup: String,
+        limit: Limit,
+    },
+    Swappiness(u32),
+    WatermarkScaleFactor(u32),
+    MinFreeKbytes(u64),
+    PageCluster(u32),
+    VmaRaEnabled(bool),
+}
+
+impl Setting {
+    /// The sysctl or sysfs knob it writes (`sysctl:vm.swappiness`) and the
+    /// value as the file takes it; None for a cgroup's file.
+    pub fn knob(&self) -> Option<(String, String)> {
+        let (k, v) = match self {
+            Setting::MemoryMax { .. } | Setting::MemoryHigh { .. } => return None,
+            Setting::Swappiness(n) => ("sysctl:vm.swappiness", n.to_string()),
+            Setting::WatermarkScaleFactor(n) => ("sysctl:vm.watermark_scale_factor", n.to_string()),
+            Setting::MinFreeKbytes(n) => ("sysctl:vm.min_free_kbytes", n.to_string()),
+            Setting::PageCluster(n) => ("sysctl:vm.page-cluster", n.to_string()),
+            Setting::VmaRaEnabled(b) => (
+                "sysfs:kernel/mm/swap/vma_ra_enabled",
+                if *b { "true" } else { "false" }.to_string(),
+            ),
+        };
+        Some((k.to_string(), v))
     }
 }

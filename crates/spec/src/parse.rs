@@ -12,7 +12,7 @@ use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
 use std::collections::HashMap;
 
-pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, compute, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream";
+pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, compute, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream, set";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -765,6 +765,70 @@ fn kstrtobool(v: &str) -> Option<bool> {
     }
 }
 
+/// What a `set` step's key may name, in words.
+const SET_KEYS: &str = "a string: a key path a set step can change, as --set writes it: cgroup.NAME.memory_max, cgroup.NAME.memory_high, sysctl.\"vm.swappiness\", sysctl.\"vm.watermark_scale_factor\", sysctl.\"vm.min_free_kbytes\", sysctl.\"vm.page-cluster\" or sysfs.\"kernel/mm/swap/vma_ra_enabled\"";
+
+/// A `set` step's key and value, checked as the spec's own table checks
+/// that key (the cgroup's existence is checked with the regions).
+fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setting, SpecError> {
+    let kpath = f.path("key");
+    let vpath = f.path("value");
+    let text = string(rep, key, &kpath, SET_KEYS)?;
+    let parts: Vec<String> = toml_edit::Key::parse(text)
+        .map(|ks| ks.iter().map(|k| k.get().to_string()).collect())
+        .unwrap_or_default();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let bad = || {
+        rep.at(
+            key.at,
+            kpath.clone(),
+            format!("found \"{}\", expected {SET_KEYS}", tree::quote(text)),
+        )
+    };
+    Ok(match parts.as_slice() {
+        ["cgroup", name, field @ ("memory_max" | "memory_high")] => {
+            let limit = limit(rep, value, &vpath)?;
+            let cgroup = name.to_string();
+            if *field == "memory_max" {
+                Setting::MemoryMax { cgroup, limit }
+            } else {
+                Setting::MemoryHigh { cgroup, limit }
+            }
+        }
+        ["sysctl", name] => {
+            let Some(&(_, lo, hi)) = SYSCTLS.iter().find(|(k, _, _)| k == name) else {
+                return Err(bad());
+            };
+            let n = integer(
+                rep,
+                value,
+                &vpath,
+                lo,
+                hi,
+                &format!("an integer from {lo} to {hi}"),
+            )?;
+            match *name {
+                "vm.swappiness" => Setting::Swappiness(n as u32),
+                "vm.watermark_scale_factor" => Setting::WatermarkScaleFactor(n as u32),
+                "vm.page-cluster" => Setting::PageCluster(n as u32),
+                _ => Setting::MinFreeKbytes(n as u64),
+            }
+        }
+        ["sysfs", VMA_RA_ENABLED] => {
+            let b = match &value.val {
+                Val::Bool(b) => Some(*b),
+                Val::Str(s) => kstrtobool(s),
+                Val::Int(n) => kstrtobool(&n.to_string()),
+                _ => None,
+            };
+            Setting::VmaRaEnabled(
+                b.ok_or_else(|| type_error(rep, value, &vpath, "a boolean (true or false)"))?,
+            )
+        }
+        _ => return Err(bad()),
+    })
+}
+
 /// The order of a `hugepages-<size>kB/shmem_enabled` knob (orders 2 to 9).
 fn mthp_shmem_order(key: &str) -> Option<usize> {
     let kb: u64 = key
@@ -1105,6 +1169,7 @@ fn build_task(
         locs: &locs,
         seen: HashMap::new(),
         nswap,
+        cgroups: cgroups.iter().map(|c| c.name.clone()).collect(),
     };
     check.walk(&steps_key, &steps, &mut IndexMap::new())?;
     Ok(Task {
@@ -1167,6 +1232,7 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
         "read" | "write" => (&["op", "file", "offset", "length", "chunk"], &["file"]),
         "fsync" => (&["op", "file"], &["file"]),
         "drop_caches" => (&["op"], &[]),
+        "set" => (&["op", "key", "value"], &["key", "value"]),
         "stream" => (
             &["op", "file", "offset", "length", "window", "work"],
             &["file"],
@@ -1206,6 +1272,8 @@ fn field_words(op: &str, field: &str) -> &'static str {
         ("swapoff" | "swapon", "device") => {
             "an integer: the number of a [[swap]] device, counting from 0"
         }
+        ("set", "key") => SET_KEYS,
+        ("set", "value") => "the value the key takes in the spec's own table",
         _ => "a value",
     }
 }
@@ -1421,6 +1489,7 @@ fn build_step(
                 length,
             }
         }
+        "set" => Op::Set(setting(rep, &f, req("key"), req("value"))?),
         "swapoff" | "swapon" => {
             let device = integer(
                 rep,
@@ -2150,6 +2219,8 @@ struct RegionCheck<'a> {
     seen: HashMap<(usize, Vec<(String, u64)>), Regions>,
     /// Number of [[swap]] devices (swapoff/swapon name one).
     nswap: usize,
+    /// The `[cgroup.NAME]`s (a set step names one).
+    cgroups: Vec<String>,
 }
 
 impl RegionCheck<'_> {
@@ -2241,7 +2312,28 @@ impl RegionCheck<'_> {
                 }
                 Op::Sleep { .. } | Op::Compute { .. } | Op::Phase { .. } | Op::Wait => {}
                 Op::KvStore(kv) => self.kvstore(&key, kv, regions)?,
-                Op::FileIo { .. } | Op::Fsync { .. } | Op::DropCaches | Op::Stream { .. } => {}
+                Op::Set(Setting::MemoryMax { cgroup, .. } | Setting::MemoryHigh { cgroup, .. })
+                    if !self.cgroups.contains(cgroup) =>
+                {
+                    return Err(self.err(
+                        &key,
+                        "key",
+                        format!(
+                            "found the cgroup \"{}\", expected the NAME of a [cgroup.NAME] table: {}",
+                            tree::quote(cgroup),
+                            if self.cgroups.is_empty() {
+                                "none is defined".to_string()
+                            } else {
+                                self.cgroups.join(", ")
+                            }
+                        ),
+                    ));
+                }
+                Op::FileIo { .. }
+                | Op::Fsync { .. }
+                | Op::DropCaches
+                | Op::Stream { .. }
+                | Op::Set(_) => {}
             }
         }
         Ok(())

@@ -4,6 +4,7 @@
 
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, MemcgStat};
+use crate::SimError;
 
 /// MEMCG_CHARGE_BATCH: pages pre-charged into a CPU's stock at a time.
 pub const MEMCG_CHARGE_BATCH: u64 = 64;
@@ -216,6 +217,78 @@ impl Kernel {
             cur = self.memcgs[m as usize].parent;
         }
         false
+    }
+
+    /// The memcg of `[cgroup.NAME]`.
+    pub fn memcg_by_name(&self, name: &str) -> Option<u16> {
+        self.memcgs
+            .iter()
+            .position(|m| m.name == name)
+            .map(|i| i as u16)
+    }
+
+    /// `memory_max_write`: the new limit, then reclaim down to it, with
+    /// MAX_RECLAIM_RETRIES reclaims that free nothing before the memcg's
+    /// OOM killer would run (which mmsim does not model: an error).
+    pub fn memory_max_write(&mut self, memcg: u16, max: Option<u64>) -> Result<(), SimError> {
+        self.memcgs[memcg as usize].memory.max = max;
+        let Some(max) = max else { return Ok(()) };
+        let (mut drained, mut nr_reclaims) = (false, MAX_RECLAIM_RETRIES);
+        loop {
+            let usage = self.memcgs[memcg as usize].memory.usage;
+            if usage <= max {
+                return Ok(());
+            }
+            if !drained {
+                self.drain_all_stock(memcg);
+                drained = true;
+                continue;
+            }
+            if nr_reclaims > 0 {
+                let freed = self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
+                    k.try_to_free_mem_cgroup_pages(memcg, usage - max)
+                });
+                if freed == 0 {
+                    nr_reclaims -= 1;
+                }
+                continue;
+            }
+            self.memcgs[memcg as usize].events.oom += 1;
+            let name = &self.memcgs[memcg as usize].name;
+            return Err(SimError::Unmodelled(format!(
+                "memory.max of cgroup {name} set to {} MiB below its usage of {} MiB, and reclaim freed nothing {MAX_RECLAIM_RETRIES} times: the kernel would invoke the memcg OOM killer, which mmsim does not model; expected a limit its pages can be reclaimed down to (more [[swap]], or a larger value)",
+                max >> 8,
+                usage >> 8
+            )));
+        }
+    }
+
+    /// `memory_high_write`: the new threshold, then reclaim down to it;
+    /// gives up after MAX_RECLAIM_RETRIES reclaims that free nothing.
+    pub fn memory_high_write(&mut self, memcg: u16, high: Option<u64>) {
+        self.memcgs[memcg as usize].memory.high = high;
+        let Some(high) = high else { return };
+        let (mut drained, mut nr_retries) = (false, MAX_RECLAIM_RETRIES);
+        loop {
+            let usage = self.memcgs[memcg as usize].memory.usage;
+            if usage <= high {
+                return;
+            }
+            if !drained {
+                self.drain_all_stock(memcg);
+                drained = true;
+                continue;
+            }
+            let freed = self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
+                k.try_to_free_mem_cgroup_pages(memcg, usage - high)
+            });
+            if freed == 0 {
+                if nr_retries == 0 {
+                    return;
+                }
+                nr_retries -= 1;
+            }
+        }
     }
 
     fn mem_cgroup_margin(&self, memcg: u16) -> u64 {
