@@ -178,7 +178,9 @@ struct FidelityArgs {
 
 #[derive(clap::Args)]
 struct GuestArgs {
-    /// Kernel image (default: the newest /boot/vmlinuz-*).
+    /// Kernel image, or the release of one in /boot or fetched by
+    /// `scripts/get-kernel` ("5.10", "6.12.95+deb12-amd64"; default: the
+    /// newest /boot/vmlinuz-*).
     #[arg(long)]
     kernel: Option<PathBuf>,
     /// Its modules directory (default: /lib/modules/RELEASE).

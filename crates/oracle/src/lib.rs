@@ -94,6 +94,68 @@ fn version_key(s: &str) -> Vec<u64> {
         .collect()
 }
 
+/// Where mmsim caches initramfs images and the kernels
+/// `scripts/get-kernel` fetches: $XDG_CACHE_HOME/mmsim, else
+/// ~/.cache/mmsim.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("mmsim")
+}
+
+/// The kernel images a release name may mean: /boot's and those
+/// `scripts/get-kernel` unpacked under the cache (kernels/NAME/boot/).
+fn installed_kernels() -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from("/boot")];
+    if let Ok(rd) = std::fs::read_dir(cache_dir().join("kernels")) {
+        dirs.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("boot")));
+    }
+    let mut v: Vec<PathBuf> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .collect();
+    v.sort_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()));
+    v
+}
+
+/// `--kernel RELEASE`: the newest installed image whose release is RELEASE
+/// or starts with it ("5.10" finds vmlinuz-5.10.0-32-amd64).
+fn kernel_by_release(release: &str) -> Result<PathBuf, OracleError> {
+    let all = installed_kernels();
+    let matches = |p: &PathBuf, exact: bool| {
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        let r = name.trim_start_matches("vmlinuz-");
+        if exact {
+            r == release
+        } else {
+            r.starts_with(release) && r[release.len()..].starts_with(|c: char| !c.is_ascii_digit())
+        }
+    };
+    all.iter()
+        .rev()
+        .find(|p| matches(p, true))
+        .or_else(|| all.iter().rev().find(|p| matches(p, false)))
+        .cloned()
+        .ok_or_else(|| {
+            let have: Vec<String> = all
+                .iter()
+                .map(|p| p.file_name().unwrap_or_default().to_string_lossy().trim_start_matches("vmlinuz-").to_string())
+                .collect();
+            OracleError::Missing(format!(
+                "--kernel {release}: found no kernel image of that release (installed: {}); expected a path to a kernel image, or a release `scripts/get-kernel SUITE` fetched or /boot holds",
+                if have.is_empty() { "none".to_string() } else { have.join(", ") }
+            ))
+        })
+}
+
 impl Oracle {
     /// Finds the kernel, modules, QEMU, busybox and the static runner.
     pub fn detect(
@@ -103,12 +165,14 @@ impl Oracle {
     ) -> Result<Oracle, OracleError> {
         let kernel = match kernel {
             Some(k) if k.is_file() => k,
-            Some(k) => {
+            // A path that is not there is an error; a bare name a release.
+            Some(k) if k.components().count() > 1 || k.is_absolute() => {
                 return Err(OracleError::Missing(format!(
                     "no kernel image at {}",
                     k.display()
                 )))
             }
+            Some(k) => kernel_by_release(&k.to_string_lossy())?,
             None => newest_kernel().ok_or_else(|| {
                 OracleError::Missing(format!(
                     "no kernel in /boot (vmlinuz-*); install one: {PACKAGES}"
@@ -123,7 +187,17 @@ impl Oracle {
                     .map(str::to_string)
             })
             .unwrap_or_default();
-        let modules = modules.unwrap_or_else(|| PathBuf::from(format!("/lib/modules/{release}")));
+        // An unpacked kernel's modules are beside its boot/ directory.
+        let modules = modules.unwrap_or_else(|| {
+            let beside = kernel
+                .parent()
+                .and_then(Path::parent)
+                .map(|root| root.join("lib/modules").join(&release));
+            match beside {
+                Some(m) if !kernel.starts_with("/boot") && m.is_dir() => m,
+                _ => PathBuf::from(format!("/lib/modules/{release}")),
+            }
+        });
         if !modules.join("modules.dep").is_file() {
             return Err(OracleError::Missing(format!(
                 "no kernel modules for {} at {} (modules.dep); pass --modules DIR or install the matching linux-image package",
@@ -145,11 +219,7 @@ impl Oracle {
             Some(r) => r,
             None => build_runner()?,
         };
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir)
-            .join("mmsim");
+        let cache = cache_dir();
         Ok(Oracle {
             kernel,
             release,
@@ -1017,5 +1087,32 @@ steps = []
     #[test]
     fn kernel_versions_sort_numerically() {
         assert!(version_key("vmlinuz-6.1.0-56-amd64") > version_key("vmlinuz-6.1.0-9-amd64"));
+    }
+
+    /// `--kernel RELEASE` finds an image scripts/get-kernel unpacked, by
+    /// its release or a prefix of it that ends at a version boundary.
+    #[test]
+    fn a_kernel_is_found_by_its_release() {
+        let dir = std::env::temp_dir().join(format!("mmsim-kernels-{}", std::process::id()));
+        for r in ["5.10.0-32-amd64", "6.12.95+deb12-amd64"] {
+            let boot = dir.join("mmsim/kernels").join(r).join("boot");
+            std::fs::create_dir_all(&boot).unwrap();
+            std::fs::write(boot.join(format!("vmlinuz-{r}")), b"").unwrap();
+        }
+        // The only test in this crate that reads the cache's location.
+        std::env::set_var("XDG_CACHE_HOME", &dir);
+        let found = |r: &str| kernel_by_release(r).map(|p| p.file_name().unwrap().to_owned());
+        assert_eq!(found("5.10").unwrap(), "vmlinuz-5.10.0-32-amd64");
+        assert_eq!(
+            found("6.12.95+deb12-amd64").unwrap(),
+            "vmlinuz-6.12.95+deb12-amd64"
+        );
+        // 5.1 is not 5.10.
+        let e = found("5.1").unwrap_err().to_string();
+        assert!(
+            e.contains("--kernel 5.1") && e.contains("5.10.0-32-amd64"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
