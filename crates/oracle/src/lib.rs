@@ -76,8 +76,15 @@ fn which(name: &str) -> Option<PathBuf> {
 
 /// The newest /boot/vmlinuz-*, by version order of the release string.
 fn newest_kernel() -> Option<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("/boot")
-        .ok()?
+    kernels_in(&[PathBuf::from("/boot")]).pop()
+}
+
+/// The vmlinuz-* images in `dirs`, oldest release first.
+fn kernels_in(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()
@@ -85,7 +92,7 @@ fn newest_kernel() -> Option<PathBuf> {
         })
         .collect();
     v.sort_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()));
-    v.pop()
+    v
 }
 
 fn version_key(s: &str) -> Vec<u64> {
@@ -112,18 +119,7 @@ fn installed_kernels() -> Vec<PathBuf> {
     if let Ok(rd) = std::fs::read_dir(cache_dir().join("kernels")) {
         dirs.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("boot")));
     }
-    let mut v: Vec<PathBuf> = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
-        .collect();
-    v.sort_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()));
-    v
+    kernels_in(&dirs)
 }
 
 /// `--kernel RELEASE`: the newest installed image whose release is RELEASE
