@@ -192,6 +192,7 @@ fn sim_times(spec: &mmsim_spec::Spec, costs: Costs) -> Result<BTreeMap<String, u
         costs: mmsim_sim::costs::CostProfile {
             costs,
             label: "calibrate".into(),
+            cpu: None,
         },
         ..Default::default()
     };

@@ -200,6 +200,7 @@ pub fn fidelity_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
 /// `mmsim fidelity --timing`: the timing suite's table, printed or
 /// written into FILE between the markers.
 pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
+    warn_other_cpu(dir);
     let mut rows = Vec::new();
     for spec in specs_in(&dir.join("timing")) {
         match crate::timing::phases(&spec) {
@@ -228,6 +229,24 @@ pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
         return ExitCode::from(1);
     }
     code
+}
+
+/// Warns when the machine profile was measured on another CPU than the
+/// timing suite's recordings: its times then say how that CPU's costs
+/// predict this one's.
+fn warn_other_cpu(dir: &Path) {
+    let Some(cpu) = crate::sim_options().costs.cpu else {
+        return;
+    };
+    let recorded = specs_in(&dir.join("timing"))
+        .iter()
+        .flat_map(|s| crate::timing::recorded_native(s))
+        .find_map(|r| r.knobs.get("native:cpu").cloned());
+    if let Some(rec) = recorded.filter(|r| *r != cpu) {
+        eprintln!(
+            "mmsim: warning: the machine profile was measured on \"{cpu}\", the timing suite recorded on \"{rec}\""
+        );
+    }
 }
 
 /// Puts `table` into the markdown file `path` between its markers (at its

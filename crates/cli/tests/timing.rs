@@ -119,3 +119,29 @@ fn docs_timing_shows_the_current_table() {
         "docs/timing.md is stale: regenerate it with `mmsim fidelity --timing --write docs/timing.md`"
     );
 }
+
+/// A machine profile from another CPU than the recordings' is named in a
+/// warning; the default profile, measured where they were, is not.
+#[test]
+fn a_profile_from_another_cpu_is_warned_about() {
+    let run = |args: &[&str]| {
+        let out = Command::new(MMSIM)
+            .current_dir(root())
+            .args(args)
+            .output()
+            .expect("run mmsim");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    assert!(!run(&["fidelity", "--timing"]).contains("warning"));
+    let text = std::fs::read_to_string(root().join("crates/sim/profiles/default.toml")).unwrap();
+    let cpu = text
+        .lines()
+        .find(|l| l.starts_with("cpu = "))
+        .expect("a cpu line")
+        .to_string();
+    let other = std::env::temp_dir().join(format!("mmsim-other-cpu-{}.toml", std::process::id()));
+    std::fs::write(&other, text.replacen(&cpu, "cpu = \"Other CPU\"", 1)).unwrap();
+    let err = run(&["--profile", other.to_str().unwrap(), "fidelity", "--timing"]);
+    std::fs::remove_file(&other).ok();
+    assert!(err.contains("measured on \"Other CPU\""), "{err}");
+}

@@ -273,6 +273,8 @@ impl MachineProfile {
 pub struct CostProfile {
     pub costs: Costs,
     pub label: String,
+    /// The CPU it was measured on (None: cost.rs's reference values).
+    pub cpu: Option<String>,
 }
 
 impl CostProfile {
@@ -281,6 +283,7 @@ impl CostProfile {
         CostProfile {
             costs: Costs::REFERENCE,
             label: "reference".into(),
+            cpu: None,
         }
     }
 
@@ -292,6 +295,7 @@ impl CostProfile {
             CostProfile {
                 costs: p.costs(),
                 label: format!("default: {}", p.label()),
+                cpu: Some(p.machine.cpu.clone()),
             }
         });
         DEFAULT.clone()
@@ -308,6 +312,7 @@ impl CostProfile {
                 Ok(CostProfile {
                     costs: p.costs(),
                     label: format!("{path}: {}", p.label()),
+                    cpu: Some(p.machine.cpu.clone()),
                 })
             }
         }
