@@ -6,9 +6,7 @@
 //! back out afterwards.
 
 use crate::shared::SharedTokens;
-use mmsim_spec::{
-    Disk, FileOn, Fs, Limit, MapKind, Op, Spec, Step, SwapDevice, SwapKind, TmpfsHuge,
-};
+use mmsim_spec::{Disk, FileOn, Fs, Limit, MapKind, Op, Spec, SwapDevice, SwapKind, TmpfsHuge};
 use std::ffi::CString;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
@@ -693,33 +691,27 @@ impl Drop for Setup {
 /// Whether the spec has tmpfs files or maps shared memory anywhere (files
 /// on disks are page cache, not shmem).
 pub fn uses_shmem(spec: &Spec) -> bool {
-    fn walk(steps: &[Step]) -> bool {
-        steps.iter().any(|s| match &s.op {
-            Op::Mmap { kind, .. } => matches!(kind, MapKind::Shmem | MapKind::SharedAnon),
-            Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } => walk(steps),
-            _ => false,
-        })
-    }
-    spec.files.iter().any(|f| f.on == FileOn::Tmpfs) || spec.tasks.iter().any(|t| walk(&t.steps))
+    let mut shared = spec.files.iter().any(|f| f.on == FileOn::Tmpfs);
+    spec.for_each_op(&mut |op| {
+        shared |= matches!(
+            op,
+            Op::Mmap {
+                kind: MapKind::Shmem | MapKind::SharedAnon,
+                ..
+            }
+        );
+    });
+    shared
 }
 
 /// Every `set` step's setting, in any task, fork, spawn or repeat.
 pub fn settings(spec: &Spec) -> Vec<&mmsim_spec::Setting> {
-    fn walk<'a>(steps: &'a [Step], out: &mut Vec<&'a mmsim_spec::Setting>) {
-        for s in steps {
-            match &s.op {
-                Op::Set(setting) => out.push(setting),
-                Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } => {
-                    walk(steps, out)
-                }
-                _ => {}
-            }
-        }
-    }
     let mut out = Vec::new();
-    for t in &spec.tasks {
-        walk(&t.steps, &mut out);
-    }
+    spec.for_each_op(&mut |op| {
+        if let Op::Set(setting) = op {
+            out.push(setting);
+        }
+    });
     out
 }
 

@@ -165,7 +165,7 @@ fn check_shmem_huge(spec: &Spec) -> Result<(), SimError> {
     }
     let anon_huge = spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large());
     let mut odd = None;
-    for_each_step(&spec.tasks, &mut |op| {
+    spec.for_each_op(&mut |op| {
         if let mmsim_spec::Op::Mmap {
             kind: mmsim_spec::MapKind::SharedAnon,
             pages,
@@ -234,7 +234,7 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
         )));
     }
     let mut too_big = None;
-    for_each_step(&spec.tasks, &mut |op| {
+    spec.for_each_op(&mut |op| {
         if let mmsim_spec::Op::Mmap { pages, .. } = op {
             if *pages > MAX_MAP_PAGES {
                 too_big = Some(*pages);
@@ -249,23 +249,6 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
         )));
     }
     Ok(())
-}
-
-fn for_each_step(tasks: &[mmsim_spec::Task], f: &mut impl FnMut(&mmsim_spec::Op)) {
-    fn walk(steps: &[mmsim_spec::Step], f: &mut impl FnMut(&mmsim_spec::Op)) {
-        for s in steps {
-            f(&s.op);
-            match &s.op {
-                mmsim_spec::Op::Repeat { steps, .. }
-                | mmsim_spec::Op::Fork { steps }
-                | mmsim_spec::Op::Spawn { steps } => walk(steps, f),
-                _ => {}
-            }
-        }
-    }
-    for t in tasks {
-        walk(&t.steps, f);
-    }
 }
 
 /// Runs a spec in the simulator.
@@ -397,7 +380,7 @@ fn knobs_in_force(spec: &Spec, costs: &costs::CostProfile) -> BTreeMap<String, S
         m.insert(format!("file:{}", f.name), v);
     }
     let mut shared = spec.files.iter().any(|f| f.on == mmsim_spec::FileOn::Tmpfs);
-    for_each_step(&spec.tasks, &mut |op| {
+    spec.for_each_op(&mut |op| {
         if let mmsim_spec::Op::Mmap { kind, .. } = op {
             shared |= matches!(
                 kind,

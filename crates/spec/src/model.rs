@@ -37,6 +37,22 @@ pub struct Fidelity {
 }
 
 impl Spec {
+    /// Calls `f` with every step's op of every task, the bodies of
+    /// `repeat`, `fork` and `spawn` included (each body once), in order.
+    pub fn for_each_op<'a>(&'a self, f: &mut impl FnMut(&'a Op)) {
+        fn walk<'a>(steps: &'a [Step], f: &mut impl FnMut(&'a Op)) {
+            for s in steps {
+                f(&s.op);
+                if let Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } = &s.op {
+                    walk(steps, f);
+                }
+            }
+        }
+        for t in &self.tasks {
+            walk(&t.steps, f);
+        }
+    }
+
     /// The parameters brd must be loaded with for the spec's RAM disks:
     /// `rd_nr` one per RAM `[[disk]]`, `rd_size` the largest one's size in
     /// KiB (brd makes all its disks that size when it loads; a smaller
