@@ -233,60 +233,52 @@ impl Kernel {
     pub fn memory_max_write(&mut self, memcg: u16, max: Option<u64>) -> Result<(), SimError> {
         self.memcgs[memcg as usize].memory.max = max;
         let Some(max) = max else { return Ok(()) };
-        let (mut drained, mut nr_reclaims) = (false, MAX_RECLAIM_RETRIES);
-        loop {
-            let usage = self.memcgs[memcg as usize].memory.usage;
-            if usage <= max {
-                return Ok(());
-            }
-            if !drained {
-                self.drain_all_stock(memcg);
-                drained = true;
-                continue;
-            }
-            if nr_reclaims > 0 {
-                let freed = self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
-                    k.try_to_free_mem_cgroup_pages(memcg, usage - max)
-                });
-                if freed == 0 {
-                    nr_reclaims -= 1;
-                }
-                continue;
-            }
-            self.memcgs[memcg as usize].events.oom += 1;
-            let name = &self.memcgs[memcg as usize].name;
-            return Err(SimError::Unmodelled(format!(
-                "memory.max of cgroup {name} set to {} MiB below its usage of {} MiB, and reclaim freed nothing {MAX_RECLAIM_RETRIES} times: the kernel would invoke the memcg OOM killer, which mmsim does not model; expected a limit its pages can be reclaimed down to (more [[swap]], or a larger value)",
-                max >> 8,
-                usage >> 8
-            )));
+        if self.reclaim_down_to(memcg, max, MAX_RECLAIM_RETRIES) {
+            return Ok(());
+        }
+        self.memcgs[memcg as usize].events.oom += 1;
+        let m = &self.memcgs[memcg as usize];
+        Err(SimError::Unmodelled(format!(
+            "memory.max of cgroup {} set to {} MiB below its usage of {} MiB, and reclaim freed nothing {MAX_RECLAIM_RETRIES} times: the kernel would invoke the memcg OOM killer, which mmsim does not model; expected a limit its pages can be reclaimed down to (more [[swap]], or a larger value)",
+            m.name,
+            max >> 8,
+            m.memory.usage >> 8
+        )))
+    }
+
+    /// `memory_high_write`: the new threshold, then reclaim down to it.
+    /// The kernel tests its retries after each reclaim, so it gives up
+    /// after MAX_RECLAIM_RETRIES + 1 reclaims that free nothing.
+    pub fn memory_high_write(&mut self, memcg: u16, high: Option<u64>) {
+        self.memcgs[memcg as usize].memory.high = high;
+        if let Some(high) = high {
+            self.reclaim_down_to(memcg, high, MAX_RECLAIM_RETRIES + 1);
         }
     }
 
-    /// `memory_high_write`: the new threshold, then reclaim down to it;
-    /// gives up after MAX_RECLAIM_RETRIES reclaims that free nothing.
-    pub fn memory_high_write(&mut self, memcg: u16, high: Option<u64>) {
-        self.memcgs[memcg as usize].memory.high = high;
-        let Some(high) = high else { return };
-        let (mut drained, mut nr_retries) = (false, MAX_RECLAIM_RETRIES);
+    /// The loop of both writes: drain the CPUs' stocks once, then reclaim
+    /// until the usage is at most `target`, allowing `retries` reclaims
+    /// that free nothing. Whether the usage got there.
+    fn reclaim_down_to(&mut self, memcg: u16, target: u64, mut retries: u32) -> bool {
+        let mut drained = false;
         loop {
             let usage = self.memcgs[memcg as usize].memory.usage;
-            if usage <= high {
-                return;
+            if usage <= target {
+                return true;
             }
             if !drained {
                 self.drain_all_stock(memcg);
                 drained = true;
                 continue;
             }
+            if retries == 0 {
+                return false;
+            }
             let freed = self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
-                k.try_to_free_mem_cgroup_pages(memcg, usage - high)
+                k.try_to_free_mem_cgroup_pages(memcg, usage - target)
             });
             if freed == 0 {
-                if nr_retries == 0 {
-                    return;
-                }
-                nr_retries -= 1;
+                retries -= 1;
             }
         }
     }
