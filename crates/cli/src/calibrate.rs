@@ -187,7 +187,7 @@ fn spec_path(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Each timed phase's time in the simulator with `costs`.
-fn sim_times(spec: &mmsim_spec::Spec, costs: Costs) -> Result<BTreeMap<String, u64>, String> {
+fn sim_run(spec: &mmsim_spec::Spec, costs: Costs) -> Result<RunResult, String> {
     let opts = mmsim_sim::RunOptions {
         costs: mmsim_sim::costs::CostProfile {
             costs,
@@ -196,8 +196,11 @@ fn sim_times(spec: &mmsim_spec::Spec, costs: Costs) -> Result<BTreeMap<String, u
         },
         ..Default::default()
     };
-    let r = mmsim_sim::run(spec, opts).map_err(|e| format!("{}: {e}", spec.file))?;
-    Ok(phase_times(&r))
+    mmsim_sim::run(spec, opts).map_err(|e| format!("{}: {e}", spec.file))
+}
+
+fn sim_times(spec: &mmsim_spec::Spec, costs: Costs) -> Result<BTreeMap<String, u64>, String> {
+    Ok(phase_times(&sim_run(spec, costs)?))
 }
 
 /// The main task's timed phases: name → ns (`wait*` phases wait for
@@ -216,12 +219,13 @@ pub fn phase_times(r: &RunResult) -> BTreeMap<String, u64> {
 /// phase → field → count.
 pub type Counts = BTreeMap<String, BTreeMap<&'static str, f64>>;
 
-/// The count matrix of one spec, by perturbation. `base` are the costs it
-/// runs with (counts do not depend on them where time is linear; the
+/// The count matrix of one spec, by perturbation, and its run with the
+/// `base` costs (counts do not depend on them where time is linear; the
 /// check below proves it for these specs). Err if a phase's time is not
 /// linear in the costs.
-pub fn counts(spec: &mmsim_spec::Spec, base: Costs) -> Result<Counts, String> {
-    let t0 = sim_times(spec, base)?;
+pub fn counts(spec: &mmsim_spec::Spec, base: Costs) -> Result<(Counts, RunResult), String> {
+    let run = sim_run(spec, base)?;
+    let t0 = phase_times(&run);
     let mut out: Counts = t0.keys().map(|p| (p.clone(), BTreeMap::new())).collect();
     for &(field, unit) in Costs::FIELDS {
         if unit != "ns" {
@@ -260,7 +264,7 @@ pub fn counts(spec: &mmsim_spec::Spec, base: Costs) -> Result<Counts, String> {
             ));
         }
     }
-    Ok(out)
+    Ok((out, run))
 }
 
 /// Σ weight · count over the home's phases, per field.
@@ -605,29 +609,57 @@ pub fn profile(
     Ok(p)
 }
 
-#[derive(Clone, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct CalibrateArgs {
+    /// The folder of calibration specs.
+    #[arg(long, default_value = "calibrate")]
     pub dir: PathBuf,
+    /// Native runs; each value is solved from every timed quantity's
+    /// minimum over them (docs/calibrate.md).
+    #[arg(long, default_value_t = 7)]
     pub runs: usize,
+    /// Write the profile here (atomically; `-`: standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also keep every run's measurements under DIR/run-N/ (a session
+    /// added to those DIR holds; the profile is solved from them all).
+    #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
+    /// Solve from measurements recorded with --record instead of running
+    /// anything natively.
+    #[arg(long, value_name = "DIR", conflicts_with = "record")]
     pub from: Option<PathBuf>,
+    /// Print the count matrix (which constants each calibration phase
+    /// charges, from the simulator) and stop; needs no root.
+    #[arg(long)]
     pub dry_run: bool,
+    /// A static mmsim-runner (default: $MMSIM_RUNNER, else built).
+    #[arg(long)]
     pub runner: Option<PathBuf>,
-    pub command: String,
-    /// Compare the new values with this profile's spreads.
+    /// Compare the values with this profile's spreads instead of writing
+    /// a profile (exit 1 if any lies outside).
+    #[arg(long, value_name = "PROFILE", conflicts_with = "output")]
     pub check: Option<PathBuf>,
 }
 
-/// Every calibration spec's count matrix.
-pub fn all_counts(dir: &Path) -> Result<BTreeMap<&'static str, Counts>, String> {
-    let mut all = BTreeMap::new();
+/// The simulator's side of every calibration spec: count matrices, and
+/// the runs with the reference costs (for the counter guard).
+pub type SimSide = (
+    BTreeMap<&'static str, Counts>,
+    BTreeMap<&'static str, RunResult>,
+);
+
+/// Every calibration spec's count matrix and reference run.
+pub fn all_counts(dir: &Path) -> Result<SimSide, String> {
+    let (mut all, mut runs) = (BTreeMap::new(), BTreeMap::new());
     for name in spec_names() {
         let path = spec_path(dir, name);
         let spec = mmsim_spec::load(&path, &[]).map_err(|e| e.to_string())?;
-        all.insert(name, counts(&spec, Costs::REFERENCE)?);
+        let (c, run) = counts(&spec, Costs::REFERENCE)?;
+        all.insert(name, c);
+        runs.insert(name, run);
     }
-    Ok(all)
+    Ok((all, runs))
 }
 
 fn print_dry_run(all: &BTreeMap<&str, Counts>, sys: &System) {
@@ -646,6 +678,10 @@ fn print_dry_run(all: &BTreeMap<&str, Counts>, sys: &System) {
 }
 
 pub fn calibrate_cmd(a: &CalibrateArgs) -> ExitCode {
+    if a.runs == 0 {
+        eprintln!("mmsim calibrate: --runs: found 0, expected at least 1");
+        return ExitCode::from(2);
+    }
     match calibrate(a) {
         Ok(()) => ExitCode::SUCCESS,
         Err((code, e)) => {
@@ -656,7 +692,7 @@ pub fn calibrate_cmd(a: &CalibrateArgs) -> ExitCode {
 }
 
 fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
-    let all = all_counts(&a.dir).map_err(|e| (2, e))?;
+    let (all, sim_runs) = all_counts(&a.dir).map_err(|e| (2, e))?;
     let sys = system(&all).map_err(|e| (2, e))?;
     if a.dry_run {
         print_dry_run(&all, &sys);
@@ -671,7 +707,7 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
         }
         (None, None) => measure(a)?,
     };
-    for w in guard(&a.dir, &runs).map_err(|e| (2, e))? {
+    for w in guard(&sim_runs, &runs) {
         eprintln!("mmsim calibrate: counters differ: {w}");
     }
     let measured: Vec<Measured> = runs.iter().map(Measured::of).collect();
@@ -680,7 +716,11 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
     distinct.sort();
     distinct.dedup();
     let provenance = Provenance {
-        command: a.command.clone(),
+        // The command that made the profile, as it was typed.
+        command: std::iter::once("mmsim".to_string())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
         mmsim: env!("CARGO_PKG_VERSION").into(),
         date: recorded_date(&runs),
         runs: runs.len() as u32,
@@ -766,21 +806,20 @@ const GUARDED: &[&str] = &[
     "pgsteal_anon",
 ];
 
-/// Where the first run's counters differ from the simulator's by more
-/// than 1% (and 64 events): one line each.
-pub fn guard(dir: &Path, runs: &[RunData]) -> Result<Vec<String>, String> {
+/// Where the first run's counters differ from the simulator's (`sim`,
+/// the count matrices' reference runs: these single-task specs count the
+/// same with any costs) by more than 1% (and 64 events): one line each.
+pub fn guard(sim: &BTreeMap<&str, RunResult>, runs: &[RunData]) -> Vec<String> {
     let mut out = Vec::new();
     let Some(first) = runs.first() else {
-        return Ok(out);
+        return out;
     };
-    for name in spec_names() {
-        let spec = mmsim_spec::load(&spec_path(dir, name), &[]).map_err(|e| e.to_string())?;
-        let sim = mmsim_sim::run(&spec, crate::sim_options()).map_err(|e| e.to_string())?;
+    for (&name, sim) in sim {
         let Some(real) = first.specs.get(name) else {
             continue;
         };
         let main = |r: &RunResult| r.tasks.iter().find(|t| t.name == "main").cloned();
-        let (Some(st), Some(rt)) = (main(&sim), main(real)) else {
+        let (Some(st), Some(rt)) = (main(sim), main(real)) else {
             continue;
         };
         for (sp, rp) in st.phases.iter().zip(&rt.phases) {
@@ -798,7 +837,7 @@ pub fn guard(dir: &Path, runs: &[RunData]) -> Result<Vec<String>, String> {
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// Runs everything natively, `a.runs` times, recording if asked. Err
@@ -961,7 +1000,7 @@ mod tests {
     /// are consistent, and the system is not singular.
     #[test]
     fn calibrating_the_simulator_recovers_its_costs() {
-        let all = all_counts(&calibrate_dir()).unwrap();
+        let (all, _) = all_counts(&calibrate_dir()).unwrap();
         let sys = system(&all).unwrap();
         for (i, u) in UNKNOWNS.iter().enumerate() {
             assert!(

@@ -100,36 +100,7 @@ enum Cmd {
     /// Measure the cost model's constants on this machine (natively, as
     /// root, like `oracle run --native`) and write a machine profile for
     /// --profile (docs/calibrate.md).
-    Calibrate {
-        /// The folder of calibration specs.
-        #[arg(long, default_value = "calibrate")]
-        dir: PathBuf,
-        /// Native runs; each constant's value is the median of its
-        /// per-run values, its spread their range.
-        #[arg(long, default_value_t = 7)]
-        runs: usize,
-        /// Write the profile here (atomically; `-`: standard output).
-        #[arg(long, short = 'o', value_name = "FILE")]
-        output: Option<PathBuf>,
-        /// Also keep every run's measurements under DIR/run-N/.
-        #[arg(long, value_name = "DIR")]
-        record: Option<PathBuf>,
-        /// Solve from measurements recorded with --record instead of
-        /// running anything natively.
-        #[arg(long, value_name = "DIR", conflicts_with = "record")]
-        from: Option<PathBuf>,
-        /// Print the count matrix (which constants each calibration phase
-        /// charges, from the simulator) and stop; needs no root.
-        #[arg(long)]
-        dry_run: bool,
-        /// A static mmsim-runner (default: $MMSIM_RUNNER, else built).
-        #[arg(long)]
-        runner: Option<PathBuf>,
-        /// Compare the values with this profile's spreads instead of
-        /// writing a profile (exit 1 if any lies outside).
-        #[arg(long, value_name = "PROFILE", conflicts_with = "output")]
-        check: Option<PathBuf>,
-    },
+    Calibrate(calibrate::CalibrateArgs),
     /// Rerun the seed experiments (baseline and patched) and print the
     /// seed's numbers beside mmsim's.
     Reproduce {
@@ -297,36 +268,7 @@ fn main() -> ExitCode {
             all,
             &guest.oracle_args(),
         ),
-        Cmd::Calibrate {
-            dir,
-            runs,
-            output,
-            record,
-            from,
-            dry_run,
-            runner,
-            check,
-        } => {
-            if runs == 0 {
-                eprintln!("mmsim calibrate: --runs: found 0, expected at least 1");
-                return ExitCode::from(2);
-            }
-            let command = std::iter::once("mmsim".to_string())
-                .chain(std::env::args().skip(1))
-                .collect::<Vec<_>>()
-                .join(" ");
-            calibrate::calibrate_cmd(&calibrate::CalibrateArgs {
-                dir,
-                runs,
-                output,
-                record,
-                from,
-                dry_run,
-                runner,
-                command,
-                check,
-            })
-        }
+        Cmd::Calibrate(a) => calibrate::calibrate_cmd(&a),
         Cmd::Fidelity(a) if a.timing => fidelity::timing_cmd(&a.dir, a.check, a.write.as_deref()),
         Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref()),
         Cmd::Reproduce {
