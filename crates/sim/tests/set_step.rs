@@ -5,17 +5,9 @@ mod common;
 use common::*;
 use mmsim_sim::SimError;
 
-const LIMITED: &str = r#"
-[machine]
-memory = "512M"
-[[swap]]
-device = "zram"
-size = "256M"
-[cgroup.w]
-memory_max = "max"
-[task.t]
-cgroup = "w"
-steps = [
+/// 100 MiB written in cgroup w, whose limit is then set to 50 MiB, and
+/// later to "max" again.
+const LIMITED_STEPS: &str = r#"
   { op = "mmap", name = "heap", kind = "anon", size = "100M" },
   { op = "touch", region = "heap", write = 1.0 },
   { op = "phase", name = "shrink" },
@@ -26,14 +18,13 @@ steps = [
   { op = "set", key = "cgroup.w.memory_max", value = "max" },
   { op = "phase", name = "free" },
   { op = "touch", region = "heap", write = 0 },
-]
 "#;
 
 /// memory_max_write reclaims down to the new limit at once; raising it
 /// again lets every page back in without swapping any out.
 #[test]
 fn lowering_memory_max_reclaims_down_to_it() {
-    let r = run_checked(LIMITED);
+    let r = run_checked(&memcg_spec("max", "", LIMITED_STEPS));
     let limit = (50 << 20) / 4096;
     // 25600 pages written; the write leaves at most 12800 charged, page
     // tables included, so at least 12800 − 256 anon pages go to swap.
@@ -98,7 +89,9 @@ steps = [
 /// killer, which mmsim does not model: an error at the step's line.
 #[test]
 fn a_limit_below_what_reclaim_can_reach_is_an_error_at_its_line() {
-    let text = LIMITED.replace("[[swap]]\ndevice = \"zram\"\nsize = \"256M\"\n", "");
+    let with_swap = memcg_spec("max", "", LIMITED_STEPS);
+    let text = with_swap.replace("[[swap]]\ndevice = \"zram\"\nsize = \"512M\"\n", "");
+    assert_ne!(text, with_swap, "the swap device is gone");
     let e = try_run(&text).unwrap_err();
     let SimError::At { line, error, .. } = &e else {
         panic!("{e:?}")
