@@ -176,7 +176,6 @@ pub const REFERENCE_ONLY: &[(&str, &str)] = &[
 /// The calibration specs.
 pub fn spec_names() -> Vec<&'static str> {
     let mut v: Vec<&str> = UNKNOWNS.iter().map(|u| u.spec).collect();
-    v.dedup();
     v.sort_unstable();
     v.dedup();
     v
@@ -499,13 +498,13 @@ fn resolution(m: &Measured, sys: &System, i: usize) -> f64 {
 /// and, when the runs come from several calibration sessions, from each
 /// session alone (how far the machine drifts between calibrations). A
 /// single run's own solve is far noisier than a minimum over several,
-/// which is what a calibration reports.
+/// which is what a calibration reports. It counts `provenance.sessions`.
 pub fn profile(
     runs: &[Measured],
     sessions: &[String],
     sys: &System,
     machine: MachineInfo,
-    provenance: Provenance,
+    mut provenance: Provenance,
 ) -> Result<MachineProfile, String> {
     let best = Measured::min_of(runs);
     let mut value = solve_measured(&best, sys)?;
@@ -526,6 +525,7 @@ pub fn profile(
     let mut ids: Vec<&String> = sessions.iter().collect();
     ids.sort();
     ids.dedup();
+    provenance.sessions = ids.len() as u32;
     if ids.len() > 1 {
         for id in ids {
             let own: Vec<Measured> = runs
@@ -712,9 +712,6 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
     }
     let measured: Vec<Measured> = runs.iter().map(Measured::of).collect();
     let sessions: Vec<String> = runs.iter().map(session_of).collect();
-    let mut distinct = sessions.clone();
-    distinct.sort();
-    distinct.dedup();
     let provenance = Provenance {
         // The command that made the profile, as it was typed.
         command: std::iter::once("mmsim".to_string())
@@ -724,7 +721,7 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
         mmsim: env!("CARGO_PKG_VERSION").into(),
         date: recorded_date(&runs),
         runs: runs.len() as u32,
-        sessions: distinct.len() as u32,
+        sessions: 0, // counted by profile()
     };
     let p = profile(&measured, &sessions, &sys, machine, provenance).map_err(|e| (1, e))?;
     if let Some(old) = &a.check {
