@@ -131,7 +131,7 @@ enum Cmd {
 
 #[derive(clap::Args)]
 struct FidelityArgs {
-    /// The folder of fidelity specs (each with results/<name>/run-*.json).
+    /// The folder of fidelity specs (each with results/<name>/<release>/run-*.json).
     #[arg(default_value = "fidelity")]
     dir: PathBuf,
     /// Exit 1 if any counter is outside its declared tolerance.
@@ -140,11 +140,22 @@ struct FidelityArgs {
     /// Write the table into this markdown file between its markers.
     #[arg(long, value_name = "FILE")]
     write: Option<PathBuf>,
+    /// Only this kernel's table ("5.10", "6.1", "6.12", "7.3"): the specs
+    /// recorded on that release, simulated with that preset. Default:
+    /// every kernel with recordings.
+    #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
+    kernel: Option<mmsim_spec::Preset>,
     /// The timing suite (DIR/timing/*.toml) instead: each phase's
     /// simulated time beside its fastest recorded native run, within its
     /// declared time tolerance (`[fidelity] time_tolerance`, else 30%).
     #[arg(long)]
     timing: bool,
+}
+
+fn parse_preset(s: &str) -> Result<mmsim_spec::Preset, String> {
+    mmsim_spec::Preset::parse(s).ok_or_else(|| {
+        format!("found \"{s}\", expected one of 5.10, 6.1, 6.12, 7.3 (the behaviour presets)")
+    })
 }
 
 #[derive(clap::Args)]
@@ -270,7 +281,7 @@ fn main() -> ExitCode {
         ),
         Cmd::Calibrate(a) => calibrate::calibrate_cmd(&a),
         Cmd::Fidelity(a) if a.timing => fidelity::timing_cmd(&a.dir, a.check, a.write.as_deref()),
-        Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref()),
+        Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref(), a.kernel),
         Cmd::Reproduce {
             names,
             quick,
@@ -549,9 +560,12 @@ pub(crate) fn summary(r: &RunResult) -> String {
     }
     for (name, cg) in &r.cgroups {
         s += &format!(
-            "\ncgroup {name}: memory.current {} MiB (peak {} MiB), memory.swap.current {} MiB, events max {} high {} oom {}\n",
+            "\ncgroup {name}: memory.current {} MiB (peak {}), memory.swap.current {} MiB, events max {} high {} oom {}\n",
             cg.memory_current >> 20,
-            cg.memory_peak >> 20,
+            cg.memory_peak.map_or("not on this kernel".to_string(), |p| format!(
+                "{} MiB",
+                p >> 20
+            )),
             cg.memory_swap_current >> 20,
             cg.memory_events.get("max").copied().unwrap_or(0),
             cg.memory_events.get("high").copied().unwrap_or(0),

@@ -27,12 +27,17 @@ fn load(path: &Path, sets: &[String]) -> Result<(mmsim_spec::Spec, String), Exit
     Ok((spec, text))
 }
 
-fn oracle(a: &OracleArgs) -> Result<Oracle, ExitCode> {
-    let mut o =
-        Oracle::detect(a.kernel.clone(), a.modules.clone(), a.runner.clone()).map_err(|e| {
-            eprintln!("mmsim: {e}");
-            ExitCode::from(2)
-        })?;
+fn oracle(a: &OracleArgs, preset: mmsim_spec::Preset) -> Result<Oracle, ExitCode> {
+    let mut o = Oracle::detect(
+        a.kernel.clone(),
+        preset,
+        a.modules.clone(),
+        a.runner.clone(),
+    )
+    .map_err(|e| {
+        eprintln!("mmsim: {e}");
+        ExitCode::from(2)
+    })?;
     o.timeout = std::time::Duration::from_secs(a.timeout_s);
     Ok(o)
 }
@@ -51,7 +56,7 @@ fn real_results(
         let runner = runner_path(a.runner.clone())?;
         return native_runs(&runner, path, spec, sets, runs);
     }
-    let o = oracle(a)?;
+    let o = oracle(a, spec.machine.kernel)?;
     real_runs(&o, spec, text, sets, runs)
 }
 
@@ -151,7 +156,25 @@ fn real_runs(
     Ok(out)
 }
 
+/// `--kernel R` says which release the spec runs as: where R is one mmsim
+/// has a preset for, `machine.kernel` is set to it on both sides (the
+/// simulator follows that release; the runner checks it is the one
+/// running). Native runs use the machine's own kernel and the spec's preset.
+pub fn with_kernel_preset(a: &OracleArgs, sets: &[String]) -> Vec<String> {
+    let mut out = sets.to_vec();
+    let Some(k) = a.kernel.as_ref().filter(|_| !a.native) else {
+        return out;
+    };
+    let name = k.file_name().unwrap_or_default().to_string_lossy();
+    let release = name.trim_start_matches("vmlinuz-");
+    if let Some(p) = mmsim_spec::Preset::of_release(release) {
+        out.push(format!("machine.kernel=\"{p}\""));
+    }
+    out
+}
+
 pub fn oracle_run(path: &Path, sets: &[String], json: bool, a: &OracleArgs) -> ExitCode {
+    let sets = &with_kernel_preset(a, sets);
     let result = (|| {
         let (spec, text) = load(path, sets)?;
         let mut r = real_results(a, path, &spec, &text, sets, 1)?;
@@ -175,7 +198,8 @@ pub fn native_results_dir(spec: &Path) -> PathBuf {
     results_under(spec, "results-native")
 }
 
-/// The directory holding a fidelity spec's recorded real results.
+/// The directory holding a fidelity spec's recorded real results, one
+/// folder per kernel release below it (results/<spec>/<release>/).
 pub fn results_dir(spec: &Path) -> PathBuf {
     results_under(spec, "results")
 }
@@ -189,8 +213,28 @@ fn results_under(spec: &Path, folder: &str) -> PathBuf {
         .join(stem.as_ref())
 }
 
-pub fn recorded(spec: &Path) -> Vec<RunResult> {
-    recorded_in(&results_dir(spec))
+/// The recorded release folder for `preset` under a spec's results: the
+/// newest release of that preset (by version), if any.
+pub fn release_dir(spec: &Path, preset: mmsim_spec::Preset) -> Option<PathBuf> {
+    let mut found: Vec<(Vec<u64>, PathBuf)> = std::fs::read_dir(results_dir(spec))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().to_string();
+            (mmsim_spec::Preset::of_release(&name) == Some(preset))
+                .then(|| (mmsim_oracle::version_key(&name), p))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, p)| p)
+}
+
+/// The real results recorded for `spec` on its preset's release.
+pub fn recorded(spec: &Path, preset: mmsim_spec::Preset) -> Vec<RunResult> {
+    release_dir(spec, preset)
+        .map(|d| recorded_in(&d))
+        .unwrap_or_default()
 }
 
 /// The result documents run-*.json in `dir`, in name order; unreadable
@@ -220,19 +264,20 @@ pub fn recorded_in(dir: &Path) -> Vec<RunResult> {
 }
 
 pub fn oracle_record(specs: &[PathBuf], runs: usize, a: &OracleArgs) -> ExitCode {
+    let sets = with_kernel_preset(a, &[]);
     for path in specs {
-        let (spec, text) = match load(path, &[]) {
+        let (spec, text) = match load(path, &sets) {
             Ok(x) => x,
             Err(c) => return c,
         };
-        let results = match real_results(a, path, &spec, &text, &[], runs) {
+        let results = match real_results(a, path, &spec, &text, &sets, runs) {
             Ok(r) => r,
             Err(c) => return c,
         };
         let dir = if a.native {
             native_results_dir(path)
         } else {
-            results_dir(path)
+            results_dir(path).join(&results[0].engine.version)
         };
         // A new recording replaces the old one whole, never mixes with it.
         let _ = std::fs::remove_dir_all(&dir);
@@ -267,6 +312,8 @@ pub fn compare_cmd(
     all: bool,
     a: &OracleArgs,
 ) -> ExitCode {
+    let user_sets = sets;
+    let sets = &with_kernel_preset(a, sets);
     let (spec, text) = match load(path, sets) {
         Ok(x) => x,
         Err(c) => return c,
@@ -275,16 +322,18 @@ pub fn compare_cmd(
         eprintln!("mmsim: --runs must be at least 1");
         return ExitCode::from(2);
     }
-    if use_recorded && !sets.is_empty() {
+    if use_recorded && !user_sets.is_empty() {
         eprintln!("mmsim: --set would change only the simulated side of --recorded results; record the changed spec instead");
         return ExitCode::from(2);
     }
     let real = if use_recorded {
-        let r = recorded(path);
+        let r = recorded(path, spec.machine.kernel);
         if r.is_empty() {
             eprintln!(
-                "mmsim: no recorded results in {}; run `mmsim oracle record {}`",
+                "mmsim: no results recorded on a {} kernel in {}; run `mmsim oracle record --kernel {} {}`",
+                spec.machine.kernel,
                 results_dir(path).display(),
+                spec.machine.kernel,
                 path.display()
             );
             return ExitCode::from(2);

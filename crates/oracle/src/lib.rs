@@ -95,7 +95,8 @@ fn kernels_in(dirs: &[PathBuf]) -> Vec<PathBuf> {
     v
 }
 
-fn version_key(s: &str) -> Vec<u64> {
+/// A release's numbers in order, for sorting releases by version.
+pub fn version_key(s: &str) -> Vec<u64> {
     s.split(|c: char| !c.is_ascii_digit())
         .filter_map(|x| x.parse().ok())
         .collect()
@@ -152,10 +153,38 @@ fn kernel_by_release(release: &str) -> Result<PathBuf, OracleError> {
         })
 }
 
+/// The kernel a spec's `machine.kernel` boots without `--kernel`: one of
+/// that release. For 6.1, the default preset, /boot's newest kernel
+/// stands in when no 6.1 is installed (said on stderr); another preset
+/// needs its own release.
+fn kernel_for_preset(preset: mmsim_spec::Preset) -> Result<PathBuf, OracleError> {
+    if let Ok(k) = kernel_by_release(preset.name()) {
+        return Ok(k);
+    }
+    if preset != mmsim_spec::Preset::V6_1 {
+        return Err(OracleError::Missing(format!(
+            "machine.kernel = \"{preset}\": no {preset} kernel is installed; expected one fetched by `scripts/get-kernel {}`, or --kernel",
+            preset.suite()
+        )));
+    }
+    let k = newest_kernel().ok_or_else(|| {
+        OracleError::Missing(format!(
+            "no kernel in /boot (vmlinuz-*); install one: {PACKAGES}"
+        ))
+    })?;
+    eprintln!(
+        "mmsim: no 6.1 kernel installed; booting {} (`scripts/get-kernel bookworm` fetches 6.1)",
+        k.display()
+    );
+    Ok(k)
+}
+
 impl Oracle {
-    /// Finds the kernel, modules, QEMU, busybox and the static runner.
+    /// Finds the kernel (`kernel`, else one of the spec's preset's
+    /// release), modules, QEMU, busybox and the static runner.
     pub fn detect(
         kernel: Option<PathBuf>,
+        preset: mmsim_spec::Preset,
         modules: Option<PathBuf>,
         runner: Option<PathBuf>,
     ) -> Result<Oracle, OracleError> {
@@ -169,11 +198,7 @@ impl Oracle {
                 )))
             }
             Some(k) => kernel_by_release(&k.to_string_lossy())?,
-            None => newest_kernel().ok_or_else(|| {
-                OracleError::Missing(format!(
-                    "no kernel in /boot (vmlinuz-*); install one: {PACKAGES}"
-                ))
-            })?,
+            None => kernel_for_preset(preset)?,
         };
         let release = kernel
             .file_name()
@@ -339,21 +364,28 @@ impl Oracle {
     fn module_chain(&self, wanted: &[&str]) -> Result<Vec<(String, Vec<u8>)>, OracleError> {
         let dep = std::fs::read_to_string(self.modules.join("modules.dep"))
             .map_err(|e| OracleError::Io(e.to_string()))?;
+        let builtin = std::fs::read_to_string(self.modules.join("modules.builtin")).ok();
         let mut out: Vec<(String, Vec<u8>)> = Vec::new();
         for w in wanted {
-            let line = dep
+            let ko = format!("/{w}.ko");
+            let Some(line) = dep
                 .lines()
-                .find(|l| {
-                    l.split(':')
-                        .next()
-                        .is_some_and(|m| m.ends_with(&format!("/{w}.ko")))
-                })
-                .ok_or_else(|| {
-                    OracleError::Missing(format!(
-                        "module {w}.ko not found in {}",
-                        self.modules.display()
-                    ))
-                })?;
+                .find(|l| l.split(':').next().is_some_and(|m| m.ends_with(&ko)))
+            else {
+                // Built into the kernel (virtio_pci is from 6.12): listed in
+                // modules.builtin, or, where a package ships no such list
+                // (Debian's 7.x), taken as built in; a driver that is
+                // neither shows as its device missing in the guest.
+                match &builtin {
+                    Some(b) if !b.is_empty() && !b.lines().any(|l| l.ends_with(&ko)) => {
+                        return Err(OracleError::Missing(format!(
+                            "module {w}.ko not found in {} (neither in modules.dep nor in modules.builtin)",
+                            self.modules.display()
+                        )))
+                    }
+                    _ => continue,
+                }
+            };
             let (m, deps) = line.split_once(':').unwrap_or((line, ""));
             // modprobe loads the dependency list from its end.
             let mut chain: Vec<&str> = deps.split_whitespace().rev().collect();

@@ -210,6 +210,21 @@ impl Child<'_> {
         }
     }
 
+    /// Builds the key-value servers of the task's kvstore steps with
+    /// their bookkeeping present, before the task joins its cgroup (see
+    /// KvDb::prefault): charged outside the cgroup, never reclaimed.
+    fn prefault_kv_dbs(&mut self, steps: &[mmsim_spec::Step]) {
+        mmsim_spec::for_each_op_in(steps, &mut |op| {
+            if let Op::KvStore(kv) = op {
+                self.kv_dbs.entry(kv.region.clone()).or_insert_with(|| {
+                    let mut db = mmsim_spec::kv::KvDb::new(kv);
+                    db.prefault();
+                    db
+                });
+            }
+        });
+    }
+
     /// Sends `report` on this process's pipe and leaves without running
     /// anything of the parent's (atexit handlers, destructors).
     fn report_and_exit(&self, report: &Report) -> ! {
@@ -1034,6 +1049,7 @@ pub fn run_tasks(
                     open_kv: None,
                 };
                 let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    c.prefault_kv_dbs(&task.steps);
                     let error = join_cgroup(&c.cgroup).err();
                     c.main(&task.steps, error)
                 }));

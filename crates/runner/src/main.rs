@@ -86,8 +86,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if spec.features != mmsim_spec::Features::LINUX_6_1 {
-        eprintln!("mmsim-runner: {path}: the real kernel's mechanisms are fixed; run it with every feature at its 6.1 value");
+    let preset = spec.machine.kernel;
+    if spec.features != preset.features() {
+        eprintln!("mmsim-runner: {path}: the real kernel's mechanisms are fixed; run it with every feature at its value in machine.kernel = \"{preset}\"");
+        return ExitCode::from(2);
+    }
+    if let Err(e) = setup::refuse_missing_knobs(&spec, &kernel_release()) {
+        eprintln!("mmsim-runner: {path}: {e}");
         return ExitCode::from(2);
     }
     if !spec.machine.hw_pte_young {

@@ -87,7 +87,10 @@ pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
         parse_pairs(&fs::read_to_string(format!("{dir}/memory.events")).unwrap_or_default());
     CgroupResult {
         memory_current: read_u64(&format!("{dir}/memory.current")),
-        memory_peak: read_u64(&format!("{dir}/memory.peak")),
+        // Before 5.19 there is no memory.peak: absent, not 0.
+        memory_peak: fs::read_to_string(format!("{dir}/memory.peak"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
         memory_swap_current: read_u64(&format!("{dir}/memory.swap.current")),
         memory_stat: stat,
         memory_events: events
@@ -115,7 +118,7 @@ fn cgroup_snapshot_v1(dir: &str) -> CgroupResult {
     );
     CgroupResult {
         memory_current: usage,
-        memory_peak: read_u64(&format!("{dir}/memory.max_usage_in_bytes")),
+        memory_peak: Some(read_u64(&format!("{dir}/memory.max_usage_in_bytes"))),
         memory_swap_current: memsw.saturating_sub(usage),
         memory_stat: crate::cgroup::v1_stat_as_v2(&stat),
         memory_events: events,

@@ -207,6 +207,57 @@ pub(crate) fn knob_path(knob: &str) -> Option<String> {
     knob.strip_prefix("sysfs:").map(|p| format!("/sys/{p}"))
 }
 
+/// Knobs some releases lack, by path prefix, with the release that
+/// brought each: named when a spec asks this kernel for one it has not.
+const KNOB_SINCE: &[(&str, &str)] = &[
+    ("/sys/kernel/mm/lru_gen/", "the multi-gen LRU came in 6.1"),
+    (
+        "/sys/kernel/mm/transparent_hugepage/hugepages-",
+        "per-size THP came in 6.8 (anonymous) and 6.11 (shmem)",
+    ),
+];
+
+/// Refuses, before anything is changed, a spec that writes a knob this
+/// kernel does not have (an off value for a mechanism the kernel was
+/// built without is what it already is, and is recorded as such), or
+/// whose behaviour preset names another release than the one running.
+pub fn refuse_missing_knobs(spec: &Spec, release: &str) -> Result<(), String> {
+    if let Some(p) = mmsim_spec::Preset::of_release(release) {
+        if p != spec.machine.kernel {
+            return Err(format!(
+                "machine.kernel = \"{}\" describes another release than this kernel ({release}); expected machine.kernel = \"{p}\" (the oracle sets it from --kernel)",
+                spec.machine.kernel
+            ));
+        }
+    }
+    let written = spec
+        .knobs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str()))
+        .chain(
+            settings(spec)
+                .into_iter()
+                .filter_map(|s| s.knob())
+                .map(|(k, _)| (k, "")),
+        );
+    for (knob, value) in written {
+        let Some(path) = knob_path(&knob) else {
+            continue;
+        };
+        if std::path::Path::new(&path).exists() || matches!(value, "n" | "never" | "0") {
+            continue;
+        }
+        let why = KNOB_SINCE
+            .iter()
+            .find(|(prefix, _)| path.starts_with(prefix))
+            .map_or("this release does not have it", |(_, w)| w);
+        return Err(format!(
+            "found the knob {knob}, but this kernel ({release}) has no {path} ({why}); expected a spec this release can run, or a kernel that has the knob (--kernel)"
+        ));
+    }
+    Ok(())
+}
+
 /// The bracketed choice of a sysfs multiple-choice file ("always [never]").
 pub(crate) fn current_value(text: &str) -> String {
     let t = text.trim();
@@ -1026,6 +1077,41 @@ fn mkswap(dev: &str, size: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec_on(kernel: &str) -> Spec {
+        mmsim_spec::parse_str(
+            &format!(
+                "[machine]\nmemory = \"512M\"\nkernel = \"{kernel}\"\n[task.t]\nsteps = [{{ op = \"mmap\", name = \"a\", kind = \"anon\", size = \"4K\" }}]\n"
+            ),
+            "t.toml",
+            &[],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_spec_for_another_release_is_refused() {
+        let e = refuse_missing_knobs(&spec_on("6.1"), "5.10.0-32-amd64").unwrap_err();
+        assert!(
+            e.contains("machine.kernel = \"6.1\"") && e.contains("\"5.10\""),
+            "{e}"
+        );
+        // A release without a preset (a native run's host) runs any.
+        let s = spec_on("6.1");
+        let missing = |(k, _): &(String, String)| {
+            knob_path(k).is_some_and(|p| !std::path::Path::new(&p).exists())
+        };
+        // Every knob the 6.1 spec writes either exists here or is an off
+        // value the kernel already has.
+        if !s
+            .knobs
+            .iter()
+            .any(|k| missing(k) && !matches!(k.1.as_str(), "n" | "never" | "0"))
+        {
+            assert!(refuse_missing_knobs(&s, "6.18.44-host").is_ok());
+        }
+        assert!(refuse_missing_knobs(&spec_on("5.10"), "5.10.0-32-amd64").is_ok());
+    }
 
     #[test]
     fn ram_disks_are_the_spec_s_ram_disks_in_order() {

@@ -55,6 +55,9 @@ pub struct Kernel {
     /// What each primitive costs (the run's machine profile).
     pub costs: crate::costs::Costs,
     pub features: Features,
+    /// The release whose decisions the model follows where they are not
+    /// a seed feature (`machine.kernel`).
+    pub preset: mmsim_spec::Preset,
     /// `arch_has_hw_pte_young`: the MMU sets accessed bits (spec
     /// `machine.hw_pte_young`).
     pub hw_pte_young: bool,
@@ -256,6 +259,7 @@ impl Kernel {
         let nmemcg = memcgs.len();
         let mut k = Kernel {
             features: spec.features,
+            preset: spec.machine.kernel,
             hw_pte_young: spec.machine.hw_pte_young,
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
@@ -325,7 +329,10 @@ impl Kernel {
                 bdev: crate::dev::blockdev::BlockDev::of_kind(d.kind, 0),
                 ra_pages: d.read_ahead_kb / 4,
                 next_block: 0,
-                large_folios: d.fs == mmsim_spec::Fs::Xfs,
+                // XFS caches files in large folios since 5.18; 5.10's page
+                // cache is all order 0.
+                large_folios: d.fs == mmsim_spec::Fs::Xfs
+                    && spec.machine.kernel >= mmsim_spec::Preset::V6_1,
             });
         }
         // The spec's files are inodes 0.. in their order.

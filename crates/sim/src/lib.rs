@@ -295,7 +295,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
                     name: p.name.clone(),
                     start_ns: p.start,
                     end_ns: p.end,
-                    vmstat: vm_map(&p.vm_delta),
+                    vmstat: vm_map(&p.vm_delta, spec.machine.kernel),
                     kv: p.kv,
                 })
                 .collect(),
@@ -319,7 +319,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         machine,
         elapsed_ns: elapsed,
         tasks,
-        vmstat: vm_map(&k.vm.delta(&vm_start)),
+        vmstat: vm_map(&k.vm.delta(&vm_start), spec.machine.kernel),
         cgroups: cgroups_at_end,
         integrity: IntegrityResult {
             pages_checked: k.integrity.pages_checked,
@@ -416,8 +416,12 @@ fn knobs_in_force(spec: &Spec, costs: &costs::CostProfile) -> BTreeMap<String, S
     m
 }
 
-fn vm_map(v: &vmstat::VmStat) -> BTreeMap<String, i64> {
-    v.iter().map(|(n, x)| (n.to_string(), x)).collect()
+fn vm_map(v: &vmstat::VmStat, preset: mmsim_spec::Preset) -> BTreeMap<String, i64> {
+    let absent = vmstat::vmstat_absent(preset);
+    v.iter()
+        .filter(|(n, _)| !absent.contains(n))
+        .map(|(n, x)| (n.to_string(), x))
+        .collect()
 }
 
 fn machine_info(k: &Kernel, spec: &Spec) -> MachineInfo {
@@ -443,6 +447,7 @@ fn machine_info(k: &Kernel, spec: &Spec) -> MachineInfo {
 }
 
 fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
+    let absent = vmstat::memory_stat_absent(k.preset);
     let mut out = BTreeMap::new();
     for (i, m) in k.memcgs.iter().enumerate().skip(1) {
         let stat = k.memory_stat(i as u16);
@@ -451,9 +456,14 @@ fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
             m.name.clone(),
             CgroupResult {
                 memory_current: m.memory.usage * 4096,
-                memory_peak: m.memory.peak * 4096,
+                // cgroup v2's memory.peak came in 5.19.
+                memory_peak: (k.preset >= mmsim_spec::Preset::V6_1).then_some(m.memory.peak * 4096),
                 memory_swap_current: m.swap.usage * 4096,
-                memory_stat: stat.lines().map(|(n, v)| (n.to_string(), v)).collect(),
+                memory_stat: stat
+                    .lines()
+                    .filter(|(n, _)| !absent.contains(n))
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect(),
                 memory_events: [
                     ("low", ev.low),
                     ("high", ev.high),

@@ -3,6 +3,8 @@
 //! Events only increase; gauges (`nr_*`) go up and down. Both are kept in
 //! flat arrays indexed by an enum, so an increment is one add.
 
+use mmsim_spec::Preset;
+
 macro_rules! items {
     ($name:ident, $count:ident, $names:ident { $($variant:ident = $text:literal,)* }) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,5 +365,33 @@ impl MemcgStat {
             let size = i <= Mc::Unevictable as usize;
             (n, if size { self.v[i] * 4096 } else { self.v[i] })
         })
+    }
+}
+
+/// /proc/vmstat lines mmsim keeps that the preset's release does not
+/// have: its output leaves them out, as that kernel does. 5.10's from its
+/// mm/vmstat.c (nr_swapcached came in 5.12).
+pub fn vmstat_absent(preset: Preset) -> &'static [&'static str] {
+    match preset {
+        Preset::V5_10 => &["nr_swapcached"],
+        _ => &[],
+    }
+}
+
+/// memory.stat keys mmsim keeps that the preset's release does not have
+/// (5.10's memory_stat_format: no pagetables, swapcached or shmem_thp,
+/// and pgscan/pgsteal not split by kswapd and direct).
+pub fn memory_stat_absent(preset: Preset) -> &'static [&'static str] {
+    match preset {
+        Preset::V5_10 => &[
+            "pagetables",
+            "swapcached",
+            "shmem_thp",
+            "pgscan_kswapd",
+            "pgscan_direct",
+            "pgsteal_kswapd",
+            "pgsteal_direct",
+        ],
+        _ => &[],
     }
 }

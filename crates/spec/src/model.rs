@@ -34,22 +34,28 @@ pub struct Spec {
 pub struct Fidelity {
     pub counters: Vec<(String, f64)>,
     pub times: Vec<(String, f64)>,
+    /// Declared misses on a release: (preset, counter, why). The counter
+    /// is shown against that kernel's recordings but not held to its
+    /// tolerance there (`[fidelity.miss."5.10"] pgfault = "why"`).
+    pub misses: Vec<(Preset, String, String)>,
+}
+
+impl Fidelity {
+    /// Why `counter` is a declared miss on `preset`, if it is one.
+    pub fn miss(&self, preset: Preset, counter: &str) -> Option<&str> {
+        self.misses
+            .iter()
+            .find(|(p, c, _)| *p == preset && c == counter)
+            .map(|(_, _, why)| why.as_str())
+    }
 }
 
 impl Spec {
     /// Calls `f` with every step's op of every task, the bodies of
     /// `repeat`, `fork` and `spawn` included (each body once), in order.
     pub fn for_each_op<'a>(&'a self, f: &mut impl FnMut(&'a Op)) {
-        fn walk<'a>(steps: &'a [Step], f: &mut impl FnMut(&'a Op)) {
-            for s in steps {
-                f(&s.op);
-                if let Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } = &s.op {
-                    walk(steps, f);
-                }
-            }
-        }
         for t in &self.tasks {
-            walk(&t.steps, f);
+            for_each_op_in(&t.steps, f);
         }
     }
 
@@ -76,8 +82,9 @@ pub struct Machine {
     /// What the machine has (QEMU's -m), bytes.
     pub memory: u64,
     pub cpus: u32,
-    /// Behaviour preset; only "6.1" exists.
-    pub kernel: String,
+    /// Behaviour preset: the release whose mechanisms and counter names
+    /// the simulator follows, and the kernel the oracle boots.
+    pub kernel: Preset,
     /// The MMU sets a PTE's accessed bit itself (`arch_has_hw_pte_young`,
     /// x86 and arm64 with FEAT_HAFDBS). Without it (32-bit ARM, seed 002's
     /// test machine), an access through an old PTE traps and the fault
@@ -86,6 +93,95 @@ pub struct Machine {
     /// Line of `memory` in the spec file (0: from `--set`), for errors
     /// found after parsing (what the kernel's reservation leaves).
     pub memory_line: usize,
+}
+
+/// A kernel release mmsim models (`machine.kernel`). Each is checked
+/// against a Debian kernel the oracle boots (docs/model.md "Kernel
+/// presets" lists what of each release the model does not have).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Preset {
+    /// bullseye's 5.10: seed 000's baseline.
+    V5_10,
+    /// bookworm's 6.1: the reference the model was built on.
+    V6_1,
+    /// bookworm-backports' 6.12 LTS: seed 001's baseline.
+    V6_12,
+    /// trixie-backports' 7.3: after seeds 001 and 003.
+    V7_3,
+}
+
+impl Preset {
+    pub const ALL: [Preset; 4] = [Preset::V5_10, Preset::V6_1, Preset::V6_12, Preset::V7_3];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::V5_10 => "5.10",
+            Preset::V6_1 => "6.1",
+            Preset::V6_12 => "6.12",
+            Preset::V7_3 => "7.3",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// The preset of a kernel release string ("5.10.0-32-amd64" → 5.10):
+    /// its major.minor, whole.
+    pub fn of_release(release: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| {
+            release
+                .strip_prefix(p.name())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-', '+']))
+        })
+    }
+
+    /// The Debian suite whose linux-image-amd64 is this release
+    /// (`scripts/get-kernel SUITE`).
+    pub fn suite(self) -> &'static str {
+        match self {
+            Preset::V5_10 => "bullseye",
+            Preset::V6_1 => "bookworm",
+            Preset::V6_12 => "bookworm-backports",
+            Preset::V7_3 => "trixie-backports",
+        }
+    }
+
+    /// The release's mechanisms, before `[features]` overrides them.
+    pub fn features(self) -> Features {
+        let f = Features::LINUX_6_1;
+        match self {
+            // do_wp_page copies whenever page_count != 1 (5.8's "mm:
+            // do_wp_page() simplification" until seed 000's fix in 5.18).
+            Preset::V5_10 => Features {
+                wp_reuse_swapcache: false,
+                ..f
+            },
+            Preset::V6_1 => f,
+            Preset::V6_12 => Features::LINUX_6_12,
+            // 7.3 has seed 001 (shmem swap-in from a SWP_SYNCHRONOUS_IO
+            // device reads the one folio, no readahead) and batches the
+            // rmap removal of a file folio's PTEs in try_to_unmap_one
+            // (folio_unmap_pte_batch; swap-backed anon still PTE by PTE).
+            Preset::V7_3 => Features {
+                shmem_skip_swapcache: true,
+                batched_rmap_unmap: true,
+                ..Features::LINUX_6_12
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for Preset {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
 }
 
 /// The seed mechanisms (docs/design.md "Features"), resolved against the preset.
@@ -138,6 +234,22 @@ impl Features {
         madv_pageout_split: true,
         shmem_mthp: false,
         shmem_large_swapout: false,
+    };
+
+    /// Linux 6.12's: MADV_PAGEOUT pages out a large folio it covers whole
+    /// (madvise_folio_pte_batch), shmem mTHP (hugepages-<size>kB/
+    /// shmem_enabled) and large shmem swap-out with
+    /// shmem_split_large_entry on swap-in. Its try_to_unmap_one still
+    /// removes a large folio's rmap PTE by PTE (folio_remove_rmap_pte).
+    pub const LINUX_6_12: Features = Features {
+        wp_reuse_swapcache: true,
+        shmem_skip_swapcache: false,
+        used_once_mapped_file: true,
+        batched_rmap_unmap: false,
+        swapoff_readahead_stats: true,
+        madv_pageout_split: false,
+        shmem_mthp: true,
+        shmem_large_swapout: true,
     };
 }
 
@@ -664,5 +776,16 @@ impl Setting {
             ),
         };
         Some((k.to_string(), v))
+    }
+}
+
+/// Every op of `steps`, those inside repeat, fork and spawn included, in
+/// spec order.
+pub fn for_each_op_in<'a>(steps: &'a [Step], f: &mut impl FnMut(&'a Op)) {
+    for s in steps {
+        f(&s.op);
+        if let Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } = &s.op {
+            for_each_op_in(steps, f);
+        }
     }
 }

@@ -184,8 +184,10 @@ pub struct PhaseResult {
 pub struct CgroupResult {
     /// memory.current when the workload's last step finished, bytes.
     pub memory_current: u64,
-    /// Largest memory.current seen, bytes.
-    pub memory_peak: u64,
+    /// Largest memory.current seen, bytes; absent on a kernel without
+    /// memory.peak (cgroup v2 before 5.19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak: Option<u64>,
     pub memory_swap_current: u64,
     /// memory.stat at the same moment (sizes in bytes).
     pub memory_stat: BTreeMap<String, i64>,

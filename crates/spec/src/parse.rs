@@ -436,8 +436,8 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
     };
     let mut knobs = Vec::new();
     let features = match top.get("features") {
-        Some(f) => build_features(rep, f)?,
-        None => Features::LINUX_6_1,
+        Some(f) => build_features(rep, f, machine.kernel)?,
+        None => machine.kernel.features(),
     };
     let empty = Node {
         val: Val::Table(Table::default()),
@@ -449,6 +449,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         top.get("sysfs").unwrap_or(&empty),
         &mut knobs,
         &features,
+        machine.kernel,
     )?;
     let swap = match top.get("swap") {
         Some(s) => build_swaps(rep, s)?,
@@ -459,7 +460,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         None => Vec::new(),
     };
     let files = match top.get("file") {
-        Some(f) => build_files(rep, f, &disks)?,
+        Some(f) => build_files(rep, f, &disks, machine.kernel)?,
         None => Vec::new(),
     };
     let mut cgroups = Vec::new();
@@ -528,19 +529,72 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
 /// simulated time may be from its fastest recorded native run.
 fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Fidelity, SpecError> {
     let f = Fields::of(rep, "fidelity".into(), node, "a table [fidelity]")?;
-    f.only(&["tolerance", "time_tolerance"], "[fidelity]")?;
+    f.only(&["tolerance", "time_tolerance", "miss"], "[fidelity]")?;
     let counter = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
     let phase = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let counters = fractions(
+        rep,
+        &f,
+        "tolerance",
+        &counter,
+        "a /proc/vmstat name such as pgfault",
+    )?;
     Ok(Fidelity {
-        counters: fractions(
-            rep,
-            &f,
-            "tolerance",
-            &counter,
-            "a /proc/vmstat name such as pgfault",
-        )?,
+        misses: misses(rep, &f, &counters)?,
+        counters,
         times: fractions(rep, &f, "time_tolerance", &phase, "a phase name")?,
     })
+}
+
+/// `[fidelity.miss."RELEASE"]`: counter = "why", for counters of the
+/// tolerance table that release's kernel is known not to match.
+fn misses(
+    rep: &Reporter,
+    f: &Fields,
+    counters: &[(String, f64)],
+) -> Result<Vec<(Preset, String, String)>, SpecError> {
+    let Some(t) = f.get("miss") else {
+        return Ok(Vec::new());
+    };
+    let by_kernel = Fields::of(
+        rep,
+        f.path("miss"),
+        t,
+        "a table of preset = { counter = \"why\" }, e.g. [fidelity.miss.\"5.10\"]",
+    )?;
+    let mut out = Vec::new();
+    for (name, e) in &by_kernel.table.entries {
+        let key = by_kernel.path(name);
+        let preset = Preset::parse(name).ok_or_else(|| {
+            rep.at(
+                e.key_at,
+                key.clone(),
+                format!(
+                    "found the preset `{}`, expected one of 5.10, 6.1, 6.12, 7.3",
+                    tree::quote(name)
+                ),
+            )
+        })?;
+        let cf = Fields::of(rep, key.clone(), &e.node, "a table of counter = \"why\"")?;
+        for (counter, c) in &cf.table.entries {
+            let ckey = cf.path(counter);
+            if !counters.iter().any(|(n, _)| n == counter) {
+                return Err(rep.at(
+                    c.key_at,
+                    ckey,
+                    format!(
+                        "found `{}`, expected a counter of [fidelity] tolerance",
+                        tree::quote(counter)
+                    ),
+                ));
+            }
+            let Val::Str(why) = &c.node.val else {
+                return Err(type_error(rep, &c.node, &ckey, "a string saying why"));
+            };
+            out.push((preset, counter.clone(), why.clone()));
+        }
+    }
+    Ok(out)
 }
 
 /// A `[fidelity]` table of name = fraction.
@@ -622,15 +676,15 @@ fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, SpecError> {
         )? as u32,
     };
     let kernel = match m.get("kernel") {
-        None => "6.1".to_string(),
+        None => Preset::V6_1,
         Some(k) => match &k.val {
-            Val::Str(s) if s == "6.1" => s.clone(),
+            Val::Str(s) if Preset::parse(s).is_some() => Preset::parse(s).expect("checked"),
             _ => {
                 return Err(type_error(
                     rep,
                     k,
                     "machine.kernel",
-                    "\"6.1\" (the only behaviour preset)",
+                    "one of \"5.10\", \"6.1\", \"6.12\", \"7.3\" (the behaviour presets)",
                 ))
             }
         },
@@ -659,10 +713,10 @@ const FEATURES: &[&str] = &[
     "shmem_large_swapout",
 ];
 
-fn build_features(rep: &Reporter, node: &Node) -> Result<Features, SpecError> {
+fn build_features(rep: &Reporter, node: &Node, preset: Preset) -> Result<Features, SpecError> {
     let f = Fields::of(rep, "features".into(), node, "a table [features]")?;
     f.only(FEATURES, "[features]")?;
-    let mut out = Features::LINUX_6_1;
+    let mut out = preset.features();
     for (name, e) in &f.table.entries {
         let v = boolean(rep, &e.node, &f.path(name))?;
         match name.as_str() {
@@ -844,6 +898,7 @@ fn build_sysfs(
     node: &Node,
     knobs: &mut Vec<(String, String)>,
     features: &Features,
+    preset: Preset,
 ) -> Result<Sysfs, SpecError> {
     let f = Fields::of(
         rep,
@@ -875,6 +930,9 @@ fn build_sysfs(
                     return Err(type_error(rep, v, &path, &expected));
                 };
                 match ShmemEnabled::ALL.iter().find(|w| w.name() == value) {
+                    Some(&w) if w.allows_large() && preset < Preset::V6_1 => {
+                        return Err(rep.at(v.at, path, NO_SHMEM_THP_5_10.to_string()))
+                    }
                     Some(&w) => {
                         shmem_enabled = Some(w);
                         true
@@ -887,7 +945,7 @@ fn build_sysfs(
                     return Err(rep.at(
                         e.key_at,
                         path,
-                        format!("found the sysfs knob \"{key}\", which Linux 6.1 does not have (per-size shmem THP came in 6.11); expected it only with features.shmem_mthp = true"),
+                        format!("found the sysfs knob \"{key}\", which Linux {preset} does not have (per-size shmem THP came in 6.11); expected it only with features.shmem_mthp = true (machine.kernel = \"6.12\" or later has it)"),
                     ));
                 }
                 let words: Vec<String> =
@@ -904,6 +962,13 @@ fn build_sysfs(
                     }
                     None => return Err(type_error(rep, v, &path, &expected)),
                 }
+            }
+            LRU_GEN_ENABLED if preset < Preset::V6_1 => {
+                return Err(rep.at(
+                    e.key_at,
+                    path,
+                    format!("found the sysfs knob \"{key}\", which Linux {preset} does not have (the multi-gen LRU came in 6.1); expected no lru_gen knob with machine.kernel = \"{preset}\""),
+                ))
             }
             LRU_GEN_ENABLED => matches!(value.as_str(), "n" | "0" | "0x0000"),
             VMA_RA_ENABLED => match kstrtobool(&value) {
@@ -940,7 +1005,10 @@ fn build_sysfs(
     if let Some(w) = shmem_enabled {
         knobs.push((format!("sysfs:{SHMEM_ENABLED}"), w.name().into()));
     }
-    knobs.push((format!("sysfs:{LRU_GEN_ENABLED}"), "n".into()));
+    // Releases before 6.1 have no MGLRU to turn off.
+    if preset >= Preset::V6_1 {
+        knobs.push((format!("sysfs:{LRU_GEN_ENABLED}"), "n".into()));
+    }
     knobs.push((
         format!("sysfs:{VMA_RA_ENABLED}"),
         vma_ra_enabled.to_string(),
@@ -1814,7 +1882,15 @@ fn mmap_file(
     Ok((Some(idx), offset))
 }
 
-fn build_files(rep: &Reporter, node: &Node, disks: &[Disk]) -> Result<Vec<File>, SpecError> {
+/// Why a 5.10 spec may not ask for shmem THP.
+const NO_SHMEM_THP_5_10: &str = "found shmem THP asked for with machine.kernel = \"5.10\": mmsim models 6.1's shmem THP, and 5.10's differs on what the fidelity suite measures (the oracle's 5.10 runs end with none of the huge pages they allocated and fault twice as often); expected \"never\" on 5.10, or machine.kernel = \"6.1\" or later";
+
+fn build_files(
+    rep: &Reporter,
+    node: &Node,
+    disks: &[Disk],
+    preset: Preset,
+) -> Result<Vec<File>, SpecError> {
     let Val::Array(items) = &node.val else {
         return Err(type_error(
             rep,
@@ -1926,6 +2002,9 @@ fn build_files(rep: &Reporter, node: &Node, disks: &[Disk]) -> Result<Vec<File>,
                     ))
                 }
             };
+            if huge != TmpfsHuge::Never && preset < Preset::V6_1 {
+                return Err(rep.at(h.at, f.path("huge"), NO_SHMEM_THP_5_10.to_string()));
+            }
         }
         files.push(File {
             name: name.to_string(),

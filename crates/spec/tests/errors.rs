@@ -8,8 +8,8 @@
 //! and the crate does not do yet.
 
 use mmsim_spec::{
-    parse_str, Features, FileOn, Limit, MapKind, Op, Order, ShmemEnabled, Spec, SpecError,
-    SwapKind, TmpfsHuge, OPS, SYSCTLS,
+    parse_str, Features, FileOn, Limit, MapKind, MthpShmem, Op, Order, Preset, ShmemEnabled, Spec,
+    SpecError, SwapKind, TmpfsHuge, OPS, SYSCTLS,
 };
 
 fn parse(text: &str) -> Result<Spec, SpecError> {
@@ -155,7 +155,79 @@ memory = "512M"
 kernel = "5.15"
 "#,
     ));
-    check(&e, 3, "machine.kernel", &["\"5.15\"", "\"6.1\""]);
+    check(
+        &e,
+        3,
+        "machine.kernel",
+        &["\"5.15\"", "\"6.1\"", "\"5.10\"", "\"7.3\""],
+    );
+}
+
+#[test]
+fn the_presets_parse_and_set_their_releases_features() {
+    for (name, preset) in [
+        ("5.10", Preset::V5_10),
+        ("6.1", Preset::V6_1),
+        ("6.12", Preset::V6_12),
+        ("7.3", Preset::V7_3),
+    ] {
+        let s = parse(&with_task(&format!(
+            "[machine]\nmemory = \"512M\"\nkernel = \"{name}\"\n"
+        )))
+        .unwrap();
+        assert_eq!(s.machine.kernel, preset);
+        assert_eq!(s.features, preset.features());
+    }
+    assert!(!Preset::V5_10.features().wp_reuse_swapcache);
+    assert_eq!(Preset::of_release("5.10.0-32-amd64"), Some(Preset::V5_10));
+    assert_eq!(
+        Preset::of_release("6.12.95+deb12-amd64"),
+        Some(Preset::V6_12)
+    );
+    assert_eq!(Preset::of_release("6.1.0-56-amd64"), Some(Preset::V6_1));
+    assert_eq!(Preset::of_release("6.18.44-fc-v657"), None);
+    assert_eq!(Preset::of_release("7.3.4+deb13-amd64"), Some(Preset::V7_3));
+}
+
+#[test]
+fn lru_gen_is_refused_on_a_release_without_it() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+kernel = "5.10"
+[sysfs]
+"kernel/mm/lru_gen/enabled" = false
+"#,
+    ));
+    check(
+        &e,
+        5,
+        "sysfs.\"kernel/mm/lru_gen/enabled\"",
+        &["5.10", "6.1"],
+    );
+}
+
+#[test]
+fn per_size_shmem_thp_needs_a_release_that_has_it() {
+    let text = |kernel: &str| {
+        with_task(&format!(
+            r#"[machine]
+memory = "512M"
+kernel = "{kernel}"
+[sysfs]
+"kernel/mm/transparent_hugepage/hugepages-64kB/shmem_enabled" = "always"
+"#
+        ))
+    };
+    let e = rejected(&text("6.1"));
+    check(
+        &e,
+        5,
+        "sysfs.\"kernel/mm/transparent_hugepage/hugepages-64kB/shmem_enabled\"",
+        &["Linux 6.1 does not have", "6.11", "\"6.12\""],
+    );
+    let s = parse(&text("6.12")).unwrap();
+    assert_eq!(s.sysfs.shmem_mthp[2], MthpShmem::Always);
 }
 
 #[test]
@@ -3470,4 +3542,68 @@ fn set_steps_with_bad_keys_or_values_are_rejected_at_their_line() {
     check(&e, 7, "task.t.steps[0].value", &["boolean"]);
     let e = rejected(&set_step(r#"{ op = "set", key = "cgroup.w.memory_max" }"#));
     check(&e, 7, "task.t.steps[0].value", &["missing"]);
+}
+
+#[test]
+fn shmem_thp_is_refused_on_5_10() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+kernel = "5.10"
+[sysfs]
+"kernel/mm/transparent_hugepage/shmem_enabled" = "force"
+"#,
+    ));
+    check(
+        &e,
+        5,
+        "sysfs.\"kernel/mm/transparent_hugepage/shmem_enabled\"",
+        &["5.10", "6.1's shmem THP", "\"never\""],
+    );
+}
+
+#[test]
+fn a_declared_miss_names_a_preset_and_a_counter_of_the_tolerances() {
+    let ok = parse(&with_task(
+        r#"[machine]
+memory = "512M"
+[fidelity]
+tolerance = { pgfault = 0.05 }
+[fidelity.miss."5.10"]
+pgfault = "why"
+"#,
+    ))
+    .unwrap();
+    assert_eq!(ok.fidelity.miss(Preset::V5_10, "pgfault"), Some("why"));
+    assert_eq!(ok.fidelity.miss(Preset::V6_1, "pgfault"), None);
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[fidelity]
+tolerance = { pgfault = 0.05 }
+[fidelity.miss."5.15"]
+pgfault = "why"
+"#,
+    ));
+    check(
+        &e,
+        5,
+        "fidelity.miss.\"5.15\"",
+        &["5.15", "5.10, 6.1, 6.12, 7.3"],
+    );
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[fidelity]
+tolerance = { pgfault = 0.05 }
+[fidelity.miss."5.10"]
+pswpin = "why"
+"#,
+    ));
+    check(
+        &e,
+        6,
+        "fidelity.miss.\"5.10\".pswpin",
+        &["pswpin", "tolerance"],
+    );
 }

@@ -6,11 +6,12 @@
 use super::folio::*;
 use super::page_alloc::Gfp;
 use super::pgtable::*;
-use super::swapfile::{swp_offset, swp_type, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO};
+use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO};
 use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;
+use mmsim_spec::Preset;
 
 /// Why a fault could not be satisfied.
 #[derive(Debug, PartialEq, Eq)]
@@ -150,6 +151,10 @@ impl Kernel {
             self.tasks[task].fault_read |= read;
             return r;
         }
+        if self.preset >= Preset::V6_12 && r.is_ok() {
+            let memcg = self.vma_memcg(vma);
+            self.count_pgfault(memcg);
+        }
         self.tasks[task].fault_start = None;
         self.tasks[task].fault_attempts = 0;
         let read = std::mem::take(&mut self.tasks[task].fault_read) || read;
@@ -165,14 +170,23 @@ impl Kernel {
         r
     }
 
+    fn count_pgfault(&mut self, memcg: u16) {
+        self.vm.inc(Vm::Pgfault);
+        self.memcg_stat(memcg, Mc::Pgfault, 1);
+    }
+
     /// `handle_mm_fault` → `handle_pte_fault`'s dispatch.
     fn handle_pte_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
         let memcg = self.vma_memcg(vma);
         let task = self.cur_task.expect("faults come from tasks");
         if !std::mem::take(&mut self.tasks[task].fault_waited) {
             self.charge_cost(Fn::FaultEntry, self.costs.fault_entry);
-            self.vm.inc(Vm::Pgfault);
-            self.memcg_stat(memcg, Mc::Pgfault, 1);
+            // To 6.1 handle_mm_fault counts every entry, so a retried
+            // fault counts again; 6.12 counts completed faults only
+            // (mm_account_fault, see handle_mm_fault).
+            if self.preset < Preset::V6_12 {
+                self.count_pgfault(memcg);
+            }
         }
         let inode = self.vmas[vma as usize].inode;
         // A shmem fault that may map a PMD takes only the PMD table now;
@@ -348,8 +362,16 @@ impl Kernel {
             Some(pfn) => (pfn, false),
             None => {
                 let si = &self.swap[ty];
-                let (pfn, skip) = if si.flags & SWP_SYNCHRONOUS_IO != 0 && si.swap_count(off) == 1 {
+                let sync = si.flags & SWP_SYNCHRONOUS_IO != 0;
+                // 7.3 reads a slot of count 1 through the swap cache too
+                // (swapin_sync) and frees the cache at once
+                // (should_try_to_free_swap): the same end state and
+                // counters as the skip path, which stands for it here.
+                let (pfn, skip) = if sync && si.swap_count(off) == 1 {
                     (self.swapin_skip_swapcache(entry, memcg)?, true)
+                } else if sync && self.preset >= Preset::V7_3 {
+                    let pfn = self.swapin_sync(entry, memcg).ok_or(FaultError::Oom)?;
+                    (pfn, false)
                 } else {
                     let pfn = self
                         .swapin_readahead(entry, vma, idx, memcg)
@@ -368,24 +390,25 @@ impl Kernel {
             return Err(FaultError::Retry(done));
         }
         self.charge_cost(Fn::DoSwapPage, self.costs.pte);
-        // No modelled device needs stable writes, so a swap PTE's
-        // exclusivity holds even while the folio is under writeback.
-        let exclusive = skip_swapcache || pte & PTE_SWP_EXCLUSIVE != 0;
-        self.swap_free(entry);
-        // should_try_to_free_swap
-        let f = *self.folios.get(pfn);
-        if f.test(PG_SWAPCACHE) && (self.vm_swap_full() || (write && f.refcount == 2)) {
-            self.folio_free_swap(pfn);
-        }
+        let reuse = if self.preset >= Preset::V6_1 {
+            self.swapin_exclusive(pfn, entry, pte, skip_swapcache, write)
+        } else {
+            self.swapin_reuse_swap_page(pfn, entry, write)
+        };
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].swapents -= 1;
-        let f = *self.folios.get(pfn);
-        let reuse = exclusive || f.refcount == 1;
         let mut flags = PTE_YOUNG;
         let mut write_pending = write;
         if reuse && write {
             flags |= PTE_WRITE | PTE_DIRTY;
             write_pending = false;
+        } else if reuse
+            && self.preset >= Preset::V6_12
+            && self.vmas[vma as usize].flags & super::mmap::VM_WRITE != 0
+        {
+            // 6.12 maps an exclusive page writable on a read fault too: a
+            // later write takes no fault (and counts no pgreuse).
+            flags |= PTE_WRITE;
         }
         self.page_add_anon_rmap(pfn, vma, idx, reuse);
         self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, flags);
@@ -398,6 +421,63 @@ impl Kernel {
             return self.do_wp_page(vma, idx, pte);
         }
         Ok(())
+    }
+
+    /// 6.1's do_swap_page after the read: drop the PTE's swap reference,
+    /// free the swap copy where should_try_to_free_swap says so, and
+    /// decide whether the page is mapped exclusive (writable at once on a
+    /// write fault): the swap PTE's PTE_SWP_EXCLUSIVE marker (5.19), or
+    /// nothing else holding the folio.
+    fn swapin_exclusive(
+        &mut self,
+        pfn: Pfn,
+        entry: SwpEntry,
+        pte: Pte,
+        skip_swapcache: bool,
+        write: bool,
+    ) -> bool {
+        // No modelled device needs stable writes, so a swap PTE's
+        // exclusivity holds even while the folio is under writeback.
+        let exclusive = skip_swapcache || pte & PTE_SWP_EXCLUSIVE != 0;
+        self.swap_free(entry);
+        // should_try_to_free_swap; 7.3 frees a SWP_SYNCHRONOUS_IO
+        // device's cache always, and on a write to an exclusive page.
+        let f = *self.folios.get(pfn);
+        let free = if self.preset >= Preset::V7_3 {
+            self.swap[swp_type(entry)].flags & SWP_SYNCHRONOUS_IO != 0 || (write && exclusive)
+        } else {
+            write && f.refcount == 2
+        };
+        if f.test(PG_SWAPCACHE) && (self.vm_swap_full() || free) {
+            self.folio_free_swap(pfn);
+        }
+        exclusive || self.folios.get(pfn).refcount == 1
+    }
+
+    /// 5.10's do_swap_page after the read: no exclusive marker. A write
+    /// fault reuses the page when reuse_swap_page finds no other user
+    /// (its mappings plus its slot's swap count, this PTE's included, at
+    /// most 1) and takes it out of the swap cache; a read fault maps it
+    /// shared, so a later write goes to do_wp_page, which copies while the
+    /// swap cache holds a reference (seed 000). The swap copy is otherwise
+    /// freed only when swap is half full (mem_cgroup_swap_full).
+    fn swapin_reuse_swap_page(&mut self, pfn: Pfn, entry: SwpEntry, write: bool) -> bool {
+        let f = *self.folios.get(pfn);
+        let swapcount = if f.test(PG_SWAPCACHE) {
+            self.swap[swp_type(entry)].swap_count(swp_offset(entry)) as u32
+        } else {
+            0
+        };
+        let reuse = write && f.mapcount + swapcount <= 1;
+        self.swap_free(entry);
+        // reuse_swap_page's delete_from_swap_cache happens before the
+        // PTE's swap_free in 5.10; after it here, with the same result:
+        // the slot is freed, the page leaves the swap cache dirty.
+        let f = *self.folios.get(pfn);
+        if f.test(PG_SWAPCACHE) && (reuse || self.vm_swap_full()) {
+            self.folio_free_swap(pfn);
+        }
+        reuse
     }
 
     /// A new order-0 folio for a swap-in: locked and not yet uptodate, the

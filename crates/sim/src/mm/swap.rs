@@ -4,10 +4,22 @@ use super::folio::*;
 use crate::cost;
 use crate::kernel::Kernel;
 
-/// PAGEVEC_SIZE: folios a per-CPU batch holds before it is flushed.
+/// PAGEVEC_SIZE: folios a per-CPU batch holds before it is flushed, to
+/// 6.1.
 pub const PAGEVEC_SIZE: usize = 15;
+/// PAGEVEC_SIZE from 6.12 (FOLIO_BATCH_SIZE in 7.3).
+pub const PAGEVEC_SIZE_6_12: usize = 31;
 
 impl Kernel {
+    /// The preset's lru_add batch size.
+    fn lru_add_batch(&self) -> usize {
+        if self.preset >= mmsim_spec::Preset::V6_12 {
+            PAGEVEC_SIZE_6_12
+        } else {
+            PAGEVEC_SIZE
+        }
+    }
+
     /// `folio_add_lru`: queue in this CPU's lru_add batch (taking a
     /// reference); a full batch is flushed onto the LRU lists. Until then
     /// the folio is invisible to reclaim, as in the kernel.
@@ -20,7 +32,7 @@ impl Kernel {
         let cpu = self.cur_cpu;
         self.cpus[cpu].lru_add.push(pfn);
         // Large folios never wait in a batch.
-        if self.cpus[cpu].lru_add.len() >= PAGEVEC_SIZE || self.folios.get(pfn).order > 0 {
+        if self.cpus[cpu].lru_add.len() >= self.lru_add_batch() || self.folios.get(pfn).order > 0 {
             self.lru_add_drain_cpu(cpu);
         }
     }

@@ -288,6 +288,13 @@ impl Kernel {
         })
     }
 
+    /// 7.3's `swapin_sync` on a SWP_SYNCHRONOUS_IO device: the one folio
+    /// read through the swap cache, no readahead, whatever the slot's
+    /// swap count.
+    pub fn swapin_sync(&mut self, entry: SwpEntry, memcg: u16) -> Option<Pfn> {
+        self.read_swap_cache_target(entry, memcg)
+    }
+
     /// The final `read_swap_cache_async` of the target.
     fn read_swap_cache_target(&mut self, entry: SwpEntry, memcg: u16) -> Option<Pfn> {
         let (pfn, allocated) = self.read_swap_cache_async(entry, memcg)?;

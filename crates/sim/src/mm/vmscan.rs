@@ -15,6 +15,7 @@ use super::swapfile::{swp_offset, swp_type};
 use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
+use mmsim_spec::Preset;
 
 pub const DEF_PRIORITY: i32 = 12;
 pub const SWAP_CLUSTER_MAX: u64 = 32;
@@ -30,6 +31,9 @@ pub struct ScanControl {
     pub may_swap: bool,
     /// Some(memcg) for cgroup reclaim; None for global reclaim.
     pub target: Option<u16>,
+    /// MADV_PAGEOUT's reclaim_pages from 6.12: shrink_folio_list skips
+    /// the reference checks.
+    pub ignore_references: bool,
     pub nr_scanned: u64,
     pub nr_reclaimed: u64,
     anon_cost: u64,
@@ -496,6 +500,7 @@ impl Kernel {
             may_unmap: true,
             may_swap: true,
             target: None,
+            ignore_references: self.preset >= Preset::V6_12,
             ..Default::default()
         };
         let mut stat = ReclaimStat::default();
@@ -522,13 +527,21 @@ impl Kernel {
         self.scratch.push(v);
     }
 
+    /// Whether /proc/vmstat's pgrefill and pgscan/pgsteal_{kswapd,direct}
+    /// count this reclaim: up to 6.12 only reclaim that is not a cgroup's
+    /// (`!cgroup_reclaim(sc)`); 7.3 counts them as node stats through
+    /// mod_lruvec_state, cgroup reclaim included.
+    fn count_reclaimer_events(&self, sc: &ScanControl) -> bool {
+        !sc.cgroup_reclaim() || self.preset >= Preset::V7_3
+    }
+
     fn shrink_active_list(&mut self, nr: u64, memcg: u16, sc: &mut ScanControl, lru: u8) {
         self.lru_add_drain();
         let file = lru >= LRU_INACTIVE_FILE;
         let mut hold = self.take_scratch();
         let scanned = self.isolate_lru_folios(nr, memcg, lru, sc, &mut hold);
         let nr_taken = hold.len() as i64;
-        if !sc.cgroup_reclaim() {
+        if self.count_reclaimer_events(sc) {
             self.vm.add(Vm::Pgrefill, scanned as i64);
         }
         self.memcg_stat(memcg, Mc::Pgrefill, scanned as i64);
@@ -578,7 +591,7 @@ impl Kernel {
         } else {
             (Mc::PgscanDirect, Mc::PgstealDirect)
         };
-        if !sc.cgroup_reclaim() {
+        if self.count_reclaimer_events(sc) {
             self.vm.add(scan_item, scanned as i64);
         }
         self.memcg_stat(memcg, mscan, scanned as i64);
@@ -602,7 +615,7 @@ impl Kernel {
         if stat.nr_unqueued_dirty == nr_taken as u64 {
             self.wakeup_flusher_threads();
         }
-        if !sc.cgroup_reclaim() {
+        if self.count_reclaimer_events(sc) {
             self.vm.add(steal_item, reclaimed as i64);
         }
         self.memcg_stat(memcg, msteal, reclaimed as i64);
@@ -753,7 +766,11 @@ impl Kernel {
             self.folios.get_mut(pfn).set(PG_RECLAIM);
             return self.activate_locked(pfn, stat);
         }
-        let references = self.folio_check_references(pfn, sc);
+        let references = if sc.ignore_references {
+            FolioRef::Reclaim
+        } else {
+            self.folio_check_references(pfn, sc)
+        };
         match references {
             FolioRef::Activate => return self.activate_locked(pfn, stat),
             FolioRef::Keep => return false,
