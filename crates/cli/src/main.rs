@@ -140,11 +140,11 @@ struct FidelityArgs {
     /// Write the table into this markdown file between its markers.
     #[arg(long, value_name = "FILE")]
     write: Option<PathBuf>,
-    /// Only this kernel's table ("5.10", "6.1", "6.12", "7.3"): the specs
-    /// recorded on that release, simulated with that preset. Default:
-    /// every kernel with recordings.
+    /// Only these kernels' tables ("5.10", "6.1", "6.12", "7.3"; repeat
+    /// the option for several): the specs recorded on that release,
+    /// simulated with that preset. Default: every kernel with recordings.
     #[arg(long, value_name = "PRESET", value_parser = parse_preset)]
-    kernel: Option<mmsim_spec::Preset>,
+    kernel: Vec<mmsim_spec::Preset>,
     /// The timing suite (DIR/timing/*.toml) instead: each phase's
     /// simulated time beside its fastest recorded native run, within its
     /// declared time tolerance (`[fidelity] time_tolerance`, else 30%).

@@ -17,8 +17,37 @@ pub fn parse_pairs(text: &str) -> BTreeMap<String, i64> {
         .collect()
 }
 
+/// /proc/vmstat, and where the kernel has per-size THP (6.8 and later)
+/// each size's event counters under the names the simulator gives them
+/// (`hugepages-64kB/stats/swpout`).
 pub fn vmstat() -> BTreeMap<String, i64> {
-    parse_pairs(&fs::read_to_string("/proc/vmstat").unwrap_or_default())
+    let mut v = parse_pairs(&fs::read_to_string("/proc/vmstat").unwrap_or_default());
+    const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+    let Ok(sizes) = fs::read_dir(THP) else {
+        return v;
+    };
+    for size in sizes.filter_map(|e| e.ok()) {
+        let name = size.file_name().to_string_lossy().to_string();
+        if !name.starts_with("hugepages-") {
+            continue;
+        }
+        let Ok(stats) = fs::read_dir(size.path().join("stats")) else {
+            continue;
+        };
+        for stat in stats.filter_map(|e| e.ok()) {
+            let Some(n) = fs::read_to_string(stat.path())
+                .ok()
+                .and_then(|t| t.trim().parse::<i64>().ok())
+            else {
+                continue;
+            };
+            v.insert(
+                format!("{name}/stats/{}", stat.file_name().to_string_lossy()),
+                n,
+            );
+        }
+    }
+    v
 }
 
 pub fn delta(

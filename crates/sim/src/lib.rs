@@ -202,7 +202,8 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
             spec.swap.len()
         )));
     }
-    let reserved = kernel::boot_reserved_bytes(spec.machine.memory, spec.machine.cpus);
+    let reserved =
+        kernel::boot_reserved_bytes(spec.machine.memory, spec.machine.cpus, spec.machine.kernel);
     let frames = spec.machine.memory.saturating_sub(reserved) / 4096;
     let memory_error = |e| SimError::at(spec.machine.memory_line, "machine.memory", e);
     if frames < 4096 {

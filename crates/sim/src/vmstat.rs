@@ -374,6 +374,17 @@ impl MemcgStat {
 pub fn vmstat_absent(preset: Preset) -> &'static [&'static str] {
     match preset {
         Preset::V5_10 => &["nr_swapcached"],
+        // The per-size swpin stat came after 6.12 (7.3 has it).
+        Preset::V6_12 => &[
+            "hugepages-16kB/stats/swpin",
+            "hugepages-32kB/stats/swpin",
+            "hugepages-64kB/stats/swpin",
+            "hugepages-128kB/stats/swpin",
+            "hugepages-256kB/stats/swpin",
+            "hugepages-512kB/stats/swpin",
+            "hugepages-1024kB/stats/swpin",
+            "hugepages-2048kB/stats/swpin",
+        ],
         _ => &[],
     }
 }

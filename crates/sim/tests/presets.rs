@@ -166,3 +166,22 @@ fn on_7_3_cgroup_reclaim_counts_in_the_global_reclaimer_counters() {
     assert_eq!(vm(&r, "pgsteal_direct"), cg.memory_stat["pgsteal_direct"]);
     assert!(vm(&r, "pgscan_direct") > 0);
 }
+
+#[test]
+fn on_5_10_a_first_write_to_a_shared_page_is_retried() {
+    // 5.10's fault_dirty_shared_page returns VM_FAULT_RETRY after it
+    // dirtied the page, and the retry counts pgfault again: two per page
+    // written first; 6.1 completes the fault at once.
+    let steps = r#"{ op = "mmap", name = "s", kind = "shared_anon", size = "4M" },
+           { op = "phase", name = "write" },
+           { op = "touch", region = "s", order = "seq", write = 1.0 },
+           { op = "phase", name = "rewrite" },
+           { op = "touch", region = "s", order = "seq", write = 1.0 },"#;
+    let text = memcg_spec("64M", "", steps);
+    let r = run_checked(&text.replace("[machine]\n", "[machine]\nkernel = \"5.10\"\n"));
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 2 * 1024);
+    // The pages are mapped writable and dirty now: no fault at all.
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgfault"), 0);
+    let r = run_checked(&text);
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 1024);
+}

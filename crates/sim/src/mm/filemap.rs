@@ -425,6 +425,8 @@ impl Kernel {
             // so the store that follows faults and dirties it again.
             self.filemap_dirty_folio(pfn);
             self.balance_dirty_pages();
+            // ext4 and xfs have page_mkwrite: 5.10 retries every time.
+            self.fault_dirty_shared_retry(vma, true);
         }
         Ok(())
     }
@@ -592,6 +594,7 @@ impl Kernel {
         self.vm.inc(Vm::Pgreuse);
         self.vmas[vma as usize].ptes[idx] = pte | PTE_WRITE | PTE_DIRTY | PTE_YOUNG;
         self.balance_dirty_pages();
+        self.fault_dirty_shared_retry(vma, true);
     }
 }
 

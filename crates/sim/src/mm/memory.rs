@@ -175,6 +175,25 @@ impl Kernel {
         self.memcg_stat(memcg, Mc::Pgfault, 1);
     }
 
+    /// 5.10's `fault_dirty_shared_page` after a write fault on a shared
+    /// mapping: when it dirtied the page (or the file has page_mkwrite,
+    /// as ext4 and xfs do), it drops mmap_lock to balance dirty pages and
+    /// returns VM_FAULT_RETRY; the retried fault, counted again at
+    /// handle_mm_fault's entry, finds the PTE done. 6.1 returns
+    /// VM_FAULT_COMPLETED there instead ("mm: avoid unnecessary page
+    /// fault retires on shared memory types", 5.19).
+    pub fn fault_dirty_shared_retry(&mut self, vma: u32, dirtied_or_mkwrite: bool) {
+        if self.preset >= Preset::V6_1
+            || !dirtied_or_mkwrite
+            || self.vmas[vma as usize].flags & super::mmap::VM_SHARED == 0
+        {
+            return;
+        }
+        self.charge_cost(Fn::FaultEntry, self.costs.fault_entry);
+        let memcg = self.vma_memcg(vma);
+        self.count_pgfault(memcg);
+    }
+
     /// `handle_mm_fault` → `handle_pte_fault`'s dispatch.
     fn handle_pte_fault(&mut self, vma: u32, idx: usize, write: bool) -> Fault {
         let memcg = self.vma_memcg(vma);

@@ -590,10 +590,14 @@ impl Kernel {
         let head = self.traced(Fn::ShmemFault, |k| {
             k.shmem_get_folio(Some(vma), inode, index, memcg)
         })?;
+        // shmem has no page_mkwrite: 5.10 retries only a fault that
+        // dirtied the folio (a swapped-in one is dirty already).
+        let dirtied = write && !self.folios.get(head).test(PG_DIRTY);
         if write {
             self.folios.get_mut(head).set(PG_DIRTY);
         }
         if self.pmd_none(vma, idx) && self.do_set_pmd(vma, idx, head, write) {
+            self.fault_dirty_shared_retry(vma, dirtied);
             return Ok(());
         }
         if self.pte_alloc(vma, idx).is_err() {
@@ -603,6 +607,7 @@ impl Kernel {
         if !self.map_shmem_folio_ptes(vma, idx, head, write) {
             self.do_set_pte(vma, idx, head, write);
         }
+        self.fault_dirty_shared_retry(vma, dirtied);
         Ok(())
     }
 
