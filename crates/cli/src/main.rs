@@ -5,6 +5,7 @@ mod fidelity;
 mod judge;
 mod oracle_cmd;
 mod reproduce;
+mod seeds_real;
 mod timing;
 
 use clap::{Parser, Subcommand};

@@ -36,6 +36,9 @@ pub struct Experiment {
     /// only), printed both ways.
     #[serde(default, rename = "extra")]
     pub extras: Vec<Extra>,
+    /// The mechanism on real kernels before and after it (seeds_real.rs).
+    #[serde(default)]
+    pub real: Option<crate::seeds_real::RealAb>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -830,6 +833,13 @@ pub fn reproduce_cmd(
         };
         text += &render(&res);
         let mut blocks = Vec::new();
+        if let Some(real) = &e.real {
+            let table = crate::seeds_real::render(&repository_root(dir), real)
+                .unwrap_or_else(|err| format!("Real kernels: not shown: {err}\n"));
+            text += "\n";
+            text += &table;
+            blocks.push(("real kernels, before and after".to_string(), table));
+        }
         for t in &e.tables {
             for patched in [false, true] {
                 if let Some((_, r)) = runs.get(&(t.variant.clone(), patched)) {

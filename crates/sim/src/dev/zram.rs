@@ -63,12 +63,23 @@ impl Kernel {
         let z = &mut self.swap[ty].zram;
         z.stored[offset as usize] = true;
         z.version[offset as usize] = version;
+        self.count_zram_bio(crate::vmstat::Vm::Pgpgout);
         true
+    }
+
+    /// 7.3's swap reaches zram through submit_bio (no rw_page any more),
+    /// which counts each page in pgpgin or pgpgout (4 kB); through 6.12
+    /// rw_page counted nothing.
+    fn count_zram_bio(&mut self, item: crate::vmstat::Vm) {
+        if self.preset >= mmsim_spec::Preset::V7_3 {
+            self.vm.add(item, 4);
+        }
     }
 
     /// `zram_rw_page` read: decompress; returns the stored content token.
     pub fn zram_read_page(&mut self, ty: usize, offset: u32) -> u32 {
         self.charge_cost(cost::Fn::ZramRead, self.costs.zram_decompress);
+        self.count_zram_bio(crate::vmstat::Vm::Pgpgin);
         let z = &self.swap[ty].zram;
         debug_assert!(z.stored[offset as usize], "read of an empty zram slot");
         z.version[offset as usize]

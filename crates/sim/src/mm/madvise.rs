@@ -143,10 +143,16 @@ impl Kernel {
                     if self.folios.page_mapcount(pfn) != 1 {
                         break;
                     }
-                    if pageout && !self.features.madv_pageout_split {
-                        // Seed 003's modified kernel: the folio is paged out
-                        // whole, isolated at its first page met here; each
-                        // of its PTEs is made old as the walk passes it.
+                    let nr = self.folios.get(head).nr_pages() as usize;
+                    let in_folio = (pfn - head) as usize;
+                    let covered = idx >= first + in_folio && idx - in_folio + nr <= first + n;
+                    if pageout && !self.features.madv_pageout_split && covered {
+                        // 6.10's madvise_folio_pte_batch (and seed 003's
+                        // modified kernel): a folio whose every page is
+                        // mapped inside the range is paged out whole,
+                        // isolated at its first page met here; each of its
+                        // PTEs is made old as the walk passes it. One only
+                        // partly inside is split as 6.1 does.
                         self.vmas[vma as usize].ptes[idx] = pte & !PTE_YOUNG;
                         let h = *self.folios.get(head);
                         if h.test(PG_LRU) && !h.test(PG_UNEVICTABLE) {
@@ -220,6 +226,7 @@ impl Kernel {
         // tlb_finish_mmu flushes only a range the zap gathered: one with a
         // present PTE or PMD cleared (swap entries and holes add none).
         let mut gathered = false;
+        let mut batch = None;
         for idx in first..first + n {
             let pte = self.vmas[vma as usize].ptes[idx];
             // Private anon reads zeros afterwards, a private file mapping
@@ -231,6 +238,7 @@ impl Kernel {
                 v.user_version[idx] = super::mmap::FOLLOW_FILE;
             }
             if pte_none(pte) {
+                batch = None;
                 continue;
             }
             gathered |= pte_present(pte);
@@ -247,7 +255,7 @@ impl Kernel {
                 continue;
             }
             self.vmas[vma as usize].ptes[idx] = 0;
-            self.zap_pte(vma, pte);
+            self.zap_pte(vma, pte, &mut batch);
         }
         if gathered {
             self.charge_cost(Fn::Madvise, self.costs.tlb_flush);

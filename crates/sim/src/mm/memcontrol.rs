@@ -305,6 +305,23 @@ impl Kernel {
         })
     }
 
+    /// `try_charge_memcg` for a gfp that cannot block: the stock or the
+    /// page counter, else it fails at once (no reclaim, no max event).
+    pub fn try_charge_nowait(&mut self, memcg: u16, nr: u64) -> Charge {
+        self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
+        if self.is_root(memcg) || self.consume_stock(memcg, nr) {
+            return Charge::Ok;
+        }
+        let batch = MEMCG_CHARGE_BATCH.max(nr);
+        for b in [batch, nr] {
+            if self.page_counter_try_charge(memcg, b).is_ok() {
+                self.done_restock(memcg, nr, b);
+                return Charge::Ok;
+            }
+        }
+        Charge::Oom
+    }
+
     fn try_charge_memcg(&mut self, memcg: u16, nr: u64) -> Charge {
         self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
         if self.is_root(memcg) {

@@ -420,9 +420,11 @@ impl Kernel {
     /// `unmap_vmas` → `zap_pte_range` over the whole VMA, then remove it.
     fn unmap_vma(&mut self, vma: u32) {
         let n = self.vmas[vma as usize].pages;
+        let mut batch = None;
         for idx in 0..n {
             let pte = self.vmas[vma as usize].ptes[idx as usize];
             if pte_none(pte) {
+                batch = None;
                 continue;
             }
             if pte & PTE_PMD != 0 {
@@ -431,7 +433,7 @@ impl Kernel {
                 continue;
             }
             self.vmas[vma as usize].ptes[idx as usize] = 0;
-            self.zap_pte(vma, pte);
+            self.zap_pte(vma, pte, &mut batch);
         }
         self.free_pgtables(vma);
         let v = &mut self.vmas[vma as usize];
@@ -455,7 +457,10 @@ impl Kernel {
     }
 
     /// One PTE of `zap_pte_range`: drop the mapping or the swap reference.
-    pub fn zap_pte(&mut self, vma: u32, pte: Pte) {
+    /// `batch`: the large page-cache folio the PTEs before this one
+    /// mapped, and whether it was marked accessed (the caller starts each
+    /// run of PTEs with None).
+    pub fn zap_pte(&mut self, vma: u32, pte: Pte, batch: &mut Option<(Pfn, bool)>) {
         self.charge_cost(cost::Fn::Unmap, self.costs.pte);
         let mm = self.vmas[vma as usize].mm as usize;
         if is_swap_pte(pte) {
@@ -475,7 +480,26 @@ impl Kernel {
             if pte & PTE_DIRTY != 0 {
                 self.filemap_dirty_folio(head);
             }
-            if pte & PTE_YOUNG != 0 && self.vmas[vma as usize].flags & VM_SEQ_READ == 0 {
+            let young = pte & PTE_YOUNG != 0 && self.vmas[vma as usize].flags & VM_SEQ_READ == 0;
+            if self.preset >= mmsim_spec::Preset::V6_12 && self.folios.get(head).order > 0 {
+                // 6.9's zap_present_ptes: the PTEs of one large folio go
+                // as a batch, marked accessed once if any was young (so a
+                // folio zapped whole is not activated by its own pages).
+                match batch {
+                    Some((h, marked)) if *h == head => {
+                        if young && !*marked {
+                            *marked = true;
+                            self.folio_mark_accessed(head);
+                        }
+                    }
+                    _ => {
+                        *batch = Some((head, young));
+                        if young {
+                            self.folio_mark_accessed(head);
+                        }
+                    }
+                }
+            } else if young {
                 self.folio_mark_accessed(head);
             }
             *self.mms[mm].file_counter(self.folios.get(head).test(PG_SWAPBACKED)) -= 1;

@@ -21,6 +21,7 @@ use crate::vmstat::{Mc, Vm};
 use super::filemap::{Inode, SLOT_FOLIO, SLOT_SWAP};
 use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
 use crate::vmstat::{mthp_item, MthpStat};
+use mmsim_spec::Preset;
 use mmsim_spec::{MthpShmem, ShmemEnabled, TmpfsHuge};
 
 /// Where a shmem slot's swap value keeps the order of its large entry.
@@ -242,7 +243,12 @@ impl Kernel {
         }
         let orders = self.shmem_huge_orders(vma, inode, index);
         if orders != 0 {
-            if let Some(pfn) = self.shmem_alloc_large(inode, index, memcg, orders) {
+            // 6.12 charges a large folio with the THP gfp, which at the
+            // default defrag (madvise) may reclaim only for a
+            // MADV_HUGEPAGE VMA; 6.1 charged with the mapping's gfp.
+            let may_reclaim = self.preset < Preset::V6_12
+                || vma.is_some_and(|v| self.vmas[v as usize].flags & VM_HUGEPAGE != 0);
+            if let Some(pfn) = self.shmem_alloc_large(inode, index, memcg, orders, may_reclaim) {
                 return Ok(pfn);
             }
         }
@@ -374,6 +380,7 @@ impl Kernel {
         index: u64,
         memcg: u16,
         orders: u16,
+        may_reclaim: bool,
     ) -> Option<Pfn> {
         for order in (2..=9u8).rev().filter(|&o| orders & 1 << o != 0) {
             let nr = 1u64 << order;
@@ -382,7 +389,12 @@ impl Kernel {
                 continue;
             };
             self.folios.get_mut(pfn).memcg = memcg;
-            if self.try_charge(memcg, nr) != super::memcontrol::Charge::Ok {
+            let charged = if may_reclaim {
+                self.try_charge(memcg, nr)
+            } else {
+                self.try_charge_nowait(memcg, nr)
+            };
+            if charged != super::memcontrol::Charge::Ok {
                 self.count_shmem_fallback(order, true);
                 self.free_folio_pages(pfn);
                 return None;
@@ -451,6 +463,15 @@ impl Kernel {
                     return r;
                 }
                 self.shmem_split_large_entry(inode, index);
+                // 7.3's shmem_swap_alloc_folio falls back to order 0 on
+                // the same synchronous path (no readahead) when the large
+                // folio or its charge is not there.
+                if order > 0 && self.preset >= Preset::V7_3 {
+                    if let Some(r) = self.shmem_swapin_skip_swapcache(inode, index, entry, 0, memcg)
+                    {
+                        return r;
+                    }
+                }
                 self.shmem_swapin_cluster(entry, memcg)
                     .ok_or(FaultError::Oom)?
             }
@@ -528,7 +549,13 @@ impl Kernel {
             self.alloc_large_folio(order as usize)
         }?;
         self.folios.get_mut(pfn).memcg = memcg;
-        if self.try_charge(memcg, nr as u64) != super::memcontrol::Charge::Ok {
+        // 7.3 charges a large folio with the THP gfp: no reclaim.
+        let charged = if order > 0 && self.preset >= Preset::V7_3 {
+            self.try_charge_nowait(memcg, nr as u64)
+        } else {
+            self.try_charge(memcg, nr as u64)
+        };
+        if charged != super::memcontrol::Charge::Ok {
             self.free_folio_pages(pfn);
             return None;
         }

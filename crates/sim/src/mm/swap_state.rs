@@ -181,6 +181,15 @@ impl Kernel {
         Some(pfn)
     }
 
+    /// 7.3's `swap_cache_get_folio`: the slot's folio with a reference,
+    /// and nothing else: no readahead flag cleared, no hit counted or fed
+    /// to the readahead windows (only the fault paths do that there).
+    pub fn swap_cache_get_folio(&mut self, entry: SwpEntry) -> Option<Pfn> {
+        let pfn = self.swap_folio_of(entry)?;
+        self.folios.get_mut(pfn).refcount += 1;
+        Some(pfn)
+    }
+
     /// `__read_swap_cache_async`: the slot's folio, from the cache or newly
     /// allocated (locked, charged, in the cache, on its way to the LRU),
     /// with a reference for the caller; `true` if new (the caller starts

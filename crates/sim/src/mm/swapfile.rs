@@ -712,10 +712,14 @@ impl Kernel {
             if swp_type(entry) != ty {
                 continue;
             }
-            let looked = if self.features.swapoff_readahead_stats {
-                self.lookup_swap_cache(entry, Some((vma, idx)))
-            } else {
+            let looked = if !self.features.swapoff_readahead_stats {
                 None
+            } else if self.preset >= mmsim_spec::Preset::V7_3 {
+                // 7.3's unuse_pte_range: a plain swap cache lookup, so
+                // the readahead it starts sees no hits and stays small.
+                self.swap_cache_get_folio(entry)
+            } else {
+                self.lookup_swap_cache(entry, Some((vma, idx)))
             };
             let pfn = match looked {
                 Some(p) => p,
