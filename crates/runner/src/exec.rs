@@ -123,6 +123,23 @@ impl Region {
     }
 }
 
+/// A private region's token array, locked in memory: the harness's
+/// bookkeeping (one u32 per page of the region) must not be reclaimed and
+/// faulted back in. A token page swapped out and read back by a read of
+/// the region, then written by a write, would count a pgreuse (and a
+/// pswpin) the simulator, which has no such array, does not see. mlock
+/// charges the pages as the kernel would anyway (1/1024 of the region)
+/// and only keeps them off the LRU.
+fn locked_tokens(pages: usize) -> Vec<u32> {
+    let v = vec![0u32; pages];
+    if !v.is_empty() {
+        // SAFETY: the range is v's own buffer; a failed mlock (no
+        // CAP_IPC_LOCK outside the guest) leaves it unlocked and harmless.
+        unsafe { libc::mlock(v.as_ptr() as *const libc::c_void, v.len() * 4) };
+    }
+    v
+}
+
 /// A process forked by a `fork` step and not yet waited for.
 struct Forked {
     pid: libc::pid_t,
@@ -518,7 +535,7 @@ impl Child<'_> {
         let (flags, tokens) = match kind {
             MapKind::Anon => (
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                Tokens::Private(vec![0; pages as usize]),
+                Tokens::Private(locked_tokens(pages as usize)),
             ),
             MapKind::Shmem | MapKind::File | MapKind::FilePrivate => {
                 let f = file

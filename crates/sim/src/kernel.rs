@@ -178,15 +178,17 @@ pub fn boot_reserved_bytes(memory: u64, cpus: u32, preset: Preset) -> u64 {
 /// as MemTotal − MemFree when the workload starts, against 6.1's at the
 /// same memory size: the median over the recorded runs of the anonymous
 /// memory specs on zram (anon_seq, anon_zipf, fork_cow, fork_reuse,
-/// madv_pageout, memory_high, the swappiness specs; they spread ±800 kB):
-/// 5.10 uses 6100 kB less, 7.3 9000 kB more.
+/// madv_pageout, memory_high, the swappiness specs): 5.10 uses 6000 kB
+/// less (those specs spread from -7500 to -5700), 6.12 1400 kB less
+/// (-5500 to +2200), 7.3 9500 kB more (+3700 to +10600).
 pub fn boot_used_bytes(spec: &Spec) -> u64 {
     let zram_table: u64 = spec.swap.iter().map(|s| s.size / 4096 * 16).sum();
     let doublings = (spec.machine.memory as f64 / (512u64 << 20) as f64).log2();
     let more_kb = match spec.machine.kernel {
-        Preset::V5_10 => -6100.0,
-        Preset::V6_1 | Preset::V6_12 => 0.0,
-        Preset::V7_3 => 9000.0,
+        Preset::V5_10 => -6000.0,
+        Preset::V6_1 => 0.0,
+        Preset::V6_12 => -1400.0,
+        Preset::V7_3 => 9500.0,
     };
     let mib = 31.3 + 1.1 * doublings + more_kb / 1024.0;
     (mib.max(16.0) * (1u64 << 20) as f64) as u64 + zram_table
@@ -355,8 +357,13 @@ impl Kernel {
                 next_block: 0,
                 // XFS caches files in large folios since 5.18; 5.10's page
                 // cache is all order 0.
-                large_folios: d.fs == mmsim_spec::Fs::Xfs
-                    && spec.machine.kernel >= mmsim_spec::Preset::V6_1,
+                // ext4 (which mounts the ext2 disks) sets a regular
+                // file's mapping to large folios in 7.3
+                // (ext4_set_inode_mapping_order); 6.12's does not.
+                large_folios: match d.fs {
+                    mmsim_spec::Fs::Xfs => spec.machine.kernel >= Preset::V6_1,
+                    mmsim_spec::Fs::Ext2 => spec.machine.kernel >= Preset::V7_3,
+                },
             });
         }
         // The spec's files are inodes 0.. in their order.

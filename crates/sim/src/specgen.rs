@@ -137,6 +137,13 @@ pub fn generate(bytes: &[u8]) -> String {
     if d.chance(10) {
         writeln!(out, "hw_pte_young = false").unwrap();
     }
+    // Another release's preset (its decisions, counters and footprint).
+    let kernel = if d.chance(30) {
+        d.pick(&["5.10", "6.12", "7.3"])
+    } else {
+        "6.1"
+    };
+    writeln!(out, "kernel = \"{kernel}\"").unwrap();
     if d.chance(40) {
         out.push_str("[sysctl]\n");
         if d.chance(50) {
@@ -151,7 +158,8 @@ pub fn generate(bytes: &[u8]) -> String {
             writeln!(out, "\"vm.page-cluster\" = {}", d.below(6)).unwrap();
         }
     }
-    let thp = d.chance(15);
+    // 5.10's shmem THP is not modelled (refused).
+    let thp = d.chance(15) && kernel != "5.10";
     if d.chance(30) || thp {
         out.push_str("[sysfs]\n");
         if d.chance(50) {

@@ -459,6 +459,11 @@ impl Kernel {
         {
             return;
         }
+        let (start, end) = if self.preset >= mmsim_spec::Preset::V7_3 {
+            self.fault_around_whole_folios(vma, start, end)
+        } else {
+            (start, end)
+        };
         let mut mmap_miss = self.vmas[vma as usize].ra.mmap_miss;
         for a in start..end {
             let i = (a - base) as usize;
@@ -485,6 +490,38 @@ impl Kernel {
         if !shmem {
             self.vmas[vma as usize].ra.mmap_miss = mmap_miss;
         }
+    }
+
+    /// 7.3's filemap_map_folio_range maps a large folio met at either end
+    /// of the fault-around window whole, where the folio lies inside the
+    /// file's size (or is shmem's), the VMA and one page table: the window
+    /// `[start, end)` (virtual page numbers) grows to cover it.
+    fn fault_around_whole_folios(&self, vma: u32, start: u64, end: u64) -> (u64, u64) {
+        let v = &self.vmas[vma as usize];
+        let inode = &self.inodes[v.inode as usize];
+        let shmem = inode.is_shmem();
+        let (mut lo, mut hi) = (start, end);
+        for a in [start, end - 1] {
+            let index = v.pgoff + (a - v.start_vpn);
+            let Some(head) = self.filemap_folio_at(v.inode, index) else {
+                continue;
+            };
+            let f = self.folios.get(head);
+            let nr = f.nr_pages() as u64;
+            let first = f.index as u64;
+            if nr == 1 || first < v.pgoff {
+                continue;
+            }
+            let va = v.start_vpn + (first - v.pgoff);
+            if (shmem || first + nr <= inode.pages.len() as u64)
+                && va + nr <= v.start_vpn + v.pages
+                && va & !511 == (va + nr - 1) & !511
+            {
+                lo = lo.min(va);
+                hi = hi.max(va + nr);
+            }
+        }
+        (lo, hi)
     }
 
     /// `filemap_map_pmd` at the start of fault-around over pages
