@@ -12,11 +12,17 @@ use mmsim_sim::output::RunResult;
 /// 60 MiB written under a 40 MiB memory.max with swap on `device`, read
 /// back over its first 400 KiB, then written there again.
 fn read_then_write(kernel: &str, device: &str) -> RunResult {
+    read_then_write_with(kernel, device, "")
+}
+
+/// The same with `extra` tables (a `[features]` override) in the spec.
+fn read_then_write_with(kernel: &str, device: &str, extra: &str) -> RunResult {
     run_checked(&format!(
         r#"
 [machine]
 memory = "512M"
 kernel = "{kernel}"
+{extra}
 [[swap]]
 device = "{device}"
 size = "512M"
@@ -57,29 +63,7 @@ fn seed_000s_patch_on_5_10_reuses_the_swap_cache_page() {
     // 5.10 with wp_reuse_swapcache: reuse_swap_page in do_wp_page finds
     // one mapping and no other swap reference, drops the swap cache copy
     // and reuses the page.
-    let r = run_checked(
-        r#"
-[machine]
-memory = "512M"
-kernel = "5.10"
-[features]
-wp_reuse_swapcache = true
-[[swap]]
-device = "nvme"
-size = "512M"
-[cgroup.w]
-memory_max = "40M"
-[task.main]
-cgroup = "w"
-steps = [
-  { op = "mmap", name = "a", kind = "anon", size = "60M" },
-  { op = "touch", region = "a", order = "seq", write = 1.0 },
-  { op = "touch", region = "a", order = "seq", length = "400K", write = 0.0 },
-  { op = "phase", name = "write" },
-  { op = "touch", region = "a", order = "seq", length = "400K", write = 1.0 },
-]
-"#,
-    );
+    let r = read_then_write_with("5.10", "nvme", "[features]\nwp_reuse_swapcache = true");
     let copies = 100 - phase_vm(&r, 0, "write", "pgreuse");
     // Only pages still in the per-CPU lru_add batch (an extra reference,
     // at most 14 outstanding) are copied.
@@ -128,15 +112,22 @@ fn each_preset_reports_the_lines_its_release_has() {
     assert!(cg.memory_stat.contains_key("pgscan_direct"));
 }
 
+/// A one-step spec on preset `kernel`, with `extra` tables.
+fn preset_spec(kernel: &str, extra: &str) -> mmsim_spec::Spec {
+    spec(&format!(
+        "[machine]\nmemory = \"512M\"\nkernel = \"{kernel}\"\n{extra}[task.t]\nsteps = [{{ op = \"mmap\", name = \"a\", kind = \"anon\", size = \"4K\" }}]\n"
+    ))
+}
+
 #[test]
 fn the_later_presets_have_their_releases_mechanisms() {
-    let s = spec("[machine]\nmemory = \"512M\"\nkernel = \"7.3\"\n[task.t]\nsteps = [{ op = \"mmap\", name = \"a\", kind = \"anon\", size = \"4K\" }]\n");
+    let s = preset_spec("7.3", "");
     assert!(s.features.shmem_skip_swapcache && s.features.batched_rmap_unmap);
     assert!(!s.features.madv_pageout_split);
-    let s = spec("[machine]\nmemory = \"512M\"\nkernel = \"6.12\"\n[task.t]\nsteps = [{ op = \"mmap\", name = \"a\", kind = \"anon\", size = \"4K\" }]\n");
+    let s = preset_spec("6.12", "");
     assert!(!s.features.shmem_skip_swapcache && s.features.shmem_mthp);
     // [features] still overrides a preset.
-    let s = spec("[machine]\nmemory = \"512M\"\nkernel = \"7.3\"\n[features]\nshmem_skip_swapcache = false\n[task.t]\nsteps = [{ op = \"mmap\", name = \"a\", kind = \"anon\", size = \"4K\" }]\n");
+    let s = preset_spec("7.3", "[features]\nshmem_skip_swapcache = false\n");
     assert!(!s.features.shmem_skip_swapcache && s.features.shmem_mthp);
 }
 
