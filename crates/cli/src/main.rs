@@ -528,6 +528,18 @@ pub(crate) fn summary(r: &RunResult) -> String {
                 p.vmstat.get("pswpin").copied().unwrap_or(0),
                 p.vmstat.get("pswpout").copied().unwrap_or(0)
             );
+            // The multi-gen LRU's generations at the phase's end, as
+            // /sys/kernel/debug/lru_gen shows them (seq, age ms, anon and
+            // file pages), for the lruvecs that hold pages.
+            for lv in p
+                .lru_gen
+                .iter()
+                .filter(|lv| lv.gens.iter().any(|g| g.anon + g.file > 0))
+            {
+                for line in lv.debugfs_text().lines() {
+                    s += &format!("    lru_gen {line}\n");
+                }
+            }
         }
         if let Some(kv) = &t.kv {
             s += &format!(

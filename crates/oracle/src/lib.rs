@@ -717,6 +717,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 for m in $(cat /modules/order); do insmod /modules/$m $(cat /modules/$m.args 2>/dev/null) || echo "mmsim: insmod $m failed"; done
 echo MMSIM-BEGIN > /dev/ttyS1
 sh /run.sh > /dev/ttyS1

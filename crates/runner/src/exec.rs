@@ -767,6 +767,7 @@ impl Child<'_> {
                 end_ns: self.now(),
                 vmstat: procfs::delta(&after, &before),
                 kv: self.open_kv.take(),
+                lru_gen: procfs::lru_gen(),
             });
         }
     }

@@ -154,6 +154,31 @@ fn cgroup_snapshot_v1(dir: &str) -> CgroupResult {
     }
 }
 
+/// The multi-gen LRU's generations from /sys/kernel/debug/lru_gen, for
+/// the root memcg and the spec's cgroups (named as the spec names them);
+/// empty where debugfs is not mounted or the kernel has no multi-gen LRU
+/// on.
+pub fn lru_gen() -> Vec<mmsim_spec::output::LruGenLruvec> {
+    let on = std::fs::read_to_string("/sys/kernel/mm/lru_gen/enabled")
+        .map(|t| t.trim() != "0x0000")
+        .unwrap_or(false);
+    let Ok(text) = std::fs::read_to_string("/sys/kernel/debug/lru_gen") else {
+        return Vec::new();
+    };
+    if !on {
+        return Vec::new();
+    }
+    mmsim_spec::output::LruGenLruvec::parse_debugfs(&text)
+        .into_iter()
+        .filter_map(|mut lv| {
+            if lv.memcg != "/" {
+                lv.memcg = format!("/{}", lv.memcg.strip_prefix("/mmsim-")?);
+            }
+            Some(lv)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +191,33 @@ mod tests {
         assert!(!m.contains_key("bad"));
         let d = delta(&parse_pairs("a 5\nb 1"), &parse_pairs("a 2"));
         assert_eq!((d["a"], d["b"]), (3, 1));
+    }
+
+    #[test]
+    fn lru_gen_debugfs_text() {
+        // As 6.1's lru_gen_seq_show prints it (the read-only file).
+        let text = "memcg     1 /\n node     0\n          0      12345          0        812 \n          1      12345          0          0 \n          2       3456         17          0 \n          3         12       2048       1024 \nmemcg     5 /mmsim-w\n node     0\n          7        400       4000          0 \n          8          4       8128         33 \n";
+        let lvs = mmsim_spec::output::LruGenLruvec::parse_debugfs(text);
+        assert_eq!(lvs.len(), 2);
+        assert_eq!(lvs[0].memcg, "/");
+        assert_eq!(lvs[0].gens.len(), 4);
+        assert_eq!(lvs[0].gens[0].file, 812);
+        assert_eq!(lvs[0].gens[3].seq, 3);
+        assert_eq!(lvs[0].gens[3].age_ms, 12);
+        assert_eq!(lvs[0].gens[3].anon, 2048);
+        assert_eq!(lvs[1].memcg, "/mmsim-w");
+        assert_eq!(lvs[1].id, 5);
+        assert_eq!(
+            lvs[1].gens[1],
+            mmsim_spec::output::LruGenGen {
+                seq: 8,
+                age_ms: 4,
+                anon: 8128,
+                file: 33
+            }
+        );
+        // What the simulator prints reads back the same.
+        let again = mmsim_spec::output::LruGenLruvec::parse_debugfs(&lvs[1].debugfs_text());
+        assert_eq!(again, lvs[1..]);
     }
 }

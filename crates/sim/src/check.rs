@@ -5,6 +5,9 @@
 
 use crate::kernel::Kernel;
 use crate::mm::folio::*;
+use crate::mm::lru_gen::{
+    folio_lru_gen, lru_gen_from_seq, LRU_GEN_BASE, MAX_NR_GENS, NR_GEN_LISTS, NR_ZONES,
+};
 use crate::mm::pgtable::*;
 use crate::mm::swapfile::{swp_entry, SWAP_COUNT_MASK, SWAP_HAS_CACHE};
 use crate::vmstat::{Mc, Vm};
@@ -22,6 +25,7 @@ pub fn check_all(k: &Kernel) -> Result<(), SimError> {
     check_memcg(k)?;
     check_pgtables(k)?;
     check_io(k)?;
+    check_gen_sizes(k)?;
     Ok(())
 }
 
@@ -158,24 +162,25 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
         return fail("nr_free_pages disagrees with the zones".into());
     }
     for (m, lv) in k.lruvecs.iter().enumerate() {
-        for (lru, list) in lv.lists.iter().enumerate() {
+        let ids = (0..NR_LRU_LISTS as u8).chain((0..NR_GEN_LISTS as u8).map(|i| LRU_GEN_BASE + i));
+        for lru in ids {
+            let list = lv.list(lru);
             let (mut count, mut prev, mut p) = (0u64, NIL, list.head);
             while p != NIL {
                 let f = k.folios.get(p);
-                if f.prev != prev
-                    || f.lru as usize != lru
-                    || f.memcg as usize != m
-                    || !f.test(PG_LRU)
-                {
+                if f.prev != prev || f.lru != lru || f.memcg as usize != m || !f.test(PG_LRU) {
                     return fail(format!(
                         "frame {p} misplaced on memcg {m} list {lru}: {f:?}"
                     ));
                 }
-                if f.lru_list() as usize != lru {
+                if lru < LRU_GEN_BASE && f.lru_list() != lru {
                     return fail(format!(
                         "frame {p} on list {lru} but its flags say {}",
                         f.lru_list()
                     ));
+                }
+                if lru >= LRU_GEN_BASE {
+                    check_gen_folio(k, p, m, lru)?;
                 }
                 seen[p as usize] += 1;
                 count += f.nr_pages() as u64;
@@ -248,7 +253,8 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
         Vm::NrUnevictable,
     ];
     for (lru, item) in lists.iter().enumerate() {
-        let total: u64 = k.lruvecs.iter().map(|l| l.lists[lru].len).sum();
+        let total: u64 =
+            k.lruvecs.iter().map(|l| l.lists[lru].len).sum::<u64>() + gen_gauge(k, lru);
         if k.vm.get(*item) as u64 != total {
             return fail(format!(
                 "{item:?} = {} but the lists hold {total}",
@@ -704,4 +710,81 @@ fn live_frames(k: &Kernel) -> impl Iterator<Item = (usize, &crate::mm::folio::Fo
             .chain(z.lazy_end..z.end)
             .map(move |p| (p as usize, k.folios.get(p)))
     })
+}
+
+/// A folio on a generation list: the list's type and zone are the folio's,
+/// its flags name a live generation and not PG_active.
+fn check_gen_folio(k: &Kernel, p: Pfn, m: usize, lru: u8) -> Result<(), SimError> {
+    let f = k.folios.get(p);
+    let i = (lru - LRU_GEN_BASE) as usize;
+    let (ty, zone) = ((i / NR_ZONES) % 2, i % NR_ZONES);
+    let lg = &k.lruvecs[m].lrugen;
+    let live = folio_lru_gen(f)
+        .is_some_and(|g| (lg.min_seq[ty]..=lg.max_seq).any(|seq| lru_gen_from_seq(seq) == g));
+    if f.is_file_lru() as usize != ty || k.zone_of(p) != zone || !live || f.test(PG_ACTIVE) {
+        return fail(format!(
+            "frame {p} on memcg {m}'s generation list {i} (type {ty}, zone {zone}, seqs {}..={} of {}) does not belong there: {f:?}",
+            lg.min_seq[ty], lg.max_seq, lg.min_seq[1 - ty]
+        ));
+    }
+    Ok(())
+}
+
+/// Pages the multi-gen LRU counts toward classic list `lru`'s gauge (the
+/// two youngest generations are "active"), checked against the folios
+/// whose flags name each generation.
+fn gen_gauge(k: &Kernel, lru: usize) -> u64 {
+    if lru >= 4 {
+        return 0;
+    }
+    let (ty, active) = (lru / 2, lru % 2 == 1);
+    k.lruvecs
+        .iter()
+        .map(|lv| {
+            let lg = &lv.lrugen;
+            (0..MAX_NR_GENS)
+                .filter(|&g| {
+                    let a =
+                        g == lru_gen_from_seq(lg.max_seq) || g == lru_gen_from_seq(lg.max_seq - 1);
+                    a == active
+                })
+                .map(|g| lg.gen_size(g, ty))
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// Two to four generations per lruvec; each one's page count is the
+/// pages of the folios whose flags name it (they may still sit on an
+/// older list until sorted).
+fn check_gen_sizes(k: &Kernel) -> Result<(), SimError> {
+    for (m, lv) in k.lruvecs.iter().enumerate() {
+        // seq_is_valid: two to four generations, anon's at least file's.
+        let lg = &lv.lrugen;
+        let nr_gens = |ty: usize| lg.max_seq - lg.min_seq[ty] + 1;
+        if nr_gens(1) < 2 || nr_gens(1) > nr_gens(0) || nr_gens(0) > MAX_NR_GENS as u64 {
+            return fail(format!(
+                "memcg {m}'s generations are invalid: max_seq {}, min_seq {:?}",
+                lg.max_seq, lg.min_seq
+            ));
+        }
+        let mut counted = [[[0i64; NR_ZONES]; 2]; MAX_NR_GENS];
+        for i in 0..NR_GEN_LISTS as u8 {
+            let mut p = lv.list(LRU_GEN_BASE + i).head;
+            while p != NIL {
+                let f = k.folios.get(p);
+                if let Some(g) = folio_lru_gen(f) {
+                    counted[g][f.is_file_lru() as usize][k.zone_of(p)] += f.nr_pages() as i64;
+                }
+                p = f.next;
+            }
+        }
+        if counted != lv.lrugen.nr_pages {
+            return fail(format!(
+                "memcg {m}'s generation sizes {:?} but its folios add up to {counted:?}",
+                lv.lrugen.nr_pages
+            ));
+        }
+    }
+    Ok(())
 }

@@ -222,6 +222,9 @@ functions! {
     Writeback = "do_writepages",
     PageCacheRa = "page_cache_ra_unbounded",
     BrdSubmitBio = "brd_submit_bio",
+    LruGenAging = "try_to_inc_max_seq",
+    EvictFolios = "evict_folios",
+    LruGenLookAround = "lru_gen_look_around",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

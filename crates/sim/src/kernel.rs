@@ -144,6 +144,17 @@ pub struct Kernel {
     /// `vmf->prealloc_pte`: the PTE table a shmem read fault allocated
     /// before fault-around, until a mapping installs it or the fault ends.
     pub prealloc_pte: Option<Pfn>,
+    /// The reclaim algorithm, chosen at boot (`lru_gen_enabled()`).
+    pub lru_algo: crate::mm::lruvec::LruAlgo,
+    /// The multi-gen LRU's capabilities, min_ttl and reclaimer walk.
+    pub lru_gen: crate::mm::lru_gen::LruGenCtl,
+    /// `current->in_lru_fault`: a fault of a VMA not read sequentially or
+    /// at random is running (lru_gen_enter_fault).
+    pub in_lru_fault: bool,
+    /// Set where the kernel would do what mmsim does not model outside a
+    /// task's own call chain (kswapd's min_ttl OOM kill): the run stops
+    /// with it.
+    pub unmodelled: Option<String>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -287,6 +298,20 @@ impl Kernel {
             features: spec.features,
             preset: spec.machine.kernel,
             hw_pte_young: spec.machine.hw_pte_young,
+            lru_algo: if spec.sysfs.lru_gen & crate::mm::lru_gen::LRU_GEN_CORE != 0 {
+                crate::mm::lruvec::LruAlgo::MultiGen
+            } else {
+                crate::mm::lruvec::LruAlgo::Classic
+            },
+            lru_gen: crate::mm::lru_gen::LruGenCtl {
+                caps: spec.sysfs.lru_gen,
+                // msecs_to_jiffies rounds up.
+                min_ttl: (spec.sysfs.lru_gen_min_ttl_ms as u64 * crate::mm::memcontrol::HZ)
+                    .div_ceil(1000),
+                ..Default::default()
+            },
+            in_lru_fault: false,
+            unmodelled: None,
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32).map_err(|e| {

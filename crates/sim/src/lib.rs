@@ -298,6 +298,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
                     end_ns: p.end,
                     vmstat: vm_map(&p.vm_delta, spec.machine.kernel),
                     kv: p.kv,
+                    lru_gen: p.lru_gen.clone(),
                 })
                 .collect(),
             kv: t.kv_stats,

@@ -151,6 +151,8 @@ pub struct PhaseRun {
     pub vm_start: VmStat,
     pub vm_delta: VmStat,
     pub kv: Option<KvResult>,
+    /// The multi-gen LRU's generations at the phase's end.
+    pub lru_gen: Vec<mmsim_spec::output::LruGenLruvec>,
 }
 
 /// What one slice of a task ended with.
@@ -320,6 +322,9 @@ impl<'s> Scheduler<'s> {
                         KswapdNext::Sleep => break None,
                     }
                 };
+                if let Some(why) = k.unmodelled.take() {
+                    return Err(SimError::Unmodelled(why));
+                }
                 self.kswapd_vruntime += k.now() - start;
                 k.now()
             };
@@ -600,6 +605,7 @@ impl<'s> Scheduler<'s> {
                     vm_start: k.vm.clone(),
                     vm_delta: VmStat::default(),
                     kv: None,
+                    lru_gen: Vec::new(),
                 });
                 t.open_phase = Some(t.phases.len() - 1);
             }
@@ -1121,6 +1127,7 @@ fn close_phase(t: &mut TaskRun, k: &Kernel) {
         let ph = &mut t.phases[p];
         ph.end = k.now();
         ph.vm_delta = k.vm.delta(&ph.vm_start);
+        ph.lru_gen = k.lru_gen_snapshot();
     }
 }
 

@@ -272,6 +272,14 @@ pub struct Sysfs {
     /// kernel/mm/swap/vma_ra_enabled: VMA-based swap readahead (ignored
     /// while any rotational swap device is on, as the kernel ignores it).
     pub vma_ra_enabled: bool,
+    /// kernel/mm/lru_gen/enabled: the multi-gen LRU's capability bits as
+    /// 6.1 defines them (0x0001 the multi-gen LRU itself, 0x0002
+    /// page-table walks when aging, 0x0004 non-leaf PMD young bits); 0
+    /// runs the classic active/inactive LRU.
+    pub lru_gen: u8,
+    /// kernel/mm/lru_gen/min_ttl_ms: kswapd keeps generations younger
+    /// than this (0: off).
+    pub lru_gen_min_ttl_ms: u32,
     /// kernel/mm/transparent_hugepage/shmem_enabled when the spec sets it
     /// (None: left alone, 6.1's boot default `never`). The simulator
     /// refuses anything but `never` and `deny` (large shmem folios are not

@@ -92,6 +92,85 @@ pub struct TaskResult {
     pub kv: Option<KvResult>,
 }
 
+/// One lruvec of /sys/kernel/debug/lru_gen.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct LruGenLruvec {
+    /// The memcg's cgroup path ("/" for the root).
+    pub memcg: String,
+    /// `mem_cgroup_id` (the root's is 1).
+    pub id: u16,
+    pub node: u32,
+    /// The live generations, oldest (anon's min_seq) first.
+    pub gens: Vec<LruGenGen>,
+}
+
+/// One generation: its sequence number, age and size.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LruGenGen {
+    pub seq: u64,
+    /// Milliseconds since the generation was created.
+    pub age_ms: u64,
+    /// Pages of anon and file memory in it.
+    pub anon: u64,
+    pub file: u64,
+}
+
+impl LruGenLruvec {
+    /// Parses /sys/kernel/debug/lru_gen: a `memcg ID PATH` line per memcg,
+    /// a ` node NID` line per node, then `SEQ AGE_MS ANON FILE` per
+    /// generation. Lines that fit none of these are skipped.
+    pub fn parse_debugfs(text: &str) -> Vec<LruGenLruvec> {
+        let mut out: Vec<LruGenLruvec> = Vec::new();
+        let (mut memcg, mut id) = (String::new(), 0);
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["memcg", i, path] => {
+                    (memcg, id) = (path.to_string(), i.parse().unwrap_or(0));
+                }
+                ["memcg", i] => (memcg, id) = (String::new(), i.parse().unwrap_or(0)),
+                ["node", nid] => out.push(LruGenLruvec {
+                    memcg: memcg.clone(),
+                    id,
+                    node: nid.parse().unwrap_or(0),
+                    gens: Vec::new(),
+                }),
+                [seq, age, anon, file, ..] => {
+                    let num = |w: &str| w.trim_end_matches(['x', ' ']).parse::<u64>().ok();
+                    if let (Some(lv), Some(seq), Some(age_ms), Some(anon), Some(file)) =
+                        (out.last_mut(), num(seq), num(age), num(anon), num(file))
+                    {
+                        lv.gens.push(LruGenGen {
+                            seq,
+                            age_ms,
+                            anon,
+                            file,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The lruvec in debugfs's text form.
+    pub fn debugfs_text(&self) -> String {
+        let mut s = format!(
+            "memcg {:5} {}\n node {:5}\n",
+            self.id, self.memcg, self.node
+        );
+        // seq, age (ms), anon pages, file pages, as debugfs aligns them.
+        for g in &self.gens {
+            s += &format!(
+                " {:10} {:10} {:10}  {:10} \n",
+                g.seq, g.age_ms, g.anon, g.file
+            );
+        }
+        s
+    }
+}
+
 /// memtier_benchmark's figures for a task's `kvstore` requests.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
 pub struct KvResult {
@@ -178,6 +257,11 @@ pub struct PhaseResult {
     /// The client's view of the kvstore steps that ran in the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvResult>,
+    /// The multi-gen LRU's generations at the phase's end, one entry per
+    /// lruvec as /sys/kernel/debug/lru_gen lists them (empty with the
+    /// classic LRU, or where the real kernel's debugfs is not mounted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lru_gen: Vec<LruGenLruvec>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

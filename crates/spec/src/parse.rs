@@ -803,6 +803,42 @@ fn build_sysctl(
 const THP_ENABLED: &str = "kernel/mm/transparent_hugepage/enabled";
 const SHMEM_ENABLED: &str = "kernel/mm/transparent_hugepage/shmem_enabled";
 const LRU_GEN_ENABLED: &str = "kernel/mm/lru_gen/enabled";
+const LRU_GEN_MIN_TTL: &str = "kernel/mm/lru_gen/min_ttl_ms";
+
+/// `kstrtouint(buf, 0, ..)`: decimal, 0x hex or 0 octal, a newline allowed.
+fn parse_kstrtouint(s: &str) -> Option<u32> {
+    let t = s.strip_suffix('\n').unwrap_or(s);
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16).ok()
+    } else if t.len() > 1 && t.starts_with('0') {
+        u32::from_str_radix(&t[1..], 8).ok()
+    } else {
+        t.parse().ok()
+    }
+}
+
+/// What `store_enabled` makes of a value: "n…" none, "y…" every
+/// capability, else the bits of an unsigned integer (those beyond the
+/// three capabilities ignored).
+fn lru_gen_caps(v: &Val) -> Option<u8> {
+    let caps = match v {
+        Val::Bool(b) => {
+            if *b {
+                u32::MAX
+            } else {
+                0
+            }
+        }
+        Val::Int(n) => u32::try_from(*n).ok()?,
+        Val::Str(s) => match s.as_bytes().first()?.to_ascii_lowercase() {
+            b'n' => 0,
+            b'y' => u32::MAX,
+            _ => parse_kstrtouint(s)?,
+        },
+        _ => return None,
+    };
+    Some((caps & 7) as u8)
+}
 const VMA_RA_ENABLED: &str = "kernel/mm/swap/vma_ra_enabled";
 
 /// `kstrtobool`, as the sysfs file parses what is written to it.
@@ -907,6 +943,8 @@ fn build_sysfs(
         "a table [sysfs] of knobs such as \"kernel/mm/transparent_hugepage/enabled\" = \"never\"",
     )?;
     let mut vma_ra_enabled = true;
+    let mut lru_gen = 0u8;
+    let mut lru_gen_min_ttl_ms = None;
     let mut shmem_enabled = None;
     let mut shmem_mthp: [MthpShmem; 8] = std::array::from_fn(|i| MthpShmem::default_for(i + 2));
     for (key, e) in &f.table.entries {
@@ -970,7 +1008,38 @@ fn build_sysfs(
                     format!("found the sysfs knob \"{key}\", which Linux {preset} does not have (the multi-gen LRU came in 6.1); expected no lru_gen knob with machine.kernel = \"{preset}\""),
                 ))
             }
-            LRU_GEN_ENABLED => matches!(value.as_str(), "n" | "0" | "0x0000"),
+            LRU_GEN_ENABLED | LRU_GEN_MIN_TTL if preset > Preset::V6_1 => {
+                return Err(rep.at(
+                    e.key_at,
+                    path,
+                    format!("found the sysfs knob \"{key}\" with machine.kernel = \"{preset}\"; the multi-gen LRU is modelled as Linux 6.1 has it (later releases changed its memcg and aging paths); expected machine.kernel = \"6.1\" for an lru_gen spec"),
+                ))
+            }
+            LRU_GEN_ENABLED => {
+                let caps = lru_gen_caps(&v.val).ok_or_else(|| {
+                    type_error(rep, v, &path, "true, false, \"y\", \"n\" or the capability bits as an integer or \"0x0001\"-style string (0x0001 the multi-gen LRU, 0x0002 page-table walks, 0x0004 non-leaf young bits)")
+                })?;
+                if caps & 2 != 0 {
+                    return Err(rep.at(
+                        v.at,
+                        path,
+                        format!("found {}, which turns on the multi-gen LRU's page-table walks (0x0002), which mmsim does not model yet; expected 0x0001 or 0x0005 (the multi-gen LRU with aging by rmap look-around only), or false", v.show()),
+                    ));
+                }
+                lru_gen = caps;
+                true
+            }
+            LRU_GEN_MIN_TTL => {
+                let ms = match &v.val {
+                    Val::Int(n) => u32::try_from(*n).ok(),
+                    Val::Str(s) => parse_kstrtouint(s),
+                    _ => None,
+                };
+                lru_gen_min_ttl_ms = Some(ms.ok_or_else(|| {
+                    type_error(rep, v, &path, "milliseconds, an integer from 0 to 4294967295")
+                })?);
+                true
+            }
             VMA_RA_ENABLED => match kstrtobool(&value) {
                 Some(b) => {
                     vma_ra_enabled = b;
@@ -983,17 +1052,13 @@ fn build_sysfs(
                     e.key_at,
                     path,
                     format!(
-                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {LRU_GEN_MIN_TTL}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
                     ),
                 ))
             }
         };
         if !ok {
-            let expected = if key == THP_ENABLED {
-                "\"never\" (anonymous THP is not modelled yet)"
-            } else {
-                "false (MGLRU is not modelled; the classic two-list LRU is)"
-            };
+            let expected = "\"never\" (anonymous THP is not modelled yet)";
             return Err(type_error(rep, v, &path, expected));
         }
     }
@@ -1007,7 +1072,15 @@ fn build_sysfs(
     }
     // Releases before 6.1 have no MGLRU to turn off.
     if preset >= Preset::V6_1 {
-        knobs.push((format!("sysfs:{LRU_GEN_ENABLED}"), "n".into()));
+        let v = if lru_gen == 0 {
+            "n".to_string()
+        } else {
+            format!("0x{lru_gen:04x}")
+        };
+        knobs.push((format!("sysfs:{LRU_GEN_ENABLED}"), v));
+    }
+    if let Some(ms) = lru_gen_min_ttl_ms {
+        knobs.push((format!("sysfs:{LRU_GEN_MIN_TTL}"), ms.to_string()));
     }
     knobs.push((
         format!("sysfs:{VMA_RA_ENABLED}"),
@@ -1016,6 +1089,8 @@ fn build_sysfs(
     Ok(Sysfs {
         thp_never: true,
         vma_ra_enabled,
+        lru_gen,
+        lru_gen_min_ttl_ms: lru_gen_min_ttl_ms.unwrap_or(0),
         shmem_enabled,
         shmem_mthp,
     })

@@ -456,33 +456,76 @@ memory = "512M"
 }
 
 #[test]
-fn mglru_enabled_is_not_modelled() {
+fn mglru_page_table_walks_are_not_modelled() {
+    // `true` and "y" turn every capability on, 0x0002 (page-table walks)
+    // among them.
+    for v in ["true", "\"y\"", "7", "\"0x0003\""] {
+        let e = rejected(&with_task(&format!(
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/lru_gen/enabled\" = {v}\n"
+        )));
+        check(
+            &e,
+            4,
+            "sysfs.\"kernel/mm/lru_gen/enabled\"",
+            &[&format!("found {v},"), "0x0002", "0x0001"],
+        );
+    }
     let e = rejected(&with_task(
-        r#"[machine]
-memory = "512M"
-[sysfs]
-"kernel/mm/lru_gen/enabled" = true
-"#,
+        "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/lru_gen/enabled\" = \"maybe\"\n",
     ));
     check(
         &e,
         4,
         "sysfs.\"kernel/mm/lru_gen/enabled\"",
-        &["found true,", "MGLRU", "false"],
+        &["found \"maybe\"", "capability bits"],
     );
-    // The value is reported as written, not as the crate spells it.
+}
+
+#[test]
+fn mglru_capabilities_and_min_ttl() {
+    // As store_enabled reads them: bits beyond the three capabilities are
+    // ignored, so 8 is off.
+    for (v, caps, knob) in [
+        ("1", 1, "0x0001"),
+        ("\"0x0001\"", 1, "0x0001"),
+        ("\"0x0005\"", 5, "0x0005"),
+        ("\"5\"", 5, "0x0005"),
+        ("8", 0, "n"),
+        ("false", 0, "n"),
+    ] {
+        let s = parse(&with_task(&format!(
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/lru_gen/enabled\" = {v}\n\"kernel/mm/lru_gen/min_ttl_ms\" = 1000\n"
+        )))
+        .unwrap_or_else(|e| panic!("{v}: {e}"));
+        assert_eq!(s.sysfs.lru_gen, caps, "{v}");
+        assert_eq!(s.sysfs.lru_gen_min_ttl_ms, 1000);
+        assert!(s.knobs.contains(&(
+            "sysfs:kernel/mm/lru_gen/enabled".to_string(),
+            knob.to_string()
+        )));
+        assert!(s.knobs.contains(&(
+            "sysfs:kernel/mm/lru_gen/min_ttl_ms".to_string(),
+            "1000".to_string()
+        )));
+    }
     let e = rejected(&with_task(
-        r#"[machine]
-memory = "512M"
-[sysfs]
-"kernel/mm/lru_gen/enabled" = 7
-"#,
+        "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/lru_gen/min_ttl_ms\" = -1\n",
     ));
     check(
         &e,
         4,
+        "sysfs.\"kernel/mm/lru_gen/min_ttl_ms\"",
+        &["found -1", "milliseconds"],
+    );
+    // Modelled as 6.1 has it.
+    let e = rejected(&with_task(
+        "[machine]\nmemory = \"512M\"\nkernel = \"6.12\"\n[sysfs]\n\"kernel/mm/lru_gen/enabled\" = 1\n",
+    ));
+    check(
+        &e,
+        5,
         "sysfs.\"kernel/mm/lru_gen/enabled\"",
-        &["found 7,", "false"],
+        &["6.12", "6.1"],
     );
 }
 

@@ -32,7 +32,9 @@ const TAIL_FLAGS: u32 = PG_REFERENCED
     | PG_UNEVICTABLE
     | PG_DIRTY
     | PG_PAGECACHE
-    | PG_CHARGED;
+    | PG_CHARGED
+    | crate::mm::lru_gen::LRU_GEN_MASK
+    | crate::mm::lru_gen::LRU_REFS_MASK;
 
 impl Kernel {
     /// `pmd_none` for page `idx`: its block has neither a PTE table nor a

@@ -202,12 +202,19 @@ impl Kernel {
         }
     }
 
-    /// `deactivate_page`: an active folio moves to the inactive list.
+    /// `deactivate_page`: an active folio moves to the inactive list (any
+    /// folio, under the multi-gen LRU).
     /// Simplification: at once rather than through the per-CPU
     /// lru_deactivate batch (drained within 15 folios).
     pub fn deactivate_folio(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
-        if !f.test(PG_ACTIVE) || f.test(PG_UNEVICTABLE) {
+        // Under the multi-gen LRU every folio on it qualifies (PG_active
+        // is clear there): it leaves for an older generation.
+        let lru_gen = self.lru_gen_enabled();
+        if !(f.test(PG_ACTIVE) || lru_gen) || f.test(PG_UNEVICTABLE) {
+            return;
+        }
+        if lru_gen && !f.test(PG_LRU) {
             return;
         }
         self.lruvec_del_folio(pfn);

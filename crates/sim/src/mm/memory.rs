@@ -139,7 +139,9 @@ impl Kernel {
         let (t0, was_major) = self.tasks[task].fault_start.unwrap_or((now, false));
         let majors = self.vm.get(Vm::Pgmajfault);
         let reads = self.vm.get(Vm::Pswpin);
+        self.lru_gen_enter_fault(vma);
         let r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
+        self.in_lru_fault = false;
         let major = was_major || self.vm.get(Vm::Pgmajfault) > majors;
         let read = self.vm.get(Vm::Pswpin) > reads;
         if let Err(FaultError::Retry(_) | FaultError::Wait(_)) = r {

@@ -2,6 +2,7 @@
 pub mod filemap;
 pub mod folio;
 pub mod huge_memory;
+pub mod lru_gen;
 pub mod lruvec;
 pub mod madvise;
 pub mod memcontrol;

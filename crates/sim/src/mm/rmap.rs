@@ -77,18 +77,41 @@ impl Kernel {
                 }
             }
             let flags = vma.flags;
-            if pte & PTE_YOUNG != 0 {
-                self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
-                // A reference through a sequentially read mapping does not
-                // count (folio_referenced_one).
-                if flags & super::mmap::VM_SEQ_READ == 0 && v != last {
-                    referenced += 1;
-                    vm_flags |= flags;
-                    last = v;
-                }
+            // A reference through a sequentially read mapping does not
+            // count (folio_referenced_one).
+            if self.pte_referenced(pfn, v, idx, pte) && v != last {
+                referenced += 1;
+                vm_flags |= flags;
+                last = v;
             }
         }
         (referenced, vm_flags)
+    }
+
+    /// One PTE of `folio_referenced_one`: under the multi-gen LRU a young
+    /// PTE of a VMA not read sequentially or at random first has its
+    /// neighbours looked at (`lru_gen_look_around`, which clears it too);
+    /// then `ptep_clear_flush_young`, which counts unless the VMA is read
+    /// sequentially. True if the mapping saw the folio referenced.
+    fn pte_referenced(&mut self, pfn: Pfn, v: u32, idx: usize, pte: Pte) -> bool {
+        let flags = self.vmas[v as usize].flags;
+        let mut referenced = false;
+        if pte & PTE_YOUNG != 0
+            && pte & PTE_PMD == 0
+            && self.lru_gen_enabled()
+            && flags & (super::mmap::VM_SEQ_READ | super::mmap::VM_RAND_READ) == 0
+        {
+            self.traced(Fn::LruGenLookAround, |k| k.lru_gen_look_around(pfn, v, idx));
+            referenced = true;
+        }
+        let pte = self.vmas[v as usize].ptes[idx];
+        if pte & PTE_YOUNG != 0 {
+            self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
+            if flags & super::mmap::VM_SEQ_READ == 0 {
+                referenced = true;
+            }
+        }
+        referenced
     }
 
     /// A lazily freed (MADV_FREE) page: clean, and with no references but
@@ -144,13 +167,9 @@ impl Kernel {
             if flags & super::mmap::VM_LOCKED != 0 {
                 return (referenced, vm_flags | super::mmap::VM_LOCKED);
             }
-            if pte & PTE_YOUNG != 0 {
-                let flags = vma.flags;
-                self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
-                if flags & super::mmap::VM_SEQ_READ == 0 {
-                    referenced += 1;
-                    vm_flags |= flags;
-                }
+            if self.pte_referenced(pfn, v, idx, pte) {
+                referenced += 1;
+                vm_flags |= flags;
             }
         }
         (referenced, vm_flags)

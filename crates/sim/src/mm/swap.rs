@@ -25,6 +25,13 @@ impl Kernel {
     /// the folio is invisible to reclaim, as in the kernel.
     pub fn folio_add_lru(&mut self, pfn: Pfn) {
         self.charge_cost(cost::Fn::LruAdd, self.costs.lru_add);
+        // A fault's folios start in the youngest generation. (The kernel
+        // also excludes PF_MEMALLOC reclaimers; no reclaim path here adds
+        // folios through folio_add_lru inside a fault.)
+        if self.lru_gen_enabled() && self.in_lru_fault && !self.folios.get(pfn).test(PG_UNEVICTABLE)
+        {
+            self.folios.get_mut(pfn).set(PG_ACTIVE);
+        }
         let f = self.folios.get_mut(pfn);
         debug_assert!(!f.test(PG_LRU | PG_LRU_BATCH));
         f.refcount += 1;
@@ -52,13 +59,13 @@ impl Kernel {
         self.cpus[cpu].lru_add = batch;
     }
 
-    /// `folio_mark_accessed`: a first access sets PG_referenced; a second
+    /// The classic `folio_mark_accessed`: a first access sets PG_referenced; a second
     /// activates an inactive folio (`folio_activate`, applied at once here
     /// rather than through the per-CPU activate batch; a folio still in the
     /// lru_add batch is marked active for its drain) and ages the
     /// nonresident clock (`workingset_activation`). The events count pages:
     /// a large folio activated counts all of its.
-    pub fn folio_mark_accessed(&mut self, pfn: Pfn) {
+    pub(crate) fn folio_mark_accessed_classic(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         if !f.test(PG_REFERENCED) {
             self.folios.get_mut(pfn).set(PG_REFERENCED);
@@ -79,6 +86,23 @@ impl Kernel {
         }
         self.folios.get_mut(pfn).clear(PG_REFERENCED);
         self.workingset_age_nonresident(f.memcg, nr as u64);
+    }
+
+    /// `folio_activate` → `folio_activate_fn`: an inactive folio on the
+    /// LRU to the active list (under the multi-gen LRU, the youngest
+    /// generation). Applied at once rather than through the per-CPU
+    /// activate batch, as folio_mark_accessed does here.
+    pub fn folio_activate(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if !f.test(PG_LRU) || f.test(PG_ACTIVE) || f.test(PG_UNEVICTABLE) {
+            return;
+        }
+        let nr = f.nr_pages() as i64;
+        self.lruvec_del_folio(pfn);
+        self.folios.get_mut(pfn).set(PG_ACTIVE);
+        self.lruvec_add_folio(pfn);
+        self.vm.add(crate::vmstat::Vm::Pgactivate, nr);
+        self.memcg_stat(f.memcg, crate::vmstat::Mc::Pgactivate, nr);
     }
 
     /// `lru_add_drain`: the local CPU's batches.

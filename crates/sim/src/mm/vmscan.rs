@@ -43,10 +43,14 @@ pub struct ScanControl {
     skipped_deactivate: bool,
     cache_trim_mode: bool,
     file_is_tiny: bool,
+    /// The multi-gen LRU's: kswapd's aging is due (lru_gen_age_node), and
+    /// what had been reclaimed when it last ran.
+    pub memcgs_need_aging: bool,
+    pub last_reclaimed: u64,
 }
 
 impl ScanControl {
-    fn cgroup_reclaim(&self) -> bool {
+    pub(crate) fn cgroup_reclaim(&self) -> bool {
         self.target.is_some()
     }
     fn target_memcg(&self) -> u16 {
@@ -72,7 +76,7 @@ enum FolioRef {
 }
 
 #[derive(Default, Clone, Copy)]
-struct ReclaimStat {
+pub(crate) struct ReclaimStat {
     nr_pageout: u64,
     nr_activate: [u64; 2],
     /// File folios found dirty and not under writeback.
@@ -181,6 +185,9 @@ impl Kernel {
 
     /// `snapshot_refaults`: remember the activation counts reclaim saw.
     fn snapshot_refaults(&mut self, target: u16) {
+        if self.lru_gen_enabled() {
+            return;
+        }
         let s = self.lruvec_stat_hier(target);
         self.lruvecs[target as usize].refaults = s;
     }
@@ -239,6 +246,9 @@ impl Kernel {
     }
 
     fn prepare_scan_count(&mut self, sc: &mut ScanControl) {
+        if self.lru_gen_enabled() {
+            return;
+        }
         let target = sc.target_memcg();
         sc.anon_cost = self.lruvecs[target as usize].anon_cost;
         sc.file_cost = self.lruvecs[target as usize].file_cost;
@@ -338,7 +348,7 @@ impl Kernel {
         nr
     }
 
-    fn shrink_lruvec(&mut self, memcg: u16, sc: &mut ScanControl) {
+    pub(crate) fn shrink_lruvec_classic(&mut self, memcg: u16, sc: &mut ScanControl) {
         let mut nr = self.get_scan_count(memcg, sc);
         let targets = nr;
         let mut nr_reclaimed = 0;
@@ -452,7 +462,7 @@ impl Kernel {
     /// `move_folios_to_lru`: put isolated folios back (oldest first, each
     /// at the head), freeing those whose last reference was the isolation.
     /// Returns the pages moved.
-    fn move_folios_to_lru(&mut self, list: &[Pfn], memcg: u16) -> u64 {
+    pub(crate) fn move_folios_to_lru(&mut self, list: &[Pfn], memcg: u16) -> u64 {
         let mut moved = 0;
         for &pfn in list {
             let f = self.folios.get_mut(pfn);
@@ -693,7 +703,7 @@ impl Kernel {
     /// reclaimed.
     /// A shmem folio split on the way appends its tails to `list`, where
     /// each takes its own pass.
-    fn shrink_folio_list(
+    pub(crate) fn shrink_folio_list(
         &mut self,
         list: &mut Vec<Pfn>,
         sc: &mut ScanControl,
@@ -755,6 +765,15 @@ impl Kernel {
             return self.activate_locked(pfn, stat);
         }
         if !sc.may_unmap && f.mapcount > 0 {
+            return false;
+        }
+        // folio_update_gen() tried to promote this folio (a page-table
+        // reference seen while it was isolated).
+        if self.lru_gen_enabled()
+            && !sc.ignore_references
+            && f.mapcount > 0
+            && f.test(PG_REFERENCED)
+        {
             return false;
         }
         if f.test(PG_WRITEBACK) {
@@ -1096,8 +1115,9 @@ impl Kernel {
         KswapdNext::Run
     }
 
-    /// `kswapd_age_node`: keep the inactive anon list from running low.
-    fn kswapd_age_node(&mut self, sc: &mut ScanControl) {
+    /// The classic `kswapd_age_node`: keep the inactive anon list from
+    /// running low.
+    pub(crate) fn kswapd_age_node_classic(&mut self, sc: &mut ScanControl) {
         if self.total_swap_pages == 0 || !self.inactive_is_low(ROOT_MEMCG, LRU_INACTIVE_ANON) {
             return;
         }

@@ -27,9 +27,9 @@ impl Kernel {
         }
     }
 
-    /// `workingset_eviction`: the shadow to leave behind for a folio
+    /// The classic `workingset_eviction`: the shadow to leave behind for a folio
     /// reclaimed on behalf of `target` (the root for global reclaim).
-    pub fn workingset_eviction(&mut self, pfn: Pfn, target: u16) -> u64 {
+    pub(crate) fn workingset_eviction_classic(&mut self, pfn: Pfn, target: u16) -> u64 {
         let f = self.folios.get(pfn);
         let (nr, ws) = (f.nr_pages() as u64, f.test(PG_WORKINGSET));
         let age = self.lruvecs[target as usize].nonresident_age;
@@ -37,9 +37,9 @@ impl Kernel {
         pack_shadow(target, age, ws)
     }
 
-    /// `workingset_refault`: a folio comes back where a shadow was. If it
+    /// The classic `workingset_refault`: a folio comes back where a shadow was. If it
     /// was evicted less than the workingset size ago, it starts active.
-    pub fn workingset_refault(&mut self, pfn: Pfn, shadow: u64) {
+    pub(crate) fn workingset_refault_classic(&mut self, pfn: Pfn, shadow: u64) {
         let (evict_memcg, eviction, workingset) = unpack_shadow(shadow);
         if evict_memcg as usize >= self.memcgs.len() {
             return;
