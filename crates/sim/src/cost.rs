@@ -225,6 +225,7 @@ functions! {
     LruGenAging = "try_to_inc_max_seq",
     EvictFolios = "evict_folios",
     LruGenLookAround = "lru_gen_look_around",
+    LruGenWalk = "walk_mm",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

@@ -148,6 +148,10 @@ pub struct Kernel {
     pub lru_algo: crate::mm::lruvec::LruAlgo,
     /// The multi-gen LRU's capabilities, min_ttl and reclaimer walk.
     pub lru_gen: crate::mm::lru_gen::LruGenCtl,
+    /// Accesses set the accessed bit of the PMD entry above their PTE
+    /// table (PG_PMD_YOUNG): only the multi-gen LRU's page-table walk with
+    /// non-leaf young bits (0x0006 on an MMU with accessed bits) reads it.
+    pub track_pmd_young: bool,
     /// `current->in_lru_fault`: a fault of a VMA not read sequentially or
     /// at random is running (lru_gen_enter_fault).
     pub in_lru_fault: bool,
@@ -310,6 +314,8 @@ impl Kernel {
                     .div_ceil(1000),
                 ..Default::default()
             },
+            track_pmd_young: spec.machine.hw_pte_young
+                && spec.sysfs.lru_gen & 7 == 7,
             in_lru_fault: false,
             unmodelled: None,
             sysctl: spec.sysctl,

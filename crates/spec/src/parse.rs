@@ -1017,15 +1017,8 @@ fn build_sysfs(
             }
             LRU_GEN_ENABLED => {
                 let caps = lru_gen_caps(&v.val).ok_or_else(|| {
-                    type_error(rep, v, &path, "true, false, \"y\", \"n\" or the capability bits as an integer or \"0x0001\"-style string (0x0001 the multi-gen LRU, 0x0002 page-table walks, 0x0004 non-leaf young bits)")
+                    type_error(rep, v, &path, "true, false, \"y\", \"n\" or the capability bits as an integer or \"0x0007\"-style string (0x0001 the multi-gen LRU, 0x0002 page-table walks, 0x0004 non-leaf young bits)")
                 })?;
-                if caps & 2 != 0 {
-                    return Err(rep.at(
-                        v.at,
-                        path,
-                        format!("found {}, which turns on the multi-gen LRU's page-table walks (0x0002), which mmsim does not model yet; expected 0x0001 or 0x0005 (the multi-gen LRU with aging by rmap look-around only), or false", v.show()),
-                    ));
-                }
                 lru_gen = caps;
                 true
             }

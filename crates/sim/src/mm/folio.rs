@@ -27,6 +27,12 @@ pub const PG_READAHEAD: u32 = 1 << 12;
 pub const PG_ANON: u32 = 1 << 13;
 /// PageAnonExclusive (on the head page of an order-0 folio).
 pub const PG_ANON_EXCLUSIVE: u32 = 1 << 14;
+// Bits 15 and 16 hold the multi-gen LRU's reference count, 29 to 31 its
+// generation (lru_gen.rs).
+/// On a PTE table's frame: the accessed bit of the PMD entry that points
+/// to it (x86 sets it when a page walk goes through; `pmd_populate`
+/// installs the entry with it set).
+pub const PG_PMD_YOUNG: u32 = 1 << 17;
 // States the kernel expresses otherwise (buddy lists, page_type, the per-CPU
 // batch's reference); kept as bits so the invariant checker can see them.
 /// In the buddy allocator.

@@ -7,8 +7,10 @@
 //! youngest, `min_seq[type]` the oldest of anon and file, two to four
 //! alive (a folio's generation is `seq % MAX_NR_GENS`, kept in its flags).
 //! Faults add folios to the youngest generation; aging (`inc_max_seq`)
-//! opens a new one; page-table references found by rmap
-//! (`lru_gen_look_around`) promote folios to the youngest; accesses
+//! opens a new one, walking the page tables of the memcg's mms first
+//! (`walk_mm`, capability 0x0002) to promote what they found young;
+//! page-table references found by rmap (`lru_gen_look_around`) promote
+//! folios too; accesses
 //! through file descriptors count up a folio's tier (`folio_inc_refs`),
 //! and eviction protects tiers whose refault rate is higher than the first
 //! tier's of the other type (a PID controller over refaults and
@@ -19,13 +21,12 @@
 //! no effect on what a spec can express: memory.min/low protection (no
 //! spec keys; `mem_cgroup_below_min` is false), memcgs going offline
 //! (none do), and the wait for another reclaimer's aging (aging here runs
-//! to completion inside one reclaimer's step). Page-table walks
-//! (capability 0x0002) are refused by the spec until they are modelled.
+//! to completion inside one reclaimer's step, so one walker at a time).
 
 use super::folio::*;
 use super::lruvec::LruList;
 use super::memcontrol::{HZ, ROOT_MEMCG};
-use super::mmap::{VM_RAND_READ, VM_SEQ_READ};
+use super::mmap::{VM_LOCKED, VM_RAND_READ, VM_SEQ_READ};
 use super::page_alloc::{WMARK_HIGH, WMARK_LOW};
 use super::pgtable::*;
 use super::vmscan::{ReclaimStat, ScanControl, DEF_PRIORITY};
@@ -58,6 +59,10 @@ const LRU_REFS_PGOFF: u32 = 15;
 pub const LRU_REFS_MASK: u32 = ((1 << LRU_REFS_WIDTH) - 1) << LRU_REFS_PGOFF;
 const LRU_REFS_FLAGS: u32 = PG_REFERENCED | PG_WORKINGSET;
 
+/// BLOOM_FILTER_SHIFT: each filter has 2^15 bits.
+const BLOOM_FILTER_SHIFT: u32 = 15;
+const BLOOM_WORDS: usize = (1 << BLOOM_FILTER_SHIFT) / 64;
+
 /// `enabled`'s capability bits.
 pub const LRU_GEN_CORE: u8 = 1;
 pub const LRU_GEN_MM_WALK: u8 = 2;
@@ -86,6 +91,12 @@ pub struct LruGen {
     pub refaulted: [[u64; MAX_NR_TIERS]; 2],
     /// `mm_state.seq`: the last max_seq an mm-list pass was started for.
     pub mm_seq: u64,
+    /// `mm_state.tail`: None before the first pass (every mm is new), the
+    /// first mm added since the last pass, or NIL (the list's end).
+    pub mm_tail: Option<u32>,
+    /// `mm_state.filters`: the Bloom filters of PTE tables worth walking,
+    /// by sequence parity (allocated by the first walk that resets one).
+    pub filters: [Option<Box<[u64; BLOOM_WORDS]>>; 2],
 }
 
 impl Default for LruGen {
@@ -103,6 +114,8 @@ impl Default for LruGen {
             evicted: [[0; MAX_NR_TIERS]; 2],
             refaulted: [[0; MAX_NR_TIERS]; 2],
             mm_seq: MIN_NR_GENS,
+            mm_tail: None,
+            filters: [None, None],
         }
     }
 }
@@ -168,6 +181,20 @@ fn folio_lru_refs(f: &Folio) -> u32 {
 #[inline]
 fn with_gen(flags: u32, gen: usize) -> u32 {
     (flags & !LRU_GEN_MASK) | ((gen as u32 + 1) << LRU_GEN_PGOFF)
+}
+
+/// `get_item_key`: two 15-bit keys from a 30-bit hash of the PMD entry.
+/// The kernel hashes the entry's kernel address; mmsim has none, so it
+/// hashes what identifies the entry, the mm and the 2 MiB block of
+/// addresses (a different false-positive pattern at the same rate).
+fn bloom_key(mm: u32, vpn: u64) -> [u32; 2] {
+    const GOLDEN_RATIO_64: u64 = 0x61c8_8646_80b5_83eb;
+    let item = ((mm as u64) << 40) ^ (vpn >> 9);
+    let hash = (item.wrapping_mul(GOLDEN_RATIO_64) >> (64 - 2 * BLOOM_FILTER_SHIFT)) as u32;
+    [
+        hash & ((1 << BLOOM_FILTER_SHIFT) - 1),
+        hash >> BLOOM_FILTER_SHIFT,
+    ]
 }
 
 /// `struct ctrl_pos`: a type and tier's refaults over its evictions.
@@ -533,18 +560,30 @@ impl Kernel {
     }
 
     /// `try_to_inc_max_seq`: one pass over the memcg's mm list per new
-    /// generation. Without page-table walks (hardware without accessed
-    /// bits, or capability 0x0002 off) the pass is `iterate_mm_list_nowalk`:
+    /// generation. With page-table walks (capability 0x0002 on an MMU with
+    /// accessed bits) the pass walks the page tables of every mm that ran
+    /// since the last one; without, it is `iterate_mm_list_nowalk` and
     /// references are left for rmap's look-around to find.
     fn try_to_inc_max_seq(&mut self, memcg: u16, max_seq: u64, can_swap: bool) -> bool {
         let walks = self.hw_pte_young && self.lru_gen.caps & LRU_GEN_MM_WALK != 0;
-        debug_assert!(!walks, "page-table walks are refused by the spec");
-        let lg = self.lrugen_mut(memcg);
-        let success = if max_seq <= lg.mm_seq {
+        let success = if max_seq <= self.lrugen(memcg).mm_seq {
             false
-        } else {
-            // iterate_mm_list_nowalk
+        } else if !walks {
+            // iterate_mm_list_nowalk: the next walk starts afresh.
+            let lg = self.lrugen_mut(memcg);
             lg.mm_seq += 1;
+            lg.mm_tail = None;
+            true
+        } else {
+            // set_mm_walk: kswapd's walk lives on; a direct reclaimer's
+            // stays until its lru_gen_shrink_lruvec ends.
+            self.lru_gen.walk = Some(can_swap);
+            if self.current_is_kswapd() {
+                self.lru_gen.kswapd_can_swap = can_swap;
+            }
+            self.traced(Fn::LruGenWalk, |k| {
+                k.iterate_mm_list(memcg, max_seq, can_swap)
+            });
             true
         };
         if !success {
@@ -552,6 +591,264 @@ impl Kernel {
         }
         self.traced(Fn::LruGenAging, |k| k.inc_max_seq(memcg, can_swap));
         true
+    }
+
+    // ---- the mm list and page-table walks ---------------------------------
+
+    /// `lru_gen_add_mm`: at the end of its memcg's mm list; the first one
+    /// added since a completed pass is where the next pass's forced scan
+    /// starts.
+    pub(crate) fn lru_gen_add_mm(&mut self, mm: u32) {
+        let memcg = self.mms[mm as usize].memcg;
+        self.mms[mm as usize].lru_gen_listed = true;
+        let lg = self.lrugen_mut(memcg);
+        if lg.mm_tail == Some(NIL) {
+            lg.mm_tail = Some(mm);
+        }
+    }
+
+    /// `lru_gen_del_mm`: off the list (its task exited).
+    pub(crate) fn lru_gen_del_mm(&mut self, mm: u32) {
+        if !std::mem::take(&mut self.mms[mm as usize].lru_gen_listed) {
+            return;
+        }
+        let memcg = self.mms[mm as usize].memcg;
+        if self.lrugen(memcg).mm_tail == Some(mm) {
+            let next = self.next_mm(memcg, mm + 1);
+            self.lrugen_mut(memcg).mm_tail = Some(next);
+        }
+    }
+
+    /// The first mm on `memcg`'s list from index `from` (NIL: the end).
+    /// The list is a FIFO of mms by creation, which is their index order.
+    fn next_mm(&self, memcg: u16, from: u32) -> u32 {
+        (from..self.mms.len() as u32)
+            .find(|&m| {
+                let mm = &self.mms[m as usize];
+                mm.lru_gen_listed && mm.memcg == memcg
+            })
+            .unwrap_or(NIL)
+    }
+
+    /// `iterate_mm_list` run to its end, walking each mm it hands out
+    /// (one walker: the walk completes inside this reclaimer's step).
+    fn iterate_mm_list(&mut self, memcg: u16, max_seq: u64, can_swap: bool) {
+        let mut force_scan = false;
+        let mut first = true;
+        let mut cur = self.next_mm(memcg, 0);
+        while cur != NIL {
+            let mm = cur;
+            cur = self.next_mm(memcg, mm + 1);
+            // Force a scan from the first mm added since the last pass.
+            let lg = self.lrugen_mut(memcg);
+            if lg.mm_tail.is_none() || lg.mm_tail == Some(mm) {
+                lg.mm_tail = Some(cur);
+                force_scan = true;
+            }
+            if self.should_skip_mm(mm, force_scan, can_swap) {
+                continue;
+            }
+            if std::mem::take(&mut first) {
+                self.reset_bloom_filter(memcg, max_seq + 1);
+            }
+            self.walk_mm(memcg, mm, max_seq, can_swap, force_scan);
+        }
+        self.lrugen_mut(memcg).mm_seq += 1;
+    }
+
+    /// `should_skip_mm`: not run since the last walk (unless forced), or
+    /// too small to be worth it.
+    fn should_skip_mm(&mut self, mm: u32, force_scan: bool, can_swap: bool) -> bool {
+        let m = &mut self.mms[mm as usize];
+        if !force_scan && !m.lru_gen_used {
+            return true;
+        }
+        m.lru_gen_used = false;
+        let size = m.rss_file
+            + if can_swap {
+                m.rss_anon + m.rss_shmem
+            } else {
+                0
+            };
+        size < MIN_LRU_BATCH
+    }
+
+    /// `should_skip_vma`: VMAs the walk leaves alone.
+    fn should_skip_vma(&self, vma: u32, can_swap: bool) -> bool {
+        let v = &self.vmas[vma as usize];
+        if !v.live || v.flags & (VM_LOCKED | VM_SEQ_READ | VM_RAND_READ) != 0 {
+            return true;
+        }
+        if v.inode == NIL || self.inodes[v.inode as usize].is_shmem() {
+            return !can_swap;
+        }
+        false
+    }
+
+    /// `walk_mm` → `walk_pmd_range` over each VMA in address order: a
+    /// PMD-mapped folio young in its PMD is promoted; a PTE table whose
+    /// PMD entry is old is skipped (with capability 0x0004), else walked if
+    /// the Bloom filter has it (or the scan is forced); a table with many
+    /// young PTEs goes into the next generation's filter.
+    fn walk_mm(&mut self, memcg: u16, mm: u32, max_seq: u64, can_swap: bool, force_scan: bool) {
+        let nonleaf = self.lru_gen.caps & LRU_GEN_NONLEAF_YOUNG != 0;
+        for i in 0..self.mms[mm as usize].vmas.len() {
+            let vma = self.mms[mm as usize].vmas[i];
+            if self.should_skip_vma(vma, can_swap) {
+                continue;
+            }
+            let v = &self.vmas[vma as usize];
+            let (start, end) = (v.start_vpn, v.start_vpn + v.pages);
+            let mut block = start & !(HPAGE_PMD_NR - 1);
+            while block < end {
+                let (lo, hi) = (block.max(start), (block + HPAGE_PMD_NR).min(end));
+                self.walk_pmd_entry(memcg, vma, lo, hi, max_seq, can_swap, force_scan, nonleaf);
+                block += HPAGE_PMD_NR;
+            }
+        }
+    }
+
+    /// One PMD entry of `walk_pmd_range`, covering pages `lo..hi` of the
+    /// VMA's address space.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_pmd_entry(
+        &mut self,
+        memcg: u16,
+        vma: u32,
+        lo: u64,
+        hi: u64,
+        max_seq: u64,
+        can_swap: bool,
+        force_scan: bool,
+        nonleaf: bool,
+    ) {
+        self.charge_cost(Fn::LruGenWalk, self.costs.pte);
+        let v = &self.vmas[vma as usize];
+        let first = (lo - v.start_vpn) as usize;
+        let pte = v.ptes[first];
+        if pte & PTE_PMD != 0 {
+            self.walk_pmd_leaf(memcg, vma, first, max_seq, can_swap);
+            return;
+        }
+        let table = ((lo >> 9) - (v.start_vpn >> 9)) as usize;
+        let tp = v.pte_tables[table];
+        if tp == NIL {
+            return;
+        }
+        if nonleaf {
+            let t = self.folios.get_mut(tp);
+            if !t.test(PG_PMD_YOUNG) {
+                return;
+            }
+            // walk_pmd_range_locked's pmdp_test_and_clear_young.
+            t.clear(PG_PMD_YOUNG);
+        }
+        let key = bloom_key(self.vmas[vma as usize].mm, lo);
+        if !force_scan && !self.test_bloom_filter(memcg, max_seq, key) {
+            return;
+        }
+        if self.walk_pte_range(memcg, vma, lo, hi, max_seq, can_swap) {
+            self.update_bloom_filter(memcg, max_seq + 1, key);
+        }
+    }
+
+    /// A PMD-mapped folio (`pmd_trans_huge`) in `walk_pmd_range_locked`:
+    /// young in its PMD, it is promoted and the PMD made old.
+    fn walk_pmd_leaf(&mut self, memcg: u16, vma: u32, first: usize, max_seq: u64, can_swap: bool) {
+        let n = HPAGE_PMD_NR as usize;
+        let ptes = &self.vmas[vma as usize].ptes[first..first + n];
+        if !ptes.iter().any(|p| p & PTE_YOUNG != 0) {
+            return;
+        }
+        let dirty = ptes.iter().any(|p| p & PTE_DIRTY != 0);
+        let head = self.folios.head_of(pte_pfn(ptes[0]));
+        let f = *self.folios.get(head);
+        if f.memcg != memcg || (!f.is_file_lru() && !can_swap) {
+            return;
+        }
+        self.vmas[vma as usize].ptes[first..first + n]
+            .iter_mut()
+            .for_each(|p| *p &= !PTE_YOUNG);
+        self.walk_promote(head, f, dirty, max_seq);
+    }
+
+    /// `walk_pte_range`: the young PTEs' folios of this memcg promoted to
+    /// the youngest generation, their PTEs made old. True if at least one
+    /// PTE in 8 was young (`suitable_to_scan`, a cache line of PTEs).
+    fn walk_pte_range(
+        &mut self,
+        memcg: u16,
+        vma: u32,
+        lo: u64,
+        hi: u64,
+        max_seq: u64,
+        can_swap: bool,
+    ) -> bool {
+        let start = self.vmas[vma as usize].start_vpn;
+        let (mut total, mut young) = (0u64, 0u64);
+        for i in (lo - start) as usize..(hi - start) as usize {
+            total += 1;
+            self.charge_cost(Fn::LruGenWalk, self.costs.pte);
+            let pte = self.vmas[vma as usize].ptes[i];
+            if !pte_present(pte) || pte & PTE_ZERO != 0 || pte & PTE_YOUNG == 0 {
+                continue;
+            }
+            let head = self.folios.head_of(pte_pfn(pte));
+            let f = *self.folios.get(head);
+            if f.memcg != memcg || (!f.is_file_lru() && !can_swap) {
+                continue;
+            }
+            self.vmas[vma as usize].ptes[i] = pte & !PTE_YOUNG;
+            young += 1;
+            self.walk_promote(head, f, pte & PTE_DIRTY != 0, max_seq);
+        }
+        young * 8 >= total
+    }
+
+    /// A young mapping's folio found by a walk: dirty moved to the folio,
+    /// promoted to `max_seq`'s generation (sizes applied at once: the
+    /// kernel batches them to the walk's end, and nothing reads them
+    /// between).
+    fn walk_promote(&mut self, head: Pfn, f: Folio, dirty: bool, max_seq: u64) {
+        if dirty
+            && !f.test(PG_DIRTY)
+            && !(f.test(PG_ANON) && f.test(PG_SWAPBACKED) && !f.test(PG_SWAPCACHE))
+        {
+            self.filemap_dirty_folio(head);
+        }
+        let new_gen = lru_gen_from_seq(max_seq);
+        if let Some(old) = self.folio_update_gen(head, new_gen) {
+            if old != new_gen {
+                self.lru_gen_update_size(head, Some(old), Some(new_gen));
+            }
+        }
+    }
+
+    fn reset_bloom_filter(&mut self, memcg: u16, seq: u64) {
+        let f = &mut self.lrugen_mut(memcg).filters[(seq % 2) as usize];
+        match f {
+            Some(b) => b.fill(0),
+            None => *f = Some(Box::new([0; BLOOM_WORDS])),
+        }
+    }
+
+    fn update_bloom_filter(&mut self, memcg: u16, seq: u64, key: [u32; 2]) {
+        if let Some(b) = &mut self.lrugen_mut(memcg).filters[(seq % 2) as usize] {
+            for k in key {
+                b[k as usize / 64] |= 1 << (k % 64);
+            }
+        }
+    }
+
+    /// No filter yet: everything passes.
+    fn test_bloom_filter(&mut self, memcg: u16, seq: u64, key: [u32; 2]) -> bool {
+        self.charge_cost(Fn::LruGenWalk, self.costs.pte);
+        match &self.lrugen(memcg).filters[(seq % 2) as usize] {
+            Some(b) => key
+                .iter()
+                .all(|&k| b[k as usize / 64] & (1 << (k % 64)) != 0),
+            None => true,
+        }
     }
 
     /// `should_run_aging`: whether a new generation is due, and how much
@@ -684,7 +981,7 @@ impl Kernel {
             }
         }
         let mut promote = [NIL; MIN_LRU_BATCH as usize];
-        let mut nr_promote = 0;
+        let (mut nr_promote, mut young) = (0, 0u64);
         for a in start..end {
             let i = (a - vstart) as usize;
             self.charge_cost(Fn::LruGenLookAround, self.costs.pte);
@@ -698,6 +995,7 @@ impl Kernel {
                 continue;
             }
             self.vmas[vma as usize].ptes[i] = pte & !PTE_YOUNG;
+            young += 1;
             if pte & PTE_DIRTY != 0
                 && !f.test(PG_DIRTY)
                 && !(f.test(PG_ANON) && f.test(PG_SWAPBACKED) && !f.test(PG_SWAPCACHE))
@@ -713,8 +1011,13 @@ impl Kernel {
                 Some(_) => {}
             }
         }
-        // The Bloom filter the young PTE table would enter only feeds
-        // page-table walks, which are not modelled yet.
+        // Feedback from rmap to the page-table walks.
+        let nr_ptes = end - start;
+        if young * 8 >= nr_ptes {
+            let key = bloom_key(self.vmas[vma as usize].mm, addr);
+            let max_seq = self.lrugen(memcg).max_seq;
+            self.update_bloom_filter(memcg, max_seq, key);
+        }
         if walk.is_none() && nr_promote < PAGEVEC_SIZE {
             for &head in &promote[..nr_promote] {
                 // A large folio's later PTEs find it activated already.

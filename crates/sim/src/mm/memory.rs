@@ -92,6 +92,15 @@ impl Kernel {
     fn access_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
         let v = &mut self.vmas[vma as usize];
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
+        if self.track_pmd_young {
+            // The page walk to a PTE sets the PMD entry's accessed bit too.
+            let table = ((v.start_vpn + idx as u64) >> 9) - (v.start_vpn >> 9);
+            let tp = v.pte_tables[table as usize];
+            if tp != NIL {
+                self.folios.get_mut(tp).set(PG_PMD_YOUNG);
+            }
+        }
+        let v = &mut self.vmas[vma as usize];
         // What the user expects: shared pages' expectations live with the
         // inode, so every mapping of it agrees.
         // A private file mapping follows the file until it copies a page.

@@ -43,6 +43,11 @@ pub struct Mm {
     pub rss_shmem: u64,
     /// MM_FILEPAGES: regular files' pages mapped.
     pub rss_file: u64,
+    /// `mm->lru_gen.bitmap` (node 0): run since the multi-gen LRU's last
+    /// page-table walk looked at it (set when a task of it is switched in).
+    pub lru_gen_used: bool,
+    /// On its memcg's `mm_list` (from creation until its task exits).
+    pub lru_gen_listed: bool,
 }
 
 impl Mm {
@@ -155,7 +160,7 @@ impl Kernel {
         }
         self.charge_cost(cost::Fn::PageAlloc, self.costs.clear_page);
         let f = self.folios.get_mut(pfn);
-        f.flags = PG_PGTABLE;
+        f.flags = PG_PGTABLE | PG_PMD_YOUNG;
         f.memcg = memcg;
         self.vm.inc(Vm::NrPageTablePages);
         self.memcg_stat(memcg, Mc::Pagetables, 1);
@@ -211,8 +216,13 @@ impl Kernel {
             swapents: 0,
             rss_shmem: 0,
             rss_file: 0,
+            // exec_mmap's lru_gen_use_mm: it runs next.
+            lru_gen_used: true,
+            lru_gen_listed: false,
         });
-        (self.mms.len() - 1) as u32
+        let mm = (self.mms.len() - 1) as u32;
+        self.lru_gen_add_mm(mm);
+        mm
     }
 
     /// mmap(MAP_PRIVATE|MAP_ANONYMOUS, PROT_READ|PROT_WRITE). The anon_vma
