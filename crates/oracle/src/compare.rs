@@ -1,6 +1,6 @@
 //! Side-by-side comparison of real-kernel runs with a simulated run.
 
-use mmsim_spec::output::RunResult;
+use mmsim_spec::output::{LruGenGen, RunResult};
 use serde::Serialize;
 
 /// The counters a fidelity score is computed over: the mm events the
@@ -62,6 +62,17 @@ pub struct PhaseRow {
     pub sim_ns: u64,
 }
 
+/// The multi-gen LRU's generations of one memcg at the end of a phase:
+/// each real run's (where its debugfs was read) and mmsim's.
+#[derive(Serialize, Debug, Clone)]
+pub struct LruGenRow {
+    pub task: String,
+    pub phase: String,
+    pub memcg: String,
+    pub real: Vec<Vec<LruGenGen>>,
+    pub sim: Vec<LruGenGen>,
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct Comparison {
     pub spec: String,
@@ -72,6 +83,9 @@ pub struct Comparison {
     pub native: bool,
     pub counters: Vec<CounterRow>,
     pub phases: Vec<PhaseRow>,
+    /// The multi-gen LRU's generations at each phase end, for the memcgs
+    /// that hold pages (empty with the classic LRU).
+    pub lru_gen: Vec<LruGenRow>,
     /// Median and worst absolute relative error over the scored counters.
     pub median_error: Option<f64>,
     pub worst_error: Option<f64>,
@@ -150,6 +164,7 @@ pub fn compare(real: &[RunResult], sim: &RunResult) -> Comparison {
             });
         }
     }
+    let lru_gen = lru_gen_rows(real, sim);
     let mut errs: Vec<(f64, String)> = counters
         .iter()
         .filter(|c| c.scored)
@@ -169,10 +184,50 @@ pub fn compare(real: &[RunResult], sim: &RunResult) -> Comparison {
             .is_some_and(|r| r.engine.name == "linux-native"),
         counters,
         phases,
+        lru_gen,
         median_error: (!e.is_empty()).then(|| median(&mut e)),
         worst_error: worst.as_ref().map(|w| w.0),
         worst_counter: worst.map(|w| w.1),
     }
+}
+
+/// Each phase end's generations per memcg, side by side, where mmsim has
+/// them (the runs without debugfs contribute none).
+fn lru_gen_rows(real: &[RunResult], sim: &RunResult) -> Vec<LruGenRow> {
+    let mut rows = Vec::new();
+    for t in &sim.tasks {
+        for p in &t.phases {
+            for lv in p
+                .lru_gen
+                .iter()
+                .filter(|l| l.gens.iter().any(|g| g.anon + g.file > 0))
+            {
+                let real = real
+                    .iter()
+                    .filter_map(|r| r.tasks.iter().find(|x| x.name == t.name))
+                    .filter_map(|x| x.phases.iter().find(|q| q.name == p.name))
+                    .filter_map(|q| q.lru_gen.iter().find(|l| l.memcg == lv.memcg))
+                    .map(|l| l.gens.clone())
+                    .collect();
+                rows.push(LruGenRow {
+                    task: t.name.clone(),
+                    phase: p.name.clone(),
+                    memcg: lv.memcg.clone(),
+                    real,
+                    sim: lv.gens.clone(),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// Generations as `seq:anon+file` from the oldest, e.g. `9:4001+0`.
+fn gens_text(gens: &[LruGenGen]) -> String {
+    gens.iter()
+        .map(|g| format!("{}:{}+{}", g.seq, g.anon, g.file))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn pct(e: Option<f64>) -> String {
@@ -236,6 +291,16 @@ pub fn render(c: &Comparison, all: bool) -> String {
             );
         }
         s += "(real phase times are wall time under QEMU TCG emulation: compare their ratios, not their values)\n";
+    }
+    if !c.lru_gen.is_empty() {
+        s += "\nlru_gen at phase ends (seq:anon+file pages, oldest first; /sys/kernel/debug/lru_gen)\n";
+        for g in &c.lru_gen {
+            s += &format!("{}/{} memcg {}\n", g.task, g.phase, g.memcg);
+            for (i, r) in g.real.iter().enumerate() {
+                s += &format!("  real run {}  {}\n", i + 1, gens_text(r));
+            }
+            s += &format!("  mmsim       {}\n", gens_text(&g.sim));
+        }
     }
     s += &format!(
         "\nfidelity: median error {}, worst {} ({})\n",

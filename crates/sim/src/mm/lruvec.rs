@@ -68,6 +68,7 @@ impl Lruvec {
     }
 
     /// The list a folio's `lru` names.
+    #[inline]
     pub fn list(&self, id: u8) -> &LruList {
         if id < LRU_GEN_BASE {
             &self.lists[id as usize]
@@ -76,6 +77,7 @@ impl Lruvec {
         }
     }
 
+    #[inline]
     fn list_mut(&mut self, id: u8) -> &mut LruList {
         if id < LRU_GEN_BASE {
             &mut self.lists[id as usize]
@@ -207,6 +209,7 @@ impl Kernel {
     }
 
     /// `update_lru_size`: node, zone and memcg gauges.
+    #[inline]
     pub(crate) fn update_lru_size(&mut self, memcg: u16, lru: u8, n: i64) {
         let (node, zone) = LRU_VM[lru as usize];
         self.vm.add(node, n);
@@ -217,6 +220,7 @@ impl Kernel {
     }
 
     /// `lruvec_add_folio`: at the head of the list its flags select.
+    #[inline]
     pub fn lruvec_add_folio(&mut self, pfn: Pfn) {
         lru_policy!(self, add_folio(pfn, false));
     }
@@ -227,6 +231,7 @@ impl Kernel {
     }
 
     /// `lruvec_del_folio`: unlinks from the list it is on.
+    #[inline]
     pub fn lruvec_del_folio(&mut self, pfn: Pfn) {
         lru_policy!(self, del_folio(pfn));
     }
@@ -296,6 +301,7 @@ impl Kernel {
 
     /// The classic `lruvec_add_folio`(_tail): the list the flags select,
     /// with the gauges.
+    #[inline]
     fn lru_link(&mut self, pfn: Pfn, tail: bool) {
         let f = self.folios.get(pfn);
         let (lru, memcg, nr) = (f.lru_list(), f.memcg, f.nr_pages() as i64);
@@ -304,6 +310,7 @@ impl Kernel {
     }
 
     /// The classic `lruvec_del_folio`.
+    #[inline]
     fn lru_unlink_classic(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         debug_assert_ne!(f.lru, LRU_NONE);
@@ -313,6 +320,7 @@ impl Kernel {
 
     /// Links `pfn` at the head (or tail) of `memcg`'s list `id`; the
     /// list's length follows, the gauges are the caller's.
+    #[inline]
     pub(crate) fn list_link(&mut self, pfn: Pfn, memcg: u16, id: u8, tail: bool) {
         let nr = self.folios.get(pfn).nr_pages() as u64;
         let list = self.lruvecs[memcg as usize].list_mut(id);
@@ -339,6 +347,7 @@ impl Kernel {
     }
 
     /// Unlinks `pfn` from the list it is on; the gauges are the caller's.
+    #[inline]
     pub(crate) fn list_unlink(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         debug_assert_ne!(f.lru, LRU_NONE);

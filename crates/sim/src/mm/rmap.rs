@@ -69,6 +69,7 @@ impl Kernel {
         let mut referenced = 0;
         let mut vm_flags = 0;
         let mut last = NIL;
+        let lru_gen = self.lru_gen_enabled();
         for (v, idx, pte) in self.page_cache_mappings(pfn) {
             let vma = &self.vmas[v as usize];
             if let Some(t) = target {
@@ -77,9 +78,17 @@ impl Kernel {
                 }
             }
             let flags = vma.flags;
+            let young = if lru_gen {
+                self.pte_referenced_lru_gen(pfn, v, idx)
+            } else if pte & PTE_YOUNG != 0 {
+                self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
+                flags & super::mmap::VM_SEQ_READ == 0
+            } else {
+                false
+            };
             // A reference through a sequentially read mapping does not
             // count (folio_referenced_one).
-            if self.pte_referenced(pfn, v, idx, pte) && v != last {
+            if young && v != last {
                 referenced += 1;
                 vm_flags |= flags;
                 last = v;
@@ -88,23 +97,27 @@ impl Kernel {
         (referenced, vm_flags)
     }
 
-    /// One PTE of `folio_referenced_one`: under the multi-gen LRU a young
+    /// One PTE of `folio_referenced_one` under the multi-gen LRU: a young
     /// PTE of a VMA not read sequentially or at random first has its
     /// neighbours looked at (`lru_gen_look_around`, which clears it too);
     /// then `ptep_clear_flush_young`, which counts unless the VMA is read
-    /// sequentially. True if the mapping saw the folio referenced.
-    fn pte_referenced(&mut self, pfn: Pfn, v: u32, idx: usize, pte: Pte) -> bool {
+    /// sequentially. True if the mapping saw the folio referenced. (The
+    /// classic LRU's callers test and clear the bit in line.)
+    fn pte_referenced_lru_gen(&mut self, pfn: Pfn, v: u32, idx: usize) -> bool {
+        let mut pte = self.vmas[v as usize].ptes[idx];
+        if pte & PTE_YOUNG == 0 {
+            return false;
+        }
         let flags = self.vmas[v as usize].flags;
         let mut referenced = false;
-        if pte & PTE_YOUNG != 0
+        if self.lru_gen_enabled()
             && pte & PTE_PMD == 0
-            && self.lru_gen_enabled()
             && flags & (super::mmap::VM_SEQ_READ | super::mmap::VM_RAND_READ) == 0
         {
             self.traced(Fn::LruGenLookAround, |k| k.lru_gen_look_around(pfn, v, idx));
             referenced = true;
+            pte = self.vmas[v as usize].ptes[idx];
         }
-        let pte = self.vmas[v as usize].ptes[idx];
         if pte & PTE_YOUNG != 0 {
             self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
             if flags & super::mmap::VM_SEQ_READ == 0 {
@@ -152,6 +165,7 @@ impl Kernel {
         let mut referenced = 0;
         let mut vm_flags = 0;
         let av = f.mapping;
+        let lru_gen = self.lru_gen_enabled();
         for i in 0..self.anon_vmas[av as usize].vmas.len() {
             let v = self.anon_vmas[av as usize].vmas[i];
             let vma = &self.vmas[v as usize];
@@ -167,9 +181,17 @@ impl Kernel {
             if flags & super::mmap::VM_LOCKED != 0 {
                 return (referenced, vm_flags | super::mmap::VM_LOCKED);
             }
-            if self.pte_referenced(pfn, v, idx, pte) {
-                referenced += 1;
-                vm_flags |= flags;
+            if lru_gen {
+                if self.pte_referenced_lru_gen(pfn, v, idx) {
+                    referenced += 1;
+                    vm_flags |= flags;
+                }
+            } else if pte & PTE_YOUNG != 0 {
+                self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
+                if flags & super::mmap::VM_SEQ_READ == 0 {
+                    referenced += 1;
+                    vm_flags |= flags;
+                }
             }
         }
         (referenced, vm_flags)
