@@ -84,14 +84,22 @@ pub const PTEP_CLEAR_FLUSH_NS: u64 = PTE_NS + TLB_FLUSH_NS;
 /// rmap removal: 250 + 40 − 120 − 40 = 130 ns.
 pub const UNMAP_WALK_NS: u64 = UNMAP_ONE_NS - PTEP_CLEAR_FLUSH_NS;
 
-/// Setting or changing one PTE under the PTE lock: ~20 ns.
+/// Setting or changing one PTE under the PTE lock: ~20 ns. The multi-gen
+/// LRU's page-table reads are priced at this too, per entry: each PTE its
+/// walk (`walk_pte_range`) or rmap's look-around tests (and clears, if
+/// young), each PMD entry `walk_pmd_range` reads, and each Bloom filter
+/// test (two bit loads keyed by a hash): the same cache-line-bound work on
+/// one entry. Walks read PTEs in order, eight to a cache line, so this is
+/// an upper bound for them; no separate microbenchmark exists yet.
 pub const PTE_NS: u64 = 20;
 
 /// Flushing one user TLB entry on the local CPU (`invlpg`): ~100 ns.
 pub const TLB_FLUSH_NS: u64 = 100;
 
 /// Isolating or putting back one folio on an LRU list (list ops and flag
-/// updates under the lruvec lock): ~30 ns.
+/// updates under the lruvec lock): ~30 ns. Also the multi-gen LRU's moves
+/// between generations (`inc_min_seq`, `sort_folio`) and each folio
+/// `scan_folios` takes off a list: the same list and flag operations.
 pub const LRU_MOVE_NS: u64 = 30;
 
 /// `folio_referenced` for an order-0 folio mapped once: anon_vma lock,

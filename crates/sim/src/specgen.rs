@@ -165,6 +165,11 @@ pub fn generate(bytes: &[u8]) -> String {
         if d.chance(50) {
             writeln!(out, "\"kernel/mm/swap/vma_ra_enabled\" = {}", d.chance(50)).unwrap();
         }
+        // The multi-gen LRU is modelled as 6.1 has it.
+        if kernel == "6.1" && d.chance(40) {
+            let caps = d.pick(&["\"0x0001\"", "\"y\"", "3", "5"]);
+            writeln!(out, "\"kernel/mm/lru_gen/enabled\" = {caps}").unwrap();
+        }
         if thp {
             let w = d.pick(&["always", "advise", "within_size", "never", "deny", "force"]);
             writeln!(

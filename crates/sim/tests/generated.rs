@@ -112,6 +112,8 @@ fn the_generator_still_draws_what_fuzzing_found() {
             && any_step(s, &|o| matches!(o, Op::Swapoff { .. }))
     });
     let many_cpus = count(&|s| s.machine.cpus >= 2);
+    let mglru_walks = count(&|s| s.sysfs.lru_gen & 3 == 3);
+    let mglru_rmap_only = count(&|s| s.sysfs.lru_gen & 3 == 1);
     for (what, n) in [
         (
             "shared file mappings written on a machine of 128 MiB or less",
@@ -123,6 +125,8 @@ fn the_generator_still_draws_what_fuzzing_found() {
             swapoff_beside_others,
         ),
         ("2 to 4 CPUs", many_cpus),
+        ("the multi-gen LRU with page-table walks", mglru_walks),
+        ("the multi-gen LRU aging by rmap only", mglru_rmap_only),
     ] {
         // Small probabilities, but not zero: a few in every 2000.
         assert!(n >= 5, "{what}: {n} of 2000 generated specs");
