@@ -274,3 +274,28 @@ fn non_leaf_young_bits_let_the_walk_skip_cold_tables() {
         without.profile["walk_mm"]
     );
 }
+
+#[test]
+fn writeback_end_rotates_to_the_oldest_generation() {
+    // Swap on a block device: reclaim starts a write and puts the folio
+    // back (second youngest generation, PG_reclaim); the write's end
+    // rotates it to the tail of the oldest generation (lru_move_tail_fn
+    // clears the PG_active that leaving an active generation gave it).
+    let text = memcg_spec(
+        "32M",
+        "",
+        r#"{ op = "mmap", name = "heap", kind = "anon", size = "64M" },
+           { op = "phase", name = "fill" },
+           { op = "touch", region = "heap", order = "seq", write = 1.0 },
+           { op = "phase", name = "end" },"#,
+    )
+    .replace("[sysfs]\n", MGLRU)
+    .replace("device = \"zram\"", "device = \"virtio\"");
+    let r = run_checked(&text);
+    let written = vm(&r, "pswpout");
+    assert!(written > 0);
+    // Every write that has ended found its folio clean on the LRU: all
+    // of those rotated (the last few writes are still in flight).
+    assert_eq!(vm(&r, "pgrotated"), vm(&r, "nr_written"));
+    assert!(vm(&r, "nr_written") > written / 2);
+}

@@ -569,10 +569,8 @@ impl Kernel {
         let success = if max_seq <= self.lrugen(memcg).mm_seq {
             false
         } else if !walks {
-            // iterate_mm_list_nowalk: the next walk starts afresh.
-            let lg = self.lrugen_mut(memcg);
-            lg.mm_seq += 1;
-            lg.mm_tail = None;
+            // iterate_mm_list_nowalk.
+            self.lrugen_mut(memcg).mm_seq += 1;
             true
         } else {
             // set_mm_walk: kswapd's walk lives on; a direct reclaimer's

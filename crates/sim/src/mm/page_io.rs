@@ -282,11 +282,35 @@ impl Kernel {
         if f.test(PG_RECLAIM) {
             f.clear(PG_RECLAIM);
             let f = *f;
-            if f.test(PG_LRU) && !f.test(PG_ACTIVE) && !f.test(PG_UNEVICTABLE) {
+            if self.lru_gen_enabled() {
+                self.folio_rotate_reclaimable(pfn);
+            } else if f.test(PG_LRU) && !f.test(PG_ACTIVE) && !f.test(PG_UNEVICTABLE) {
+                // 6.1 rotates an active folio too (folio_rotate_reclaimable
+                // tests !locked && !dirty, lru_move_tail_fn clears
+                // PG_active); the classic model keeps its rotation of
+                // inactive folios only, as its recorded results were
+                // made with it.
                 self.lruvec_del_folio(pfn);
                 self.lruvec_add_folio_tail(pfn);
                 self.vm.add(Vm::Pgrotated, f.nr_pages() as i64);
             }
         }
+    }
+
+    /// `folio_rotate_reclaimable` → `lru_move_tail_fn` (applied at once
+    /// rather than through the per-CPU rotate batch): a clean folio on the
+    /// LRU goes to the tail, inactive, to be reclaimed next. Under the
+    /// multi-gen LRU, the tail of the oldest generation (a folio leaving an
+    /// active generation gets PG_active from lru_gen_del_folio, cleared
+    /// here).
+    fn folio_rotate_reclaimable(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        if f.test(PG_LOCKED) || f.test(PG_DIRTY) || f.test(PG_UNEVICTABLE) || !f.test(PG_LRU) {
+            return;
+        }
+        self.lruvec_del_folio(pfn);
+        self.folios.get_mut(pfn).clear(PG_ACTIVE);
+        self.lruvec_add_folio_tail(pfn);
+        self.vm.add(Vm::Pgrotated, f.nr_pages() as i64);
     }
 }
