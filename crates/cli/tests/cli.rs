@@ -583,3 +583,35 @@ fn profile_sets_what_a_primitive_costs() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// examples/mglru.toml as its header says: the summary shows each phase's
+/// generations in debugfs's form, and `--set` of lru_gen/enabled to false
+/// runs the classic LRU on the same workload (no generations, deactivation
+/// instead of aging).
+#[test]
+fn mglru_example_and_its_classic_twin() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mglru.toml");
+    let o = mmsim(&["run", spec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("    lru_gen memcg     2 /w\n"), "{out}");
+    assert!(out.contains("    lru_gen  node     0\n"), "{out}");
+    let multi = run_json(&spec, &[]);
+    assert_eq!(
+        multi["knobs"]["sysfs:kernel/mm/lru_gen/enabled"],
+        Value::from("0x0007")
+    );
+    assert_eq!(multi["vmstat"]["pgdeactivate"], Value::from(0));
+    let gens = &multi["tasks"][0]["phases"][1]["lru_gen"];
+    assert!(gens.as_array().is_some_and(|g| !g.is_empty()), "{gens}");
+    let classic = run_json(
+        &spec,
+        &["--set", "sysfs.\"kernel/mm/lru_gen/enabled\"=false"],
+    );
+    assert_eq!(
+        classic["knobs"]["sysfs:kernel/mm/lru_gen/enabled"],
+        Value::from("n")
+    );
+    assert!(classic["tasks"][0]["phases"][1].get("lru_gen").is_none());
+    assert!(classic["vmstat"]["pgdeactivate"].as_i64().unwrap() > 0);
+}
