@@ -743,11 +743,7 @@ fn gen_gauge(k: &Kernel, lru: usize) -> u64 {
         .map(|lv| {
             let lg = &lv.lrugen;
             (0..MAX_NR_GENS)
-                .filter(|&g| {
-                    let a =
-                        g == lru_gen_from_seq(lg.max_seq) || g == lru_gen_from_seq(lg.max_seq - 1);
-                    a == active
-                })
+                .filter(|&g| lg.is_active(g) == active)
                 .map(|g| lg.gen_size(g, ty))
                 .sum::<u64>()
         })

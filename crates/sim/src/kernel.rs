@@ -314,8 +314,11 @@ impl Kernel {
                     .div_ceil(1000),
                 ..Default::default()
             },
-            track_pmd_young: spec.machine.hw_pte_young
-                && spec.sysfs.lru_gen & 7 == 7,
+            track_pmd_young: spec.machine.hw_pte_young && {
+                use crate::mm::lru_gen::{LRU_GEN_CORE, LRU_GEN_MM_WALK, LRU_GEN_NONLEAF_YOUNG};
+                let all = LRU_GEN_CORE | LRU_GEN_MM_WALK | LRU_GEN_NONLEAF_YOUNG;
+                spec.sysfs.lru_gen & all == all
+            },
             in_lru_fault: false,
             unmodelled: None,
             sysctl: spec.sysctl,

@@ -25,7 +25,7 @@
 
 use super::folio::*;
 use super::lruvec::LruList;
-use super::memcontrol::{HZ, ROOT_MEMCG};
+use super::memcontrol::HZ;
 use super::mmap::{VM_LOCKED, VM_RAND_READ, VM_SEQ_READ};
 use super::page_alloc::{WMARK_HIGH, WMARK_LOW};
 use super::pgtable::*;
@@ -123,6 +123,12 @@ impl Default for LruGen {
 impl LruGen {
     fn nr_gens(&self, ty: usize) -> u64 {
         self.max_seq - self.min_seq[ty] + 1
+    }
+
+    /// `lru_gen_is_active`: the two youngest generations count as the
+    /// active lists in the compatibility gauges.
+    pub fn is_active(&self, gen: usize) -> bool {
+        gen == lru_gen_from_seq(self.max_seq) || gen == lru_gen_from_seq(self.max_seq - 1)
     }
 
     /// Pages of a generation and type, over the zones.
@@ -234,11 +240,8 @@ impl Kernel {
         &mut self.lruvecs[memcg as usize].lrugen
     }
 
-    /// `lru_gen_is_active`: the two youngest generations count as the
-    /// active lists in the compatibility gauges.
     fn lru_gen_is_active(&self, memcg: u16, gen: usize) -> bool {
-        let max_seq = self.lrugen(memcg).max_seq;
-        gen == lru_gen_from_seq(max_seq) || gen == lru_gen_from_seq(max_seq - 1)
+        self.lrugen(memcg).is_active(gen)
     }
 
     /// `lru_gen_update_size`: the generation's count and the
@@ -767,7 +770,8 @@ impl Kernel {
         self.vmas[vma as usize].ptes[first..first + n]
             .iter_mut()
             .for_each(|p| *p &= !PTE_YOUNG);
-        self.walk_promote(head, f, dirty, max_seq);
+        self.pte_dirty_to_folio(head, f, dirty);
+        self.walk_promote(head, max_seq);
     }
 
     /// `walk_pte_range`: the young PTEs' folios of this memcg promoted to
@@ -787,33 +791,55 @@ impl Kernel {
         for i in (lo - start) as usize..(hi - start) as usize {
             total += 1;
             self.charge_cost(Fn::LruGenWalk, self.costs.pte);
-            let pte = self.vmas[vma as usize].ptes[i];
-            if !pte_present(pte) || pte & PTE_ZERO != 0 || pte & PTE_YOUNG == 0 {
-                continue;
+            if let Some((head, _)) = self.test_and_clear_young_pte(vma, i, memcg, can_swap) {
+                young += 1;
+                self.walk_promote(head, max_seq);
             }
-            let head = self.folios.head_of(pte_pfn(pte));
-            let f = *self.folios.get(head);
-            if f.memcg != memcg || (!f.is_file_lru() && !can_swap) {
-                continue;
-            }
-            self.vmas[vma as usize].ptes[i] = pte & !PTE_YOUNG;
-            young += 1;
-            self.walk_promote(head, f, pte & PTE_DIRTY != 0, max_seq);
         }
         young * 8 >= total
     }
 
-    /// A young mapping's folio found by a walk: dirty moved to the folio,
-    /// promoted to `max_seq`'s generation (sizes applied at once: the
-    /// kernel batches them to the walk's end, and nothing reads them
-    /// between).
-    fn walk_promote(&mut self, head: Pfn, f: Folio, dirty: bool, max_seq: u64) {
+    /// What walks and look-around do with PTE `i` of `vma`: if it is
+    /// present, young and maps a folio of `memcg` the walk may take
+    /// (`get_pte_pfn`, `get_pfn_folio`), it is made old
+    /// (`ptep_test_and_clear_young`) and its dirty bit moved to the folio;
+    /// returns the folio's head as it was before.
+    fn test_and_clear_young_pte(
+        &mut self,
+        vma: u32,
+        i: usize,
+        memcg: u16,
+        can_swap: bool,
+    ) -> Option<(Pfn, Folio)> {
+        let pte = self.vmas[vma as usize].ptes[i];
+        if !pte_present(pte) || pte & (PTE_ZERO | PTE_PMD) != 0 || pte & PTE_YOUNG == 0 {
+            return None;
+        }
+        let head = self.folios.head_of(pte_pfn(pte));
+        let f = *self.folios.get(head);
+        if f.memcg != memcg || (!f.is_file_lru() && !can_swap) {
+            return None;
+        }
+        self.vmas[vma as usize].ptes[i] = pte & !PTE_YOUNG;
+        self.pte_dirty_to_folio(head, f, pte & PTE_DIRTY != 0);
+        Some((head, f))
+    }
+
+    /// A young mapping's dirty bit moves to its folio, unless the folio is
+    /// anon not yet in the swap cache (it is dirty by nature).
+    fn pte_dirty_to_folio(&mut self, head: Pfn, f: Folio, dirty: bool) {
         if dirty
             && !f.test(PG_DIRTY)
             && !(f.test(PG_ANON) && f.test(PG_SWAPBACKED) && !f.test(PG_SWAPCACHE))
         {
             self.filemap_dirty_folio(head);
         }
+    }
+
+    /// A young mapping's folio found by a walk, promoted to `max_seq`'s
+    /// generation (sizes applied at once: the kernel batches them to the
+    /// walk's end, and nothing reads them between).
+    fn walk_promote(&mut self, head: Pfn, max_seq: u64) {
         let new_gen = lru_gen_from_seq(max_seq);
         if let Some(old) = self.folio_update_gen(head, new_gen) {
             if old != new_gen {
@@ -946,11 +972,6 @@ impl Kernel {
         });
     }
 
-    /// The memcgs of `root`'s subtree in `mem_cgroup_iter`'s pre-order.
-    fn mem_cgroup_iter(&self, root: u16) -> impl Iterator<Item = u16> + '_ {
-        (0..self.memcgs.len() as u16).filter(move |&m| self.is_descendant(m, root))
-    }
-
     /// `lru_gen_look_around`: rmap found `pfn` young at `vma`'s page
     /// `idx`; the PTEs around it (up to 64 in its PMD's range, within the
     /// VMA) are tested too, and the young ones' folios of the same memcg
@@ -983,23 +1004,10 @@ impl Kernel {
         for a in start..end {
             let i = (a - vstart) as usize;
             self.charge_cost(Fn::LruGenLookAround, self.costs.pte);
-            let pte = self.vmas[vma as usize].ptes[i];
-            if !pte_present(pte) || pte & (PTE_ZERO | PTE_PMD) != 0 || pte & PTE_YOUNG == 0 {
+            let Some((head, f)) = self.test_and_clear_young_pte(vma, i, memcg, can_swap) else {
                 continue;
-            }
-            let head = self.folios.head_of(pte_pfn(pte));
-            let f = *self.folios.get(head);
-            if f.memcg != memcg || (!f.is_file_lru() && !can_swap) {
-                continue;
-            }
-            self.vmas[vma as usize].ptes[i] = pte & !PTE_YOUNG;
+            };
             young += 1;
-            if pte & PTE_DIRTY != 0
-                && !f.test(PG_DIRTY)
-                && !(f.test(PG_ANON) && f.test(PG_SWAPBACKED) && !f.test(PG_SWAPCACHE))
-            {
-                self.filemap_dirty_folio(head);
-            }
             match folio_lru_gen(&f) {
                 None => self.folios.get_mut(head).set(PG_REFERENCED),
                 Some(g) if g != new_gen => {
@@ -1518,7 +1526,8 @@ impl Kernel {
             return Vec::new();
         }
         let now = self.jiffies();
-        self.mem_cgroup_iter(ROOT_MEMCG)
+        // mem_cgroup_iter from the root: every memcg, pre-order.
+        (0..self.memcgs.len() as u16)
             .map(|m| {
                 let lg = self.lrugen(m);
                 let gens = (lg.min_seq[ANON]..=lg.max_seq)
