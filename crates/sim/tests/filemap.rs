@@ -12,32 +12,6 @@ use common::*;
 /// 16 MiB = 4096 pages.
 const PAGES: i64 = 4096;
 
-/// A 16 MiB file on a virtio disk, read and written by one task in
-/// cgroup `w` with memory.max `max`.
-fn disk(max: &str, steps: &str) -> String {
-    format!(
-        r#"
-[machine]
-memory = "512M"
-[[disk]]
-name = "d"
-device = "virtio"
-size = "256M"
-[[file]]
-name = "f"
-size = "16M"
-on = "d"
-[cgroup.w]
-memory_max = "{max}"
-[task.main]
-cgroup = "w"
-steps = [
-{steps}
-]
-"#
-    )
-}
-
 #[test]
 fn read_syscalls_read_the_file_once_with_readahead() {
     let r = run_checked(&disk(

@@ -114,29 +114,16 @@ fn madv_cold_moves_every_folio_to_an_older_generation() {
 #[test]
 fn read_file_pages_start_in_an_old_generation() {
     let r = run_checked(
-        r#"
-[machine]
-memory = "512M"
-[sysfs]
-"kernel/mm/lru_gen/enabled" = 1
-[[disk]]
-name = "d"
-device = "virtio"
-size = "256M"
-[[file]]
-name = "f"
-size = "16M"
-on = "d"
-[cgroup.w]
-memory_max = "256M"
-[task.main]
-cgroup = "w"
-steps = [
-  { op = "phase", name = "read" },
-  { op = "read", file = "f" },
-  { op = "phase", name = "end" },
-]
-"#,
+        &disk(
+            "256M",
+            r#"{ op = "phase", name = "read" },
+               { op = "read", file = "f" },
+               { op = "phase", name = "end" },"#,
+        )
+        .replace(
+            "[[disk]]",
+            "[sysfs]\n\"kernel/mm/lru_gen/enabled\" = 1\n[[disk]]",
+        ),
     );
     // Not in a fault: not PG_active; with four generations the second
     // oldest (min_seq + 1) takes it.

@@ -66,3 +66,29 @@ steps = [
 "#
     )
 }
+
+/// A 16 MiB file on a virtio disk, read and written by one task in
+/// cgroup `w` with memory.max `max`.
+pub fn disk(max: &str, steps: &str) -> String {
+    format!(
+        r#"
+[machine]
+memory = "512M"
+[[disk]]
+name = "d"
+device = "virtio"
+size = "256M"
+[[file]]
+name = "f"
+size = "16M"
+on = "d"
+[cgroup.w]
+memory_max = "{max}"
+[task.main]
+cgroup = "w"
+steps = [
+{steps}
+]
+"#
+    )
+}
