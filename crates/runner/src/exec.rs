@@ -133,6 +133,21 @@ impl Region {
 fn locked_tokens(pages: usize) -> Vec<u32> {
     let v = vec![0u32; pages];
     if !v.is_empty() {
+        // The array stays out of THPs (under THP "always" mlock would
+        // fault it in as huge pages and show in the workload's THP
+        // counters): MADV_NOHUGEPAGE over its pages, from the page that
+        // holds its first byte. A kernel without THP refuses (EINVAL);
+        // the result is not needed.
+        let start = v.as_ptr() as usize & !(PAGE - 1);
+        let end = (v.as_ptr() as usize + v.len() * 4).next_multiple_of(PAGE);
+        // SAFETY: advice over pages of v's own allocation.
+        unsafe {
+            libc::madvise(
+                start as *mut libc::c_void,
+                end - start,
+                libc::MADV_NOHUGEPAGE,
+            )
+        };
         // SAFETY: the range is v's own buffer; a failed mlock (no
         // CAP_IPC_LOCK outside the guest) leaves it unlocked and harmless.
         unsafe { libc::mlock(v.as_ptr() as *const libc::c_void, v.len() * 4) };
@@ -600,14 +615,22 @@ impl Child<'_> {
             f.as_raw_fd()
         });
         let prot = libc::PROT_READ | libc::PROT_WRITE | if exec { libc::PROT_EXEC } else { 0 };
-        // SAFETY: a fresh mapping; the file (if any) is open for reading
-        // and writing, and the mapping outlives the descriptor.
+        let thp = self.spec.sysfs.thp_enabled != mmsim_spec::ThpEnabled::Never;
+        let at = if kind == MapKind::Anon && thp {
+            aligned_hole(len)?
+        } else {
+            std::ptr::null_mut()
+        };
+        let fixed = if at.is_null() { 0 } else { libc::MAP_FIXED };
+        // SAFETY: a fresh mapping, or one over the hole reserved for it;
+        // the file (if any) is open for reading and writing, and the
+        // mapping outlives the descriptor.
         let addr = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                at,
                 len,
                 prot,
-                flags,
+                flags | fixed,
                 raw_fd,
                 (offset as usize * PAGE) as libc::off_t,
             )
@@ -788,6 +811,38 @@ fn spin(ns: u64) {
 /// munmap(2) of a region, and of its own token array if it has one. A
 /// file's pages stay in the file; a shared anonymous region's stay while a
 /// forked process still maps them.
+/// With anonymous THP on, a private anonymous region starts on a 2 MiB
+/// boundary, as mmsim places it (6.1 does not align anonymous mappings,
+/// so its THPs would depend on where mmap put the region), with
+/// PROT_NONE guards on both sides that keep it from merging with a
+/// neighbour (which would change which 2 MiB blocks lie inside the VMA).
+/// Returns the reserved hole's aligned start; the guards stay mapped
+/// (they hold no memory) until the process exits.
+fn aligned_hole(len: usize) -> Result<*mut libc::c_void, String> {
+    const PMD: usize = 2 << 20;
+    let span = len + 2 * PMD;
+    // SAFETY: a fresh inaccessible reservation.
+    let r = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if r == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        return Err(format!(
+            "reserving {span} bytes for a 2 MiB-aligned region failed: {e}"
+        ));
+    }
+    // At least one guard page below; the rest of the span above.
+    let start = (r as usize + PAGE).next_multiple_of(PMD);
+    Ok(start as *mut libc::c_void)
+}
+
 fn unmap_region(r: Region) {
     // SAFETY: the whole mapping made by `map`, no longer used.
     unsafe { libc::munmap(r.addr as *mut libc::c_void, r.pages as usize * PAGE) };

@@ -233,7 +233,14 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
                     f.next
                 ));
             }
-            if f.flags != PG_TAIL || f.refcount != 0 {
+            // PageAnonExclusive is a page's own, on an anonymous THP's
+            // tails too.
+            let own = if h.test(PG_ANON) {
+                PG_ANON_EXCLUSIVE
+            } else {
+                0
+            };
+            if f.flags & !own != PG_TAIL || f.refcount != 0 {
                 return fail(format!("tail frame {p} carries state of its own: {f:?}"));
             }
             seen[p] += 1;
@@ -299,8 +306,9 @@ fn check_pgtables(k: &Kernel) -> Result<(), SimError> {
 }
 
 /// One entry of a PMD mapping: the block is aligned and inside the VMA,
-/// has no PTE table, and its 512 entries map the folio's pages in order
-/// (checked at the block's first entry, which counts the PMD).
+/// has no PTE table (a private anonymous VMA's has the one deposited with
+/// the PMD), and its 512 entries map the folio's pages in order (checked
+/// at the block's first entry, which counts the PMD).
 fn check_pmd_entry(
     k: &Kernel,
     vi: usize,
@@ -321,7 +329,8 @@ fn check_pmd_entry(
             .enumerate()
             .all(|(i, &e)| e & PTE_PMD != 0 && pte_present(e) && pte_pfn(e) == head + i as u32)
     });
-    if f.order != 9 || f.test(PG_TAIL) || !whole || v.pte_tables[table] != NIL {
+    let deposit = v.inode == NIL;
+    if f.order != 9 || f.test(PG_TAIL) || !whole || (v.pte_tables[table] != NIL) != deposit {
         return fail(format!(
             "vma {vi} page {idx}: a PMD entry that does not map folio {head} whole from an aligned, table-less block: {f:?}"
         ));
@@ -394,15 +403,32 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
             continue;
         }
         for (idx, &pte) in v.ptes.iter().enumerate() {
+            if pte & PTE_PMD != 0 && pte & PTE_ZERO != 0 {
+                let (_, table) = crate::mm::huge_memory::pmd_block(v.start_vpn, idx);
+                let page = ((v.start_vpn + idx as u64) % HPAGE_PMD_NR) as u32;
+                if pte_pfn(pte) != k.huge_zero_pfn + page
+                    || v.pte_tables[table] == NIL
+                    || !k.mms[v.mm as usize].huge_zero
+                {
+                    return fail(format!(
+                        "vma {vi} page {idx}: a huge zero PMD entry {pte:#x} without its deposit or the mm's reference"
+                    ));
+                }
+                continue;
+            }
+            if pte & PTE_PMD != 0 {
+                check_pmd_entry(k, vi, idx, pte, &mut pmds)?;
+            }
             if pte_present(pte) && pte & PTE_ZERO == 0 {
                 let p = pte_pfn(pte);
-                let f = k.folios.get(p);
+                let head = k.folios.head_of(p);
+                let f = k.folios.get(head);
                 if f.test(PG_BUDDY) || !f.test(PG_ANON) {
                     return fail(format!(
                         "vma {vi} page {idx} maps frame {p} which is not an anon folio: {f:?}"
                     ));
                 }
-                if f.index as u64 != v.pgoff + idx as u64
+                if f.index as u64 + (p - head) as u64 != v.pgoff + idx as u64
                     || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32))
                 {
                     return fail(format!(
@@ -417,6 +443,7 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         }
     }
     let mut anon_mapped = 0;
+    let mut anon_thps = 0;
     for (p, f) in live_frames(k) {
         if f.test(PG_BUDDY | PG_PCP | PG_KERNEL | PG_PGTABLE | PG_TAIL) {
             continue;
@@ -461,9 +488,20 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         if f.refcount == 0 {
             return fail(format!("frame {p} has no references but is not free"));
         }
-        if f.mapcount > 0 && f.test(PG_ANON) {
-            anon_mapped += 1;
+        if f.test(PG_ANON) {
+            anon_mapped += (0..nr)
+                .filter(|&i| k.folios.page_mapcount(p as Pfn + i) > 0)
+                .count() as i64;
         }
+        if f.test(PG_ANON) && pmd > 0 {
+            anon_thps += 1;
+        }
+    }
+    if k.vm.get(Vm::NrAnonTransparentHugepages) != anon_thps {
+        return fail(format!(
+            "nr_anon_transparent_hugepages {} but {anon_thps} THPs are PMD-mapped",
+            k.vm.get(Vm::NrAnonTransparentHugepages)
+        ));
     }
     if k.vm.get(Vm::NrAnonPages) != anon_mapped {
         return fail(format!(
@@ -664,13 +702,15 @@ fn check_file_cache(k: &Kernel) -> Result<(), SimError> {
 fn check_memcg(k: &Kernel) -> Result<(), SimError> {
     let mut charged = vec![0u64; k.memcgs.len()];
     let mut anon = vec![0i64; k.memcgs.len()];
-    for (_, f) in live_frames(k) {
+    for (p, f) in live_frames(k) {
         if f.test(PG_BUDDY | PG_PCP | PG_KERNEL | PG_TAIL) {
             continue;
         }
         charged[f.memcg as usize] += f.nr_pages() as u64;
-        if f.mapcount > 0 && f.test(PG_ANON) {
-            anon[f.memcg as usize] += 1;
+        if f.test(PG_ANON) {
+            anon[f.memcg as usize] += (0..f.nr_pages())
+                .filter(|&i| k.folios.page_mapcount(p as Pfn + i) > 0)
+                .count() as i64;
         }
     }
     for cpu in &k.cpus {

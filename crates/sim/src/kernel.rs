@@ -159,6 +159,14 @@ pub struct Kernel {
     /// task's own call chain (kswapd's min_ttl OOM kill): the run stops
     /// with it.
     pub unmodelled: Option<String>,
+    /// Anonymous THP's sysfs flags in force.
+    pub thp: crate::mm::huge_anon::ThpCtl,
+    /// The huge zero page, once allocated (NIL before).
+    pub huge_zero_pfn: Pfn,
+    /// The deferred split queue: partly unmapped THPs, oldest first.
+    /// Simplification: one list; the kernel keeps one per memcg, and its
+    /// shrinker takes each memcg's in turn.
+    pub deferred_split: Vec<Pfn>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -321,6 +329,10 @@ impl Kernel {
             },
             in_lru_fault: false,
             unmodelled: None,
+            // boot_watermarks sets it once the machine's size is known.
+            thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true),
+            huge_zero_pfn: NIL,
+            deferred_split: Vec::new(),
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32).map_err(|e| {
@@ -454,11 +466,21 @@ impl Kernel {
         // hugepage_init leaves THP off on machines under 512 MiB of RAM, and
         // then khugepaged never raises the watermarks.
         let managed: u64 = self.zones.iter().map(|z| z.managed).sum();
-        if managed >= 512 << 8 {
+        let big_enough = managed >= 512 << 8;
+        self.thp = crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, big_enough);
+        let thp_on = spec.sysfs.thp_enabled != mmsim_spec::ThpEnabled::Never;
+        if big_enough || thp_on {
+            // set_recommended_min_free_kbytes, at boot and again on the
+            // oracle's write to `enabled` (which starts khugepaged on a
+            // small machine too): raised while THP is on, recomputed from
+            // scratch once it is off.
             let raised = self.thp_recommended_min_free_kbytes().max(base);
             self.setup_per_zone_wmarks(raised);
-            self.min_free_kbytes = self.calculate_min_free_kbytes();
-            self.setup_per_zone_wmarks(self.min_free_kbytes);
+            self.min_free_kbytes = raised;
+            if !thp_on {
+                self.min_free_kbytes = self.calculate_min_free_kbytes();
+                self.setup_per_zone_wmarks(self.min_free_kbytes);
+            }
         }
         if let Some(kb) = spec.sysctl.min_free_kbytes {
             self.min_free_kbytes = kb;

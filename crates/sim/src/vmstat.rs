@@ -47,6 +47,8 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     // /proc/vmstat prints them (`vmstat_item_print_in_thp`).
     NrShmemHugepages = "nr_shmem_hugepages",
     NrShmemPmdmapped = "nr_shmem_pmdmapped",
+    // NR_ANON_THPS, in THP units: THPs a PMD maps.
+    NrAnonTransparentHugepages = "nr_anon_transparent_hugepages",
     NrVmscanWrite = "nr_vmscan_write",
     NrVmscanImmediate = "nr_vmscan_immediate_reclaim",
     NrDirtied = "nr_dirtied",
@@ -92,13 +94,19 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     KswapdLowWmarkHitQuickly = "kswapd_low_wmark_hit_quickly",
     KswapdHighWmarkHitQuickly = "kswapd_high_wmark_hit_quickly",
     OomKill = "oom_kill",
+    ThpFaultAlloc = "thp_fault_alloc",
+    ThpFaultFallback = "thp_fault_fallback",
+    ThpFaultFallbackCharge = "thp_fault_fallback_charge",
     ThpFileAlloc = "thp_file_alloc",
     ThpFileFallback = "thp_file_fallback",
     ThpFileFallbackCharge = "thp_file_fallback_charge",
     ThpFileMapped = "thp_file_mapped",
     ThpSplitPage = "thp_split_page",
     ThpSplitPageFailed = "thp_split_page_failed",
+    ThpDeferredSplitPage = "thp_deferred_split_page",
     ThpSplitPmd = "thp_split_pmd",
+    ThpZeroPageAlloc = "thp_zero_page_alloc",
+    ThpZeroPageAllocFailed = "thp_zero_page_alloc_failed",
     ThpSwpout = "thp_swpout",
     ThpSwpoutFallback = "thp_swpout_fallback",
     SwapRa = "swap_ra",
@@ -327,6 +335,7 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     FileDirty = "file_dirty",
     FileWriteback = "file_writeback",
     Swapcached = "swapcached",
+    AnonThp = "anon_thp",
     ShmemThp = "shmem_thp",
     InactiveAnon = "inactive_anon",
     ActiveAnon = "active_anon",
@@ -353,6 +362,7 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     Pgdeactivate = "pgdeactivate",
     Pglazyfree = "pglazyfree",
     Pglazyfreed = "pglazyfreed",
+    ThpFaultAlloc = "thp_fault_alloc",
 });
 
 /// One cgroup's memory.stat (its own, not yet summed over descendants).

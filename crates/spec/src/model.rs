@@ -267,8 +267,16 @@ pub struct Sysctl {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sysfs {
-    /// kernel/mm/transparent_hugepage/enabled. Only `never` is modelled.
-    pub thp_never: bool,
+    /// kernel/mm/transparent_hugepage/enabled: anonymous THP (6.1 only;
+    /// `never` on every other preset).
+    pub thp_enabled: ThpEnabled,
+    /// kernel/mm/transparent_hugepage/defrag when the spec sets it (None:
+    /// the kernel's boot value — `madvise` on a machine of 512 MiB or
+    /// more, where `hugepage_init` leaves the flags alone, else none).
+    pub thp_defrag: Option<ThpDefrag>,
+    /// kernel/mm/transparent_hugepage/use_zero_page when the spec sets it
+    /// (None: the boot value, on from 512 MiB of RAM).
+    pub thp_use_zero_page: Option<bool>,
     /// kernel/mm/swap/vma_ra_enabled: VMA-based swap readahead (ignored
     /// while any rotational swap device is on, as the kernel ignores it).
     pub vma_ra_enabled: bool,
@@ -326,6 +334,55 @@ impl MthpShmem {
             MthpShmem::Inherit
         } else {
             MthpShmem::Never
+        }
+    }
+}
+
+/// kernel/mm/transparent_hugepage/enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThpEnabled {
+    Always,
+    Madvise,
+    Never,
+}
+
+impl ThpEnabled {
+    pub const ALL: [ThpEnabled; 3] = [ThpEnabled::Always, ThpEnabled::Madvise, ThpEnabled::Never];
+    pub fn name(self) -> &'static str {
+        match self {
+            ThpEnabled::Always => "always",
+            ThpEnabled::Madvise => "madvise",
+            ThpEnabled::Never => "never",
+        }
+    }
+}
+
+/// kernel/mm/transparent_hugepage/defrag: how hard a THP allocation may
+/// try (`vma_thp_gfp_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThpDefrag {
+    Always,
+    Defer,
+    DeferMadvise,
+    Madvise,
+    Never,
+}
+
+impl ThpDefrag {
+    pub const ALL: [ThpDefrag; 5] = [
+        ThpDefrag::Always,
+        ThpDefrag::Defer,
+        ThpDefrag::DeferMadvise,
+        ThpDefrag::Madvise,
+        ThpDefrag::Never,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            ThpDefrag::Always => "always",
+            ThpDefrag::Defer => "defer",
+            ThpDefrag::DeferMadvise => "defer+madvise",
+            ThpDefrag::Madvise => "madvise",
+            ThpDefrag::Never => "never",
         }
     }
 }

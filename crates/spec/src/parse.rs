@@ -802,6 +802,8 @@ fn build_sysctl(
 
 const THP_ENABLED: &str = "kernel/mm/transparent_hugepage/enabled";
 const SHMEM_ENABLED: &str = "kernel/mm/transparent_hugepage/shmem_enabled";
+const THP_DEFRAG: &str = "kernel/mm/transparent_hugepage/defrag";
+const THP_USE_ZERO_PAGE: &str = "kernel/mm/transparent_hugepage/use_zero_page";
 const LRU_GEN_ENABLED: &str = "kernel/mm/lru_gen/enabled";
 const LRU_GEN_MIN_TTL: &str = "kernel/mm/lru_gen/min_ttl_ms";
 
@@ -946,6 +948,9 @@ fn build_sysfs(
     let mut lru_gen = 0u8;
     let mut lru_gen_min_ttl_ms = None;
     let mut shmem_enabled = None;
+    let mut thp_enabled = ThpEnabled::Never;
+    let mut thp_defrag = None;
+    let mut thp_use_zero_page = None;
     let mut shmem_mthp: [MthpShmem; 8] = std::array::from_fn(|i| MthpShmem::default_for(i + 2));
     for (key, e) in &f.table.entries {
         let path = f.path(key);
@@ -957,7 +962,52 @@ fn build_sysfs(
             _ => return Err(type_error(rep, v, &path, "a string, boolean or integer")),
         };
         let ok = match key.as_str() {
-            THP_ENABLED => value == "never",
+            THP_ENABLED => {
+                let expected = "one of \"always\", \"madvise\", \"never\"";
+                let Val::Str(_) = &v.val else {
+                    return Err(type_error(rep, v, &path, expected));
+                };
+                let w = ThpEnabled::ALL
+                    .into_iter()
+                    .find(|w| w.name() == value)
+                    .ok_or_else(|| type_error(rep, v, &path, expected))?;
+                if w != ThpEnabled::Never && preset != Preset::V6_1 {
+                    return Err(rep.at(v.at, path, format!("found anonymous THP (\"{value}\") with machine.kernel = \"{preset}\"; mmsim models anonymous THP as Linux 6.1 has it (later releases allocate anonymous memory in multi-size folios, not modelled yet); expected \"never\", or machine.kernel = \"6.1\"")));
+                }
+                thp_enabled = w;
+                true
+            }
+            THP_DEFRAG | THP_USE_ZERO_PAGE if preset != Preset::V6_1 => {
+                return Err(rep.at(
+                    e.key_at,
+                    path,
+                    format!("found the sysfs knob \"{key}\" with machine.kernel = \"{preset}\"; it matters only to anonymous THP, which mmsim models as Linux 6.1 has it; expected machine.kernel = \"6.1\" for it"),
+                ))
+            }
+            THP_DEFRAG => {
+                let words: Vec<String> =
+                    ThpDefrag::ALL.iter().map(|w| format!("\"{}\"", w.name())).collect();
+                let expected = format!("one of {}", words.join(", "));
+                let Val::Str(_) = &v.val else {
+                    return Err(type_error(rep, v, &path, &expected));
+                };
+                let w = ThpDefrag::ALL
+                    .into_iter()
+                    .find(|w| w.name() == value)
+                    .ok_or_else(|| type_error(rep, v, &path, &expected))?;
+                thp_defrag = Some(w);
+                true
+            }
+            THP_USE_ZERO_PAGE => {
+                // use_zero_page_store: kstrtoul, 0 or 1.
+                let b = match value.as_str() {
+                    "0" | "n" => false,
+                    "1" | "y" => true,
+                    _ => return Err(type_error(rep, v, &path, "0 or 1 (or a boolean)")),
+                };
+                thp_use_zero_page = Some(b);
+                true
+            }
             SHMEM_ENABLED => {
                 let words: Vec<String> = ShmemEnabled::ALL
                     .iter()
@@ -1045,19 +1095,23 @@ fn build_sysfs(
                     e.key_at,
                     path,
                     format!(
-                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {LRU_GEN_MIN_TTL}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {THP_DEFRAG}, {THP_USE_ZERO_PAGE}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {LRU_GEN_MIN_TTL}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
                     ),
                 ))
             }
         };
-        if !ok {
-            let expected = "\"never\" (anonymous THP is not modelled yet)";
-            return Err(type_error(rep, v, &path, expected));
-        }
+        debug_assert!(ok);
     }
-    // Debian's 6.1 defaults THP to always; the simulator models the kernel
-    // without anon THP, so the oracle must run with it off (docs/design.md Oracle).
-    knobs.push((format!("sysfs:{THP_ENABLED}"), "never".into()));
+    // Debian's 6.1 boots with THP always; a spec that does not ask for it
+    // runs with it off, in both engines (docs/design.md Oracle).
+    knobs.push((format!("sysfs:{THP_ENABLED}"), thp_enabled.name().into()));
+    // Only when set: left alone they keep their boot values.
+    if let Some(w) = thp_defrag {
+        knobs.push((format!("sysfs:{THP_DEFRAG}"), w.name().into()));
+    }
+    if let Some(b) = thp_use_zero_page {
+        knobs.push((format!("sysfs:{THP_USE_ZERO_PAGE}"), (b as u8).to_string()));
+    }
     // Only when set: left alone it is 6.1's boot default `never`, and the
     // engines record it as such for specs that use shmem.
     if let Some(w) = shmem_enabled {
@@ -1080,7 +1134,9 @@ fn build_sysfs(
         vma_ra_enabled.to_string(),
     ));
     Ok(Sysfs {
-        thp_never: true,
+        thp_enabled,
+        thp_defrag,
+        thp_use_zero_page,
         vma_ra_enabled,
         lru_gen,
         lru_gen_min_ttl_ms: lru_gen_min_ttl_ms.unwrap_or(0),

@@ -376,19 +376,62 @@ memory = "512M"
 // ------------------------------------------------------------------- sysfs
 
 #[test]
-fn thp_enabled_always_is_not_modelled() {
+fn thp_enabled_takes_6_1_values() {
+    for (word, w) in [
+        ("always", mmsim_spec::ThpEnabled::Always),
+        ("madvise", mmsim_spec::ThpEnabled::Madvise),
+        ("never", mmsim_spec::ThpEnabled::Never),
+    ] {
+        let s = parse(&with_task(&format!(
+            "[machine]\nmemory = \"512M\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/enabled\" = \"{word}\"\n\"kernel/mm/transparent_hugepage/defrag\" = \"defer+madvise\"\n\"kernel/mm/transparent_hugepage/use_zero_page\" = 0\n"
+        )))
+        .expect("6.1 takes every value");
+        assert_eq!(s.sysfs.thp_enabled, w);
+        assert_eq!(
+            s.sysfs.thp_defrag,
+            Some(mmsim_spec::ThpDefrag::DeferMadvise)
+        );
+        assert_eq!(s.sysfs.thp_use_zero_page, Some(false));
+        let knob = |name: &str| {
+            s.knobs
+                .iter()
+                .find(|(k, _)| k == &format!("sysfs:kernel/mm/transparent_hugepage/{name}"))
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(knob("enabled").as_deref(), Some(word));
+        assert_eq!(knob("defrag").as_deref(), Some("defer+madvise"));
+        assert_eq!(knob("use_zero_page").as_deref(), Some("0"));
+    }
+}
+
+#[test]
+fn thp_enabled_always_is_refused_after_6_1() {
     let e = rejected(&with_task(
         r#"[machine]
 memory = "512M"
+kernel = "6.12"
 [sysfs]
 "kernel/mm/transparent_hugepage/enabled" = "always"
 "#,
     ));
     check(
         &e,
+        5,
+        "sysfs.\"kernel/mm/transparent_hugepage/enabled\"",
+        &["\"always\"", "\"never\"", "6.1"],
+    );
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysfs]
+"kernel/mm/transparent_hugepage/enabled" = "sometimes"
+"#,
+    ));
+    check(
+        &e,
         4,
         "sysfs.\"kernel/mm/transparent_hugepage/enabled\"",
-        &["\"always\"", "\"never\"", "not modelled"],
+        &["\"sometimes\"", "\"madvise\""],
     );
 }
 
@@ -2475,7 +2518,7 @@ fn full_valid_spec() {
     assert_eq!(s.sysctl.swappiness, 100);
     assert_eq!(s.sysctl.watermark_scale_factor, 200);
     assert_eq!(s.sysctl.min_free_kbytes, Some(65536));
-    assert!(s.sysfs.thp_never);
+    assert_eq!(s.sysfs.thp_enabled, mmsim_spec::ThpEnabled::Never);
 
     assert_eq!(s.swap.len(), 2);
     assert_eq!(s.swap[0].kind, SwapKind::Zram);
@@ -2619,7 +2662,7 @@ steps = [
     assert_eq!(s.sysctl.swappiness, 60);
     assert_eq!(s.sysctl.watermark_scale_factor, 10);
     assert_eq!(s.sysctl.min_free_kbytes, None);
-    assert!(s.sysfs.thp_never);
+    assert_eq!(s.sysfs.thp_enabled, mmsim_spec::ThpEnabled::Never);
     assert!(s.swap.is_empty());
     assert!(s.cgroups.is_empty());
     let t = &s.tasks[0];

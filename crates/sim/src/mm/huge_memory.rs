@@ -182,15 +182,17 @@ impl Kernel {
         pageout: bool,
         list: &mut Vec<Pfn>,
     ) -> bool {
-        let head = self
-            .folios
-            .head_of(pte_pfn(self.vmas[vma as usize].ptes[first]));
+        let pte = self.vmas[vma as usize].ptes[first];
+        if pte & PTE_ZERO != 0 {
+            return false;
+        }
+        let head = self.folios.head_of(pte_pfn(pte));
         if self.folios.page_mapcount(head) != 1 {
             return false;
         }
         if !whole {
             self.folios.get_mut(head).refcount += 1;
-            let split = self.split_huge_page(head, None);
+            let split = self.split_huge_page_any(head, None);
             self.folio_put(head);
             return split;
         }
@@ -210,6 +212,15 @@ impl Kernel {
             self.deactivate_folio(head);
         }
         false
+    }
+
+    /// `split_huge_page` of an anonymous THP or a large page-cache folio.
+    pub fn split_huge_page_any(&mut self, head: Pfn, list: Option<&mut Vec<Pfn>>) -> bool {
+        if self.folios.get(head).test(PG_ANON) {
+            self.split_huge_page_anon(head, list)
+        } else {
+            self.split_huge_page(head, list)
+        }
     }
 
     /// `split_huge_page` of a large page-cache folio (shmem or a regular

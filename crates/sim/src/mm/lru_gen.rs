@@ -758,7 +758,8 @@ impl Kernel {
     fn walk_pmd_leaf(&mut self, memcg: u16, vma: u32, first: usize, max_seq: u64, can_swap: bool) {
         let n = HPAGE_PMD_NR as usize;
         let ptes = &self.vmas[vma as usize].ptes[first..first + n];
-        if !ptes.iter().any(|p| p & PTE_YOUNG != 0) {
+        // get_pmd_pfn: the huge zero page is skipped.
+        if ptes[0] & PTE_ZERO != 0 || !ptes.iter().any(|p| p & PTE_YOUNG != 0) {
             return;
         }
         let dirty = ptes.iter().any(|p| p & PTE_DIRTY != 0);

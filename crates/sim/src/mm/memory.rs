@@ -219,6 +219,9 @@ impl Kernel {
             }
         }
         let inode = self.vmas[vma as usize].inode;
+        if inode == NIL && self.anon_pmd_fault(vma, idx, write)? {
+            return Ok(());
+        }
         // A shmem fault that may map a PMD takes only the PMD table now;
         // finish_fault allocates the PTE table if it maps a PTE.
         let table =
@@ -257,6 +260,40 @@ impl Kernel {
         }
         debug_assert!(write && pte & PTE_WRITE == 0);
         self.traced(Fn::DoWpPage, |k| k.do_wp_page(vma, idx, pte))
+    }
+
+    /// `__handle_mm_fault`'s PMD level for a private anonymous VMA: an
+    /// empty PMD may take a THP or the huge zero page; a PMD mapping is
+    /// written through (`wp_huge_pmd`) or made young. True: the fault is
+    /// done; false: it goes on at PTE level (VM_FAULT_FALLBACK, or no
+    /// PMD involved).
+    fn anon_pmd_fault(&mut self, vma: u32, idx: usize, write: bool) -> Result<bool, FaultError> {
+        let pte = self.vmas[vma as usize].ptes[idx];
+        if pte & PTE_PMD != 0 {
+            if write && pte & PTE_WRITE == 0 {
+                return Ok(self.traced(Fn::DoWpPage, |k| k.do_huge_pmd_wp_page(vma, idx)));
+            }
+            // huge_pmd_set_accessed: an MMU without accessed bits
+            // trapped on an old PMD.
+            self.charge_cost(Fn::HandleMmFault, self.costs.pte);
+            let (first, _) = super::huge_memory::pmd_block(self.vmas[vma as usize].start_vpn, idx);
+            let dirty = if write { PTE_DIRTY } else { 0 };
+            for p in &mut self.vmas[vma as usize].ptes[first..first + HPAGE_PMD_NR as usize] {
+                *p |= PTE_YOUNG | dirty;
+            }
+            return Ok(true);
+        }
+        if !self.thp_fault_allowed(vma) {
+            return Ok(false);
+        }
+        self.pmd_alloc(vma, idx).map_err(|_| FaultError::Oom)?;
+        if !self.pmd_none(vma, idx) {
+            return Ok(false);
+        }
+        self.traced(Fn::DoAnonymousPage, |k| {
+            k.do_huge_pmd_anonymous_page(vma, idx, write)
+        })
+        .map_err(|_| FaultError::Oom)
     }
 
     /// `handle_pte_fault` on a VMA mapping a regular file: an empty PTE
@@ -389,6 +426,10 @@ impl Kernel {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         let memcg = self.vma_memcg(vma);
         let (pfn, skip_swapcache) = match self.lookup_swap_cache(entry, Some((vma, idx))) {
+            Some(pfn) if self.folios.get(pfn).order > 0 && self.folios.get(pfn).test(PG_ANON) => {
+                self.folio_put(pfn);
+                return Err(FaultError::Unmodelled(super::swapfile::LARGE_SWAPCACHE_MAP));
+            }
             Some(pfn) => (pfn, false),
             None => {
                 let si = &self.swap[ty];
@@ -574,24 +615,27 @@ impl Kernel {
             let f = self.folios.get(pfn);
             return f.refcount == 1 && f.mapcount == 1;
         }
-        let f = *self.folios.get(pfn);
-        if f.test(PG_ANON_EXCLUSIVE) {
+        if self.folios.get(pfn).test(PG_ANON_EXCLUSIVE) {
             return true;
         }
+        // The folio's references (a PTE-mapped THP's are many: it is
+        // copied).
+        let head = self.folios.head_of(pfn);
+        let f = *self.folios.get(head);
         if f.refcount > 3 {
             return false;
         }
         if !f.test(PG_LRU) {
             self.lru_add_drain();
         }
-        let f = *self.folios.get(pfn);
+        let f = *self.folios.get(head);
         if f.refcount > 1 + f.test(PG_SWAPCACHE) as u32 {
             return false;
         }
         if f.test(PG_SWAPCACHE) {
-            self.folio_free_swap(pfn);
+            self.folio_free_swap(head);
         }
-        if self.folios.get(pfn).refcount != 1 {
+        if self.folios.get(head).refcount != 1 {
             return false;
         }
         true
@@ -600,9 +644,9 @@ impl Kernel {
     /// `page_move_anon_rmap`: the page is this VMA's alone now.
     fn page_move_anon_rmap(&mut self, pfn: Pfn, vma: u32) {
         let av = self.vmas[vma as usize].anon_vma;
-        let f = self.folios.get_mut(pfn);
-        f.mapping = av;
-        f.set(PG_ANON_EXCLUSIVE);
+        let head = self.folios.head_of(pfn);
+        self.folios.get_mut(head).mapping = av;
+        self.folios.get_mut(pfn).set(PG_ANON_EXCLUSIVE);
     }
 
     fn wp_page_reuse(&mut self, vma: u32, idx: usize, pte: Pte) {
@@ -647,11 +691,13 @@ impl Kernel {
             let mm = self.vmas[vma as usize].mm as usize;
             self.mms[mm].rss_anon -= 1;
             self.page_remove_rmap(o);
-            // free_swap_cache: the old page's swap copy, if now unmapped.
-            if self.folios.get(o).test(PG_SWAPCACHE) && self.folios.get(o).mapcount == 0 {
-                self.folio_free_swap(o);
+            // free_swap_cache: the old folio's swap copy, if now unmapped.
+            let head = self.folios.head_of(o);
+            let h = self.folios.get(head);
+            if h.test(PG_SWAPCACHE) && h.mapcount == 0 {
+                self.folio_free_swap(head);
             }
-            self.folio_put(o);
+            self.folio_put(head);
         }
         Ok(())
     }
@@ -671,7 +717,19 @@ impl Kernel {
             // the parent's PTEs under the lock: the table's memcg charge
             // may reclaim, and reclaim may unmap the very page this PTE
             // maps, so the PTE is read after the allocation.
-            if !pte_none(self.vmas[src as usize].ptes[idx]) {
+            let first = self.vmas[src as usize].ptes[idx];
+            let start = self.vmas[src as usize].start_vpn;
+            if first & PTE_PMD != 0
+                && super::huge_memory::pmd_block(start, idx).0 == idx
+                && self.traced(Fn::CopyPageRange, |k| k.copy_huge_pmd(src, dst, idx))?
+            {
+                // The block's other entries are skipped below.
+                self.vmas[dst as usize].user_version[idx] =
+                    self.vmas[src as usize].user_version[idx];
+                continue;
+            }
+            let pte = self.vmas[src as usize].ptes[idx];
+            if !pte_none(pte) && pte & PTE_PMD == 0 {
                 self.pte_alloc(dst, idx)?;
             }
             let pte = self.vmas[src as usize].ptes[idx];
@@ -682,6 +740,10 @@ impl Kernel {
             let expected = self.vmas[src as usize].user_version[idx];
             self.vmas[dst as usize].user_version[idx] = expected;
             if pte_none(pte) {
+                continue;
+            }
+            if pte & PTE_PMD != 0 {
+                // A page of a PMD copy_huge_pmd copied at its first.
                 continue;
             }
             self.charge_cost(Fn::CopyPageRange, self.costs.copy_pte);
@@ -709,11 +771,10 @@ impl Kernel {
                 self.mms[dst_mm].rss_file += 1;
                 continue;
             }
-            let f = self.folios.get_mut(page);
-            f.refcount += 1;
-            f.mapcount += 1;
+            self.folios.get_mut(head).refcount += 1;
+            self.folios.page_mapcount_add(page, 1);
             // page_try_dup_anon_rmap: no pins exist, so always shared.
-            f.clear(PG_ANON_EXCLUSIVE);
+            self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
             let wp = pte & !PTE_WRITE;
             self.vmas[src as usize].ptes[idx] = wp;
             self.vmas[dst as usize].ptes[idx] = wp & !PTE_YOUNG;

@@ -48,6 +48,8 @@ pub struct Mm {
     pub lru_gen_used: bool,
     /// On its memcg's `mm_list` (from creation until its task exits).
     pub lru_gen_listed: bool,
+    /// MMF_HUGE_ZERO_PAGE: holds a reference to the huge zero page.
+    pub huge_zero: bool,
 }
 
 impl Mm {
@@ -149,7 +151,7 @@ impl Kernel {
         Ok(())
     }
 
-    fn alloc_pgtable(&mut self, vma: u32) -> Result<Pfn, crate::SimError> {
+    pub(crate) fn alloc_pgtable(&mut self, vma: u32) -> Result<Pfn, crate::SimError> {
         let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
         let pfn = self
             .alloc_page(super::page_alloc::Gfp::HighUserMovable)
@@ -181,12 +183,17 @@ impl Kernel {
     #[inline]
     pub fn free_prealloc_pte(&mut self) {
         if let Some(p) = self.prealloc_pte.take() {
-            let memcg = self.folios.get(p).memcg;
-            self.vm.add(Vm::NrPageTablePages, -1);
-            self.memcg_stat(memcg, Mc::Pagetables, -1);
-            self.mem_cgroup_uncharge(memcg, 1);
-            self.free_page(p);
+            self.pte_free(p);
         }
+    }
+
+    /// `pte_free`: a page-table page uncharged and freed.
+    pub fn pte_free(&mut self, p: Pfn) {
+        let memcg = self.folios.get(p).memcg;
+        self.vm.add(Vm::NrPageTablePages, -1);
+        self.memcg_stat(memcg, Mc::Pagetables, -1);
+        self.mem_cgroup_uncharge(memcg, 1);
+        self.free_page(p);
     }
 
     /// `free_pgtables`: a VMA's tables, uncharged and freed.
@@ -199,11 +206,7 @@ impl Kernel {
             .filter(|&p| p != NIL)
             .collect();
         for p in tables {
-            let memcg = self.folios.get(p).memcg;
-            self.vm.add(Vm::NrPageTablePages, -1);
-            self.memcg_stat(memcg, Mc::Pagetables, -1);
-            self.mem_cgroup_uncharge(memcg, 1);
-            self.free_page(p);
+            self.pte_free(p);
         }
     }
 
@@ -219,6 +222,7 @@ impl Kernel {
             // exec_mmap's lru_gen_use_mm: it runs next.
             lru_gen_used: true,
             lru_gen_listed: false,
+            huge_zero: false,
         });
         let mm = (self.mms.len() - 1) as u32;
         self.lru_gen_add_mm(mm);
@@ -229,7 +233,13 @@ impl Kernel {
     /// is set up here rather than at the first fault (`anon_vma_prepare`);
     /// nothing observable depends on when.
     pub fn mmap_anon(&mut self, mm: u32, pages: u64) -> u32 {
-        let start = self.mms[mm as usize].next_vpn;
+        let mut start = self.mms[mm as usize].next_vpn;
+        if self.thp.enabled != mmsim_spec::ThpEnabled::Never {
+            // 6.1 does not align anonymous mappings to 2 MiB (6.7 does);
+            // the oracle's runner maps each region 2 MiB-aligned so that
+            // both engines see the same blocks, and so does mmsim.
+            start = start.next_multiple_of(HPAGE_PMD_NR);
+        }
         // A guard gap between mappings, as the kernel's top-down allocator
         // would rarely place them adjacent; keeps VMAs apart for readahead.
         self.mms[mm as usize].next_vpn = start + pages + 512;
@@ -439,7 +449,13 @@ impl Kernel {
             }
             if pte & PTE_PMD != 0 {
                 // The block's first entry: the whole PMD goes.
-                self.traced(cost::Fn::ZapHugePmd, |k| k.zap_huge_pmd(vma, idx as usize));
+                if self.vmas[vma as usize].inode == NIL {
+                    self.traced(cost::Fn::ZapHugePmd, |k| {
+                        k.zap_huge_pmd_anon(vma, idx as usize)
+                    });
+                } else {
+                    self.traced(cost::Fn::ZapHugePmd, |k| k.zap_huge_pmd(vma, idx as usize));
+                }
                 continue;
             }
             self.vmas[vma as usize].ptes[idx as usize] = 0;
@@ -519,24 +535,30 @@ impl Kernel {
         }
         self.mms[mm].rss_anon -= 1;
         self.page_remove_rmap(pfn);
-        // free_pages_and_swap_cache: drop the swap cache of an unmapped page.
-        if self.folios.get(pfn).test(PG_SWAPCACHE) && self.folios.get(pfn).mapcount == 0 {
-            self.folio_free_swap(pfn);
+        // free_pages_and_swap_cache: drop the swap cache of an unmapped
+        // folio.
+        let h = self.folios.get(head);
+        if h.test(PG_SWAPCACHE) && h.mapcount == 0 {
+            self.folio_free_swap(head);
         }
-        self.folio_put(pfn);
+        self.folio_put(head);
     }
 
-    /// `page_remove_rmap` for an order-0 anon page.
+    /// `page_remove_rmap` of one PTE mapping an anon page (of an order-0
+    /// folio, or of a PTE-mapped THP, which is then queued for a deferred
+    /// split when the page is left unmapped).
     pub fn page_remove_rmap(&mut self, pfn: Pfn) {
         self.charge_cost(cost::Fn::RemoveRmap, self.costs.rmap());
-        let f = self.folios.get_mut(pfn);
-        debug_assert!(f.mapcount > 0);
-        f.mapcount -= 1;
-        if f.mapcount == 0 {
-            let memcg = f.memcg;
-            f.clear(PG_ANON_EXCLUSIVE);
+        debug_assert!(self.folios.page_mapcount(pfn) > 0);
+        if self.folios.page_mapcount_add(pfn, -1) == 0 {
+            self.folios.get_mut(pfn).clear(PG_ANON_EXCLUSIVE);
+            let head = self.folios.head_of(pfn);
+            let memcg = self.folios.get(head).memcg;
             self.vm.add(Vm::NrAnonPages, -1);
             self.memcg_stat(memcg, Mc::Anon, -1);
+            if head != pfn || self.folios.get(head).order > 0 {
+                self.deferred_split_huge_page(head);
+            }
         }
     }
 
@@ -568,6 +590,10 @@ impl Kernel {
             self.lruvec_del_folio(pfn);
         }
         debug_assert!(!f.test(PG_SWAPCACHE));
+        if f.order == 9 && f.test(PG_ANON) {
+            // free_transhuge_page.
+            self.deferred_split_del(pfn);
+        }
         if f.test(PG_SWAPBACKED | PG_ANON | PG_CHARGED) {
             self.mem_cgroup_uncharge(f.memcg, f.nr_pages() as u64);
         }

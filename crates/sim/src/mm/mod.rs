@@ -1,6 +1,7 @@
 //! The memory-management subsystem, file by file as in the kernel's mm/.
 pub mod filemap;
 pub mod folio;
+pub mod huge_anon;
 pub mod huge_memory;
 pub mod lru_gen;
 pub mod lruvec;

@@ -21,15 +21,70 @@ impl Kernel {
             .then_some((idx as usize, pte))
     }
 
+    /// The pages `[lo, hi)` of `vma` where anon folio `head` would be
+    /// mapped (its linear range inside the VMA), if any.
+    pub fn anon_folio_range(&self, head: Pfn, vma: u32) -> Option<(usize, usize)> {
+        let f = self.folios.get(head);
+        let v = &self.vmas[vma as usize];
+        let (index, nr) = (f.index as u64, f.nr_pages() as u64);
+        let lo = index.max(v.pgoff) - v.pgoff;
+        let hi = (index + nr).min(v.pgoff + v.pages).saturating_sub(v.pgoff);
+        (lo < hi).then_some((lo as usize, hi as usize))
+    }
+
+    /// Whether `pte` maps a page of anon folio `head`.
+    #[inline]
+    fn maps_folio(&self, pte: Pte, head: Pfn) -> bool {
+        pte_present(pte) && pte & PTE_ZERO == 0 && self.folios.head_of(pte_pfn(pte)) == head
+    }
+
+    /// `try_to_unmap` of an anonymous THP (TTU_SPLIT_HUGE_PMD): in each
+    /// mapping its PMD is split first, then each PTE of it becomes a swap
+    /// PTE for its page's slot.
+    fn try_to_unmap_large(&mut self, head: Pfn) {
+        let av = self.folios.get(head).mapping;
+        let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
+        'walk: for &v in &vmas {
+            let Some((lo, hi)) = self.anon_folio_range(head, v) else {
+                continue;
+            };
+            let mut idx = lo;
+            while idx < hi {
+                let pte = self.vmas[v as usize].ptes[idx];
+                if !self.maps_folio(pte, head) {
+                    idx += 1;
+                    continue;
+                }
+                if pte & PTE_PMD != 0 {
+                    self.split_huge_pmd_anon(v, idx);
+                    continue;
+                }
+                let page = pte_pfn(pte);
+                if !self.traced(Fn::TryToUnmap, |k| {
+                    k.try_to_unmap_one(head, page, v, idx, pte)
+                }) {
+                    break 'walk;
+                }
+                idx += 1;
+            }
+        }
+        self.anon_vmas[av as usize].vmas = vmas;
+    }
+
     /// `try_to_unmap` of an anon folio: every PTE becomes a swap PTE.
     pub fn try_to_unmap(&mut self, pfn: Pfn) {
+        if self.folios.get(pfn).order > 0 {
+            return self.try_to_unmap_large(pfn);
+        }
         let f = *self.folios.get(pfn);
         let av = f.mapping;
         let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
         for &v in &vmas {
             if let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) {
                 // rmap_walk stops at the first mapping that refuses.
-                if !self.traced(Fn::TryToUnmap, |k| k.try_to_unmap_one(pfn, v, idx, pte)) {
+                if !self.traced(Fn::TryToUnmap, |k| {
+                    k.try_to_unmap_one(pfn, pfn, v, idx, pte)
+                }) {
                     break;
                 }
             }
@@ -37,27 +92,30 @@ impl Kernel {
         self.anon_vmas[av as usize].vmas = vmas;
     }
 
-    /// One mapping of `try_to_unmap`; false stops the walk.
-    fn try_to_unmap_one(&mut self, pfn: Pfn, vma: u32, idx: usize, pte: Pte) -> bool {
+    /// One PTE of `try_to_unmap`, mapping `page` of folio `pfn`; false
+    /// stops the walk.
+    fn try_to_unmap_one(&mut self, pfn: Pfn, page: Pfn, vma: u32, idx: usize, pte: Pte) -> bool {
         self.charge_cost(Fn::TryToUnmap, self.costs.unmap_one);
         // The dirty bit moves to the folio as the PTE is cleared.
         if pte & PTE_DIRTY != 0 {
             self.folios.get_mut(pfn).set(PG_DIRTY);
         }
         if !self.folios.get(pfn).test(PG_SWAPBACKED) {
+            // Only order-0 folios are lazily freed here (MADV_FREE splits
+            // a THP first).
             return self.try_to_unmap_lazyfree(pfn, vma, idx);
         }
         let f = *self.folios.get(pfn);
-        let entry = f.swap;
+        let entry = f.swap + (page - pfn);
         debug_assert!(f.test(PG_SWAPCACHE));
         self.swap_duplicate(entry);
-        let exclusive = f.test(PG_ANON_EXCLUSIVE);
+        let exclusive = self.folios.get(page).test(PG_ANON_EXCLUSIVE);
         self.vmas[vma as usize].ptes[idx] = swp_entry_to_pte(entry, exclusive);
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_anon -= 1;
         self.mms[mm].swapents += 1;
         self.add_to_mmlist(mm as u32);
-        self.page_remove_rmap(pfn);
+        self.page_remove_rmap(page);
         self.folio_put(pfn);
         true
     }
@@ -147,6 +205,48 @@ impl Kernel {
         true
     }
 
+    /// `folio_referenced` of an anonymous THP: each mapping counts once,
+    /// however many of its PTEs (or its PMD's entries) were young.
+    fn folio_referenced_large(&mut self, head: Pfn, target: Option<u16>) -> (u32, u32) {
+        let (mut referenced, mut vm_flags) = (0, 0);
+        let av = self.folios.get(head).mapping;
+        let lru_gen = self.lru_gen_enabled();
+        for i in 0..self.anon_vmas[av as usize].vmas.len() {
+            let v = self.anon_vmas[av as usize].vmas[i];
+            let vma = &self.vmas[v as usize];
+            if target.is_some_and(|t| !self.is_descendant(self.mms[vma.mm as usize].memcg, t)) {
+                continue;
+            }
+            let flags = vma.flags;
+            let Some((lo, hi)) = self.anon_folio_range(head, v) else {
+                continue;
+            };
+            let mut young = false;
+            let mut mapped = false;
+            for idx in lo..hi {
+                let pte = self.vmas[v as usize].ptes[idx];
+                if !self.maps_folio(pte, head) {
+                    continue;
+                }
+                mapped = true;
+                if lru_gen {
+                    young |= self.pte_referenced_lru_gen(pte_pfn(pte), v, idx);
+                } else if pte & PTE_YOUNG != 0 {
+                    self.vmas[v as usize].ptes[idx] = pte & !PTE_YOUNG;
+                    young |= flags & super::mmap::VM_SEQ_READ == 0;
+                }
+            }
+            if mapped && flags & super::mmap::VM_LOCKED != 0 {
+                return (referenced, vm_flags | super::mmap::VM_LOCKED);
+            }
+            if young {
+                referenced += 1;
+                vm_flags |= flags;
+            }
+        }
+        (referenced, vm_flags)
+    }
+
     /// `folio_referenced`: how many mappings saw the folio young (clearing
     /// the young bits), and their VMA flags. In cgroup reclaim only the
     /// target memcg's mms count.
@@ -161,6 +261,9 @@ impl Kernel {
         }
         if !f.test(PG_ANON) {
             return (0, 0);
+        }
+        if f.order > 0 {
+            return self.folio_referenced_large(pfn, target);
         }
         let mut referenced = 0;
         let mut vm_flags = 0;

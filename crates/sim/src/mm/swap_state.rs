@@ -13,6 +13,12 @@ impl Kernel {
         &mut self.swap[swp_type(entry)].cache[swp_offset(entry) as usize]
     }
 
+    /// Points slot `entry` at folio `pfn` (a split's tail taking its
+    /// page's slot).
+    pub fn swap_cache_set(&mut self, entry: SwpEntry, pfn: Pfn) {
+        *self.cache_slot(entry) = (pfn as u64) << 2 | 2;
+    }
+
     /// `add_to_swap_cache`: the folio takes its slots (a large folio one
     /// per page, from `entry` on) and a reference per page; returns the
     /// shadow the first slot held, if any.

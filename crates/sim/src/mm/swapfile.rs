@@ -412,6 +412,32 @@ impl Kernel {
         Some(swp_entry(ty, off))
     }
 
+    /// 6.1's `folio_alloc_swap` for a THP (CONFIG_THP_SWAP, past the slot
+    /// cache): `get_swap_pages(1, .., 512)` tries only the first device
+    /// (requeued behind its equal-priority siblings) and takes a wholly
+    /// free cluster from it (`swap_alloc_cluster`), which only a
+    /// solid-state device keeps a list of. None: the caller splits.
+    pub fn folio_alloc_swap_thp(&mut self, memcg: u16) -> Option<SwpEntry> {
+        const NR: u32 = SWAPFILE_CLUSTER;
+        if self.nr_swap_pages < NR as i64 {
+            return None;
+        }
+        let ty = *self.swap_avail().first()?;
+        self.swap_requeue_seq += 1;
+        self.swap[ty].requeued = self.swap_requeue_seq;
+        if self.swap[ty].flags & SWP_SOLIDSTATE == 0 {
+            return None;
+        }
+        let cpu = self.cur_cpu;
+        let off = self.swap[ty].alloc_large(cpu, 9)?;
+        self.nr_swap_pages -= NR as i64;
+        for o in off..off + NR {
+            self.swap[ty].cgroup[o as usize] = memcg;
+        }
+        self.mem_cgroup_charge_swap(memcg, NR as u64);
+        Some(swp_entry(ty, off))
+    }
+
     /// `swap_duplicate` for a PTE taking a reference to the slot.
     pub fn swap_duplicate(&mut self, entry: SwpEntry) {
         let m = &mut self.swap[swp_type(entry)].swap_map[swp_offset(entry) as usize];
@@ -514,6 +540,10 @@ impl Kernel {
         (v & 3 == 2).then_some((v >> 2) as Pfn)
     }
 }
+
+/// What mmsim says when a page of an anonymous THP still in the swap
+/// cache would be mapped back.
+pub const LARGE_SWAPCACHE_MAP: &str = "mapping back a page of an anonymous THP still in the swap cache (6.1's do_swap_page and unuse_pte map one page of the large folio; it is usually freed right after its swap-out, but here it was still under writeback or kept); expected THP \"never\", or a workload that does not touch its THPs' pages while their swap-out is in flight";
 
 // ---- swapon and swapoff -----------------------------------------------------
 
@@ -735,6 +765,12 @@ impl Kernel {
                 },
             };
             self.wait_on_folio(pfn);
+            if self.folios.get(pfn).order > 0 && self.folios.get(pfn).test(super::folio::PG_ANON) {
+                self.folio_put(pfn);
+                self.unmodelled
+                    .get_or_insert_with(|| LARGE_SWAPCACHE_MAP.to_string());
+                return Ok(());
+            }
             self.unuse_pte(vma, idx, entry, pfn);
             self.folio_free_swap(pfn);
             self.folio_put(pfn);

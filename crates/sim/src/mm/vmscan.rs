@@ -796,12 +796,16 @@ impl Kernel {
             FolioRef::Reclaim | FolioRef::ReclaimClean => {}
         }
         let f = *self.folios.get(pfn);
-        if f.test(PG_ANON)
-            && f.test(PG_SWAPBACKED)
-            && !f.test(PG_SWAPCACHE)
-            && !self.add_to_swap(pfn)
-        {
-            return self.activate_locked(pfn, stat);
+        if f.test(PG_ANON) && f.test(PG_SWAPBACKED) && !f.test(PG_SWAPCACHE) {
+            let swapped = self.add_anon_to_swap(pfn, list);
+            if f.order > 0 && self.folios.get(pfn).order == 0 {
+                // Split on the way: the tails are scanned on their own
+                // passes.
+                sc.nr_scanned -= f.nr_pages() as u64 - 1;
+            }
+            if !swapped {
+                return self.activate_locked(pfn, stat);
+            }
         }
         let f = *self.folios.get(pfn);
         if !f.test(PG_ANON)
@@ -894,11 +898,42 @@ impl Kernel {
         false
     }
 
-    /// `add_to_swap`: a slot, the swap cache, and the folio marked dirty.
+    /// `shrink_folio_list`'s swap step for an anon folio not in the swap
+    /// cache. A THP that cannot be split is kept; one no PMD maps is split
+    /// at once (its tails join `list`); one that gets no run of slots is
+    /// split and its head page tried alone (`thp_swpout_fallback`).
+    /// False: no slot (the caller activates the folio).
+    fn add_anon_to_swap(&mut self, pfn: Pfn, list: &mut Vec<Pfn>) -> bool {
+        if self.folios.get(pfn).order > 0 {
+            if !self.can_split_folio(pfn) {
+                return false;
+            }
+            if self.folios.entire_mapcount(pfn) == 0 && !self.split_huge_page_anon(pfn, Some(list))
+            {
+                return false;
+            }
+        }
+        if self.add_to_swap(pfn) {
+            return true;
+        }
+        if self.folios.get(pfn).order == 0 || !self.split_huge_page_anon(pfn, Some(list)) {
+            return false;
+        }
+        self.vm.inc(Vm::ThpSwpoutFallback);
+        self.add_to_swap(pfn)
+    }
+
+    /// `add_to_swap`: a slot (a whole cluster for a THP), the swap cache,
+    /// and the folio marked dirty.
     fn add_to_swap(&mut self, pfn: Pfn) -> bool {
         self.charge_cost(Fn::AddToSwap, self.costs.swap_slot);
         let memcg = self.folios.get(pfn).memcg;
-        let Some(entry) = self.folio_alloc_swap(memcg) else {
+        let entry = if self.folios.get(pfn).order > 0 {
+            self.folio_alloc_swap_thp(memcg)
+        } else {
+            self.folio_alloc_swap(memcg)
+        };
+        let Some(entry) = entry else {
             return false;
         };
         // The slot was just allocated, so no shadow can be in it.
@@ -958,10 +993,14 @@ impl Kernel {
         // count_swpout_vm_event
         self.vm.add(Vm::Pswpout, nr as i64);
         if f.order > 0 {
-            self.vm.inc(crate::vmstat::mthp_item(
-                f.order,
-                crate::vmstat::MthpStat::Swpout,
-            ));
+            // The per-size stats came in 6.10 (with the large shmem
+            // swap-out of seed 001's kernels).
+            if self.preset >= mmsim_spec::Preset::V6_12 || self.features.shmem_large_swapout {
+                self.vm.inc(crate::vmstat::mthp_item(
+                    f.order,
+                    crate::vmstat::MthpStat::Swpout,
+                ));
+            }
             if f.order == 9 {
                 self.vm.inc(Vm::ThpSwpout);
             }
@@ -969,6 +1008,15 @@ impl Kernel {
         if self.swap[ty].bdev.is_some() {
             self.swap_writepage_bdev(pfn, entry);
             return;
+        }
+        if f.order > 0
+            && self.preset == mmsim_spec::Preset::V6_1
+            && !self.features.shmem_large_swapout
+        {
+            // 6.1's zram_rw_page refuses a THP, so __swap_writepage sends
+            // it as one bio, which zram stores page by page at once; the
+            // bio counts in pgpgout (kB), as order-0 rw_page writes do not.
+            self.vm.add(Vm::Pgpgout, 4 * nr as i64);
         }
         // zram's rw_page takes one page at a time.
         for i in 0..nr {

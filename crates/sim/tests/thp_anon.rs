@@ -1,0 +1,182 @@
+//! Anonymous THP as 6.1 has it: fault-time THPs and their fallbacks, the
+//! huge zero page, PMD splits on COW, fork and partial unmaps, the
+//! deferred split queue's counting, and reclaim swapping a THP out whole
+//! to a device with free clusters (zram) or splitting it (a rotational
+//! disk). Every run has the invariant checker on (mapcounts, references,
+//! PMD deposits, the THP gauge) and checks content tokens.
+
+mod common;
+use common::*;
+use mmsim_sim::output::RunResult;
+
+/// memcg_spec with THP `mode` (always, madvise or never).
+fn thp(mode: &str, max: &str, steps: &str) -> String {
+    memcg_spec(max, "", steps).replace(
+        "\"kernel/mm/transparent_hugepage/enabled\" = \"never\"",
+        &format!("\"kernel/mm/transparent_hugepage/enabled\" = \"{mode}\""),
+    )
+}
+
+fn stat(r: &RunResult, name: &str) -> i64 {
+    r.cgroups["w"].memory_stat[name]
+}
+
+const WRITE_16M: &str = r#"{ op = "mmap", name = "a", kind = "anon", size = "16M" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "end" },"#;
+
+#[test]
+fn a_write_fault_maps_one_thp_per_block() {
+    let r = run_checked(&thp("always", "256M", WRITE_16M));
+    // Eight 2 MiB blocks, one fault and one THP each.
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 8);
+    assert_eq!(vm(&r, "thp_fault_alloc"), 8);
+    assert_eq!(vm(&r, "thp_fault_fallback"), 0);
+    assert_eq!(phase_vm(&r, 0, "write", "nr_anon_transparent_hugepages"), 8);
+    assert_eq!(phase_vm(&r, 0, "write", "nr_anon_pages"), 4096);
+    // A deposited PTE table per PMD, and the PMD table above them.
+    assert_eq!(phase_vm(&r, 0, "write", "nr_page_table_pages"), 9);
+    assert_eq!(stat(&r, "thp_fault_alloc"), 8);
+    // memory.stat as the last phase mark left it: all anon memory in THPs.
+    assert_eq!(stat(&r, "anon_thp"), 16 << 20);
+    assert_eq!(stat(&r, "anon"), 16 << 20);
+    // The task's exit zapped every PMD: the gauge is back at 0.
+    assert_eq!(vm(&r, "nr_anon_transparent_hugepages"), 0);
+}
+
+#[test]
+fn never_and_madvise_without_the_hint_fault_every_page() {
+    for mode in ["never", "madvise"] {
+        let r = run_checked(&thp(mode, "256M", WRITE_16M));
+        assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 4096, "{mode}");
+        assert_eq!(vm(&r, "thp_fault_alloc"), 0, "{mode}");
+        assert_eq!(vm(&r, "nr_anon_transparent_hugepages"), 0, "{mode}");
+    }
+    let r = run_checked(&thp(
+        "madvise",
+        "256M",
+        &format!(
+            "{{ op = \"mmap\", name = \"a\", kind = \"anon\", size = \"16M\" }},
+             {{ op = \"madvise\", region = \"a\", advice = \"hugepage\" }},
+             {}",
+            WRITE_16M.split_once("\n").expect("two lines").1
+        ),
+    ));
+    assert_eq!(vm(&r, "thp_fault_alloc"), 8);
+}
+
+#[test]
+fn the_huge_zero_page_serves_reads_on_a_machine_of_512m_or_more() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "8M" },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "end" },"#;
+    let big = thp("always", "512M", steps).replace("memory = \"512M\"", "memory = \"1G\"");
+    let r = run_checked(&big);
+    // One zero-page PMD per block; the machine allocates it once.
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 4);
+    assert_eq!(vm(&r, "thp_zero_page_alloc"), 1);
+    // A write splits the zero PMD and copies 4 KiB pages: no THP.
+    assert_eq!(phase_vm(&r, 0, "write", "thp_split_pmd"), 4);
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 2048);
+    assert_eq!(vm(&r, "thp_fault_alloc"), 0);
+    // Under 512 MiB of RAM hugepage_init clears use_zero_page: reads
+    // allocate THPs.
+    let r = run_checked(&thp("always", "256M", steps));
+    assert_eq!(vm(&r, "thp_zero_page_alloc"), 0);
+    assert_eq!(phase_vm(&r, 0, "read", "thp_fault_alloc"), 4);
+    // Mapped writable and dirty: the writes take no fault.
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 0);
+}
+
+#[test]
+fn a_charge_over_the_limit_falls_back_without_reclaim() {
+    // 16 MiB under an 8 MiB limit: defrag "madvise" without MADV_HUGEPAGE
+    // charges without direct reclaim, so a block that does not fit under
+    // the limit falls back to 4 KiB pages (which do reclaim).
+    let r = run_checked(&thp("always", "8M", WRITE_16M));
+    let alloc = vm(&r, "thp_fault_alloc");
+    let fallback = vm(&r, "thp_fault_fallback");
+    assert!(alloc > 0 && fallback > 0, "{alloc} {fallback}");
+    assert_eq!(vm(&r, "thp_fault_fallback_charge"), fallback);
+    assert_eq!(alloc + fallback, 8);
+    // A fallen-back block faults page by page.
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), alloc + 512 * fallback);
+}
+
+#[test]
+fn reclaim_swaps_a_thp_out_whole_to_zram_and_splits_it_for_a_disk() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "64M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "madvise", region = "a", advice = "hugepage" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },"#;
+    let r = run_checked(&thp("always", "24M", steps));
+    assert!(vm(&r, "thp_swpout") > 0);
+    assert_eq!(vm(&r, "thp_swpout_fallback"), 0);
+    // Every THP swapped out had its PMD split for its swap entries.
+    assert!(vm(&r, "thp_split_pmd") >= vm(&r, "thp_swpout"));
+    let disk = thp("always", "24M", steps).replace("device = \"zram\"", "device = \"virtio\"");
+    let r = run_checked(&disk);
+    assert_eq!(vm(&r, "thp_swpout"), 0);
+    let fallback = vm(&r, "thp_swpout_fallback");
+    assert!(fallback > 0);
+    assert_eq!(vm(&r, "thp_split_page"), fallback);
+}
+
+#[test]
+fn fork_shares_thps_and_a_write_splits_the_writers_pmd() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "8M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "child" },
+   { op = "fork", steps = [ { op = "touch", region = "a", order = "seq", write = 1.0, length = "4M" } ] },
+   { op = "wait" },
+   { op = "phase", name = "parent" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&thp("always", "256M", steps));
+    // The child's first write to each of two shared blocks splits its
+    // PMD; each page is then copied.
+    assert_eq!(phase_vm(&r, 0, "child", "thp_split_pmd"), 2);
+    assert_eq!(phase_vm(&r, 0, "child", "pgfault"), 1024);
+    // Once the child is gone the parent's THPs are its own again: one
+    // write fault per block reuses each whole, no split.
+    assert_eq!(phase_vm(&r, 0, "parent", "pgfault"), 4);
+    assert_eq!(phase_vm(&r, 0, "parent", "thp_split_pmd"), 0);
+    assert_eq!(
+        phase_vm(&r, 0, "parent", "nr_anon_transparent_hugepages"),
+        0
+    );
+    // The child's copies replaced its PTEs of the two THPs, but the
+    // parent's PMDs kept every page mapped: none was left unmapped in a
+    // partly mapped THP, so nothing was queued for a deferred split.
+    assert_eq!(vm(&r, "thp_deferred_split_page"), 0);
+}
+
+#[test]
+fn a_partial_dontneed_splits_the_pmd_and_queues_the_thp() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "8M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "advise" },
+   { op = "madvise", region = "a", advice = "dontneed", offset = "1M", length = "512K" },
+   { op = "madvise", region = "a", advice = "dontneed", offset = "4M", length = "2M" },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&thp("always", "256M", steps));
+    assert_eq!(phase_vm(&r, 0, "advise", "thp_split_pmd"), 1);
+    assert_eq!(phase_vm(&r, 0, "advise", "thp_deferred_split_page"), 1);
+    // Two THPs still PMD-mapped, one PTE-mapped and partly unmapped, one
+    // zapped whole.
+    assert_eq!(
+        phase_vm(&r, 0, "advise", "nr_anon_transparent_hugepages"),
+        -2
+    );
+    assert_eq!(phase_vm(&r, 0, "advise", "nr_anon_pages"), -128 - 512);
+    // The zapped block is pmd_none again: a read maps... a THP (512 MiB
+    // machine: no zero page); the split block's holes fault per page.
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 1 + 128);
+    assert_eq!(phase_vm(&r, 0, "read", "thp_fault_alloc"), 1);
+}
