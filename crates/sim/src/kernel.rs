@@ -167,6 +167,8 @@ pub struct Kernel {
     /// Simplification: one list; the kernel keeps one per memcg, and its
     /// shrinker takes each memcg's in turn.
     pub deferred_split: Vec<Pfn>,
+    /// The deferred split shrinker's `nr_deferred`, per memcg.
+    pub deferred_split_nr_deferred: Vec<i64>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -333,6 +335,7 @@ impl Kernel {
             thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true),
             huge_zero_pfn: NIL,
             deferred_split: Vec::new(),
+            deferred_split_nr_deferred: Vec::new(),
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32).map_err(|e| {

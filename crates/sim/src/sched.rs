@@ -743,6 +743,7 @@ impl<'s> Scheduler<'s> {
             Op::DropCaches => {
                 k.charge_cost(cost::Fn::User, k.costs.syscall);
                 k.drop_caches();
+                k.drop_slab();
             }
             Op::KvStore(kv) => {
                 let vma = *t

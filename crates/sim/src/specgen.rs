@@ -170,6 +170,23 @@ pub fn generate(bytes: &[u8]) -> String {
             let caps = d.pick(&["\"0x0001\"", "\"y\"", "3", "5"]);
             writeln!(out, "\"kernel/mm/lru_gen/enabled\" = {caps}").unwrap();
         }
+        // Anonymous THP is modelled as 6.1 has it.
+        if kernel == "6.1" && d.chance(30) {
+            let w = d.pick(&["always", "always", "madvise"]);
+            writeln!(out, "\"kernel/mm/transparent_hugepage/enabled\" = \"{w}\"").unwrap();
+            if d.chance(30) {
+                let g = d.pick(&["always", "defer", "defer+madvise", "madvise", "never"]);
+                writeln!(out, "\"kernel/mm/transparent_hugepage/defrag\" = \"{g}\"").unwrap();
+            }
+            if d.chance(20) {
+                writeln!(
+                    out,
+                    "\"kernel/mm/transparent_hugepage/use_zero_page\" = {}",
+                    d.below(2)
+                )
+                .unwrap();
+            }
+        }
         if thp {
             let w = d.pick(&["always", "advise", "within_size", "never", "deny", "force"]);
             writeln!(

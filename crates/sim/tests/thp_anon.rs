@@ -180,3 +180,29 @@ fn a_partial_dontneed_splits_the_pmd_and_queues_the_thp() {
     assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 1 + 128);
     assert_eq!(phase_vm(&r, 0, "read", "thp_fault_alloc"), 1);
 }
+
+#[test]
+fn drop_caches_splits_the_queued_thps_and_frees_their_holes() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "8M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "madvise", region = "a", advice = "dontneed", offset = "1M", length = "512K" },
+   { op = "madvise", region = "a", advice = "dontneed", offset = "3M", length = "256K" },
+   { op = "phase", name = "drop" },
+   { op = "drop_caches" },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&thp("always", "256M", steps));
+    // Two THPs queued by their holes; drop_slab's priority-0 pass scans
+    // the whole queue and splits both, freeing the 128 + 64 pages no PTE
+    // maps.
+    assert_eq!(vm(&r, "thp_deferred_split_page"), 2);
+    assert_eq!(phase_vm(&r, 0, "drop", "thp_split_page"), 2);
+    let dropped = r.cgroups["w"].memory_current;
+    // Without the drop the holes stay allocated (charged to the cgroup).
+    let r = run_checked(&thp(
+        "always",
+        "256M",
+        &steps.replace("{ op = \"drop_caches\" },", ""),
+    ));
+    assert_eq!(phase_vm(&r, 0, "drop", "thp_split_page"), 0);
+    assert_eq!(r.cgroups["w"].memory_current - dropped, 192 << 12);
+}

@@ -224,6 +224,9 @@ impl Kernel {
         for m in 0..self.memcgs.len() as u16 {
             if self.is_descendant(m, target) {
                 self.traced(Fn::ShrinkLruvec, |k| k.shrink_lruvec(m, sc));
+                // Its freed pages are not counted as reclaimed: 6.1's
+                // reclaim_state counts only slab pages freed.
+                self.shrink_slab(m, sc.priority);
             }
         }
         if sc.nr_reclaimed > before {
