@@ -206,3 +206,28 @@ fn drop_caches_splits_the_queued_thps_and_frees_their_holes() {
     assert_eq!(phase_vm(&r, 0, "drop", "thp_split_page"), 0);
     assert_eq!(r.cgroups["w"].memory_current - dropped, 192 << 12);
 }
+
+#[test]
+fn a_thp_lazily_freed_whole_is_discarded_by_reclaim() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "8M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "free" },
+   { op = "madvise", region = "a", advice = "free", offset = "2M", length = "2M" },
+   { op = "phase", name = "pressure" },
+   { op = "mmap", name = "b", kind = "anon", size = "8M" },
+   { op = "touch", region = "b", order = "seq", write = 1.0 },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&thp("always", "12M", steps));
+    // madvise_free_huge_pmd: the whole THP through its PMD.
+    assert_eq!(phase_vm(&r, 0, "free", "pglazyfree"), 512);
+    assert_eq!(phase_vm(&r, 0, "free", "thp_split_pmd"), 0);
+    // Reclaim splits its PMD to unmap it (TTU_SPLIT_HUGE_PMD), drops each
+    // clean PTE (the first page left unmapped queues it), and frees the
+    // THP whole without writing it.
+    assert_eq!(vm(&r, "pglazyfreed"), 512);
+    assert!(vm(&r, "thp_deferred_split_page") >= 1);
+    // The freed block reads zeros again (content tokens checked).
+    assert_eq!(r.integrity.violations, 0);
+}

@@ -300,8 +300,10 @@ impl Kernel {
 
     /// `madvise_free_huge_pmd` for the PMD over pages `[lo, lo + n)`:
     /// false when the walk skips the block (the huge zero page, a THP
-    /// mapped elsewhere too, or one that could not be split). A range
-    /// that covers part of the THP splits it, and the PTE walk goes on.
+    /// mapped elsewhere too, one that could not be split, or one lazily
+    /// freed whole: made clean and old through its PMD and moved to the
+    /// file LRU, `pglazyfree` 512). A range that covers part of the THP
+    /// splits it, and the PTE walk goes on.
     fn madvise_free_huge_pmd(&mut self, vma: u32, lo: usize, n: usize) -> bool {
         let pte = self.vmas[vma as usize].ptes[lo];
         if pte & PTE_ZERO != 0 {
@@ -312,10 +314,14 @@ impl Kernel {
             return false;
         }
         if n == HPAGE_PMD_NR as usize {
-            // A THP lazily freed whole, through its PMD: not modelled yet.
-            self.unmodelled.get_or_insert_with(|| {
-                "MADV_FREE over a whole PMD-mapped anonymous THP (madvise_free_huge_pmd's lazy free of the folio); expected MADV_FREE ranges that cover part of a THP, or THP \"never\"".to_string()
-            });
+            // The whole THP is lazily freed through its PMD: clean, the
+            // PMD old and clean, onto the file LRU.
+            self.folios.get_mut(head).clear(PG_DIRTY);
+            for p in &mut self.vmas[vma as usize].ptes[lo..lo + n] {
+                *p &= !(PTE_YOUNG | PTE_DIRTY);
+            }
+            self.charge_cost(Fn::Madvise, self.costs.ptep_clear_flush());
+            self.mark_page_lazyfree(head);
             return false;
         }
         self.folios.get_mut(head).refcount += 1;
@@ -395,8 +401,9 @@ impl Kernel {
         let g = self.folios.get_mut(pfn);
         g.clear(PG_ACTIVE | PG_REFERENCED | PG_SWAPBACKED);
         self.lruvec_add_folio(pfn);
-        self.vm.inc(Vm::Pglazyfree);
-        self.memcg_stat(f.memcg, Mc::Pglazyfree, 1);
+        let nr = f.nr_pages() as i64;
+        self.vm.add(Vm::Pglazyfree, nr);
+        self.memcg_stat(f.memcg, Mc::Pglazyfree, nr);
     }
 
     /// `swapin_walk_pmd_entry`: start reading every swapped-out page of

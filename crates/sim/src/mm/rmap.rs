@@ -101,9 +101,7 @@ impl Kernel {
             self.folios.get_mut(pfn).set(PG_DIRTY);
         }
         if !self.folios.get(pfn).test(PG_SWAPBACKED) {
-            // Only order-0 folios are lazily freed here (MADV_FREE splits
-            // a THP first).
-            return self.try_to_unmap_lazyfree(pfn, vma, idx);
+            return self.try_to_unmap_lazyfree(pfn, page, vma, idx);
         }
         let f = *self.folios.get(pfn);
         let entry = f.swap + (page - pfn);
@@ -189,7 +187,9 @@ impl Kernel {
     /// the isolation's and the mappings', it is dropped from this mapping
     /// (the page reads zeros afterwards); written since, it stays mapped,
     /// becomes swap-backed again, and the walk stops.
-    fn try_to_unmap_lazyfree(&mut self, pfn: Pfn, vma: u32, idx: usize) -> bool {
+    /// `page` of folio `pfn` (a THP's PTEs each in turn: its mapcount is
+    /// then the folio's PTE mappings).
+    fn try_to_unmap_lazyfree(&mut self, pfn: Pfn, page: Pfn, vma: u32, idx: usize) -> bool {
         let f = self.folios.get_mut(pfn);
         if f.test(PG_DIRTY) || f.refcount != 1 + f.mapcount {
             f.set(PG_SWAPBACKED);
@@ -200,7 +200,7 @@ impl Kernel {
         self.vmas[vma as usize].user_version[idx] = 0;
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_anon -= 1;
-        self.page_remove_rmap(pfn);
+        self.page_remove_rmap(page);
         self.folio_put(pfn);
         true
     }

@@ -844,8 +844,9 @@ impl Kernel {
             if f.refcount != 1 {
                 return false;
             }
-            self.vm.inc(Vm::Pglazyfreed);
-            self.memcg_stat(f.memcg, Mc::Pglazyfreed, 1);
+            let nr = f.nr_pages() as i64;
+            self.vm.add(Vm::Pglazyfreed, nr);
+            self.memcg_stat(f.memcg, Mc::Pglazyfreed, nr);
             let g = self.folios.get_mut(pfn);
             g.refcount = 0;
             g.clear(PG_ISOLATED);
