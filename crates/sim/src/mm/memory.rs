@@ -219,7 +219,13 @@ impl Kernel {
             }
         }
         let inode = self.vmas[vma as usize].inode;
-        if inode == NIL && self.anon_pmd_fault(vma, idx, write)? {
+        // The PMD level matters only with THP on or a PMD already there
+        // (a cheap test first: this is every anonymous fault's path).
+        if inode == NIL
+            && (self.thp.enabled != mmsim_spec::ThpEnabled::Never
+                || self.vmas[vma as usize].ptes[idx] & PTE_PMD != 0)
+            && self.anon_pmd_fault(vma, idx, write)?
+        {
             return Ok(());
         }
         // A shmem fault that may map a PMD takes only the PMD table now;

@@ -550,15 +550,25 @@ impl Kernel {
     pub fn page_remove_rmap(&mut self, pfn: Pfn) {
         self.charge_cost(cost::Fn::RemoveRmap, self.costs.rmap());
         debug_assert!(self.folios.page_mapcount(pfn) > 0);
+        let f = self.folios.get_mut(pfn);
+        if f.flags & PG_TAIL == 0 && f.order == 0 {
+            // An order-0 folio (the common case, kept in line).
+            f.mapcount -= 1;
+            if f.mapcount == 0 {
+                let memcg = f.memcg;
+                f.clear(PG_ANON_EXCLUSIVE);
+                self.vm.add(Vm::NrAnonPages, -1);
+                self.memcg_stat(memcg, Mc::Anon, -1);
+            }
+            return;
+        }
         if self.folios.page_mapcount_add(pfn, -1) == 0 {
             self.folios.get_mut(pfn).clear(PG_ANON_EXCLUSIVE);
             let head = self.folios.head_of(pfn);
             let memcg = self.folios.get(head).memcg;
             self.vm.add(Vm::NrAnonPages, -1);
             self.memcg_stat(memcg, Mc::Anon, -1);
-            if head != pfn || self.folios.get(head).order > 0 {
-                self.deferred_split_huge_page(head);
-            }
+            self.deferred_split_huge_page(head);
         }
     }
 
