@@ -1536,7 +1536,10 @@ impl Kernel {
                         let gen = lru_gen_from_seq(seq);
                         mmsim_spec::output::LruGenGen {
                             seq,
-                            age_ms: (now - lg.timestamps[gen]) * 1000 / HZ,
+                            // Each context keeps its own clock: a generation
+                            // another context made may carry a later stamp
+                            // than this one's now (age 0 then).
+                            age_ms: now.saturating_sub(lg.timestamps[gen]) * 1000 / HZ,
                             anon: lg.gen_size(gen, ANON),
                             file: lg.gen_size(gen, FILE),
                         }
