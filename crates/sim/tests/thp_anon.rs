@@ -231,3 +231,30 @@ fn a_thp_lazily_freed_whole_is_discarded_by_reclaim() {
     // The freed block reads zeros again (content tokens checked).
     assert_eq!(r.integrity.violations, 0);
 }
+
+#[test]
+fn a_fault_on_a_thp_still_in_the_swap_cache_maps_one_page() {
+    // MADV_PAGEOUT of a whole PMD-mapped THP to an NVMe device: swapped
+    // out whole, its write still in flight, it stays in the swap cache;
+    // reads then map its pages one by one from there (no swap-in).
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "4M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "pageout" },
+   { op = "madvise", region = "a", advice = "pageout", offset = "0", length = "2M" },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(
+        &thp("always", "256M", steps).replace("device = \"zram\"", "device = \"nvme\""),
+    );
+    assert_eq!(phase_vm(&r, 0, "pageout", "thp_swpout"), 1);
+    assert_eq!(phase_vm(&r, 0, "pageout", "pswpout"), 512);
+    // Each page of the block faults once and is found in the swap cache:
+    // minor faults, nothing read.
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 512);
+    assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 0);
+    assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 0);
+    assert_eq!(phase_vm(&r, 0, "read", "nr_anon_pages"), 512);
+}

@@ -380,6 +380,10 @@ impl Kernel {
     /// that may share the page is linked into (`__page_set_anon_rmap`).
     pub fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
         self.charge_cost(Fn::AddRmap, self.costs.rmap());
+        let head = self.folios.head_of(pfn);
+        if head != pfn || self.folios.get(head).order > 0 {
+            return self.page_add_anon_rmap_large(pfn, vma, exclusive);
+        }
         let v = &self.vmas[vma as usize];
         let av = if exclusive {
             v.anon_vma
@@ -401,6 +405,23 @@ impl Kernel {
             let memcg = f.memcg;
             self.vm.inc(Vm::NrAnonPages);
             self.memcg_stat(memcg, Mc::Anon, 1);
+        }
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_anon += 1;
+    }
+
+    /// `page_add_anon_rmap` of one page of an anonymous THP mapped back by
+    /// a PTE (a swap-in or swapoff finding the THP still in the swap
+    /// cache): the folio keeps its anon_vma and index; the page's first
+    /// mapping counts in NR_ANON_MAPPED.
+    fn page_add_anon_rmap_large(&mut self, page: Pfn, vma: u32, exclusive: bool) {
+        if self.folios.page_mapcount_add(page, 1) == 1 {
+            let memcg = self.folios.get(self.folios.head_of(page)).memcg;
+            self.vm.inc(Vm::NrAnonPages);
+            self.memcg_stat(memcg, Mc::Anon, 1);
+        }
+        if exclusive {
+            self.folios.get_mut(page).set(PG_ANON_EXCLUSIVE);
         }
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_anon += 1;
@@ -432,10 +453,6 @@ impl Kernel {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         let memcg = self.vma_memcg(vma);
         let (pfn, skip_swapcache) = match self.lookup_swap_cache(entry, Some((vma, idx))) {
-            Some(pfn) if self.folios.get(pfn).order > 0 && self.folios.get(pfn).test(PG_ANON) => {
-                self.folio_put(pfn);
-                return Err(FaultError::Unmodelled(super::swapfile::LARGE_SWAPCACHE_MAP));
-            }
             Some(pfn) => (pfn, false),
             None => {
                 let si = &self.swap[ty];
@@ -487,8 +504,16 @@ impl Kernel {
             // later write takes no fault (and counts no pgreuse).
             flags |= PTE_WRITE;
         }
-        self.page_add_anon_rmap(pfn, vma, idx, reuse);
-        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, flags);
+        // A THP swapped out whole and still in the swap cache: 6.1 maps
+        // the one page the entry names (the folio stays large).
+        let f = self.folios.get(pfn);
+        let page = if f.order > 0 {
+            pfn + (entry - f.swap)
+        } else {
+            pfn
+        };
+        self.page_add_anon_rmap(page, vma, idx, reuse);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(page, flags);
         if skip_swapcache {
             // swapcache_clear: the slot's last user is gone.
             self.put_swap_folio(entry);

@@ -541,10 +541,6 @@ impl Kernel {
     }
 }
 
-/// What mmsim says when a page of an anonymous THP still in the swap
-/// cache would be mapped back.
-pub const LARGE_SWAPCACHE_MAP: &str = "mapping back a page of an anonymous THP still in the swap cache (6.1's do_swap_page and unuse_pte map one page of the large folio; it is usually freed right after its swap-out, but here it was still under writeback or kept); expected THP \"never\", or a workload that does not touch its THPs' pages while their swap-out is in flight";
-
 // ---- swapon and swapoff -----------------------------------------------------
 
 /// What swapoff found that the kernel would fail with.
@@ -765,12 +761,6 @@ impl Kernel {
                 },
             };
             self.wait_on_folio(pfn);
-            if self.folios.get(pfn).order > 0 && self.folios.get(pfn).test(super::folio::PG_ANON) {
-                self.folio_put(pfn);
-                self.unmodelled
-                    .get_or_insert_with(|| LARGE_SWAPCACHE_MAP.to_string());
-                return Ok(());
-            }
             self.unuse_pte(vma, idx, entry, pfn);
             self.folio_free_swap(pfn);
             self.folio_put(pfn);
@@ -788,8 +778,15 @@ impl Kernel {
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].swapents -= 1;
         self.folios.get_mut(pfn).refcount += 1;
-        self.page_add_anon_rmap(pfn, vma, idx, exclusive);
-        self.vmas[vma as usize].ptes[idx] = mk_pte(pfn, 0);
+        // A page of a THP still in the swap cache maps alone.
+        let f = self.folios.get(pfn);
+        let page = if f.order > 0 {
+            pfn + (entry - f.swap)
+        } else {
+            pfn
+        };
+        self.page_add_anon_rmap(page, vma, idx, exclusive);
+        self.vmas[vma as usize].ptes[idx] = mk_pte(page, 0);
         self.swap_free(entry);
     }
 }
