@@ -489,9 +489,7 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
             return fail(format!("frame {p} has no references but is not free"));
         }
         if f.test(PG_ANON) {
-            anon_mapped += (0..nr)
-                .filter(|&i| k.folios.page_mapcount(p as Pfn + i) > 0)
-                .count() as i64;
+            anon_mapped += mapped_pages(k, p as Pfn);
         }
         if f.test(PG_ANON) && pmd > 0 {
             anon_thps += 1;
@@ -697,6 +695,15 @@ fn check_file_cache(k: &Kernel) -> Result<(), SimError> {
     Ok(())
 }
 
+/// Pages of folio `head` that some PTE or PMD maps (what NR_ANON_MAPPED
+/// counts for an anon folio).
+fn mapped_pages(k: &Kernel, head: Pfn) -> i64 {
+    let nr = k.folios.get(head).nr_pages();
+    (0..nr)
+        .filter(|&i| k.folios.page_mapcount(head + i) > 0)
+        .count() as i64
+}
+
 /// memory.current of every cgroup equals the folios charged to it and its
 /// descendants plus what the per-CPU stocks hold for them.
 fn check_memcg(k: &Kernel) -> Result<(), SimError> {
@@ -708,9 +715,7 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
         }
         charged[f.memcg as usize] += f.nr_pages() as u64;
         if f.test(PG_ANON) {
-            anon[f.memcg as usize] += (0..f.nr_pages())
-                .filter(|&i| k.folios.page_mapcount(p as Pfn + i) > 0)
-                .count() as i64;
+            anon[f.memcg as usize] += mapped_pages(k, p as Pfn);
         }
     }
     for cpu in &k.cpus {

@@ -961,7 +961,7 @@ fn build_sysfs(
             Val::Int(n) => n.to_string(),
             _ => return Err(type_error(rep, v, &path, "a string, boolean or integer")),
         };
-        let ok = match key.as_str() {
+        match key.as_str() {
             THP_ENABLED => {
                 let expected = "one of \"always\", \"madvise\", \"never\"";
                 let Val::Str(_) = &v.val else {
@@ -975,7 +975,6 @@ fn build_sysfs(
                     return Err(rep.at(v.at, path, format!("found anonymous THP (\"{value}\") with machine.kernel = \"{preset}\"; mmsim models anonymous THP as Linux 6.1 has it (later releases allocate anonymous memory in multi-size folios, not modelled yet); expected \"never\", or machine.kernel = \"6.1\"")));
                 }
                 thp_enabled = w;
-                true
             }
             THP_DEFRAG | THP_USE_ZERO_PAGE if preset != Preset::V6_1 => {
                 return Err(rep.at(
@@ -996,7 +995,6 @@ fn build_sysfs(
                     .find(|w| w.name() == value)
                     .ok_or_else(|| type_error(rep, v, &path, &expected))?;
                 thp_defrag = Some(w);
-                true
             }
             THP_USE_ZERO_PAGE => {
                 // use_zero_page_store: kstrtoul, 0 or 1.
@@ -1006,7 +1004,6 @@ fn build_sysfs(
                     _ => return Err(type_error(rep, v, &path, "0 or 1 (or a boolean)")),
                 };
                 thp_use_zero_page = Some(b);
-                true
             }
             SHMEM_ENABLED => {
                 let words: Vec<String> = ShmemEnabled::ALL
@@ -1023,7 +1020,6 @@ fn build_sysfs(
                     }
                     Some(&w) => {
                         shmem_enabled = Some(w);
-                        true
                     }
                     None => return Err(type_error(rep, v, &path, &expected)),
                 }
@@ -1046,7 +1042,6 @@ fn build_sysfs(
                     Some(&w) => {
                         shmem_mthp[mthp_shmem_order(k).expect("matched") - 2] = w;
                         knobs.push((format!("sysfs:{key}"), value.clone()));
-                        true
                     }
                     None => return Err(type_error(rep, v, &path, &expected)),
                 }
@@ -1070,7 +1065,6 @@ fn build_sysfs(
                     type_error(rep, v, &path, "true, false, \"y\", \"n\" or the capability bits as an integer or \"0x0007\"-style string (0x0001 the multi-gen LRU, 0x0002 page-table walks, 0x0004 non-leaf young bits)")
                 })?;
                 lru_gen = caps;
-                true
             }
             LRU_GEN_MIN_TTL => {
                 let ms = match &v.val {
@@ -1081,12 +1075,10 @@ fn build_sysfs(
                 lru_gen_min_ttl_ms = Some(ms.ok_or_else(|| {
                     type_error(rep, v, &path, "milliseconds, an integer from 0 to 4294967295")
                 })?);
-                true
             }
             VMA_RA_ENABLED => match kstrtobool(&value) {
                 Some(b) => {
                     vma_ra_enabled = b;
-                    true
                 }
                 None => return Err(type_error(rep, v, &path, "a boolean (true or false)")),
             },
@@ -1099,8 +1091,7 @@ fn build_sysfs(
                     ),
                 ))
             }
-        };
-        debug_assert!(ok);
+        }
     }
     // Debian's 6.1 boots with THP always; a spec that does not ask for it
     // runs with it off, in both engines (docs/design.md Oracle).

@@ -17,7 +17,7 @@
 //! same answers to every question the kernel asks of these counts.
 
 use super::folio::*;
-use super::huge_memory::pmd_block;
+use super::huge_memory::{pmd_block, TAIL_FLAGS};
 use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
 use super::pgtable::*;
 use crate::cost::Fn;
@@ -183,10 +183,7 @@ impl Kernel {
             Fn::AddRmap,
             self.costs.rmap() + self.costs.mapcount * HPAGE_PMD_NR,
         );
-        for i in 0..HPAGE_PMD_NR as u32 {
-            self.folios.page_mapcount_add(head + i, 1);
-        }
-        self.folios.entire_mapcount_add(head, 1);
+        self.pmd_mapcount_inc(head);
         let v = &self.vmas[vma as usize];
         let (av, index) = (v.anon_vma, (v.pgoff + first as u64) as u32);
         let f = self.folios.get_mut(head);
@@ -197,6 +194,15 @@ impl Kernel {
         self.vm.add(Vm::NrAnonPages, HPAGE_PMD_NR as i64);
         self.memcg_stat(memcg, Mc::Anon, HPAGE_PMD_NR as i64);
         self.memcg_stat(memcg, Mc::AnonThp, HPAGE_PMD_NR as i64);
+    }
+
+    /// One more PMD mapping THP `head`: every page's mapcount and the
+    /// entire mapcount rise.
+    fn pmd_mapcount_inc(&mut self, head: Pfn) {
+        for i in 0..HPAGE_PMD_NR as u32 {
+            self.folios.page_mapcount_add(head + i, 1);
+        }
+        self.folios.entire_mapcount_add(head, 1);
     }
 
     /// `pte_alloc_one`: a PTE table for a deposit, charged to the mm's
@@ -348,11 +354,7 @@ impl Kernel {
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_anon -= HPAGE_PMD_NR;
         self.page_remove_anon_compound_rmap(head);
-        // free_pages_and_swap_cache: an unmapped folio's swap copy goes.
-        let f = *self.folios.get(head);
-        if f.test(PG_SWAPCACHE) && f.mapcount == 0 {
-            self.folio_free_swap(head);
-        }
+        self.free_swap_cache(head);
         self.folio_put(head);
     }
 
@@ -410,10 +412,7 @@ impl Kernel {
             self.mm_get_huge_zero_page(dst_mm);
         } else {
             let head = pte_pfn(pte);
-            for i in 0..HPAGE_PMD_NR as u32 {
-                self.folios.page_mapcount_add(head + i, 1);
-            }
-            self.folios.entire_mapcount_add(head, 1);
+            self.pmd_mapcount_inc(head);
             let h = self.folios.get_mut(head);
             h.refcount += 1;
             h.clear(PG_ANON_EXCLUSIVE);
@@ -487,6 +486,7 @@ impl Kernel {
         let on_lru = h.test(PG_LRU);
         let isolated = list.is_some();
         let swapcache = h.test(PG_SWAPCACHE);
+        // An anonymous folio has no page-cache flags to pass on.
         let keep = h.flags & (TAIL_FLAGS | PG_ANON | PG_SWAPCACHE);
         let mut orphans = Vec::new();
         // Read before the tails are rewritten: the first tail holds it.
@@ -548,22 +548,18 @@ impl Kernel {
     /// the deferred split count below.
     fn unmap_folio_anon(&mut self, head: Pfn) {
         let av = self.folios.get(head).mapping;
-        let index = self.folios.get(head).index as u64;
-        let nr = self.folios.get(head).nr_pages() as u64;
         let vmas = self.anon_vmas[av as usize].vmas.clone();
         let mut dirty = false;
         for v in vmas {
-            let (pgoff, pages) = (self.vmas[v as usize].pgoff, self.vmas[v as usize].pages);
-            let lo = index.saturating_sub(pgoff);
-            let hi = (index + nr).saturating_sub(pgoff).min(pages);
+            let Some((lo, hi)) = self.anon_folio_range(head, v) else {
+                continue;
+            };
             let mut idx = lo;
             while idx < hi {
-                let pte = self.vmas[v as usize].ptes[idx as usize];
-                let mine = pte_present(pte)
-                    && pte & PTE_ZERO == 0
-                    && self.folios.head_of(pte_pfn(pte)) == head;
+                let pte = self.vmas[v as usize].ptes[idx];
+                let mine = self.maps_folio(pte, head);
                 if mine && pte & PTE_PMD != 0 {
-                    self.split_huge_pmd_anon(v, idx as usize);
+                    self.split_huge_pmd_anon(v, idx);
                     continue;
                 }
                 if mine {
@@ -697,14 +693,3 @@ impl Kernel {
         }
     }
 }
-
-/// The flags a tail page takes from its head (`__split_huge_page_tail`).
-const TAIL_FLAGS: u32 = PG_REFERENCED
-    | PG_SWAPBACKED
-    | PG_UPTODATE
-    | PG_ACTIVE
-    | PG_WORKINGSET
-    | PG_UNEVICTABLE
-    | PG_DIRTY
-    | crate::mm::lru_gen::LRU_GEN_MASK
-    | crate::mm::lru_gen::LRU_REFS_MASK;

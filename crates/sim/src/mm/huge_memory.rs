@@ -24,7 +24,7 @@ pub fn pmd_block(start_vpn: u64, idx: usize) -> (usize, usize) {
 }
 
 /// The flags a tail page takes from its head (`__split_huge_page_tail`).
-const TAIL_FLAGS: u32 = PG_REFERENCED
+pub(super) const TAIL_FLAGS: u32 = PG_REFERENCED
     | PG_SWAPBACKED
     | PG_UPTODATE
     | PG_ACTIVE

@@ -506,12 +506,7 @@ impl Kernel {
         }
         // A THP swapped out whole and still in the swap cache: 6.1 maps
         // the one page the entry names (the folio stays large).
-        let f = self.folios.get(pfn);
-        let page = if f.order > 0 {
-            pfn + (entry - f.swap)
-        } else {
-            pfn
-        };
+        let page = self.swap_cache_page(pfn, entry);
         self.page_add_anon_rmap(page, vma, idx, reuse);
         self.vmas[vma as usize].ptes[idx] = mk_pte(page, flags);
         if skip_swapcache {
@@ -722,12 +717,8 @@ impl Kernel {
             let mm = self.vmas[vma as usize].mm as usize;
             self.mms[mm].rss_anon -= 1;
             self.page_remove_rmap(o);
-            // free_swap_cache: the old folio's swap copy, if now unmapped.
             let head = self.folios.head_of(o);
-            let h = self.folios.get(head);
-            if h.test(PG_SWAPCACHE) && h.mapcount == 0 {
-                self.folio_free_swap(head);
-            }
+            self.free_swap_cache(head);
             self.folio_put(head);
         }
         Ok(())

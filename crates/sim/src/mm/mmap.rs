@@ -535,12 +535,7 @@ impl Kernel {
         }
         self.mms[mm].rss_anon -= 1;
         self.page_remove_rmap(pfn);
-        // free_pages_and_swap_cache: drop the swap cache of an unmapped
-        // folio.
-        let h = self.folios.get(head);
-        if h.test(PG_SWAPCACHE) && h.mapcount == 0 {
-            self.folio_free_swap(head);
-        }
+        self.free_swap_cache(head);
         self.folio_put(head);
     }
 

@@ -34,7 +34,7 @@ impl Kernel {
 
     /// Whether `pte` maps a page of anon folio `head`.
     #[inline]
-    fn maps_folio(&self, pte: Pte, head: Pfn) -> bool {
+    pub(super) fn maps_folio(&self, pte: Pte, head: Pfn) -> bool {
         pte_present(pte) && pte & PTE_ZERO == 0 && self.folios.head_of(pte_pfn(pte)) == head
     }
 

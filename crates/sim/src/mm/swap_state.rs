@@ -96,6 +96,28 @@ impl Kernel {
         true
     }
 
+    /// `free_swap_cache` (zap, COW): the swap copy of a folio no PTE maps
+    /// any more goes.
+    pub fn free_swap_cache(&mut self, head: Pfn) {
+        let f = self.folios.get(head);
+        if f.test(PG_SWAPCACHE) && f.mapcount == 0 {
+            self.folio_free_swap(head);
+        }
+    }
+
+    /// The page of folio `pfn` that holds `entry`: a THP in the swap cache
+    /// has its pages in consecutive slots; an order-0 folio (in the cache
+    /// or read past it) is its own page.
+    #[inline]
+    pub fn swap_cache_page(&self, pfn: Pfn, entry: SwpEntry) -> Pfn {
+        let f = self.folios.get(pfn);
+        if f.order > 0 {
+            pfn + (entry - f.swap)
+        } else {
+            pfn
+        }
+    }
+
     /// `free_swap_and_cache` (zap of a swap PTE): drop the reference; if
     /// only the swap cache still holds the slot and its folio is unmapped
     /// or swap is full, free the cached folio's swap too.

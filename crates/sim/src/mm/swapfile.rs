@@ -395,7 +395,6 @@ impl Kernel {
     /// clusters, which rotational devices do not have) and has one, with
     /// the memcg swap charge. None: the caller splits the folio.
     pub fn folio_alloc_swap_order(&mut self, memcg: u16, order: u8) -> Option<SwpEntry> {
-        let cpu = self.cur_cpu;
         let nr = 1u32 << order;
         let ty = *self.swap_avail().first()?;
         if self.swap[ty].flags & SWP_SOLIDSTATE == 0
@@ -403,7 +402,14 @@ impl Kernel {
         {
             return None;
         }
-        let off = self.swap[ty].alloc_large(cpu, order)?;
+        self.alloc_large_slots(ty, order, memcg)
+    }
+
+    /// An aligned run of 2^`order` slots on device `ty`, accounted and
+    /// charged to `memcg` (the large allocations' common part).
+    fn alloc_large_slots(&mut self, ty: usize, order: u8, memcg: u16) -> Option<SwpEntry> {
+        let nr = 1u32 << order;
+        let off = self.swap[ty].alloc_large(self.cur_cpu, order)?;
         self.nr_swap_pages -= nr as i64;
         for o in off..off + nr {
             self.swap[ty].cgroup[o as usize] = memcg;
@@ -428,14 +434,9 @@ impl Kernel {
         if self.swap[ty].flags & SWP_SOLIDSTATE == 0 {
             return None;
         }
-        let cpu = self.cur_cpu;
-        let off = self.swap[ty].alloc_large(cpu, 9)?;
-        self.nr_swap_pages -= NR as i64;
-        for o in off..off + NR {
-            self.swap[ty].cgroup[o as usize] = memcg;
-        }
-        self.mem_cgroup_charge_swap(memcg, NR as u64);
-        Some(swp_entry(ty, off))
+        // alloc_large's order-9 run is a whole free cluster, the head of
+        // the free list, as swap_alloc_cluster takes.
+        self.alloc_large_slots(ty, 9, memcg)
     }
 
     /// `swap_duplicate` for a PTE taking a reference to the slot.
@@ -779,12 +780,7 @@ impl Kernel {
         self.mms[mm].swapents -= 1;
         self.folios.get_mut(pfn).refcount += 1;
         // A page of a THP still in the swap cache maps alone.
-        let f = self.folios.get(pfn);
-        let page = if f.order > 0 {
-            pfn + (entry - f.swap)
-        } else {
-            pfn
-        };
+        let page = self.swap_cache_page(pfn, entry);
         self.page_add_anon_rmap(page, vma, idx, exclusive);
         self.vmas[vma as usize].ptes[idx] = mk_pte(page, 0);
         self.swap_free(entry);
