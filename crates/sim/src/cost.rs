@@ -234,6 +234,8 @@ functions! {
     EvictFolios = "evict_folios",
     LruGenLookAround = "lru_gen_look_around",
     LruGenWalk = "walk_mm",
+    Khugepaged = "khugepaged",
+    CollapseHugePage = "collapse_huge_page",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

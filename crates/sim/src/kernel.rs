@@ -169,6 +169,10 @@ pub struct Kernel {
     pub deferred_split: Vec<Pfn>,
     /// The deferred split shrinker's `nr_deferred`, per memcg.
     pub deferred_split_nr_deferred: Vec<i64>,
+    /// The khugepaged thread's list of mms and scan cursor.
+    pub khugepaged: crate::mm::khugepaged::Khugepaged,
+    /// Set when an mm's registration wakes khugepaged: the time.
+    pub khugepaged_wake_at: Option<u64>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -336,6 +340,8 @@ impl Kernel {
             huge_zero_pfn: NIL,
             deferred_split: Vec::new(),
             deferred_split_nr_deferred: Vec::new(),
+            khugepaged: Default::default(),
+            khugepaged_wake_at: None,
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32).map_err(|e| {

@@ -5,11 +5,16 @@
 //! at most one time slice; with more runnable entities than CPUs they take
 //! turns, slice by slice. A woken kswapd runs at once on an idle CPU, or
 //! preempts its waker if CFS's wakeup rule says so (`wakeup_preempts`).
+//! khugepaged runs at nice 19: it never preempts, and takes an idle CPU or
+//! its turn. Simplification: under contention for the CPUs it gets a full
+//! turn where CFS would give it about 1.5% of a CPU (weight 15 against
+//! 1024); its scans are short bursts seconds apart.
 //! Everything is deterministic: ties go to the lower entity number (tasks
-//! in spec order, kswapd last).
+//! in spec order, then kswapd, then khugepaged).
 
 use crate::cost;
 use crate::kernel::Kernel;
+use crate::mm::khugepaged::KhugepagedNext;
 use crate::mm::memory::FaultError;
 use crate::mm::vmscan::KswapdNext;
 use crate::vmstat::VmStat;
@@ -18,6 +23,9 @@ use mmsim_spec::output::KvResult;
 use mmsim_spec::stream::{access_is_write, access_page, TouchStream};
 use mmsim_spec::{Op, Spec, Step};
 use std::collections::HashMap;
+
+/// `last_on_cpu`'s mark for khugepaged (kswapd's is usize::MAX).
+const KHUGEPAGED_ON_CPU: usize = usize::MAX - 1;
 
 /// Accesses generated per batch from a touch stream.
 const BATCH: usize = 4096;
@@ -175,6 +183,7 @@ pub struct Scheduler<'s> {
     /// The jiffy each task was last switched in.
     switched_in: Vec<u64>,
     kswapd_ready: Option<u64>,
+    khugepaged_ready: Option<u64>,
     /// Called after each slice with the run's progress (0..=1).
     pub on_progress: Option<Box<dyn FnMut(f64) + 's>>,
     total_accesses: u64,
@@ -260,6 +269,7 @@ impl<'s> Scheduler<'s> {
             last_on_cpu: vec![None; spec.machine.cpus as usize],
             switched_in: Vec::new(),
             kswapd_ready: None,
+            khugepaged_ready: None,
             on_progress: None,
             total_accesses: total_accesses.max(1),
             done_accesses: 0,
@@ -324,6 +334,22 @@ impl<'s> Scheduler<'s> {
                     self.exit_task(entity, k);
                 }
                 end.max(k.now())
+            } else if entity == self.khugepaged_entity() {
+                k.cur_task = None;
+                let slice_end = self.slice_end(entity, cpu, start);
+                self.khugepaged_ready = loop {
+                    match k.khugepaged_step() {
+                        KhugepagedNext::Run if k.now() < slice_end => continue,
+                        KhugepagedNext::Run => break Some(k.now()),
+                        KhugepagedNext::SleepUntil(t) => break Some(t),
+                        KhugepagedNext::Sleep => break None,
+                    }
+                };
+                self.last_on_cpu[cpu] = Some(KHUGEPAGED_ON_CPU);
+                if let Some(why) = k.unmodelled.take() {
+                    return Err(SimError::Unmodelled(why));
+                }
+                k.now()
             } else {
                 k.cur_task = None;
                 // kswapd keeps its CPU for its slice, pass after pass,
@@ -346,6 +372,9 @@ impl<'s> Scheduler<'s> {
             };
             if let Some(t) = k.kswapd_wake_at.take() {
                 self.place_woken_kswapd(t);
+            }
+            if let Some(t) = k.khugepaged_wake_at.take() {
+                self.khugepaged_ready = Some(t);
             }
             self.update_min_vruntime();
             // A task sleeping (memory.high throttle, sleep op) frees its CPU.
@@ -381,8 +410,14 @@ impl<'s> Scheduler<'s> {
         }
     }
 
-    /// The entity ready earliest: tasks, then kswapd. None when all tasks
-    /// are done (kswapd's remaining work does not outlive the workload).
+    /// khugepaged's entity number: after the tasks and kswapd.
+    fn khugepaged_entity(&self) -> usize {
+        self.tasks.len() + 1
+    }
+
+    /// The entity ready earliest: tasks, then kswapd, then khugepaged.
+    /// None when all tasks are done (the kernel threads' remaining work
+    /// does not outlive the workload).
     fn pick(&self) -> Option<(usize, u64)> {
         let mut best: Option<(usize, u64)> = None;
         for (i, t) in self.tasks.iter().enumerate() {
@@ -398,7 +433,12 @@ impl<'s> Scheduler<'s> {
         best?;
         if let Some(kr) = self.kswapd_ready {
             if best.is_some_and(|(_, b)| kr < b) {
-                return Some((self.tasks.len(), kr));
+                best = Some((self.tasks.len(), kr));
+            }
+        }
+        if let Some(hr) = self.khugepaged_ready {
+            if best.is_some_and(|(_, b)| hr < b) {
+                best = Some((self.khugepaged_entity(), hr));
             }
         }
         best
@@ -491,7 +531,12 @@ impl<'s> Scheduler<'s> {
         } else {
             self.kswapd_ready
         };
-        tasks.chain(kswapd)
+        let khugepaged = if me == self.khugepaged_entity() {
+            None
+        } else {
+            self.khugepaged_ready
+        };
+        tasks.chain(kswapd).chain(khugepaged)
     }
 
     fn run_task_slice(
@@ -504,6 +549,7 @@ impl<'s> Scheduler<'s> {
         if let TaskState::Sleeping(_) = t.state {
             t.state = TaskState::Ready;
         }
+        let mut slice_end = slice_end;
         let end = loop {
             match self.step_task(i, k, slice_end)? {
                 Some(SliceEnd::Preempted) => break k.now(),
@@ -519,7 +565,12 @@ impl<'s> Scheduler<'s> {
                     self.tasks[i].state = TaskState::Waiting;
                     break k.now();
                 }
-                None => {}
+                None => {
+                    // A step (MADV_HUGEPAGE, fork) may have woken khugepaged.
+                    if self.wake_khugepaged(i, k, &mut slice_end) && k.now() >= slice_end {
+                        break k.now();
+                    }
+                }
             }
         };
         let t = &mut self.tasks[i];
@@ -870,7 +921,21 @@ impl<'s> Scheduler<'s> {
             // kswapd waits for this CPU, or runs beside us on an idle one.
             *slice_end = (*slice_end).min(self.slice_end(i, self.cur_cpu, self.cur_start));
         }
+        if k.khugepaged_wake_at.is_some() {
+            self.wake_khugepaged(i, k, slice_end);
+        }
         (k.now() >= *slice_end).then_some(SliceEnd::Preempted)
+    }
+
+    /// A registration woke khugepaged: at nice 19 it does not preempt;
+    /// it runs beside this task on an idle CPU, or waits its turn.
+    fn wake_khugepaged(&mut self, i: usize, k: &mut Kernel, slice_end: &mut u64) -> bool {
+        let Some(w) = k.khugepaged_wake_at.take() else {
+            return false;
+        };
+        self.khugepaged_ready = Some(w);
+        *slice_end = (*slice_end).min(self.slice_end(i, self.cur_cpu, self.cur_start));
+        true
     }
 
     /// Runs requests of the current kvstore until the slice ends.
@@ -1125,6 +1190,8 @@ impl<'s> Scheduler<'s> {
         let t = &mut self.tasks[i];
         let mut vmas: Vec<u32> = t.regions.drain().map(|(_, v)| v).collect();
         vmas.sort_unstable();
+        // __mmput: khugepaged_exit, then exit_mmap.
+        k.khugepaged_exit(k.tasks[t.ktask].mm);
         for v in vmas {
             k.munmap(v);
         }

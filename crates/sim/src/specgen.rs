@@ -186,6 +186,26 @@ pub fn generate(bytes: &[u8]) -> String {
                 )
                 .unwrap();
             }
+            // khugepaged: scans often enough to run inside a short spec.
+            if d.chance(40) {
+                let knobs: [(&str, &[u32]); 5] = [
+                    ("scan_sleep_millisecs", &[1, 4, 10, 100]),
+                    ("pages_to_scan", &[512, 4096, 65536]),
+                    ("max_ptes_none", &[0, 64, 511]),
+                    ("max_ptes_swap", &[0, 64, 511]),
+                    ("max_ptes_shared", &[0, 256, 511]),
+                ];
+                for (name, values) in knobs {
+                    if d.chance(60) {
+                        let v = d.pick(values);
+                        writeln!(
+                            out,
+                            "\"kernel/mm/transparent_hugepage/khugepaged/{name}\" = {v}"
+                        )
+                        .unwrap();
+                    }
+                }
+            }
         }
         if thp {
             let w = d.pick(&["always", "advise", "within_size", "never", "deny", "force"]);

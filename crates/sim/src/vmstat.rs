@@ -97,6 +97,8 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     ThpFaultAlloc = "thp_fault_alloc",
     ThpFaultFallback = "thp_fault_fallback",
     ThpFaultFallbackCharge = "thp_fault_fallback_charge",
+    ThpCollapseAlloc = "thp_collapse_alloc",
+    ThpCollapseAllocFailed = "thp_collapse_alloc_failed",
     ThpFileAlloc = "thp_file_alloc",
     ThpFileFallback = "thp_file_fallback",
     ThpFileFallbackCharge = "thp_file_fallback_charge",
@@ -105,6 +107,9 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     ThpSplitPageFailed = "thp_split_page_failed",
     ThpDeferredSplitPage = "thp_deferred_split_page",
     ThpSplitPmd = "thp_split_pmd",
+    ThpScanExceedNonePte = "thp_scan_exceed_none_pte",
+    ThpScanExceedSwapPte = "thp_scan_exceed_swap_pte",
+    ThpScanExceedSharePte = "thp_scan_exceed_share_pte",
     ThpZeroPageAlloc = "thp_zero_page_alloc",
     ThpZeroPageAllocFailed = "thp_zero_page_alloc_failed",
     ThpSwpout = "thp_swpout",
@@ -363,6 +368,7 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     Pglazyfree = "pglazyfree",
     Pglazyfreed = "pglazyfreed",
     ThpFaultAlloc = "thp_fault_alloc",
+    ThpCollapseAlloc = "thp_collapse_alloc",
 });
 
 /// One cgroup's memory.stat (its own, not yet summed over descendants).

@@ -277,6 +277,9 @@ pub struct Sysfs {
     /// kernel/mm/transparent_hugepage/use_zero_page when the spec sets it
     /// (None: the boot value, on from 512 MiB of RAM).
     pub thp_use_zero_page: Option<bool>,
+    /// kernel/mm/transparent_hugepage/khugepaged/*: each as the spec sets
+    /// it (None: the kernel's boot value).
+    pub khugepaged: KhugepagedKnobs,
     /// kernel/mm/swap/vma_ra_enabled: VMA-based swap readahead (ignored
     /// while any rotational swap device is on, as the kernel ignores it).
     pub vma_ra_enabled: bool,
@@ -297,6 +300,49 @@ pub struct Sysfs {
     /// not in 6.1), for orders 2 to 9 (16 KiB to 2 MiB): index order − 2.
     /// Unset: the kernel's default, `inherit` at PMD size, else `never`.
     pub shmem_mthp: [MthpShmem; 8],
+}
+
+/// kernel/mm/transparent_hugepage/khugepaged/*, as the spec writes them
+/// (None: left at 6.1's boot value, `khugepaged_init`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KhugepagedKnobs {
+    /// `defrag` (0 or 1): whether khugepaged's allocation may reclaim and
+    /// compact (GFP_TRANSHUGE) or not (GFP_TRANSHUGE_LIGHT).
+    pub defrag: Option<bool>,
+    /// `pages_to_scan` (at least 1; boot 4096): PTEs' worth of address
+    /// space one wakeup scans.
+    pub pages_to_scan: Option<u32>,
+    /// `scan_sleep_millisecs` (boot 10000): the sleep between wakeups.
+    pub scan_sleep_millisecs: Option<u32>,
+    /// `alloc_sleep_millisecs` (boot 60000): the sleep after a failed
+    /// huge page allocation.
+    pub alloc_sleep_millisecs: Option<u32>,
+    /// `max_ptes_none`, `max_ptes_swap`, `max_ptes_shared` (0 to 511;
+    /// boot 511, 64, 256): how many empty, swapped-out and shared PTEs a
+    /// range may have and still be collapsed.
+    pub max_ptes_none: Option<u32>,
+    pub max_ptes_swap: Option<u32>,
+    pub max_ptes_shared: Option<u32>,
+}
+
+impl KhugepagedKnobs {
+    /// Every knob's file name under khugepaged/ and its value, if set.
+    pub fn set(&self) -> Vec<(&'static str, String)> {
+        let d = self.defrag.map(|b| (b as u32).to_string());
+        let n = |v: Option<u32>| v.map(|n| n.to_string());
+        [
+            ("defrag", d),
+            ("pages_to_scan", n(self.pages_to_scan)),
+            ("scan_sleep_millisecs", n(self.scan_sleep_millisecs)),
+            ("alloc_sleep_millisecs", n(self.alloc_sleep_millisecs)),
+            ("max_ptes_none", n(self.max_ptes_none)),
+            ("max_ptes_swap", n(self.max_ptes_swap)),
+            ("max_ptes_shared", n(self.max_ptes_shared)),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect()
+    }
 }
 
 /// A per-size `hugepages-<size>kB/shmem_enabled` value (6.11 and later).

@@ -804,6 +804,7 @@ const THP_ENABLED: &str = "kernel/mm/transparent_hugepage/enabled";
 const SHMEM_ENABLED: &str = "kernel/mm/transparent_hugepage/shmem_enabled";
 const THP_DEFRAG: &str = "kernel/mm/transparent_hugepage/defrag";
 const THP_USE_ZERO_PAGE: &str = "kernel/mm/transparent_hugepage/use_zero_page";
+const KHUGEPAGED: &str = "kernel/mm/transparent_hugepage/khugepaged/";
 const LRU_GEN_ENABLED: &str = "kernel/mm/lru_gen/enabled";
 const LRU_GEN_MIN_TTL: &str = "kernel/mm/lru_gen/min_ttl_ms";
 
@@ -817,6 +818,46 @@ fn parse_kstrtouint(s: &str) -> Option<u32> {
     } else {
         t.parse().ok()
     }
+}
+
+/// One knob under khugepaged/, checked as 6.1's store function checks it
+/// (base-10 `kstrtouint`/`kstrtoul`). Err(None): no such knob.
+fn khugepaged_knob(
+    rep: &Reporter,
+    v: &Node,
+    path: &str,
+    name: &str,
+    k: &mut KhugepagedKnobs,
+) -> Result<(), Option<SpecError>> {
+    let n = match &v.val {
+        Val::Int(n) => u32::try_from(*n).ok(),
+        Val::Str(s) => s.strip_suffix('\n').unwrap_or(s).parse::<u32>().ok(),
+        Val::Bool(b) if name == "defrag" => Some(*b as u32),
+        _ => None,
+    };
+    let (lo, hi, what) = match name {
+        "defrag" => (0, 1, "0 or 1"),
+        "pages_to_scan" => (1, u32::MAX, "a count of pages from 1 to 4294967295"),
+        // 0 is the kernel's "scan again at once": khugepaged would spin
+        // for as long as the workload runs. mmsim bounds its work.
+        "scan_sleep_millisecs" => (1, u32::MAX, "milliseconds from 1 to 4294967295 (0, no sleep between scans, is refused: khugepaged would rescan without end)"),
+        "alloc_sleep_millisecs" => (0, u32::MAX, "milliseconds from 0 to 4294967295"),
+        "max_ptes_none" | "max_ptes_swap" | "max_ptes_shared" => (0, 511, "an integer from 0 to 511"),
+        _ => return Err(None),
+    };
+    let n = n
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| Some(type_error(rep, v, path, what)))?;
+    match name {
+        "defrag" => k.defrag = Some(n == 1),
+        "pages_to_scan" => k.pages_to_scan = Some(n),
+        "scan_sleep_millisecs" => k.scan_sleep_millisecs = Some(n),
+        "alloc_sleep_millisecs" => k.alloc_sleep_millisecs = Some(n),
+        "max_ptes_none" => k.max_ptes_none = Some(n),
+        "max_ptes_swap" => k.max_ptes_swap = Some(n),
+        _ => k.max_ptes_shared = Some(n),
+    }
+    Ok(())
 }
 
 /// What `store_enabled` makes of a value: "n…" none, "y…" every
@@ -951,6 +992,7 @@ fn build_sysfs(
     let mut thp_enabled = ThpEnabled::Never;
     let mut thp_defrag = None;
     let mut thp_use_zero_page = None;
+    let mut khugepaged = KhugepagedKnobs::default();
     let mut shmem_mthp: [MthpShmem; 8] = std::array::from_fn(|i| MthpShmem::default_for(i + 2));
     for (key, e) in &f.table.entries {
         let path = f.path(key);
@@ -1004,6 +1046,20 @@ fn build_sysfs(
                     _ => return Err(type_error(rep, v, &path, "0 or 1 (or a boolean)")),
                 };
                 thp_use_zero_page = Some(b);
+            }
+            k if k.starts_with(KHUGEPAGED) => {
+                if preset != Preset::V6_1 {
+                    return Err(rep.at(
+                        e.key_at,
+                        path,
+                        format!("found the sysfs knob \"{key}\" with machine.kernel = \"{preset}\"; khugepaged is modelled as Linux 6.1 has it, with anonymous THP; expected machine.kernel = \"6.1\" for it"),
+                    ));
+                }
+                khugepaged_knob(rep, v, &path, &k[KHUGEPAGED.len()..], &mut khugepaged)
+                    .map_err(|m| match m {
+                        Some(m) => m,
+                        None => rep.at(e.key_at, path.clone(), format!("found the sysfs knob \"{key}\", which 6.1's khugepaged does not have; expected one of {KHUGEPAGED}{{defrag, pages_to_scan, scan_sleep_millisecs, alloc_sleep_millisecs, max_ptes_none, max_ptes_swap, max_ptes_shared}}")),
+                    })?;
             }
             SHMEM_ENABLED => {
                 let words: Vec<String> = ShmemEnabled::ALL
@@ -1087,7 +1143,7 @@ fn build_sysfs(
                     e.key_at,
                     path,
                     format!(
-                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {THP_DEFRAG}, {THP_USE_ZERO_PAGE}, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {LRU_GEN_MIN_TTL}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {THP_DEFRAG}, {THP_USE_ZERO_PAGE}, {KHUGEPAGED}…, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {LRU_GEN_MIN_TTL}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
                     ),
                 ))
             }
@@ -1102,6 +1158,9 @@ fn build_sysfs(
     }
     if let Some(b) = thp_use_zero_page {
         knobs.push((format!("sysfs:{THP_USE_ZERO_PAGE}"), (b as u8).to_string()));
+    }
+    for (name, value) in khugepaged.set() {
+        knobs.push((format!("sysfs:{KHUGEPAGED}{name}"), value));
     }
     // Only when set: left alone it is 6.1's boot default `never`, and the
     // engines record it as such for specs that use shmem.
@@ -1128,6 +1187,7 @@ fn build_sysfs(
         thp_enabled,
         thp_defrag,
         thp_use_zero_page,
+        khugepaged,
         vma_ra_enabled,
         lru_gen,
         lru_gen_min_ttl_ms: lru_gen_min_ttl_ms.unwrap_or(0),

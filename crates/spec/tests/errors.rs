@@ -436,6 +436,62 @@ memory = "512M"
 }
 
 #[test]
+fn khugepaged_knobs_take_6_1_values_and_are_written_when_set() {
+    let s = parse(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysfs]
+"kernel/mm/transparent_hugepage/enabled" = "madvise"
+"kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs" = 100
+"kernel/mm/transparent_hugepage/khugepaged/max_ptes_none" = "0"
+"kernel/mm/transparent_hugepage/khugepaged/defrag" = 0
+"#,
+    ))
+    .expect("6.1 takes them");
+    let k = s.sysfs.khugepaged;
+    assert_eq!(k.scan_sleep_millisecs, Some(100));
+    assert_eq!(k.max_ptes_none, Some(0));
+    assert_eq!(k.defrag, Some(false));
+    assert_eq!(k.pages_to_scan, None);
+    let knobs: Vec<_> = s
+        .knobs
+        .iter()
+        .filter(|(k, _)| k.contains("/khugepaged/"))
+        .map(|(k, v)| (k.rsplit('/').next().unwrap_or_default(), v.as_str()))
+        .collect();
+    assert_eq!(
+        knobs,
+        [
+            ("defrag", "0"),
+            ("scan_sleep_millisecs", "100"),
+            ("max_ptes_none", "0")
+        ]
+    );
+}
+
+#[test]
+fn khugepaged_knobs_out_of_range_unknown_or_on_other_presets_are_refused() {
+    let head = |key: &str, value: &str, kernel: &str| {
+        with_task(&format!(
+            "[machine]\nmemory = \"512M\"\nkernel = \"{kernel}\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/khugepaged/{key}\" = {value}\n"
+        ))
+    };
+    let key = |k: &str| format!("sysfs.\"kernel/mm/transparent_hugepage/khugepaged/{k}\"");
+    let e = rejected(&head("max_ptes_none", "512", "6.1"));
+    check(&e, 5, &key("max_ptes_none"), &["512", "0 to 511"]);
+    let e = rejected(&head("pages_to_scan", "0", "6.1"));
+    check(&e, 5, &key("pages_to_scan"), &["from 1"]);
+    let e = rejected(&head("scan_sleep_millisecs", "0", "6.1"));
+    check(&e, 5, &key("scan_sleep_millisecs"), &["0", "without end"]);
+    let e = rejected(&head("defrag", "2", "6.1"));
+    check(&e, 5, &key("defrag"), &["0 or 1"]);
+    let e = rejected(&head("max_ptes_sometimes", "1", "6.1"));
+    check(&e, 5, &key("max_ptes_sometimes"), &["max_ptes_shared"]);
+    let e = rejected(&head("max_ptes_none", "0", "6.12"));
+    check(&e, 5, &key("max_ptes_none"), &["6.12", "6.1"]);
+}
+
+#[test]
 fn shmem_enabled_takes_6_1_values() {
     const KEY: &str = "sysfs:kernel/mm/transparent_hugepage/shmem_enabled";
     for (word, w) in [

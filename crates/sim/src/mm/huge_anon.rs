@@ -38,6 +38,7 @@ pub struct ThpCtl {
     /// machine under 512 MiB).
     pub defrag: Option<ThpDefrag>,
     pub use_zero_page: bool,
+    pub khugepaged: super::khugepaged::KhugepagedCtl,
 }
 
 impl ThpCtl {
@@ -51,6 +52,7 @@ impl ThpCtl {
                 .thp_defrag
                 .or(big_enough.then_some(ThpDefrag::Madvise)),
             use_zero_page: sysfs.thp_use_zero_page.unwrap_or(big_enough),
+            khugepaged: super::khugepaged::KhugepagedCtl::new(&sysfs.khugepaged, big_enough),
         }
     }
 
@@ -104,6 +106,9 @@ impl Kernel {
         let Some(first) = self.transhuge_vma_suitable(vma, idx) else {
             return Ok(false);
         };
+        // anon_vma_prepare, then khugepaged_enter_vma.
+        self.vmas[vma as usize].anon_used = true;
+        self.khugepaged_enter_vma(vma);
         if !write && self.thp.use_zero_page {
             let table = self.pte_alloc_one(vma)?;
             if !self.mm_get_huge_zero_page(self.vmas[vma as usize].mm) {
@@ -178,7 +183,7 @@ impl Kernel {
     /// `page_add_new_anon_rmap` of a THP mapped by one PMD at page
     /// `first`: every page mapped once, NR_ANON_THPS and NR_ANON_MAPPED
     /// up by 512.
-    fn page_add_new_anon_rmap_pmd(&mut self, head: Pfn, vma: u32, first: usize) {
+    pub(super) fn page_add_new_anon_rmap_pmd(&mut self, head: Pfn, vma: u32, first: usize) {
         self.charge_cost(
             Fn::AddRmap,
             self.costs.rmap() + self.costs.mapcount * HPAGE_PMD_NR,

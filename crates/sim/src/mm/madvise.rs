@@ -69,10 +69,13 @@ impl Kernel {
             _ => None,
         };
         if let Some(flag) = thp {
-            // hugepage_madvise, for the whole region likewise. (khugepaged,
-            // which MADV_HUGEPAGE would also enlist, is not modelled.)
+            // hugepage_madvise, for the whole region likewise; MADV_HUGEPAGE
+            // registers the mm with khugepaged if the VMA now qualifies.
             let v = &mut self.vmas[vma as usize];
             v.flags = (v.flags & !(super::mmap::VM_HUGEPAGE | super::mmap::VM_NOHUGEPAGE)) | flag;
+            if advice == Advice::Hugepage {
+                self.khugepaged_enter_vma(vma);
+            }
             return Ok(());
         }
         self.traced(Fn::Madvise, |k| {

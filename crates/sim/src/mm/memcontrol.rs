@@ -366,7 +366,9 @@ impl Kernel {
                 nr_retries -= 1;
                 continue;
             }
-            if passed_oom {
+            // mem_cgroup_oom refuses above PAGE_ALLOC_COSTLY_ORDER (a THP's
+            // charge): no OOM event, the charge fails.
+            if passed_oom || nr > 8 {
                 return Charge::Oom;
             }
             // mem_cgroup_oom: the simulator does not kill tasks; it reports

@@ -434,6 +434,8 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx] = mk_pte(NIL, PTE_ZERO | PTE_YOUNG);
             return Ok(());
         }
+        // anon_vma_prepare: khugepaged looks only at VMAs with one.
+        self.vmas[vma as usize].anon_used = true;
         let memcg = self.vma_memcg(vma);
         let pfn = self.alloc_anon_folio(memcg)?;
         self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page + self.costs.pte);
@@ -448,7 +450,7 @@ impl Kernel {
     /// the cache from a SWP_SYNCHRONOUS_IO device when the slot has one
     /// user, else through `swapin_readahead` — then lock it (waiting for
     /// its read: VM_FAULT_RETRY), map it, and settle the slot.
-    fn do_swap_page(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
+    pub(super) fn do_swap_page(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Fault {
         let entry = pte_swp_entry(pte);
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         let memcg = self.vma_memcg(vma);

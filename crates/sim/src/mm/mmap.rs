@@ -50,6 +50,10 @@ pub struct Mm {
     pub lru_gen_listed: bool,
     /// MMF_HUGE_ZERO_PAGE: holds a reference to the huge zero page.
     pub huge_zero: bool,
+    /// MMF_VM_HUGEPAGE: on khugepaged's list.
+    pub khugepaged_slot: bool,
+    /// Its last task has exited (mm_users is 0).
+    pub exited: bool,
 }
 
 impl Mm {
@@ -223,6 +227,8 @@ impl Kernel {
             lru_gen_used: true,
             lru_gen_listed: false,
             huge_zero: false,
+            khugepaged_slot: false,
+            exited: false,
         });
         let mm = (self.mms.len() - 1) as u32;
         self.lru_gen_add_mm(mm);
@@ -368,6 +374,7 @@ impl Kernel {
                 self.traced(cost::Fn::CopyPageRange, |k| k.copy_page_range(pv, cv))?;
             }
         }
+        self.khugepaged_fork(child, parent);
         // flush_tlb_mm: the parent's PTEs were write-protected.
         self.charge_cost(cost::Fn::CopyPageRange, self.costs.tlb_flush);
         Ok((child, pairs))

@@ -3,6 +3,7 @@ pub mod filemap;
 pub mod folio;
 pub mod huge_anon;
 pub mod huge_memory;
+pub mod khugepaged;
 pub mod lru_gen;
 pub mod lruvec;
 pub mod madvise;
