@@ -615,7 +615,10 @@ impl Child<'_> {
             f.as_raw_fd()
         });
         let prot = libc::PROT_READ | libc::PROT_WRITE | if exec { libc::PROT_EXEC } else { 0 };
-        let thp = self.spec.sysfs.thp_enabled != mmsim_spec::ThpEnabled::Never;
+        let thp = self
+            .spec
+            .sysfs
+            .anon_large_possible(self.spec.features.anon_mthp);
         let at = if kind == MapKind::Anon && thp {
             aligned_hole(len)?
         } else {

@@ -173,6 +173,11 @@ pub struct Kernel {
     pub khugepaged: crate::mm::khugepaged::Khugepaged,
     /// Set when an mm's registration wakes khugepaged: the time.
     pub khugepaged_wake_at: Option<u64>,
+    /// A private anonymous fault may allocate a large folio (THP or mTHP):
+    /// regions start 2 MiB-aligned.
+    pub anon_large_possible: bool,
+    /// 6.12's zap of a large anonymous folio's PTEs as one batch, open.
+    pub zap_anon: Option<crate::mm::anon_mthp::ZapAnonBatch>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -336,12 +341,14 @@ impl Kernel {
             in_lru_fault: false,
             unmodelled: None,
             // boot_watermarks sets it once the machine's size is known.
-            thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true),
+            thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true, spec.features.anon_mthp),
             huge_zero_pfn: NIL,
             deferred_split: Vec::new(),
             deferred_split_nr_deferred: Vec::new(),
             khugepaged: Default::default(),
             khugepaged_wake_at: None,
+            anon_large_possible: spec.sysfs.anon_large_possible(spec.features.anon_mthp),
+            zap_anon: None,
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32).map_err(|e| {
@@ -476,7 +483,8 @@ impl Kernel {
         // then khugepaged never raises the watermarks.
         let managed: u64 = self.zones.iter().map(|z| z.managed).sum();
         let big_enough = managed >= 512 << 8;
-        self.thp = crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, big_enough);
+        self.thp =
+            crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, big_enough, spec.features.anon_mthp);
         let thp_on = spec.sysfs.thp_enabled != mmsim_spec::ThpEnabled::Never;
         if big_enough || thp_on {
             // set_recommended_min_free_kbytes, at boot and again on the

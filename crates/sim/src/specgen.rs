@@ -170,6 +170,18 @@ pub fn generate(bytes: &[u8]) -> String {
             let caps = d.pick(&["\"0x0001\"", "\"y\"", "3", "5"]);
             writeln!(out, "\"kernel/mm/lru_gen/enabled\" = {caps}").unwrap();
         }
+        // Anonymous mTHP, as 6.12 has it: one or two sizes below 2 MiB.
+        if kernel == "6.12" && d.chance(40) {
+            for _ in 0..1 + d.below(2) {
+                let kb = d.pick(&[16, 32, 64, 128, 256, 512, 1024]);
+                let w = d.pick(&["always", "always", "madvise", "never"]);
+                writeln!(
+                    out,
+                    "\"kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled\" = \"{w}\""
+                )
+                .unwrap();
+            }
+        }
         // Anonymous THP is modelled as 6.1 has it.
         if kernel == "6.1" && d.chance(30) {
             let w = d.pick(&["always", "always", "madvise"]);

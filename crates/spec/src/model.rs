@@ -207,11 +207,25 @@ pub struct Features {
     /// first); a swap-in through the swap cache splits that entry to
     /// order 0. Seed 001's baseline.
     pub shmem_large_swapout: bool,
+    /// Not in 6.1 (6.8, "mm: thp: support allocation of anonymous
+    /// multi-size THP"): the per-size `hugepages-<size>kB/enabled` knobs
+    /// give private anonymous memory folios of orders 2 to 8 at a write
+    /// fault, mapped by PTEs. Modelled with 6.12's paths around them.
+    pub anon_mthp: bool,
+    /// Not in 6.1 (6.10, "mm: swap: allow storage of all mTHP orders"):
+    /// reclaim swaps an anonymous mTHP out whole into a run of slots of a
+    /// cluster kept for its order; false splits it first, as 6.8 does.
+    pub anon_mthp_swapout: bool,
+    /// Not in 6.1 (6.12, "mm: support large folios swap-in for sync io
+    /// devices"): a swap fault past the swap cache on a
+    /// SWP_SYNCHRONOUS_IO device (zram) reads a whole mTHP back when its
+    /// entries are contiguous; false reads order 0, as 6.11 does.
+    pub anon_large_swapin: bool,
 }
 
 impl Features {
     /// Every flag by its spec name.
-    pub fn list(&self) -> [(&'static str, bool); 8] {
+    pub fn list(&self) -> [(&'static str, bool); 11] {
         [
             ("wp_reuse_swapcache", self.wp_reuse_swapcache),
             ("shmem_skip_swapcache", self.shmem_skip_swapcache),
@@ -221,6 +235,9 @@ impl Features {
             ("madv_pageout_split", self.madv_pageout_split),
             ("shmem_mthp", self.shmem_mthp),
             ("shmem_large_swapout", self.shmem_large_swapout),
+            ("anon_mthp", self.anon_mthp),
+            ("anon_mthp_swapout", self.anon_mthp_swapout),
+            ("anon_large_swapin", self.anon_large_swapin),
         ]
     }
 
@@ -234,6 +251,9 @@ impl Features {
         madv_pageout_split: true,
         shmem_mthp: false,
         shmem_large_swapout: false,
+        anon_mthp: false,
+        anon_mthp_swapout: false,
+        anon_large_swapin: false,
     };
 
     /// Linux 6.12's: MADV_PAGEOUT pages out a large folio it covers whole
@@ -250,6 +270,9 @@ impl Features {
         madv_pageout_split: false,
         shmem_mthp: true,
         shmem_large_swapout: true,
+        anon_mthp: true,
+        anon_mthp_swapout: true,
+        anon_large_swapin: true,
     };
 }
 
@@ -300,6 +323,61 @@ pub struct Sysfs {
     /// not in 6.1), for orders 2 to 9 (16 KiB to 2 MiB): index order − 2.
     /// Unset: the kernel's default, `inherit` at PMD size, else `never`.
     pub shmem_mthp: [MthpShmem; 8],
+    /// `hugepages-<size>kB/enabled` (with `features.anon_mthp`; not in
+    /// 6.1), for orders 2 to 9: index order − 2. Unset: the kernel's
+    /// default, `inherit` at PMD size, else `never`.
+    pub anon_mthp: [MthpAnon; 8],
+}
+
+impl Sysfs {
+    /// Whether a private anonymous fault may allocate a folio larger than a
+    /// page: PMD-size THP on, or (with `features.anon_mthp`) a smaller size
+    /// enabled, `inherit` following the top-level knob.
+    pub fn anon_large_possible(&self, anon_mthp: bool) -> bool {
+        self.thp_enabled != ThpEnabled::Never
+            || (anon_mthp
+                && self.anon_mthp[..7].iter().any(|&w| match w {
+                    MthpAnon::Always | MthpAnon::Madvise => true,
+                    MthpAnon::Inherit => self.thp_enabled != ThpEnabled::Never,
+                    MthpAnon::Never => false,
+                }))
+    }
+}
+
+/// A per-size `hugepages-<size>kB/enabled` value (6.8 and later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MthpAnon {
+    Always,
+    Inherit,
+    Madvise,
+    Never,
+}
+
+impl MthpAnon {
+    pub const ALL: [MthpAnon; 4] = [
+        MthpAnon::Always,
+        MthpAnon::Inherit,
+        MthpAnon::Madvise,
+        MthpAnon::Never,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MthpAnon::Always => "always",
+            MthpAnon::Inherit => "inherit",
+            MthpAnon::Madvise => "madvise",
+            MthpAnon::Never => "never",
+        }
+    }
+
+    /// The kernel's default for `order`: `inherit` at PMD size, else never.
+    pub fn default_for(order: usize) -> MthpAnon {
+        if order == 9 {
+            MthpAnon::Inherit
+        } else {
+            MthpAnon::Never
+        }
+    }
 }
 
 /// kernel/mm/transparent_hugepage/khugepaged/*, as the spec writes them

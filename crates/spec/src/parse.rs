@@ -530,14 +530,15 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
 fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Fidelity, SpecError> {
     let f = Fields::of(rep, "fidelity".into(), node, "a table [fidelity]")?;
     f.only(&["tolerance", "time_tolerance", "miss"], "[fidelity]")?;
-    let counter = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    // /proc/vmstat names, and the per-size `hugepages-64kB/stats/swpout`.
+    let counter = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/');
     let phase = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     let counters = fractions(
         rep,
         &f,
         "tolerance",
         &counter,
-        "a /proc/vmstat name such as pgfault",
+        "a /proc/vmstat name such as pgfault (or a per-size statistic such as hugepages-64kB/stats/swpout)",
     )?;
     Ok(Fidelity {
         misses: misses(rep, &f, &counters)?,
@@ -711,6 +712,9 @@ const FEATURES: &[&str] = &[
     "madv_pageout_split",
     "shmem_mthp",
     "shmem_large_swapout",
+    "anon_mthp",
+    "anon_mthp_swapout",
+    "anon_large_swapin",
 ];
 
 fn build_features(rep: &Reporter, node: &Node, preset: Preset) -> Result<Features, SpecError> {
@@ -727,6 +731,9 @@ fn build_features(rep: &Reporter, node: &Node, preset: Preset) -> Result<Feature
             "madv_pageout_split" => out.madv_pageout_split = v,
             "shmem_mthp" => out.shmem_mthp = v,
             "shmem_large_swapout" => out.shmem_large_swapout = v,
+            "anon_mthp" => out.anon_mthp = v,
+            "anon_mthp_swapout" => out.anon_mthp_swapout = v,
+            "anon_large_swapin" => out.anon_large_swapin = v,
             _ => out.swapoff_readahead_stats = v,
         }
     }
@@ -962,6 +969,16 @@ fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setti
     })
 }
 
+/// The order of a `hugepages-<size>kB/enabled` knob (orders 2 to 9).
+fn mthp_anon_order(key: &str) -> Option<usize> {
+    let kb: u64 = key
+        .strip_prefix("kernel/mm/transparent_hugepage/hugepages-")?
+        .strip_suffix("kB/enabled")?
+        .parse()
+        .ok()?;
+    (2..=9).find(|&o| 4u64 << o == kb)
+}
+
 /// The order of a `hugepages-<size>kB/shmem_enabled` knob (orders 2 to 9).
 fn mthp_shmem_order(key: &str) -> Option<usize> {
     let kb: u64 = key
@@ -994,6 +1011,7 @@ fn build_sysfs(
     let mut thp_use_zero_page = None;
     let mut khugepaged = KhugepagedKnobs::default();
     let mut shmem_mthp: [MthpShmem; 8] = std::array::from_fn(|i| MthpShmem::default_for(i + 2));
+    let mut anon_mthp: [MthpAnon; 8] = std::array::from_fn(|i| MthpAnon::default_for(i + 2));
     for (key, e) in &f.table.entries {
         let path = f.path(key);
         let v = &e.node;
@@ -1080,6 +1098,33 @@ fn build_sysfs(
                     None => return Err(type_error(rep, v, &path, &expected)),
                 }
             }
+            k if mthp_anon_order(k).is_some() => {
+                let order = mthp_anon_order(k).expect("matched");
+                let words: Vec<String> =
+                    MthpAnon::ALL.iter().map(|w| format!("\"{}\"", w.name())).collect();
+                let expected = format!("one of {}", words.join(", "));
+                let Val::Str(_) = &v.val else {
+                    return Err(type_error(rep, v, &path, &expected));
+                };
+                let w = MthpAnon::ALL
+                    .into_iter()
+                    .find(|w| w.name() == value)
+                    .ok_or_else(|| type_error(rep, v, &path, &expected))?;
+                let why = if !features.anon_mthp {
+                    Some(format!("Linux {preset} does not have it (per-size anonymous THP came in 6.8); expected it only with features.anon_mthp = true (machine.kernel = \"6.12\" has it)"))
+                } else if preset != Preset::V6_12 {
+                    Some(format!("mmsim models anonymous mTHP with 6.12's paths around it (7.3 reuses large folios on write faults, swaps in through the swap cache and lets khugepaged collapse into mTHP orders, which are not modelled yet); expected machine.kernel = \"6.12\", found \"{preset}\""))
+                } else if order == 9 && matches!(w, MthpAnon::Always | MthpAnon::Madvise) {
+                    Some("PMD-size anonymous THP is modelled as Linux 6.1 has it, not on later releases; expected \"never\" or \"inherit\" (with enabled = \"never\") for hugepages-2048kB".to_string())
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(rep.at(e.key_at, path, format!("found the sysfs knob \"{key}\": {why}")));
+                }
+                anon_mthp[order - 2] = w;
+                knobs.push((format!("sysfs:{key}"), value.clone()));
+            }
             k if mthp_shmem_order(k).is_some() => {
                 if !features.shmem_mthp {
                     return Err(rep.at(
@@ -1143,7 +1188,7 @@ fn build_sysfs(
                     e.key_at,
                     path,
                     format!(
-                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {THP_DEFRAG}, {THP_USE_ZERO_PAGE}, {KHUGEPAGED}…, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {LRU_GEN_MIN_TTL}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled)"
+                        "found the sysfs knob \"{key}\", which mmsim does not model; expected one of {THP_ENABLED}, {THP_DEFRAG}, {THP_USE_ZERO_PAGE}, {KHUGEPAGED}…, {SHMEM_ENABLED}, {LRU_GEN_ENABLED}, {LRU_GEN_MIN_TTL}, {VMA_RA_ENABLED} (or, with features.shmem_mthp, kernel/mm/transparent_hugepage/hugepages-<16..2048>kB/shmem_enabled; with features.anon_mthp, hugepages-<16..2048>kB/enabled)"
                     ),
                 ))
             }
@@ -1193,6 +1238,7 @@ fn build_sysfs(
         lru_gen_min_ttl_ms: lru_gen_min_ttl_ms.unwrap_or(0),
         shmem_enabled,
         shmem_mthp,
+        anon_mthp,
     })
 }
 

@@ -492,6 +492,33 @@ fn khugepaged_knobs_out_of_range_unknown_or_on_other_presets_are_refused() {
 }
 
 #[test]
+fn anon_mthp_knobs_take_6_12_values_and_are_refused_elsewhere() {
+    let head = |kernel: &str, size: u32, value: &str| {
+        with_task(&format!(
+            "[machine]\nmemory = \"512M\"\nkernel = \"{kernel}\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/hugepages-{size}kB/enabled\" = \"{value}\"\n"
+        ))
+    };
+    let s = parse(&head("6.12", 64, "always")).expect("6.12 has it");
+    assert_eq!(s.sysfs.anon_mthp[4 - 2], mmsim_spec::MthpAnon::Always);
+    assert_eq!(s.sysfs.anon_mthp[9 - 2], mmsim_spec::MthpAnon::Inherit);
+    assert!(s.sysfs.anon_large_possible(s.features.anon_mthp));
+    assert!(s
+        .knobs
+        .iter()
+        .any(|(k, v)| k.ends_with("hugepages-64kB/enabled") && v == "always"));
+    let key =
+        |size: u32| format!("sysfs.\"kernel/mm/transparent_hugepage/hugepages-{size}kB/enabled\"");
+    let e = rejected(&head("6.1", 64, "always"));
+    check(&e, 5, &key(64), &["6.8", "features.anon_mthp"]);
+    let e = rejected(&head("7.3", 64, "always"));
+    check(&e, 5, &key(64), &["6.12", "7.3"]);
+    let e = rejected(&head("6.12", 2048, "always"));
+    check(&e, 5, &key(2048), &["PMD-size", "never"]);
+    let e = rejected(&head("6.12", 64, "sometimes"));
+    check(&e, 5, &key(64), &["\"sometimes\"", "\"inherit\""]);
+}
+
+#[test]
 fn shmem_enabled_takes_6_1_values() {
     const KEY: &str = "sysfs:kernel/mm/transparent_hugepage/shmem_enabled";
     for (word, w) in [

@@ -22,12 +22,16 @@ use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
 use super::pgtable::*;
 use crate::cost::Fn;
 use crate::kernel::Kernel;
-use crate::vmstat::{Mc, Vm};
+use crate::vmstat::{mthp_item, Mc, MthpStat, Vm};
 use mmsim_spec::{ThpDefrag, ThpEnabled};
 
 /// On the head page of an anonymous THP: queued for a deferred split
 /// (`!list_empty(page_deferred_list(page))`).
 pub const PG_DEFERRED_SPLIT: u32 = 1 << 18;
+/// On the head page of a large anonymous folio (6.12): some page of it
+/// lost its last mapping while others are still mapped
+/// (`folio_test_partially_mapped`).
+pub const PG_PARTIALLY_MAPPED: u32 = 1 << 19;
 
 /// `transparent_hugepage_flags`, as the spec and the machine's size set
 /// them at boot.
@@ -39,13 +43,15 @@ pub struct ThpCtl {
     pub defrag: Option<ThpDefrag>,
     pub use_zero_page: bool,
     pub khugepaged: super::khugepaged::KhugepagedCtl,
+    /// The per-size anonymous knobs below PMD size (6.8 and later).
+    pub mthp: super::anon_mthp::MthpOrders,
 }
 
 impl ThpCtl {
     /// 6.1's boot flags (Debian: enabled always, defrag madvise, the huge
     /// zero page on; all cleared under 512 MiB of RAM), then the spec's
     /// writes.
-    pub fn new(sysfs: &mmsim_spec::Sysfs, big_enough: bool) -> Self {
+    pub fn new(sysfs: &mmsim_spec::Sysfs, big_enough: bool, anon_mthp: bool) -> Self {
         ThpCtl {
             enabled: sysfs.thp_enabled,
             defrag: sysfs
@@ -53,12 +59,13 @@ impl ThpCtl {
                 .or(big_enough.then_some(ThpDefrag::Madvise)),
             use_zero_page: sysfs.thp_use_zero_page.unwrap_or(big_enough),
             khugepaged: super::khugepaged::KhugepagedCtl::new(&sysfs.khugepaged, big_enough),
+            mthp: super::anon_mthp::MthpOrders::new(sysfs, anon_mthp),
         }
     }
 
     /// `vma_thp_gfp_mask`: whether the allocation may reclaim directly
     /// (`__GFP_DIRECT_RECLAIM`).
-    fn direct_reclaim(&self, vm_flags: u32) -> bool {
+    pub(super) fn direct_reclaim(&self, vm_flags: u32) -> bool {
         let madvised = vm_flags & VM_HUGEPAGE != 0;
         match self.defrag {
             Some(ThpDefrag::Always) => true,
@@ -444,12 +451,21 @@ impl Kernel {
         self.vm.inc(Vm::ThpDeferredSplitPage);
     }
 
-    /// Off the deferred split queue (`free_transhuge_page`, a split).
+    /// Off the deferred split queue (`free_transhuge_page`, a split; 6.12's
+    /// `__folio_unqueue_deferred_split` also ends a partial mapping's
+    /// count).
     pub fn deferred_split_del(&mut self, head: Pfn) {
         let f = self.folios.get_mut(head);
         if f.test(PG_DEFERRED_SPLIT) {
             f.clear(PG_DEFERRED_SPLIT);
             self.deferred_split.retain(|&p| p != head);
+        }
+        let f = self.folios.get_mut(head);
+        if f.test(PG_PARTIALLY_MAPPED) {
+            f.clear(PG_PARTIALLY_MAPPED);
+            let order = f.order;
+            self.vm
+                .add(mthp_item(order, MthpStat::NrAnonPartiallyMapped), -1);
         }
     }
 
@@ -478,9 +494,15 @@ impl Kernel {
     /// writeback or with extra references.
     pub fn split_huge_page_anon(&mut self, head: Pfn, list: Option<&mut Vec<Pfn>>) -> bool {
         let f = *self.folios.get(head);
-        debug_assert!(f.order == 9 && f.test(PG_ANON));
+        debug_assert!(f.order >= 2 && f.test(PG_ANON));
+        let later = self.preset >= mmsim_spec::Preset::V6_12;
         if f.test(PG_WRITEBACK) || !self.can_split_folio(head) {
-            self.vm.inc(Vm::ThpSplitPageFailed);
+            if f.order == 9 {
+                self.vm.inc(Vm::ThpSplitPageFailed);
+            }
+            if later {
+                self.vm.inc(mthp_item(f.order, MthpStat::SplitFailed));
+            }
             return false;
         }
         self.unmap_folio_anon(head);
@@ -541,7 +563,18 @@ impl Kernel {
             self.folios.get_mut(tail).refcount = 1;
             self.folio_put(tail);
         }
-        self.vm.inc(Vm::ThpSplitPage);
+        if f.order == 9 {
+            self.vm.inc(Vm::ThpSplitPage);
+        }
+        if later {
+            self.vm.inc(mthp_item(f.order, MthpStat::Split));
+            self.vm.add(mthp_item(f.order, MthpStat::NrAnon), -1);
+            // remap_page(RMP_USE_SHARED_ZEROPAGE): each page still mapped
+            // but never written maps the shared zero page instead.
+            for i in 0..nr {
+                self.remap_unused_to_zeropage(head + i);
+            }
+        }
         true
     }
 
@@ -579,8 +612,18 @@ impl Kernel {
         }
         // Each PTE became a migration entry through page_remove_rmap: a
         // page left with no mapping queues the THP for a deferred split
-        // (skipped in the swap cache), which the split then undoes.
-        if self.folios.get(head).mapcount > 0 {
+        // (skipped in the swap cache), which the split then undoes. On
+        // 6.12 that needs a page unmapped while another is still mapped:
+        // two pages mapped at least.
+        if self.preset >= mmsim_spec::Preset::V6_12 {
+            let nr = self.folios.get(head).nr_pages();
+            let mapped = (0..nr)
+                .filter(|&i| self.folios.page_mapcount(head + i) > 0)
+                .count();
+            if mapped >= 2 {
+                self.deferred_split_folio(head);
+            }
+        } else if self.folios.get(head).mapcount > 0 {
             self.deferred_split_huge_page(head);
         }
     }

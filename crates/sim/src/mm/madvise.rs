@@ -280,6 +280,7 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx] = 0;
             self.zap_pte(vma, pte, &mut batch);
         }
+        self.zap_anon_batch_flush();
         if gathered {
             self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
         }
@@ -354,6 +355,10 @@ impl Kernel {
             }
             let pfn = pte_pfn(pte);
             let head = self.folios.head_of(pfn);
+            if self.folios.get(head).order > 0 && self.preset >= mmsim_spec::Preset::V6_12 {
+                idx = self.madvise_free_large(vma, i, hi);
+                continue;
+            }
             if self.folios.get(head).order > 0 {
                 // A page of a PTE-mapped THP: split, then this PTE again;
                 // mapped elsewhere too, or not split, the walk ends.
@@ -385,6 +390,63 @@ impl Kernel {
             self.vmas[vma as usize].ptes[i] = pte & !(PTE_YOUNG | PTE_DIRTY);
             self.mark_page_lazyfree(pfn);
         }
+    }
+
+    /// 6.12's `madvise_free_pte_range` at PTE `i`, a page of a large
+    /// folio: a folio the range covers whole from here
+    /// (`madvise_folio_pte_batch`) becomes clean, old and lazily free as
+    /// one; one it covers in part is split, unless it looks shared or is
+    /// locked, and the walk goes on from `i` again. Returns where the
+    /// walk goes on.
+    fn madvise_free_large(&mut self, vma: u32, i: usize, hi: usize) -> usize {
+        let pfn = pte_pfn(self.vmas[vma as usize].ptes[i]);
+        let head = self.folios.head_of(pfn);
+        let f = *self.folios.get(head);
+        let end = (head + f.nr_pages()) as usize;
+        let mut nr = 0;
+        let (mut young, mut dirty) = (false, false);
+        while i + nr < hi {
+            let p = self.vmas[vma as usize].ptes[i + nr];
+            if !pte_present(p)
+                || p & PTE_ZERO != 0
+                || pte_pfn(p) as usize != pfn as usize + nr
+                || pfn as usize + nr >= end
+            {
+                break;
+            }
+            young |= p & PTE_YOUNG != 0;
+            dirty |= p & PTE_DIRTY != 0;
+            nr += 1;
+        }
+        self.charge_cost(Fn::Madvise, self.costs.pte * nr as u64);
+        if nr < f.nr_pages() as usize {
+            // folio_likely_mapped_shared, folio_trylock, split_folio.
+            let shared =
+                self.folios.page_mapcount(head) > 1 || self.folio_mapcount(head) > f.nr_pages();
+            if shared || f.test(PG_LOCKED) {
+                return i + nr;
+            }
+            self.folios.get_mut(head).refcount += 1;
+            let split = self.split_huge_page_anon(head, None);
+            self.folio_put(head);
+            return if split { i } else { i + nr };
+        }
+        if f.test(PG_SWAPCACHE) || f.test(PG_DIRTY) {
+            if f.test(PG_LOCKED) || self.folio_mapcount(head) != f.nr_pages() {
+                return i + nr;
+            }
+            if f.test(PG_SWAPCACHE) && !self.folio_free_swap(head) {
+                return i + nr;
+            }
+            self.folios.get_mut(head).clear(PG_DIRTY);
+        }
+        if young || dirty {
+            for p in &mut self.vmas[vma as usize].ptes[i..i + nr] {
+                *p &= !(PTE_YOUNG | PTE_DIRTY);
+            }
+        }
+        self.mark_page_lazyfree(head);
+        i + nr
     }
 
     /// `mark_page_lazyfree` (at once rather than through the per-CPU

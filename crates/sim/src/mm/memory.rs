@@ -436,6 +436,9 @@ impl Kernel {
         }
         // anon_vma_prepare: khugepaged looks only at VMAs with one.
         self.vmas[vma as usize].anon_used = true;
+        if self.thp.mthp.any() && self.do_anonymous_page_mthp(vma, idx) {
+            return Ok(());
+        }
         let memcg = self.vma_memcg(vma);
         let pfn = self.alloc_anon_folio(memcg)?;
         self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page + self.costs.pte);
@@ -463,7 +466,16 @@ impl Kernel {
                 // (swapin_sync) and frees the cache at once
                 // (should_try_to_free_swap): the same end state and
                 // counters as the skip path, which stands for it here.
-                let (pfn, skip) = if sync && si.swap_count(off) == 1 {
+                let only_user = sync && si.swap_count(off) == 1;
+                if only_user
+                    && self.features.anon_large_swapin
+                    && self.preset >= Preset::V6_12
+                    && self.thp.mthp.any()
+                    && self.do_swap_page_mthp(vma, idx, pte, write).is_some()
+                {
+                    return Ok(());
+                }
+                let (pfn, skip) = if only_user {
                     (self.swapin_skip_swapcache(entry, memcg)?, true)
                 } else if sync && self.preset >= Preset::V7_3 {
                     let pfn = self.swapin_sync(entry, memcg).ok_or(FaultError::Oom)?;
@@ -650,6 +662,11 @@ impl Kernel {
         // copied).
         let head = self.folios.head_of(pfn);
         let f = *self.folios.get(head);
+        // 6.12's wp_can_reuse_anon_folio never reuses a large folio (it
+        // gives it back sooner); 6.1 reuses one its last mapping holds.
+        if f.order > 0 && self.preset >= Preset::V6_12 {
+            return false;
+        }
         if f.refcount > 3 {
             return false;
         }

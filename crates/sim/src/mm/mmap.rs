@@ -240,10 +240,11 @@ impl Kernel {
     /// nothing observable depends on when.
     pub fn mmap_anon(&mut self, mm: u32, pages: u64) -> u32 {
         let mut start = self.mms[mm as usize].next_vpn;
-        if self.thp.enabled != mmsim_spec::ThpEnabled::Never {
-            // 6.1 does not align anonymous mappings to 2 MiB (6.7 does);
-            // the oracle's runner maps each region 2 MiB-aligned so that
-            // both engines see the same blocks, and so does mmsim.
+        if self.anon_large_possible {
+            // 6.1 does not align anonymous mappings to 2 MiB (6.7 does,
+            // for lengths in whole 2 MiB); with large anonymous folios
+            // possible the oracle's runner maps each region 2 MiB-aligned
+            // so that both engines see the same blocks, and so does mmsim.
             start = start.next_multiple_of(HPAGE_PMD_NR);
         }
         // A guard gap between mappings, as the kernel's top-down allocator
@@ -468,6 +469,7 @@ impl Kernel {
             self.vmas[vma as usize].ptes[idx as usize] = 0;
             self.zap_pte(vma, pte, &mut batch);
         }
+        self.zap_anon_batch_flush();
         self.free_pgtables(vma);
         let v = &mut self.vmas[vma as usize];
         v.live = false;
@@ -495,6 +497,9 @@ impl Kernel {
     /// run of PTEs with None).
     pub fn zap_pte(&mut self, vma: u32, pte: Pte, batch: &mut Option<(Pfn, bool)>) {
         self.charge_cost(cost::Fn::Unmap, self.costs.pte);
+        if self.zap_anon.is_some() && !self.zap_anon_continues(pte) {
+            self.zap_anon_batch_flush();
+        }
         let mm = self.vmas[vma as usize].mm as usize;
         if is_swap_pte(pte) {
             self.mms[mm].swapents -= 1;
@@ -541,6 +546,9 @@ impl Kernel {
             return;
         }
         self.mms[mm].rss_anon -= 1;
+        if self.preset >= mmsim_spec::Preset::V6_12 && self.folios.get(head).order > 0 {
+            return self.zap_anon_large_pte(pfn, head);
+        }
         self.page_remove_rmap(pfn);
         self.free_swap_cache(head);
         self.folio_put(head);
@@ -570,7 +578,12 @@ impl Kernel {
             let memcg = self.folios.get(head).memcg;
             self.vm.add(Vm::NrAnonPages, -1);
             self.memcg_stat(memcg, Mc::Anon, -1);
-            self.deferred_split_huge_page(head);
+            if self.preset < mmsim_spec::Preset::V6_12 {
+                self.deferred_split_huge_page(head);
+            } else if self.folios.get(head).mapcount > 0 {
+                // 6.12's __folio_remove_rmap: partially mapped.
+                self.deferred_split_folio(head);
+            }
         }
     }
 
@@ -602,9 +615,16 @@ impl Kernel {
             self.lruvec_del_folio(pfn);
         }
         debug_assert!(!f.test(PG_SWAPCACHE));
-        if f.order == 9 && f.test(PG_ANON) {
-            // free_transhuge_page.
+        if f.order > 1 && f.test(PG_ANON) {
+            // free_transhuge_page (6.12: free_tail_page_prepare's unqueue
+            // and the per-size nr_anon).
             self.deferred_split_del(pfn);
+            if self.preset >= mmsim_spec::Preset::V6_12 {
+                self.vm.add(
+                    crate::vmstat::mthp_item(f.order, crate::vmstat::MthpStat::NrAnon),
+                    -1,
+                );
+            }
         }
         if f.test(PG_SWAPBACKED | PG_ANON | PG_CHARGED) {
             self.mem_cgroup_uncharge(f.memcg, f.nr_pages() as u64);

@@ -1,4 +1,5 @@
 //! The memory-management subsystem, file by file as in the kernel's mm/.
+pub mod anon_mthp;
 pub mod filemap;
 pub mod folio;
 pub mod huge_anon;

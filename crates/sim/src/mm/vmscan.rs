@@ -9,6 +9,7 @@
 //! (the simulated kernel has no slab caches to shrink).
 
 use super::folio::*;
+use super::huge_anon::{PG_DEFERRED_SPLIT, PG_PARTIALLY_MAPPED};
 use super::memcontrol::ROOT_MEMCG;
 use super::page_alloc::WMARK_HIGH;
 use super::swapfile::{swp_offset, swp_type};
@@ -908,22 +909,38 @@ impl Kernel {
     /// split and its head page tried alone (`thp_swpout_fallback`).
     /// False: no slot (the caller activates the folio).
     fn add_anon_to_swap(&mut self, pfn: Pfn, list: &mut Vec<Pfn>) -> bool {
-        if self.folios.get(pfn).order > 0 {
+        let later = self.preset >= Preset::V6_12;
+        let f = *self.folios.get(pfn);
+        if f.order > 0 {
             if !self.can_split_folio(pfn) {
                 return false;
             }
-            if self.folios.entire_mapcount(pfn) == 0 && !self.split_huge_page_anon(pfn, Some(list))
-            {
+            // 6.1 splits a THP no PMD maps; 6.12 one partly unmapped.
+            let split_first = if later {
+                f.test(PG_PARTIALLY_MAPPED) && f.test(PG_DEFERRED_SPLIT)
+            } else {
+                self.folios.entire_mapcount(pfn) == 0
+            };
+            if split_first && !self.split_huge_page_anon(pfn, Some(list)) {
                 return false;
             }
         }
         if self.add_to_swap(pfn) {
             return true;
         }
-        if self.folios.get(pfn).order == 0 || !self.split_huge_page_anon(pfn, Some(list)) {
+        let order = self.folios.get(pfn).order;
+        if order == 0 || !self.split_huge_page_anon(pfn, Some(list)) {
             return false;
         }
-        self.vm.inc(Vm::ThpSwpoutFallback);
+        if order == 9 {
+            self.vm.inc(Vm::ThpSwpoutFallback);
+        }
+        if later {
+            self.vm.inc(crate::vmstat::mthp_item(
+                order,
+                crate::vmstat::MthpStat::SwpoutFallback,
+            ));
+        }
         self.add_to_swap(pfn)
     }
 
@@ -932,10 +949,17 @@ impl Kernel {
     fn add_to_swap(&mut self, pfn: Pfn) -> bool {
         self.charge_cost(Fn::AddToSwap, self.costs.swap_slot);
         let memcg = self.folios.get(pfn).memcg;
-        let entry = if self.folios.get(pfn).order > 0 {
-            self.folio_alloc_swap_thp(memcg)
-        } else {
+        let order = self.folios.get(pfn).order;
+        let entry = if order == 0 {
             self.folio_alloc_swap(memcg)
+        } else if self.preset < Preset::V6_12 {
+            self.folio_alloc_swap_thp(memcg)
+        } else if self.features.anon_mthp_swapout {
+            // 6.10's per-order clusters.
+            self.folio_alloc_swap_order(memcg, order)
+        } else {
+            // Before 6.10 only a PMD-size folio gets a run of slots.
+            None
         };
         let Some(entry) = entry else {
             return false;

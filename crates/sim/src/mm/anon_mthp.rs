@@ -1,0 +1,467 @@
+//! Anonymous multi-size THP (mTHP) as Linux 6.12 has it
+//! (`features.anon_mthp`): private anonymous folios of orders 2 to 8
+//! (16 KiB to 1 MiB) allocated whole at a write fault and mapped by PTEs
+//! (`alloc_anon_folio` in mm/memory.c), under the per-size
+//! `hugepages-<size>kB/enabled` knobs.
+//!
+//! Such a folio lives on through the paths large anonymous folios share
+//! with a PTE-mapped THP: rmap and mapcounts per page, the deferred split
+//! queue once part of it is unmapped, a split under reclaim or
+//! MADV_PAGEOUT, swap-out whole (`features.anon_mthp_swapout`) and, from
+//! zram, swap-in whole (`features.anon_large_swapin`).
+
+use super::folio::*;
+use super::huge_anon::{PG_DEFERRED_SPLIT, PG_PARTIALLY_MAPPED};
+use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE, VM_WRITE};
+use super::pgtable::*;
+use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAP_HAS_CACHE};
+use crate::cost::Fn;
+use crate::kernel::Kernel;
+use crate::vmstat::{mthp_item, Mc, MthpStat, Vm};
+use mmsim_spec::{MthpAnon, Sysfs, ThpEnabled};
+
+/// The per-size knobs as order masks (bit n: order n), orders 2 to 8
+/// (`huge_anon_orders_always`, `_madvise`, `_inherit`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MthpOrders {
+    pub always: u16,
+    pub madvise: u16,
+    pub inherit: u16,
+}
+
+impl MthpOrders {
+    /// The masks the spec's knobs give, or none without
+    /// `features.anon_mthp`. PMD size (order 9) stays with the 6.1 THP
+    /// path and is left out.
+    pub fn new(sysfs: &Sysfs, anon_mthp: bool) -> Self {
+        let mut m = MthpOrders::default();
+        if !anon_mthp {
+            return m;
+        }
+        for order in 2..=8 {
+            let bit = 1 << order;
+            match sysfs.anon_mthp[order - 2] {
+                MthpAnon::Always => m.always |= bit,
+                MthpAnon::Madvise => m.madvise |= bit,
+                MthpAnon::Inherit => m.inherit |= bit,
+                MthpAnon::Never => {}
+            }
+        }
+        m
+    }
+
+    /// Whether any order may ever be allocated.
+    pub fn any(&self) -> bool {
+        self.always | self.madvise | self.inherit != 0
+    }
+}
+
+/// 6.12's `zap_present_ptes` over consecutive PTEs mapping consecutive
+/// pages of one large anonymous folio (`folio_pte_batch`): their rmap goes
+/// in one `folio_remove_rmap_ptes`, so a folio zapped whole is never
+/// counted as partially mapped, and their references at the end.
+#[derive(Debug, Clone, Copy)]
+pub struct ZapAnonBatch {
+    head: Pfn,
+    /// The page the next PTE must map to continue the batch.
+    next: Pfn,
+    /// Pages whose last mapping went, and PTEs zapped.
+    last: u32,
+    nr: u32,
+}
+
+/// The highest order in `orders`.
+fn highest_order(orders: u16) -> u8 {
+    15 - orders.leading_zeros() as u8
+}
+
+impl Kernel {
+    /// `thp_vma_allowable_orders(vma, TVA_IN_PF | TVA_ENFORCE_SYSFS,
+    /// BIT(PMD_ORDER) - 1)` for a private anonymous VMA, then
+    /// `thp_vma_suitable_orders`: the orders whose aligned block holding
+    /// page `idx` lies inside the VMA.
+    fn anon_mthp_orders(&self, vma: u32, idx: usize) -> u16 {
+        let m = self.thp.mthp;
+        let v = &self.vmas[vma as usize];
+        if v.flags & VM_NOHUGEPAGE != 0 {
+            return 0;
+        }
+        let advised = v.flags & VM_HUGEPAGE != 0;
+        let mut orders = m.always;
+        if advised {
+            orders |= m.madvise;
+        }
+        let global = match self.thp.enabled {
+            ThpEnabled::Always => true,
+            ThpEnabled::Madvise => advised,
+            ThpEnabled::Never => false,
+        };
+        if global {
+            orders |= m.inherit;
+        }
+        let vpn = v.start_vpn + idx as u64;
+        while orders != 0 {
+            let order = highest_order(orders);
+            let start = vpn & !((1u64 << order) - 1);
+            if start >= v.start_vpn && start + (1 << order) <= v.start_vpn + v.pages {
+                break;
+            }
+            orders &= !(1 << order);
+        }
+        orders
+    }
+
+    /// `alloc_anon_folio` for a write fault on the empty PTE of page `idx`:
+    /// the highest allowed order whose aligned range of PTEs is all empty,
+    /// allocated (at the low watermark: reclaim and compaction for it are
+    /// not modelled, as for the PMD fault) and charged, trying lower
+    /// orders on failure. Maps the folio and returns true; false leaves
+    /// the fault to the order-0 path.
+    pub fn do_anonymous_page_mthp(&mut self, vma: u32, idx: usize) -> bool {
+        let mut orders = self.anon_mthp_orders(vma, idx);
+        let v = &self.vmas[vma as usize];
+        let vpn = v.start_vpn + idx as u64;
+        // The first order whose range has no PTE yet (pte_range_none).
+        while orders != 0 {
+            let order = highest_order(orders);
+            let first = (vpn & !((1u64 << order) - 1)) - v.start_vpn;
+            let range = &v.ptes[first as usize..(first + (1 << order)) as usize];
+            if range.iter().all(|&p| pte_none(p)) {
+                break;
+            }
+            orders &= !(1 << order);
+        }
+        let memcg = self.mms[v.mm as usize].memcg;
+        let direct = self.thp.direct_reclaim(v.flags);
+        while orders != 0 {
+            let order = highest_order(orders);
+            orders &= !(1 << order);
+            let Some(head) = self.alloc_large_folio(order as usize) else {
+                self.vm.inc(mthp_item(order, MthpStat::AnonFaultFallback));
+                continue;
+            };
+            let nr = 1u64 << order;
+            self.folios.get_mut(head).memcg = memcg;
+            let charged = if direct {
+                self.try_charge(memcg, nr)
+            } else {
+                self.try_charge_nowait(memcg, nr)
+            };
+            if charged != super::memcontrol::Charge::Ok {
+                self.free_folio_pages(head);
+                self.vm
+                    .inc(mthp_item(order, MthpStat::AnonFaultFallbackCharge));
+                self.vm.inc(mthp_item(order, MthpStat::AnonFaultFallback));
+                continue;
+            }
+            let first = ((vpn & !(nr - 1)) - self.vmas[vma as usize].start_vpn) as usize;
+            self.map_new_anon_mthp(vma, first, head, order);
+            return true;
+        }
+        false
+    }
+
+    /// The tail of `do_anonymous_page` for a new mTHP: zeroed, every page
+    /// mapped once and AnonExclusive (`folio_add_new_anon_rmap`), on the
+    /// LRU, its PTEs young, dirty and writable.
+    fn map_new_anon_mthp(&mut self, vma: u32, first: usize, head: Pfn, order: u8) {
+        let nr = 1usize << order;
+        // folio_zero_user.
+        self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * nr as u64);
+        self.folios.version[head as usize..head as usize + nr].fill(0);
+        self.folios
+            .get_mut(head)
+            .set(PG_SWAPBACKED | PG_UPTODATE | PG_ANON);
+        self.charge_cost(
+            Fn::AddRmap,
+            self.costs.rmap() + self.costs.mapcount * nr as u64,
+        );
+        for i in 0..nr as Pfn {
+            self.folios.page_mapcount_add(head + i, 1);
+            self.folios.get_mut(head + i).set(PG_ANON_EXCLUSIVE);
+        }
+        let v = &self.vmas[vma as usize];
+        let (av, index, mm) = (v.anon_vma, (v.pgoff + first as u64) as u32, v.mm);
+        let f = self.folios.get_mut(head);
+        f.mapping = av;
+        f.index = index;
+        // One reference per mapped page (folio_ref_add(nr - 1)).
+        f.refcount += nr as u32 - 1;
+        let memcg = f.memcg;
+        self.vm.add(Vm::NrAnonPages, nr as i64);
+        self.memcg_stat(memcg, Mc::Anon, nr as i64);
+        self.vm.inc(mthp_item(order, MthpStat::NrAnon));
+        self.folio_add_lru(head);
+        let write = if self.vmas[vma as usize].flags & VM_WRITE != 0 {
+            PTE_WRITE | PTE_DIRTY
+        } else {
+            0
+        };
+        self.charge_cost(Fn::DoAnonymousPage, self.costs.pte * nr as u64);
+        let ptes = &mut self.vmas[vma as usize].ptes[first..first + nr];
+        for (i, pte) in ptes.iter_mut().enumerate() {
+            *pte = mk_pte(head + i as Pfn, PTE_YOUNG | write);
+        }
+        self.mms[mm as usize].rss_anon += nr as u64;
+        self.vm.inc(mthp_item(order, MthpStat::AnonFaultAlloc));
+    }
+
+    /// 6.12's `deferred_split_folio(folio, partially_mapped = true)`: the
+    /// first partial mapping counts (`split_deferred`, and
+    /// `thp_deferred_split_page` at PMD size) and the folio is queued; a
+    /// folio in the swap cache is left alone.
+    pub fn deferred_split_folio(&mut self, head: Pfn) {
+        let f = *self.folios.get(head);
+        if f.order <= 1 || f.test(PG_SWAPCACHE) {
+            return;
+        }
+        if !f.test(PG_PARTIALLY_MAPPED) {
+            self.folios.get_mut(head).set(PG_PARTIALLY_MAPPED);
+            if f.order == 9 {
+                self.vm.inc(Vm::ThpDeferredSplitPage);
+            }
+            self.vm.inc(mthp_item(f.order, MthpStat::SplitDeferred));
+            self.vm
+                .inc(mthp_item(f.order, MthpStat::NrAnonPartiallyMapped));
+        }
+        if !f.test(PG_DEFERRED_SPLIT) {
+            self.folios.get_mut(head).set(PG_DEFERRED_SPLIT);
+            self.deferred_split.push(head);
+        }
+    }
+
+    /// `try_to_map_unused_to_zeropage` after a split (6.12): page `page`,
+    /// now an order-0 folio mapped once and never written (all zeros),
+    /// maps the shared zero page instead and is freed.
+    pub(super) fn remap_unused_to_zeropage(&mut self, page: Pfn) {
+        let f = *self.folios.get(page);
+        if f.mapcount != 1 || self.folios.version[page as usize] != 0 || f.test(PG_SWAPCACHE) {
+            return;
+        }
+        let av = f.mapping;
+        for v in self.anon_vmas[av as usize].vmas.clone() {
+            let Some((idx, _)) = self.page_vma_mapped(page, f.index, v) else {
+                continue;
+            };
+            if self.vmas[v as usize].flags & super::mmap::VM_LOCKED != 0 {
+                return;
+            }
+            self.charge_cost(Fn::SplitHugePage, self.costs.pte);
+            self.vmas[v as usize].ptes[idx] = mk_pte(NIL, PTE_ZERO | PTE_YOUNG);
+            let mm = self.vmas[v as usize].mm as usize;
+            self.mms[mm].rss_anon -= 1;
+            self.page_remove_rmap(page);
+            self.folio_put(page);
+            return;
+        }
+    }
+
+    /// Whether zapping `pte` continues the open batch.
+    pub fn zap_anon_continues(&self, pte: Pte) -> bool {
+        let b = self.zap_anon.expect("a batch is open");
+        pte_present(pte)
+            && pte & PTE_ZERO == 0
+            && pte_pfn(pte) == b.next
+            && self.folios.head_of(b.next) == b.head
+    }
+
+    /// One PTE of a large anonymous folio zapped (6.12): its page's
+    /// mapping goes at once, the partial-mapping test and the references
+    /// when the batch ends.
+    pub fn zap_anon_large_pte(&mut self, page: Pfn, head: Pfn) {
+        let b = self.zap_anon.get_or_insert(ZapAnonBatch {
+            head,
+            next: page,
+            last: 0,
+            nr: 0,
+        });
+        b.next = page + 1;
+        b.nr += 1;
+        self.charge_cost(Fn::RemoveRmap, self.costs.mapcount);
+        if self.folios.page_mapcount_add(page, -1) == 0 {
+            self.zap_anon.as_mut().expect("open").last += 1;
+            self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
+            let memcg = self.folios.get(head).memcg;
+            self.vm.add(Vm::NrAnonPages, -1);
+            self.memcg_stat(memcg, Mc::Anon, -1);
+        }
+    }
+
+    /// The end of a zap batch: `folio_remove_rmap_ptes`'s partial-mapping
+    /// test, then the TLB gather's `free_swap_cache` and references.
+    pub fn zap_anon_batch_flush(&mut self) {
+        let Some(b) = self.zap_anon.take() else {
+            return;
+        };
+        self.charge_cost(Fn::RemoveRmap, self.costs.rmap_stat);
+        if b.last > 0 && self.folios.get(b.head).mapcount > 0 {
+            self.deferred_split_folio(b.head);
+        }
+        self.free_swap_cache(b.head);
+        self.folio_put_refs(b.head, b.nr);
+    }
+
+    /// 6.12's `do_swap_page` past the swap cache on a SWP_SYNCHRONOUS_IO
+    /// device (`features.anon_large_swapin`, the faulting slot's only
+    /// user): `alloc_swap_folio` picks the highest allowed order whose
+    /// aligned block of PTEs holds contiguous swap entries that no swap
+    /// cache holds (`can_swapin_thp`), with the block and its slots
+    /// aligned alike; the folio is read whole and mapped whole, exclusive
+    /// and writable. None: no such order, the order-0 path goes on.
+    pub fn do_swap_page_mthp(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Option<()> {
+        let entry = pte_swp_entry(pte);
+        let vpn = self.vmas[vma as usize].start_vpn + idx as u64;
+        let off = swp_offset(entry) as u64;
+        let mut orders = self.anon_mthp_orders(vma, idx);
+        // thp_swap_suitable_orders: the block and its slots aligned alike.
+        for order in 2..=8u8 {
+            let nr = 1u64 << order;
+            if vpn % nr != off % nr {
+                orders &= !(1 << order);
+            }
+        }
+        while orders != 0 {
+            let order = highest_order(orders);
+            if self.can_swapin_thp(vma, idx, entry, order) {
+                break;
+            }
+            orders &= !(1 << order);
+        }
+        let v = &self.vmas[vma as usize];
+        let (mm_memcg, direct) = (
+            self.mms[v.mm as usize].memcg,
+            self.thp.direct_reclaim(v.flags),
+        );
+        while orders != 0 {
+            let order = highest_order(orders);
+            orders &= !(1 << order);
+            let Some(head) = self.alloc_large_folio(order as usize) else {
+                continue;
+            };
+            let nr = 1u32 << order;
+            let first = idx & !(nr as usize - 1);
+            let first_entry = entry - (idx - first) as SwpEntry;
+            // mem_cgroup_swapin_charge_folio: the slots' memcg.
+            let memcg = self.swapin_memcg(first_entry, mm_memcg);
+            self.folios.get_mut(head).memcg = memcg;
+            let charged = if direct {
+                self.try_charge(memcg, nr as u64)
+            } else {
+                self.try_charge_nowait(memcg, nr as u64)
+            };
+            if charged != super::memcontrol::Charge::Ok {
+                self.free_folio_pages(head);
+                continue;
+            }
+            self.swapin_mthp_read(head, first_entry, order);
+            self.map_swapped_in_mthp(vma, first, head, first_entry, write);
+            return Some(());
+        }
+        None
+    }
+
+    /// `can_swapin_thp`: the 2^`order` PTEs of the block holding page `idx`
+    /// are the swap entries around `entry`, contiguous on one device, with
+    /// one exclusive bit and one memcg, and no slot has a swap cache.
+    fn can_swapin_thp(&self, vma: u32, idx: usize, entry: SwpEntry, order: u8) -> bool {
+        let nr = 1usize << order;
+        let first = idx & !(nr - 1);
+        let first_entry = entry.wrapping_sub((idx - first) as SwpEntry);
+        let v = &self.vmas[vma as usize];
+        let head_pte = v.ptes[first];
+        let ty = swp_type(entry);
+        if swp_type(first_entry) != ty || swp_offset(first_entry) > swp_offset(entry) {
+            return false;
+        }
+        let si = &self.swap[ty];
+        let cgroup = si.cgroup[swp_offset(first_entry) as usize];
+        (0..nr).all(|i| {
+            let p = v.ptes[first + i];
+            let e = first_entry + i as SwpEntry;
+            let o = swp_offset(e) as usize;
+            is_swap_pte(p)
+                && pte_swp_entry(p) == e
+                && (p ^ head_pte) & PTE_SWP_EXCLUSIVE == 0
+                && o < si.swap_map.len()
+                && si.swap_map[o] & SWAP_HAS_CACHE == 0
+                && si.cgroup[o] == cgroup
+        })
+    }
+
+    /// The read of a large swap-in past the swap cache: the slots claimed
+    /// (`swapcache_prepare`), refault detection from the first slot's
+    /// shadow, onto the LRU, and each page read from zram.
+    fn swapin_mthp_read(&mut self, head: Pfn, first_entry: SwpEntry, order: u8) {
+        let nr = 1u32 << order;
+        let (ty, off) = (swp_type(first_entry), swp_offset(first_entry));
+        for i in 0..nr {
+            self.swap[ty].swap_map[(off + i) as usize] |= SWAP_HAS_CACHE;
+        }
+        self.folios.get_mut(head).set(PG_SWAPBACKED | PG_UPTODATE);
+        if let Some(shadow) = self.get_shadow_from_swap_cache(first_entry) {
+            self.workingset_refault(head, shadow);
+        }
+        self.folio_add_lru(head);
+        self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
+        for i in 0..nr {
+            let version = self.zram_read_page(ty, off + i);
+            self.folios.version[(head + i) as usize] = version;
+        }
+        self.vm.add(Vm::Pswpin, nr as i64);
+        let memcg = self.folios.get(head).memcg;
+        self.vm.inc(Vm::Pgmajfault);
+        self.memcg_stat(memcg, Mc::Pgmajfault, 1);
+    }
+
+    /// The mapping of a large swap-in: every PTE of the block, exclusive
+    /// and writable (dirty on a write fault), the slots freed
+    /// (`swap_free_nr`, then `swapcache_clear`).
+    fn map_swapped_in_mthp(
+        &mut self,
+        vma: u32,
+        first: usize,
+        head: Pfn,
+        first_entry: SwpEntry,
+        write: bool,
+    ) {
+        let nr = self.folios.get(head).nr_pages() as usize;
+        let order = self.folios.get(head).order;
+        for i in 0..nr as SwpEntry {
+            self.swap_free(first_entry + i);
+        }
+        self.folios.get_mut(head).set(PG_ANON);
+        self.charge_cost(
+            Fn::AddRmap,
+            self.costs.rmap() + self.costs.mapcount * nr as u64,
+        );
+        for i in 0..nr as Pfn {
+            self.folios.page_mapcount_add(head + i, 1);
+            self.folios.get_mut(head + i).set(PG_ANON_EXCLUSIVE);
+        }
+        let v = &self.vmas[vma as usize];
+        let (av, index, mm, flags) = (v.anon_vma, (v.pgoff + first as u64) as u32, v.mm, v.flags);
+        let f = self.folios.get_mut(head);
+        f.mapping = av;
+        f.index = index;
+        f.refcount += nr as u32 - 1;
+        let memcg = f.memcg;
+        self.vm.add(Vm::NrAnonPages, nr as i64);
+        self.memcg_stat(memcg, Mc::Anon, nr as i64);
+        self.vm.inc(mthp_item(order, MthpStat::NrAnon));
+        let mut bits = PTE_YOUNG;
+        if flags & VM_WRITE != 0 {
+            bits |= PTE_WRITE | if write { PTE_DIRTY } else { 0 };
+        }
+        self.charge_cost(Fn::DoSwapPage, self.costs.pte * nr as u64);
+        for (i, pte) in self.vmas[vma as usize].ptes[first..first + nr]
+            .iter_mut()
+            .enumerate()
+        {
+            *pte = mk_pte(head + i as Pfn, bits);
+        }
+        let m = &mut self.mms[mm as usize];
+        m.rss_anon += nr as u64;
+        m.swapents -= nr as u64;
+        self.put_swap_folio_nr(first_entry, nr as u32);
+    }
+}

@@ -1,0 +1,200 @@
+//! Anonymous mTHP as 6.12 has it (`hugepages-<size>kB/enabled`): the
+//! order a write fault takes, the zero page for reads, zaps in batches
+//! (a folio zapped whole is never partially mapped), the deferred split
+//! and its zero-page remapping, swap-out whole and the large swap-in from
+//! zram (each with its feature off too), MADV_FREE, and COW after fork.
+//! Every run has the invariant checker on and checks content tokens.
+
+mod common;
+use common::*;
+use mmsim_sim::output::RunResult;
+
+/// 6.12, a 512 MiB machine with zram, `knobs` (sysfs lines, or `[…]`
+/// sections after), the task's `steps` in cgroup w with memory.max `max`.
+fn spec(knobs: &str, max: &str, steps: &str) -> String {
+    memcg_spec(max, "", steps)
+        .replace("memory = \"512M\"", "memory = \"512M\"\nkernel = \"6.12\"")
+        .replace(
+            "\"kernel/mm/transparent_hugepage/enabled\" = \"never\"",
+            &format!("\"kernel/mm/transparent_hugepage/enabled\" = \"never\"\n{knobs}"),
+        )
+}
+
+const K64: &str = "\"kernel/mm/transparent_hugepage/hugepages-64kB/enabled\" = \"always\"";
+
+fn stat(r: &RunResult, name: &str) -> i64 {
+    r.vmstat
+        .get(&format!("hugepages-64kB/stats/{name}"))
+        .copied()
+        .unwrap_or(0)
+}
+
+fn phase_stat(r: &RunResult, phase: &str, name: &str) -> i64 {
+    let p = r.tasks[0]
+        .phases
+        .iter()
+        .find(|p| p.name == phase)
+        .expect("phase");
+    p.vmstat
+        .get(&format!("hugepages-64kB/stats/{name}"))
+        .copied()
+        .unwrap_or(0)
+}
+
+const WRITE_1M: &str = r#"{ op = "mmap", name = "a", kind = "anon", size = "1M" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },"#;
+
+#[test]
+fn a_write_fault_takes_a_64k_folio_and_a_read_the_zero_page() {
+    let steps = format!(
+        r#"{WRITE_1M}
+   {{ op = "mmap", name = "r", kind = "anon", size = "1M" }},
+   {{ op = "phase", name = "read" }},
+   {{ op = "touch", region = "r", order = "seq", write = 0.0 }},
+   {{ op = "phase", name = "rewrite" }},
+   {{ op = "touch", region = "r", order = "seq", write = 1.0 }},
+   {{ op = "phase", name = "end" }},"#
+    );
+    let r = run_checked(&spec(K64, "256M", &steps));
+    // 16 folios of 16 pages, one fault each, all mapped.
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 16);
+    assert_eq!(phase_stat(&r, "write", "anon_fault_alloc"), 16);
+    assert_eq!(phase_stat(&r, "write", "nr_anon"), 16);
+    assert_eq!(phase_vm(&r, 0, "write", "nr_anon_pages"), 256);
+    // No PMD-size THP, and the legacy counters stay at 0.
+    assert_eq!(vm(&r, "thp_fault_alloc"), 0);
+    assert_eq!(vm(&r, "nr_anon_transparent_hugepages"), 0);
+    // Reads map the zero page page by page; the writes then copy each
+    // (the zero-page PTEs are not empty, so no mTHP).
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 256);
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgfault"), 256);
+    assert_eq!(stat(&r, "anon_fault_alloc"), 16);
+    // Exit zaps each folio whole, in one batch: never partially mapped.
+    assert_eq!(stat(&r, "split_deferred"), 0);
+    assert_eq!(stat(&r, "nr_anon"), 0);
+}
+
+#[test]
+fn madvise_mode_needs_the_hint_and_the_highest_fitting_order_wins() {
+    let knobs = "\"kernel/mm/transparent_hugepage/hugepages-64kB/enabled\" = \"madvise\"\n\
+                 \"kernel/mm/transparent_hugepage/hugepages-16kB/enabled\" = \"always\"";
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "1M" },
+   { op = "mmap", name = "h", kind = "anon", size = "1M" },
+   { op = "madvise", region = "h", advice = "hugepage" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "touch", region = "h", order = "seq", write = 1.0 },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&spec(knobs, "256M", steps));
+    // Plain: 16 KiB folios (64 faults); advised: 64 KiB (16 faults).
+    assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 64 + 16);
+    assert_eq!(vm(&r, "hugepages-16kB/stats/anon_fault_alloc"), 64);
+    assert_eq!(stat(&r, "anon_fault_alloc"), 16);
+}
+
+#[test]
+fn a_partial_dontneed_queues_the_folio_and_its_split_remaps_unwritten_pages_to_zero() {
+    // One write per 64 KiB folio: the folio is allocated whole, 15 of its
+    // pages never written. MADV_DONTNEED of page 1 of the first folio
+    // leaves it partly mapped; a whole folio's DONTNEED frees it.
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "256K" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0, length = "4K" },
+   { op = "touch", region = "a", order = "seq", write = 1.0, offset = "64K", length = "4K" },
+   { op = "touch", region = "a", order = "seq", write = 1.0, offset = "128K", length = "4K" },
+   { op = "phase", name = "holes" },
+   { op = "madvise", region = "a", advice = "dontneed", offset = "4K", length = "4K" },
+   { op = "madvise", region = "a", advice = "dontneed", offset = "64K", length = "64K" },
+   { op = "phase", name = "drop" },
+   { op = "drop_caches" },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&spec(K64, "256M", steps));
+    assert_eq!(phase_stat(&r, "write", "anon_fault_alloc"), 3);
+    assert_eq!(phase_stat(&r, "holes", "split_deferred"), 1);
+    assert_eq!(phase_stat(&r, "holes", "nr_anon_partially_mapped"), 1);
+    assert_eq!(phase_stat(&r, "holes", "nr_anon"), -1);
+    assert_eq!(phase_vm(&r, 0, "holes", "nr_anon_pages"), -17);
+    // drop_caches: the shrinker splits the queued folio; its 14 mapped,
+    // never-written pages map the shared zero page instead.
+    assert_eq!(phase_stat(&r, "drop", "split"), 1);
+    assert_eq!(phase_stat(&r, "drop", "nr_anon_partially_mapped"), -1);
+    assert_eq!(phase_vm(&r, 0, "drop", "nr_anon_pages"), -14);
+    // Read back: the hole and the freed folio fault (17), the zero-page
+    // PTEs do not, the last 64 KiB was never touched (16).
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 1 + 16 + 16);
+}
+
+const PRESSURE: &str = r#"{ op = "mmap", name = "a", kind = "anon", size = "32M" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "end" },"#;
+
+#[test]
+fn reclaim_swaps_an_mthp_out_whole_and_zram_swaps_it_in_whole() {
+    let r = run_checked(&spec(K64, "16M", PRESSURE));
+    let swpout = stat(&r, "swpout");
+    assert!(swpout > 0);
+    assert_eq!(stat(&r, "swpout_fallback"), 0);
+    // Every page came back, most 16 to a fault.
+    assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 8192);
+    let faults = phase_vm(&r, 0, "read", "pgmajfault");
+    assert_eq!(faults, phase_vm(&r, 0, "read", "pgfault"));
+    assert!(faults < 8192 - 15 * 100, "few large swap-ins: {faults}");
+    // Without large swap-in (6.11) every page faults alone.
+    let off = spec(K64, "16M", PRESSURE).replace(
+        "[task.main]",
+        "[features]\nanon_large_swapin = false\n[task.main]",
+    );
+    let r = run_checked(&off);
+    assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 8192);
+    // Without mTHP swap-out (6.9) each folio is split first.
+    let off = spec(K64, "16M", PRESSURE).replace(
+        "[task.main]",
+        "[features]\nanon_mthp_swapout = false\n[task.main]",
+    );
+    let r = run_checked(&off);
+    assert_eq!(stat(&r, "swpout"), 0);
+    assert!(stat(&r, "swpout_fallback") > 0);
+    assert_eq!(stat(&r, "swpout_fallback"), stat(&r, "split"));
+}
+
+#[test]
+fn madv_free_frees_whole_folios_lazily_and_splits_a_cut_one() {
+    let steps = format!(
+        r#"{WRITE_1M}
+   {{ op = "phase", name = "free" }},
+   {{ op = "madvise", region = "a", advice = "free", length = "520K" }},
+   {{ op = "phase", name = "end" }},"#
+    );
+    let r = run_checked(&spec(K64, "256M", &steps));
+    // Eight folios whole (128 pages) and two pages of the ninth, split.
+    assert_eq!(phase_vm(&r, 0, "free", "pglazyfree"), 130);
+    assert_eq!(phase_stat(&r, "free", "split"), 1);
+    assert_eq!(phase_stat(&r, "free", "nr_anon"), -1);
+}
+
+#[test]
+fn cow_of_a_shared_mthp_copies_page_by_page_even_after_the_child_exits() {
+    let steps = format!(
+        r#"{WRITE_1M}
+   {{ op = "phase", name = "fork" }},
+   {{ op = "fork", steps = [] }},
+   {{ op = "wait" }},
+   {{ op = "phase", name = "rewrite" }},
+   {{ op = "touch", region = "a", order = "seq", write = 1.0 }},
+   {{ op = "phase", name = "end" }},"#
+    );
+    let r = run_checked(&spec(K64, "256M", &steps));
+    // fork made every page shared (not exclusive); 6.12 never reuses a
+    // large folio for a page that is not exclusive: 256 copies.
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgfault"), 256);
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgreuse"), 0);
+    // Each copy leaves its old page unmapped while the rest of the folio
+    // is mapped: every folio is queued once.
+    assert_eq!(phase_stat(&r, "rewrite", "split_deferred"), 16);
+}
