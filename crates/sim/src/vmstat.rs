@@ -116,6 +116,8 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     ThpSwpoutFallback = "thp_swpout_fallback",
     SwapRa = "swap_ra",
     SwapRaHit = "swap_ra_hit",
+    SwpinZero = "swpin_zero",
+    SwpoutZero = "swpout_zero",
     // Per-size mTHP statistics (not in 6.1: sysfs
     // transparent_hugepage/hugepages-<size>kB/stats/, 6.10 and later),
     // reported only when not zero.
@@ -505,6 +507,8 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     Pglazyfreed = "pglazyfreed",
     ThpFaultAlloc = "thp_fault_alloc",
     ThpCollapseAlloc = "thp_collapse_alloc",
+    SwpinZero = "swpin_zero",
+    SwpoutZero = "swpout_zero",
 });
 
 /// One cgroup's memory.stat (its own, not yet summed over descendants).
@@ -525,7 +529,9 @@ impl MemcgStat {
 /// mm/vmstat.c (nr_swapcached came in 5.12).
 pub fn vmstat_absent(preset: Preset) -> &'static [&'static str] {
     match preset {
-        Preset::V5_10 => &["nr_swapcached"],
+        // The zero-filled swap-out came in 6.12.
+        Preset::V5_10 => &["nr_swapcached", "swpin_zero", "swpout_zero"],
+        Preset::V6_1 => &["swpin_zero", "swpout_zero"],
         // The per-size swpin stat came after 6.12 (7.3 has it).
         Preset::V6_12 => &[
             "hugepages-16kB/stats/swpin",
@@ -554,7 +560,10 @@ pub fn memory_stat_absent(preset: Preset) -> &'static [&'static str] {
             "pgscan_direct",
             "pgsteal_kswapd",
             "pgsteal_direct",
+            "swpin_zero",
+            "swpout_zero",
         ],
+        Preset::V6_1 => &["swpin_zero", "swpout_zero"],
         _ => &[],
     }
 }

@@ -198,3 +198,46 @@ fn cow_of_a_shared_mthp_copies_page_by_page_even_after_the_child_exits() {
     // is mapped: every folio is queued once.
     assert_eq!(phase_stat(&r, "rewrite", "split_deferred"), 16);
 }
+
+#[test]
+fn without_mthp_swapout_a_split_frees_never_written_pages_without_io() {
+    // One page written per 64 KiB folio of 8 MiB under 4 MiB: reclaim
+    // cannot swap a folio out whole (6.9), so it splits it; the 15 pages
+    // never written map the zero page, and reclaim frees each, its swap
+    // slot dropped before any write (`swap_writepage`'s folio_free_swap:
+    // nothing maps it), so no swpout_zero; the written page is swapped.
+    let mut steps = String::from(
+        r#"{ op = "mmap", name = "a", kind = "anon", size = "8M" },
+   { op = "phase", name = "write" },"#,
+    );
+    for i in 0..128 {
+        steps.push_str(&format!(
+            "\n   {{ op = \"touch\", region = \"a\", order = \"seq\", write = 1.0, offset = \"{}K\", length = \"4K\" }},",
+            64 * i
+        ));
+    }
+    steps.push_str(
+        r#"
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "end" },"#,
+    );
+    let text = spec(K64, "4M", &steps).replace(
+        "[task.main]",
+        "[features]\nanon_mthp_swapout = false\n[task.main]",
+    );
+    let r = run_checked(&text);
+    let split = stat(&r, "swpout_fallback");
+    assert!(split > 0);
+    assert_eq!(stat(&r, "split"), split);
+    assert_eq!(vm(&r, "swpout_zero"), 0);
+    assert_eq!(stat(&r, "swpout"), 0);
+    // Read back: the swapped pages fault in, and so do the untouched
+    // pages of the blocks whose mTHP charge fell back to one page; the
+    // zero-page PTEs do not.
+    let fallback = stat(&r, "anon_fault_fallback");
+    assert_eq!(
+        phase_vm(&r, 0, "read", "pgfault"),
+        phase_vm(&r, 0, "read", "pswpin") + 15 * fallback
+    );
+}

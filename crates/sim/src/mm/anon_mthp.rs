@@ -231,20 +231,28 @@ impl Kernel {
     }
 
     /// `try_to_map_unused_to_zeropage` after a split (6.12): page `page`,
-    /// now an order-0 folio mapped once and never written (all zeros),
-    /// maps the shared zero page instead and is freed.
+    /// now an order-0 folio that was never written (all zeros), maps the
+    /// shared zero page instead wherever it was mapped, and is freed once
+    /// nothing else holds it.
     pub(super) fn remap_unused_to_zeropage(&mut self, page: Pfn) {
         let f = *self.folios.get(page);
-        if f.mapcount != 1 || self.folios.version[page as usize] != 0 || f.test(PG_SWAPCACHE) {
+        if f.mapcount == 0 || self.folios.version[page as usize] != 0 || f.test(PG_SWAPCACHE) {
             return;
         }
-        let av = f.mapping;
-        for v in self.anon_vmas[av as usize].vmas.clone() {
+        let root = self.anon_vmas[f.mapping as usize].root;
+        let mut vmas = self.anon_vmas[f.mapping as usize].vmas.clone();
+        if root != f.mapping {
+            vmas.extend(self.anon_vmas[root as usize].vmas.iter().copied());
+        }
+        for v in vmas {
+            if self.folios.get(page).mapcount == 0 {
+                break;
+            }
             let Some((idx, _)) = self.page_vma_mapped(page, f.index, v) else {
                 continue;
             };
             if self.vmas[v as usize].flags & super::mmap::VM_LOCKED != 0 {
-                return;
+                continue;
             }
             self.charge_cost(Fn::SplitHugePage, self.costs.pte);
             self.vmas[v as usize].ptes[idx] = mk_pte(NIL, PTE_ZERO | PTE_YOUNG);
@@ -252,7 +260,6 @@ impl Kernel {
             self.mms[mm].rss_anon -= 1;
             self.page_remove_rmap(page);
             self.folio_put(page);
-            return;
         }
     }
 
@@ -375,6 +382,7 @@ impl Kernel {
         }
         let si = &self.swap[ty];
         let cgroup = si.cgroup[swp_offset(first_entry) as usize];
+        let zero = si.zeromap[swp_offset(first_entry) as usize];
         (0..nr).all(|i| {
             let p = v.ptes[first + i];
             let e = first_entry + i as SwpEntry;
@@ -385,6 +393,7 @@ impl Kernel {
                 && o < si.swap_map.len()
                 && si.swap_map[o] & SWAP_HAS_CACHE == 0
                 && si.cgroup[o] == cgroup
+                && si.zeromap[o] == zero
         })
     }
 
@@ -402,12 +411,14 @@ impl Kernel {
             self.workingset_refault(head, shadow);
         }
         self.folio_add_lru(head);
-        self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
-        for i in 0..nr {
-            let version = self.zram_read_page(ty, off + i);
-            self.folios.version[(head + i) as usize] = version;
+        if !self.swap_read_folio_zeromap(head, first_entry) {
+            self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
+            for i in 0..nr {
+                let version = self.zram_read_page(ty, off + i);
+                self.folios.version[(head + i) as usize] = version;
+            }
+            self.vm.add(Vm::Pswpin, nr as i64);
         }
-        self.vm.add(Vm::Pswpin, nr as i64);
         let memcg = self.folios.get(head).memcg;
         self.vm.inc(Vm::Pgmajfault);
         self.memcg_stat(memcg, Mc::Pgmajfault, 1);

@@ -622,6 +622,9 @@ impl Kernel {
             self.workingset_refault(pfn, shadow);
         }
         self.folio_add_lru(pfn);
+        if self.swap_read_folio_zeromap(pfn, entry) {
+            return Ok(pfn);
+        }
         self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
         let version = self.zram_read_page(ty, off as u32);
         self.folios.version[pfn as usize] = version;

@@ -193,6 +193,12 @@ impl Kernel {
     pub fn swap_readpage(&mut self, pfn: Pfn, entry: SwpEntry) {
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         let f = *self.folios.get(pfn);
+        if self.swap_read_folio_zeromap(pfn, entry) {
+            let f = self.folios.get_mut(pfn);
+            f.set(PG_UPTODATE);
+            f.clear(PG_LOCKED);
+            return;
+        }
         self.vm.add(Vm::Pswpin, f.nr_pages() as i64);
         if f.order > 0 {
             self.vm.inc(crate::vmstat::mthp_item(
@@ -221,6 +227,24 @@ impl Kernel {
                 self.submit_swap_bio(entry, pfn, false);
             }
         }
+    }
+
+    /// 6.12's `swap_read_folio_zeromap`: slots swapped out as zeros read
+    /// back as zeros, with no I/O (`swpin_zero`). True: done. (A large
+    /// folio is read only over slots all marked or all not: the large
+    /// swap-in checks.)
+    pub fn swap_read_folio_zeromap(&mut self, pfn: Pfn, entry: SwpEntry) -> bool {
+        let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
+        if !self.swap[ty].zeromap[off] {
+            return false;
+        }
+        let f = *self.folios.get(pfn);
+        let nr = f.nr_pages() as usize;
+        debug_assert!(self.swap[ty].zeromap[off..off + nr].iter().all(|&z| z));
+        self.folios.version[pfn as usize..pfn as usize + nr].fill(0);
+        self.vm.add(Vm::SwpinZero, nr as i64);
+        self.memcg_stat(f.memcg, crate::vmstat::Mc::SwpinZero, nr as i64);
+        true
     }
 
     /// When the read I/O of a locked folio completes (None: not in flight).

@@ -72,6 +72,9 @@ pub struct SwapInfo {
     /// When the device was last requeued among equal priorities.
     pub requeued: u64,
     pub zram: Zram,
+    /// `si->zeromap` (6.12): slots whose folio was all zeros when swapped
+    /// out; nothing was written for them, a read gives zeros.
+    pub zeromap: Vec<bool>,
     /// The block device, for every kind but zram.
     pub bdev: Option<BlockDev>,
 }
@@ -144,6 +147,7 @@ impl SwapInfo {
             cluster_nr: SWAPFILE_CLUSTER,
             requeued: 0,
             zram: Zram::new(if kind == SwapKind::Zram { max } else { 0 }),
+            zeromap: vec![false; max as usize],
             bdev: (kind != SwapKind::Zram).then(|| BlockDev::new(dev, max)),
         }
     }
@@ -513,6 +517,7 @@ impl Kernel {
             let si = &mut self.swap[ty];
             debug_assert_eq!(si.swap_map[off as usize], SWAP_HAS_CACHE);
             si.release_slot(off);
+            si.zeromap[off as usize] = false;
             // clear_shadow_from_swap_cache
             if si.cache[off as usize] & 1 == 1 {
                 si.cache[off as usize] = 0;

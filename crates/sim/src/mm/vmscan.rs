@@ -1009,6 +1009,31 @@ impl Kernel {
         PageOut::Success
     }
 
+    /// 6.12's zero-filled swap-out in `swap_writepage`: a folio all of
+    /// whose pages are zeros (never written) is marked in the device's
+    /// zeromap and not written (`swpout_zero`); any other folio clears the
+    /// marks its slots may hold from an earlier one. True: done.
+    fn swap_zeromap_folio(&mut self, pfn: Pfn) -> bool {
+        if self.preset < Preset::V6_12 {
+            return false;
+        }
+        let f = *self.folios.get(pfn);
+        let (nr, ty, off) = (
+            f.nr_pages() as usize,
+            swp_type(f.swap),
+            swp_offset(f.swap) as usize,
+        );
+        let zero = self.folios.version[pfn as usize..pfn as usize + nr]
+            .iter()
+            .all(|&v| v == 0);
+        self.swap[ty].zeromap[off..off + nr].fill(zero);
+        if zero {
+            self.vm.add(Vm::SwpoutZero, nr as i64);
+            self.memcg_stat(f.memcg, Mc::SwpoutZero, nr as i64);
+        }
+        zero
+    }
+
     /// `swap_writepage`: a stale cache entry no PTE needs is just dropped;
     /// zram stores the page at once, a block device gets a bio.
     pub fn swap_writepage(&mut self, pfn: Pfn) {
@@ -1018,6 +1043,9 @@ impl Kernel {
         let f = *self.folios.get(pfn);
         let (entry, nr) = (f.swap, f.nr_pages());
         let (ty, off) = (swp_type(entry), swp_offset(entry));
+        if self.swap_zeromap_folio(pfn) {
+            return;
+        }
         // count_swpout_vm_event
         self.vm.add(Vm::Pswpout, nr as i64);
         if f.order > 0 {
