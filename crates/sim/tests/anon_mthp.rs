@@ -241,3 +241,27 @@ fn without_mthp_swapout_a_split_frees_never_written_pages_without_io() {
         phase_vm(&r, 0, "read", "pswpin") + 15 * fallback
     );
 }
+
+#[test]
+fn a_folio_still_in_the_swap_cache_is_mapped_whole() {
+    // NVMe: MADV_PAGEOUT's writes are in flight when the task reads the
+    // range back, so each folio is found in the swap cache and mapped
+    // whole by one minor fault, exclusive and writable.
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "1M" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "pageout" },
+   { op = "madvise", region = "a", advice = "pageout" },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "rewrite" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "end" },"#;
+    let text = spec(K64, "256M", steps).replace("device = \"zram\"", "device = \"nvme\"");
+    let r = run_checked(&text);
+    assert_eq!(phase_stat(&r, "pageout", "swpout"), 16);
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 16);
+    assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 0);
+    assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 0);
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgfault"), 0);
+}

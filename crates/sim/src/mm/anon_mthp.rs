@@ -475,4 +475,96 @@ impl Kernel {
         m.swapents -= nr as u64;
         self.put_swap_folio_nr(first_entry, nr as u32);
     }
+
+    /// 6.12's `do_swap_page` on a large folio found in the swap cache: the
+    /// first page of the block it would be mapped at, if that block lies in
+    /// the VMA and one page table and every PTE of it holds the folio's
+    /// entry for that page, with one exclusive bit (`swap_pte_batch`).
+    pub fn swapcache_mthp_range(
+        &self,
+        vma: u32,
+        idx: usize,
+        head: Pfn,
+        entry: SwpEntry,
+    ) -> Option<usize> {
+        let f = self.folios.get(head);
+        if !f.test(PG_SWAPCACHE) || !f.test(PG_ANON) {
+            return None;
+        }
+        let nr = f.nr_pages() as usize;
+        let page_idx = entry.wrapping_sub(f.swap) as usize;
+        let v = &self.vmas[vma as usize];
+        let first = idx.checked_sub(page_idx)?;
+        let vpn = v.start_vpn + first as u64;
+        // The block must not cross a page table (pmd_addr_end).
+        if first + nr > v.pages as usize || vpn >> 9 != (vpn + nr as u64 - 1) >> 9 {
+            return None;
+        }
+        let head_pte = v.ptes[first];
+        (0..nr)
+            .all(|i| {
+                let p = v.ptes[first + i];
+                is_swap_pte(p)
+                    && pte_swp_entry(p) == f.swap + i as SwpEntry
+                    && (p ^ head_pte) & PTE_SWP_EXCLUSIVE == 0
+            })
+            .then_some(first)
+    }
+
+    /// The rest of 6.12's `do_swap_page` for a large folio in the swap
+    /// cache mapped whole from page `first`: every slot's reference goes
+    /// (`swap_free_nr`), the cache is freed where `should_try_to_free_swap`
+    /// says, and each PTE maps its page, exclusive and writable if the
+    /// swap PTE was exclusive (`folio_add_anon_rmap_ptes`). The caller's
+    /// reference from the lookup becomes one of the mappings'.
+    pub fn map_swapcache_mthp(
+        &mut self,
+        vma: u32,
+        first: usize,
+        head: Pfn,
+        pte: Pte,
+        write: bool,
+    ) -> Result<(), super::memory::FaultError> {
+        let f = *self.folios.get(head);
+        let nr = f.nr_pages() as usize;
+        self.charge_cost(Fn::DoSwapPage, self.costs.pte * nr as u64);
+        for i in 0..nr as SwpEntry {
+            self.swap_free(f.swap + i);
+        }
+        let free = self.vm_swap_full() || (write && f.refcount == 1 + nr as u32);
+        if free {
+            self.folio_free_swap(head);
+        }
+        let exclusive = pte & PTE_SWP_EXCLUSIVE != 0 || self.folios.get(head).refcount == 1;
+        let v = &self.vmas[vma as usize];
+        let (mm, flags) = (v.mm as usize, v.flags);
+        self.mms[mm].rss_anon += nr as u64;
+        self.mms[mm].swapents -= nr as u64;
+        let mut bits = PTE_YOUNG;
+        if exclusive && flags & VM_WRITE != 0 {
+            bits |= PTE_WRITE | if write { PTE_DIRTY } else { 0 };
+        }
+        self.folios.get_mut(head).refcount += nr as u32 - 1;
+        self.charge_cost(
+            Fn::AddRmap,
+            self.costs.rmap() + self.costs.mapcount * nr as u64,
+        );
+        let memcg = f.memcg;
+        for i in 0..nr as Pfn {
+            if self.folios.page_mapcount_add(head + i, 1) == 1 {
+                self.vm.inc(Vm::NrAnonPages);
+                self.memcg_stat(memcg, Mc::Anon, 1);
+            }
+            if exclusive {
+                self.folios.get_mut(head + i).set(PG_ANON_EXCLUSIVE);
+            }
+            self.vmas[vma as usize].ptes[first + i as usize] = mk_pte(head + i, bits);
+        }
+        if write && bits & PTE_WRITE == 0 {
+            let idx = first + (pte_swp_entry(pte) - f.swap) as usize;
+            let p = self.vmas[vma as usize].ptes[idx];
+            return self.do_wp_page(vma, idx, p);
+        }
+        Ok(())
+    }
 }

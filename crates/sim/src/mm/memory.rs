@@ -497,6 +497,11 @@ impl Kernel {
             self.folio_put(pfn);
             return Err(FaultError::Retry(done));
         }
+        if self.preset >= Preset::V6_12 && !skip_swapcache && self.folios.get(pfn).order > 0 {
+            if let Some(first) = self.swapcache_mthp_range(vma, idx, pfn, entry) {
+                return self.map_swapcache_mthp(vma, first, pfn, pte, write);
+            }
+        }
         self.charge_cost(Fn::DoSwapPage, self.costs.pte);
         let reuse = if self.preset >= Preset::V6_1 {
             self.swapin_exclusive(pfn, entry, pte, skip_swapcache, write)
@@ -633,7 +638,7 @@ impl Kernel {
     }
 
     /// `do_wp_page` for a write to a present, read-only PTE.
-    fn do_wp_page(&mut self, vma: u32, idx: usize, pte: Pte) -> Fault {
+    pub(super) fn do_wp_page(&mut self, vma: u32, idx: usize, pte: Pte) -> Fault {
         self.charge_cost(Fn::DoWpPage, self.costs.pte);
         if pte & PTE_ZERO != 0 {
             return self.wp_page_copy(vma, idx, None);
