@@ -1,6 +1,7 @@
 //! The `mmsim` command.
 
 mod calibrate;
+mod diff;
 mod fidelity;
 mod judge;
 mod oracle_cmd;
@@ -94,6 +95,22 @@ enum Cmd {
         sets: Vec<String>,
         #[command(flatten)]
         guest: GuestArgs,
+    },
+    /// Two sets of runs side by side, LKP-style (`base ±%stddev %change
+    /// new ±%stddev metric`): phase times, vmstat, memory.stat and
+    /// mmtests' reclaim rows.
+    Diff {
+        /// BASE and NEW: each a run's JSON document (`mmsim run --json`, an
+        /// oracle recording), a folder of them, or a comma-separated list.
+        #[arg(num_args = 2, value_names = ["BASE", "NEW"])]
+        sides: Vec<String>,
+        /// Show unchanged metrics too.
+        #[arg(long)]
+        all: bool,
+        /// Leave out changes smaller than this (%, or points for a
+        /// percentage metric).
+        #[arg(long, value_name = "PCT", default_value_t = 0.0)]
+        min_change: f64,
     },
     /// Check the simulator against the recorded real-kernel results of the
     /// fidelity specs; print or write the table.
@@ -280,6 +297,11 @@ fn main() -> ExitCode {
             all,
             &guest.oracle_args(),
         ),
+        Cmd::Diff {
+            sides,
+            all,
+            min_change,
+        } => diff::diff_cmd(&sides, all, min_change),
         Cmd::Calibrate(a) => calibrate::calibrate_cmd(&a),
         Cmd::Fidelity(a) if a.timing => fidelity::timing_cmd(&a.dir, a.check, a.write.as_deref()),
         Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref(), a.kernel),

@@ -851,6 +851,17 @@ pub fn reproduce_cmd(
                 }
             }
         }
+        for v in &e.variants {
+            if let (Some((_, b)), Some((_, n))) = (
+                runs.get(&(v.name.clone(), false)),
+                runs.get(&(v.name.clone(), true)),
+            ) {
+                let table = lkp_table(&v.name, b, n);
+                text += "\n";
+                text += &table;
+                blocks.push((format!("{}: baseline against patched", v.name), table));
+            }
+        }
         for ((variant, patched), (_, r)) in &runs {
             let p = crate::profile_text(r);
             if !p.is_empty() {
@@ -902,6 +913,22 @@ pub fn reproduce_cmd(
         print!("{text}");
     }
     ExitCode::SUCCESS
+}
+
+/// A variant's baseline and patched runs as `mmsim diff` prints them,
+/// changes of 2% (or 2 points) or more.
+fn lkp_table(variant: &str, base: &RunResult, patched: &RunResult) -> String {
+    use crate::diff;
+    let rows = diff::rows(
+        &[diff::metrics(base)],
+        &[diff::metrics(patched)],
+        false,
+        2.0,
+    );
+    format!(
+        "{variant}: baseline against patched (mmsim diff, changes of 2% or more)\n{}",
+        diff::render("baseline", "patched", 1, 1, &rows)
+    )
 }
 
 /// The repository the experiments belong to: the folder above the

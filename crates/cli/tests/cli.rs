@@ -615,3 +615,61 @@ fn mglru_example_and_its_classic_twin() {
     assert!(classic["tasks"][0]["phases"][1].get("lru_gen").is_none());
     assert!(classic["vmstat"]["pgdeactivate"].as_i64().unwrap() > 0);
 }
+
+#[test]
+fn diff_compares_two_runs_lkp_style() {
+    let dir = std::env::temp_dir().join(format!("mmsim-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let base = dir.join("base.json");
+    let new = dir.join("new.json");
+    let spec = anon_seq();
+    let run = |out: &Path, set: &[&str]| {
+        let mut a = vec!["run", spec.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        a.extend_from_slice(set);
+        let o = mmsim(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    run(&base, &[]);
+    run(&new, &["--set", "cgroup.w.memory_max=150M"]);
+    let o = mmsim(&["diff", base.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    // A larger memory.max swaps less: pswpout falls, and the row says so.
+    let row = text
+        .lines()
+        .find(|l| l.ends_with(" vmstat.pswpout"))
+        .unwrap_or_else(|| panic!("no pswpout row in {text}"));
+    assert!(row.contains("-"), "{row}");
+    assert!(text.contains("time.elapsed_ms"), "{text}");
+    assert!(text.contains("1 base run(s), 1 new run(s)"), "{text}");
+    // The same run on both sides: nothing changed, no rows but the header.
+    let o = mmsim(&["diff", base.to_str().unwrap(), base.to_str().unwrap()]);
+    assert!(!stdout(&o).contains("vmstat."), "{}", stdout(&o));
+    // Two runs on a side: means and a spread.
+    let both = format!("{},{}", base.display(), new.display());
+    let o = mmsim(&["diff", &both, new.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("2 base run(s), 1 new run(s)"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn diff_refuses_what_is_not_a_run() {
+    let o = mmsim(&[
+        "diff",
+        anon_seq().to_str().unwrap(),
+        anon_seq().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("anon_seq.toml") && e.contains("not a run document"),
+        "{e}"
+    );
+    let o = mmsim(&["diff", "/nonexistent/a.json", "/nonexistent/b.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
+}
