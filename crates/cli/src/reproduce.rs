@@ -401,6 +401,32 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
     }
 }
 
+/// `f` over `jobs` on up to as many threads as the machine has CPUs (the
+/// runs are independent and deterministic, so the results are the same
+/// as one after another), in the jobs' order.
+fn run_parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<Option<R>> = (0..jobs.len()).map(|_| None).collect();
+    let slots = std::sync::Mutex::new(&mut out);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else {
+                    break;
+                };
+                let r = f(job);
+                slots.lock().expect("no worker panics holding it")[i] = Some(r);
+            });
+        }
+    });
+    out.into_iter().map(|r| r.expect("every job ran")).collect()
+}
+
 /// Runs one variant's spec with the feature at `value`.
 fn run_side(
     dir: &Path,
@@ -511,18 +537,22 @@ fn run_experiment(
     quick: bool,
     bar: &indicatif::ProgressBar,
 ) -> Result<(ExperimentResult, Runs), String> {
+    let jobs: Vec<(&Variant, bool)> = e
+        .variants
+        .iter()
+        .flat_map(|v| [(v, false), (v, true)])
+        .collect();
+    bar.set_message(name_of(dir));
+    let results = run_parallel(&jobs, |&(v, patched)| {
+        let value = if patched { e.patched } else { e.baseline };
+        let spec = if quick { &v.quick } else { &v.spec };
+        let r = run_side(dir, spec, &e.feature, value);
+        bar.inc(1);
+        r
+    });
     let mut runs = BTreeMap::new();
-    for v in &e.variants {
-        for patched in [false, true] {
-            let value = if patched { e.patched } else { e.baseline };
-            let spec = if quick { &v.quick } else { &v.spec };
-            bar.set_message(format!("{} {} {}", name_of(dir), v.name, side(patched)));
-            runs.insert(
-                (v.name.clone(), patched),
-                run_side(dir, spec, &e.feature, value)?,
-            );
-            bar.inc(1);
-        }
+    for (&(v, patched), r) in jobs.iter().zip(results) {
+        runs.insert((v.name.clone(), patched), r?);
     }
     let mut effects = Vec::new();
     for eff in &e.effects {
@@ -1376,8 +1406,19 @@ fn write_report(out: &Path, root: &Path, parts: &[ReportPart], scale: &str) -> s
 
 #[cfg(test)]
 mod tests {
-    use super::{default_report_dir, relative_link, wrap};
+    use super::{default_report_dir, relative_link, run_parallel, wrap};
     use std::path::{Path, PathBuf};
+
+    #[test]
+    fn parallel_runs_keep_the_jobs_order() {
+        let jobs: Vec<u64> = (0..37).collect();
+        let out = run_parallel(&jobs, |&j| {
+            // Uneven work, so the workers finish out of order.
+            std::thread::sleep(std::time::Duration::from_micros((37 - j) * 50));
+            j * j
+        });
+        assert_eq!(out, jobs.iter().map(|j| j * j).collect::<Vec<_>>());
+    }
 
     #[test]
     fn wrap_breaks_at_words_and_shortens_the_last_line() {
