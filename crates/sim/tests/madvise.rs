@@ -209,3 +209,19 @@ steps = [
     assert_eq!(phase_vm(&r, 0, "use", "pswpin"), 0);
     assert_eq!(phase_vm(&r, 0, "use", "pgfault"), read);
 }
+
+#[test]
+fn free_marks_clean_pages_shared_with_a_child_lazily_free_too() {
+    // madvise_free_pte_range checks the mapcount only of a page in the
+    // swap cache or dirty (PG_dirty: a written anon page's dirt is in its
+    // PTE): clean pages shared after fork become lazily free as well.
+    let r = run_checked(&spec(
+        "zram",
+        r#"{ op = "fork", steps = [{ op = "sleep", duration = "100ms" }] },
+  { op = "phase", name = "free" },
+  { op = "madvise", region = "heap", advice = "free" },
+  { op = "phase", name = "end" },
+  { op = "wait" },"#,
+    ));
+    assert_eq!(phase_vm(&r, 0, "free", "pglazyfree"), PAGES);
+}

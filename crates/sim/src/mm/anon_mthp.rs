@@ -132,7 +132,7 @@ impl Kernel {
             orders &= !(1 << order);
         }
         let memcg = self.mms[v.mm as usize].memcg;
-        let direct = self.thp.direct_reclaim(v.flags);
+        let mode = self.thp.charge_mode(v.flags);
         while orders != 0 {
             let order = highest_order(orders);
             orders &= !(1 << order);
@@ -142,11 +142,7 @@ impl Kernel {
             };
             let nr = 1u64 << order;
             self.folios.get_mut(head).memcg = memcg;
-            let charged = if direct {
-                self.try_charge(memcg, nr)
-            } else {
-                self.try_charge_nowait(memcg, nr)
-            };
+            let charged = self.try_charge_thp(memcg, nr, mode);
             if charged != super::memcontrol::Charge::Ok {
                 self.free_folio_pages(head);
                 self.vm
@@ -335,10 +331,7 @@ impl Kernel {
             orders &= !(1 << order);
         }
         let v = &self.vmas[vma as usize];
-        let (mm_memcg, direct) = (
-            self.mms[v.mm as usize].memcg,
-            self.thp.direct_reclaim(v.flags),
-        );
+        let (mm_memcg, mode) = (self.mms[v.mm as usize].memcg, self.thp.charge_mode(v.flags));
         while orders != 0 {
             let order = highest_order(orders);
             orders &= !(1 << order);
@@ -351,16 +344,12 @@ impl Kernel {
             // mem_cgroup_swapin_charge_folio: the slots' memcg.
             let memcg = self.swapin_memcg(first_entry, mm_memcg);
             self.folios.get_mut(head).memcg = memcg;
-            let charged = if direct {
-                self.try_charge(memcg, nr as u64)
-            } else {
-                self.try_charge_nowait(memcg, nr as u64)
-            };
+            let charged = self.try_charge_thp(memcg, nr as u64, mode);
             if charged != super::memcontrol::Charge::Ok {
                 self.free_folio_pages(head);
                 continue;
             }
-            self.swapin_mthp_read(head, first_entry, order);
+            self.swapin_mthp_read(head, first_entry, order, mm_memcg);
             self.map_swapped_in_mthp(vma, first, head, first_entry, write);
             return Some(());
         }
@@ -400,7 +389,7 @@ impl Kernel {
     /// The read of a large swap-in past the swap cache: the slots claimed
     /// (`swapcache_prepare`), refault detection from the first slot's
     /// shadow, onto the LRU, and each page read from zram.
-    fn swapin_mthp_read(&mut self, head: Pfn, first_entry: SwpEntry, order: u8) {
+    fn swapin_mthp_read(&mut self, head: Pfn, first_entry: SwpEntry, order: u8, mm_memcg: u16) {
         let nr = 1u32 << order;
         let (ty, off) = (swp_type(first_entry), swp_offset(first_entry));
         for i in 0..nr {
@@ -419,9 +408,9 @@ impl Kernel {
             }
             self.vm.add(Vm::Pswpin, nr as i64);
         }
-        let memcg = self.folios.get(head).memcg;
+        // count_memcg_event_mm: the faulting mm's memcg.
         self.vm.inc(Vm::Pgmajfault);
-        self.memcg_stat(memcg, Mc::Pgmajfault, 1);
+        self.memcg_stat(mm_memcg, Mc::Pgmajfault, 1);
     }
 
     /// The mapping of a large swap-in: every PTE of the block, exclusive

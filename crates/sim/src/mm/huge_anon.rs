@@ -33,6 +33,17 @@ pub const PG_DEFERRED_SPLIT: u32 = 1 << 18;
 /// (`folio_test_partially_mapped`).
 pub const PG_PARTIALLY_MAPPED: u32 = 1 << 19;
 
+/// How a THP's memcg charge may reclaim (from `vma_thp_gfp_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThpCharge {
+    /// GFP_TRANSHUGE_LIGHT: fails at once over the limit.
+    NoReclaim,
+    /// GFP_TRANSHUGE | __GFP_NORETRY: one round of reclaim.
+    NoRetry,
+    /// GFP_TRANSHUGE: reclaims and retries (never the OOM killer).
+    Reclaim,
+}
+
 /// `transparent_hugepage_flags`, as the spec and the machine's size set
 /// them at boot.
 #[derive(Debug, Clone, Copy)]
@@ -63,14 +74,16 @@ impl ThpCtl {
         }
     }
 
-    /// `vma_thp_gfp_mask`: whether the allocation may reclaim directly
-    /// (`__GFP_DIRECT_RECLAIM`).
-    pub(super) fn direct_reclaim(&self, vm_flags: u32) -> bool {
+    /// `vma_thp_gfp_mask` as the memcg charge sees it: no direct reclaim,
+    /// direct reclaim with __GFP_NORETRY (defrag `always` without
+    /// MADV_HUGEPAGE), or full reclaim.
+    pub(super) fn charge_mode(&self, vm_flags: u32) -> ThpCharge {
         let madvised = vm_flags & VM_HUGEPAGE != 0;
         match self.defrag {
-            Some(ThpDefrag::Always) => true,
-            Some(ThpDefrag::DeferMadvise | ThpDefrag::Madvise) => madvised,
-            Some(ThpDefrag::Defer | ThpDefrag::Never) | None => false,
+            Some(ThpDefrag::Always) if madvised => ThpCharge::Reclaim,
+            Some(ThpDefrag::Always) => ThpCharge::NoRetry,
+            Some(ThpDefrag::DeferMadvise | ThpDefrag::Madvise) if madvised => ThpCharge::Reclaim,
+            _ => ThpCharge::NoReclaim,
         }
     }
 }
@@ -140,11 +153,7 @@ impl Kernel {
         // mem_cgroup_charge with the THP gfp: without direct reclaim it
         // fails at once over the limit; with it, it reclaims and retries
         // but never calls the OOM killer (order above 3).
-        let charged = if self.thp.direct_reclaim(vm_flags) {
-            self.try_charge(memcg, HPAGE_PMD_NR)
-        } else {
-            self.try_charge_nowait(memcg, HPAGE_PMD_NR)
-        };
+        let charged = self.try_charge_thp(memcg, HPAGE_PMD_NR, self.thp.charge_mode(vm_flags));
         if charged != super::memcontrol::Charge::Ok {
             self.free_folio_pages(head);
             self.vm.inc(Vm::ThpFaultFallback);
@@ -496,7 +505,11 @@ impl Kernel {
         let f = *self.folios.get(head);
         debug_assert!(f.order >= 2 && f.test(PG_ANON));
         let later = self.preset >= mmsim_spec::Preset::V6_12;
-        if f.test(PG_WRITEBACK) || !self.can_split_folio(head) {
+        if f.test(PG_WRITEBACK) {
+            // -EBUSY before the counting.
+            return false;
+        }
+        if !self.can_split_folio(head) {
             if f.order == 9 {
                 self.vm.inc(Vm::ThpSplitPageFailed);
             }

@@ -375,11 +375,10 @@ impl Kernel {
                 continue;
             }
             let f = *self.folios.get(pfn);
-            if f.mapcount != 1 {
-                continue;
-            }
             if f.test(PG_SWAPCACHE) || f.test(PG_DIRTY) {
-                if f.test(PG_LOCKED) {
+                // Only a page mapped here alone may lose its swap copy or
+                // dirty bit; a clean shared one is made lazily free too.
+                if f.test(PG_LOCKED) || f.mapcount != 1 {
                     continue;
                 }
                 if f.test(PG_SWAPCACHE) && !self.folio_free_swap(pfn) {

@@ -301,8 +301,35 @@ impl Kernel {
             return Charge::Ok;
         }
         self.traced(crate::cost::Fn::MemcgCharge, |k| {
-            k.try_charge_memcg(memcg, nr)
+            k.try_charge_memcg(memcg, nr, false)
         })
+    }
+
+    /// `try_charge_memcg` with __GFP_NORETRY (a THP's charge under defrag
+    /// `always` without MADV_HUGEPAGE): one round of reclaim and a stock
+    /// drain, then it fails.
+    pub fn try_charge_noretry(&mut self, memcg: u16, nr: u64) -> Charge {
+        if !self.is_root(memcg) && self.consume_stock(memcg, nr) {
+            self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
+            return Charge::Ok;
+        }
+        self.traced(crate::cost::Fn::MemcgCharge, |k| {
+            k.try_charge_memcg(memcg, nr, true)
+        })
+    }
+
+    /// A THP or mTHP charge with the allocation's gfp (`vma_thp_gfp_mask`).
+    pub fn try_charge_thp(
+        &mut self,
+        memcg: u16,
+        nr: u64,
+        mode: super::huge_anon::ThpCharge,
+    ) -> Charge {
+        match mode {
+            super::huge_anon::ThpCharge::NoReclaim => self.try_charge_nowait(memcg, nr),
+            super::huge_anon::ThpCharge::NoRetry => self.try_charge_noretry(memcg, nr),
+            super::huge_anon::ThpCharge::Reclaim => self.try_charge(memcg, nr),
+        }
     }
 
     /// `try_charge_memcg` for a gfp that cannot block: the stock or the
@@ -322,7 +349,7 @@ impl Kernel {
         Charge::Oom
     }
 
-    fn try_charge_memcg(&mut self, memcg: u16, nr: u64) -> Charge {
+    fn try_charge_memcg(&mut self, memcg: u16, nr: u64, noretry: bool) -> Charge {
         self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
         if self.is_root(memcg) {
             return Charge::Ok;
@@ -357,6 +384,9 @@ impl Kernel {
                 self.drain_all_stock(over);
                 drained = true;
                 continue;
+            }
+            if noretry {
+                return Charge::Oom;
             }
             // PAGE_ALLOC_COSTLY_ORDER = 3: small charges retry on any progress.
             if reclaimed > 0 && nr <= 8 {

@@ -561,6 +561,9 @@ impl Kernel {
         let f = *self.folios.get(pfn);
         let free = if self.preset >= Preset::V7_3 {
             self.swap[swp_type(entry)].flags & SWP_SYNCHRONOUS_IO != 0 || (write && exclusive)
+        } else if self.preset >= Preset::V6_12 {
+            // 1 + folio_nr_pages: a large folio mapped one page at a time.
+            write && f.refcount == 1 + f.nr_pages()
         } else {
             write && f.refcount == 2
         };
