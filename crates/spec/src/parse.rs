@@ -969,6 +969,26 @@ fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setti
     })
 }
 
+/// A knob that takes one word of `all` (a TOML string), or an error
+/// listing them.
+fn one_of<T: Copy, const N: usize>(
+    rep: &Reporter,
+    v: &Node,
+    path: &str,
+    all: [T; N],
+    name: fn(T) -> &'static str,
+) -> Result<T, SpecError> {
+    let words: Vec<String> = all.iter().map(|&w| format!("\"{}\"", name(w))).collect();
+    let expected = format!("one of {}", words.join(", "));
+    match &v.val {
+        Val::Str(s) => all
+            .into_iter()
+            .find(|&w| name(w) == s)
+            .ok_or_else(|| type_error(rep, v, path, &expected)),
+        _ => Err(type_error(rep, v, path, &expected)),
+    }
+}
+
 /// The order of a `hugepages-<size>kB/enabled` knob (orders 2 to 9).
 fn mthp_anon_order(key: &str) -> Option<usize> {
     let kb: u64 = key
@@ -1044,17 +1064,7 @@ fn build_sysfs(
                 ))
             }
             THP_DEFRAG => {
-                let words: Vec<String> =
-                    ThpDefrag::ALL.iter().map(|w| format!("\"{}\"", w.name())).collect();
-                let expected = format!("one of {}", words.join(", "));
-                let Val::Str(_) = &v.val else {
-                    return Err(type_error(rep, v, &path, &expected));
-                };
-                let w = ThpDefrag::ALL
-                    .into_iter()
-                    .find(|w| w.name() == value)
-                    .ok_or_else(|| type_error(rep, v, &path, &expected))?;
-                thp_defrag = Some(w);
+                thp_defrag = Some(one_of(rep, v, &path, ThpDefrag::ALL, ThpDefrag::name)?);
             }
             THP_USE_ZERO_PAGE => {
                 // use_zero_page_store: kstrtoul, 0 or 1.
@@ -1100,16 +1110,7 @@ fn build_sysfs(
             }
             k if mthp_anon_order(k).is_some() => {
                 let order = mthp_anon_order(k).expect("matched");
-                let words: Vec<String> =
-                    MthpAnon::ALL.iter().map(|w| format!("\"{}\"", w.name())).collect();
-                let expected = format!("one of {}", words.join(", "));
-                let Val::Str(_) = &v.val else {
-                    return Err(type_error(rep, v, &path, &expected));
-                };
-                let w = MthpAnon::ALL
-                    .into_iter()
-                    .find(|w| w.name() == value)
-                    .ok_or_else(|| type_error(rep, v, &path, &expected))?;
+                let w = one_of(rep, v, &path, MthpAnon::ALL, MthpAnon::name)?;
                 let why = if !features.anon_mthp {
                     Some(format!("Linux {preset} does not have it (per-size anonymous THP came in 6.8); expected it only with features.anon_mthp = true (machine.kernel = \"6.12\" has it)"))
                 } else if preset != Preset::V6_12 {
@@ -1133,19 +1134,9 @@ fn build_sysfs(
                         format!("found the sysfs knob \"{key}\", which Linux {preset} does not have (per-size shmem THP came in 6.11); expected it only with features.shmem_mthp = true (machine.kernel = \"6.12\" or later has it)"),
                     ));
                 }
-                let words: Vec<String> =
-                    MthpShmem::ALL.iter().map(|w| format!("\"{}\"", w.name())).collect();
-                let expected = format!("one of {}", words.join(", "));
-                let Val::Str(_) = &v.val else {
-                    return Err(type_error(rep, v, &path, &expected));
-                };
-                match MthpShmem::ALL.iter().find(|w| w.name() == value) {
-                    Some(&w) => {
-                        shmem_mthp[mthp_shmem_order(k).expect("matched") - 2] = w;
-                        knobs.push((format!("sysfs:{key}"), value.clone()));
-                    }
-                    None => return Err(type_error(rep, v, &path, &expected)),
-                }
+                let w = one_of(rep, v, &path, MthpShmem::ALL, MthpShmem::name)?;
+                shmem_mthp[mthp_shmem_order(k).expect("matched") - 2] = w;
+                knobs.push((format!("sysfs:{key}"), value.clone()));
             }
             LRU_GEN_ENABLED if preset < Preset::V6_1 => {
                 return Err(rep.at(

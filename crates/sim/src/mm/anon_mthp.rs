@@ -157,6 +157,35 @@ impl Kernel {
         false
     }
 
+    /// `folio_add_new_anon_rmap(RMAP_EXCLUSIVE)` of a new large folio
+    /// mapped by PTEs from page `first` of `vma`: every page mapped once and
+    /// AnonExclusive, one reference per page, NR_ANON_MAPPED and the
+    /// per-size `nr_anon` up.
+    fn folio_add_new_anon_rmap_ptes(&mut self, head: Pfn, vma: u32, first: usize) {
+        let f = *self.folios.get(head);
+        let (nr, order) = (f.nr_pages(), f.order);
+        self.folios.get_mut(head).set(PG_ANON);
+        self.charge_cost(
+            Fn::AddRmap,
+            self.costs.rmap() + self.costs.mapcount * nr as u64,
+        );
+        for i in 0..nr {
+            self.folios.page_mapcount_add(head + i, 1);
+            self.folios.get_mut(head + i).set(PG_ANON_EXCLUSIVE);
+        }
+        let v = &self.vmas[vma as usize];
+        let (av, index) = (v.anon_vma, (v.pgoff + first as u64) as u32);
+        let f = self.folios.get_mut(head);
+        f.mapping = av;
+        f.index = index;
+        // One reference per mapped page (folio_ref_add(nr - 1)).
+        f.refcount += nr - 1;
+        let memcg = f.memcg;
+        self.vm.add(Vm::NrAnonPages, nr as i64);
+        self.memcg_stat(memcg, Mc::Anon, nr as i64);
+        self.vm.inc(mthp_item(order, MthpStat::NrAnon));
+    }
+
     /// The tail of `do_anonymous_page` for a new mTHP: zeroed, every page
     /// mapped once and AnonExclusive (`folio_add_new_anon_rmap`), on the
     /// LRU, its PTEs young, dirty and writable.
@@ -165,28 +194,8 @@ impl Kernel {
         // folio_zero_user.
         self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * nr as u64);
         self.folios.version[head as usize..head as usize + nr].fill(0);
-        self.folios
-            .get_mut(head)
-            .set(PG_SWAPBACKED | PG_UPTODATE | PG_ANON);
-        self.charge_cost(
-            Fn::AddRmap,
-            self.costs.rmap() + self.costs.mapcount * nr as u64,
-        );
-        for i in 0..nr as Pfn {
-            self.folios.page_mapcount_add(head + i, 1);
-            self.folios.get_mut(head + i).set(PG_ANON_EXCLUSIVE);
-        }
-        let v = &self.vmas[vma as usize];
-        let (av, index, mm) = (v.anon_vma, (v.pgoff + first as u64) as u32, v.mm);
-        let f = self.folios.get_mut(head);
-        f.mapping = av;
-        f.index = index;
-        // One reference per mapped page (folio_ref_add(nr - 1)).
-        f.refcount += nr as u32 - 1;
-        let memcg = f.memcg;
-        self.vm.add(Vm::NrAnonPages, nr as i64);
-        self.memcg_stat(memcg, Mc::Anon, nr as i64);
-        self.vm.inc(mthp_item(order, MthpStat::NrAnon));
+        self.folios.get_mut(head).set(PG_SWAPBACKED | PG_UPTODATE);
+        self.folio_add_new_anon_rmap_ptes(head, vma, first);
         self.folio_add_lru(head);
         let write = if self.vmas[vma as usize].flags & VM_WRITE != 0 {
             PTE_WRITE | PTE_DIRTY
@@ -198,7 +207,8 @@ impl Kernel {
         for (i, pte) in ptes.iter_mut().enumerate() {
             *pte = mk_pte(head + i as Pfn, PTE_YOUNG | write);
         }
-        self.mms[mm as usize].rss_anon += nr as u64;
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_anon += nr as u64;
         self.vm.inc(mthp_item(order, MthpStat::AnonFaultAlloc));
     }
 
@@ -281,12 +291,8 @@ impl Kernel {
         b.next = page + 1;
         b.nr += 1;
         self.charge_cost(Fn::RemoveRmap, self.costs.mapcount);
-        if self.folios.page_mapcount_add(page, -1) == 0 {
+        if self.page_unmap_large(page, head) {
             self.zap_anon.as_mut().expect("open").last += 1;
-            self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
-            let memcg = self.folios.get(head).memcg;
-            self.vm.add(Vm::NrAnonPages, -1);
-            self.memcg_stat(memcg, Mc::Anon, -1);
         }
     }
 
@@ -425,29 +431,12 @@ impl Kernel {
         write: bool,
     ) {
         let nr = self.folios.get(head).nr_pages() as usize;
-        let order = self.folios.get(head).order;
         for i in 0..nr as SwpEntry {
             self.swap_free(first_entry + i);
         }
-        self.folios.get_mut(head).set(PG_ANON);
-        self.charge_cost(
-            Fn::AddRmap,
-            self.costs.rmap() + self.costs.mapcount * nr as u64,
-        );
-        for i in 0..nr as Pfn {
-            self.folios.page_mapcount_add(head + i, 1);
-            self.folios.get_mut(head + i).set(PG_ANON_EXCLUSIVE);
-        }
+        self.folio_add_new_anon_rmap_ptes(head, vma, first);
         let v = &self.vmas[vma as usize];
-        let (av, index, mm, flags) = (v.anon_vma, (v.pgoff + first as u64) as u32, v.mm, v.flags);
-        let f = self.folios.get_mut(head);
-        f.mapping = av;
-        f.index = index;
-        f.refcount += nr as u32 - 1;
-        let memcg = f.memcg;
-        self.vm.add(Vm::NrAnonPages, nr as i64);
-        self.memcg_stat(memcg, Mc::Anon, nr as i64);
-        self.vm.inc(mthp_item(order, MthpStat::NrAnon));
+        let (mm, flags) = (v.mm, v.flags);
         let mut bits = PTE_YOUNG;
         if flags & VM_WRITE != 0 {
             bits |= PTE_WRITE | if write { PTE_DIRTY } else { 0 };

@@ -678,10 +678,7 @@ impl Kernel {
     fn release_pte_page(&mut self, head: Pfn) {
         let nr = self.folios.get(head).nr_pages() as i64;
         self.vm.add(Vm::NrIsolatedAnon, -nr);
-        // putback_lru_page.
-        self.folios.get_mut(head).clear(PG_ISOLATED);
-        self.folio_add_lru(head);
-        self.folio_put(head);
+        self.folio_putback_lru(head);
     }
 
     /// `__collapse_huge_page_copy`: each page's content into the THP (a
@@ -714,12 +711,8 @@ impl Kernel {
             self.folio_put(head);
         }
         for &head in compound {
-            let nr = self.folios.get(head).nr_pages() as i64;
-            self.vm.add(Vm::NrIsolatedAnon, -nr);
             self.free_swap_cache(head);
-            self.folios.get_mut(head).clear(PG_ISOLATED);
-            self.folio_add_lru(head);
-            self.folio_put(head);
+            self.release_pte_page(head);
         }
     }
 

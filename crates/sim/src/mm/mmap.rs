@@ -554,6 +554,20 @@ impl Kernel {
         self.folio_put(head);
     }
 
+    /// One PTE's mapping of `page`, a page of large anonymous folio `head`,
+    /// gone: true when it was the page's last (no longer AnonExclusive,
+    /// out of NR_ANON_MAPPED).
+    pub fn page_unmap_large(&mut self, page: Pfn, head: Pfn) -> bool {
+        if self.folios.page_mapcount_add(page, -1) != 0 {
+            return false;
+        }
+        self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
+        let memcg = self.folios.get(head).memcg;
+        self.vm.add(Vm::NrAnonPages, -1);
+        self.memcg_stat(memcg, Mc::Anon, -1);
+        true
+    }
+
     /// `page_remove_rmap` of one PTE mapping an anon page (of an order-0
     /// folio, or of a PTE-mapped THP, which is then queued for a deferred
     /// split when the page is left unmapped).
@@ -572,12 +586,8 @@ impl Kernel {
             }
             return;
         }
-        if self.folios.page_mapcount_add(pfn, -1) == 0 {
-            self.folios.get_mut(pfn).clear(PG_ANON_EXCLUSIVE);
-            let head = self.folios.head_of(pfn);
-            let memcg = self.folios.get(head).memcg;
-            self.vm.add(Vm::NrAnonPages, -1);
-            self.memcg_stat(memcg, Mc::Anon, -1);
+        let head = self.folios.head_of(pfn);
+        if self.page_unmap_large(pfn, head) {
             if self.preset < mmsim_spec::Preset::V6_12 {
                 self.deferred_split_huge_page(head);
             } else if self.folios.get(head).mapcount > 0 {

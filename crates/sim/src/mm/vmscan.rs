@@ -500,6 +500,14 @@ impl Kernel {
         f.refcount += 1;
     }
 
+    /// `folio_putback_lru`: an isolated folio back through the lru_add
+    /// batch, the isolation's reference dropped.
+    pub fn folio_putback_lru(&mut self, pfn: Pfn) {
+        self.folios.get_mut(pfn).clear(PG_ISOLATED);
+        self.folio_add_lru(pfn);
+        self.folio_put(pfn);
+    }
+
     /// `reclaim_pages`: reclaim a list of isolated folios now, as
     /// shrink_folio_list would (references checked, no scan or steal
     /// counts); the rest go back through the lru_add batch.
@@ -523,10 +531,7 @@ impl Kernel {
             k.shrink_folio_list(list, &mut sc, &mut stat, &mut kept)
         });
         for &pfn in &kept {
-            // folio_putback_lru
-            self.folios.get_mut(pfn).clear(PG_ISOLATED);
-            self.folio_add_lru(pfn);
-            self.folio_put(pfn);
+            self.folio_putback_lru(pfn);
         }
         self.give_scratch(kept);
         reclaimed
