@@ -491,6 +491,23 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
         if f.test(PG_ANON) {
             anon_mapped += mapped_pages(k, p as Pfn);
         }
+        if let Some(slots) = k.mm_ids(p as Pfn) {
+            // MM_ID: the slots count no more than the folio's mappings, a
+            // free slot counts none, and with the shared bit clear one
+            // slot holds every mapping.
+            let [(m0, c0), (m1, c1)] = slots;
+            let clear = !k.mm_ids_shared(p as Pfn);
+            if c0 + c1 > f.mapcount
+                || (m0 == NIL) != (c0 == 0)
+                || (m1 == NIL) != (c1 == 0)
+                || (clear && c0 != f.mapcount && c1 != f.mapcount)
+            {
+                return fail(format!(
+                    "folio {p}: MM_ID slots {slots:?} (shared {}) against {} mappings",
+                    !clear, f.mapcount
+                ));
+            }
+        }
         if f.test(PG_ANON) && pmd > 0 {
             anon_thps += 1;
         }

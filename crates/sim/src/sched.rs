@@ -740,6 +740,11 @@ impl<'s> Scheduler<'s> {
                 let n = length.unwrap_or(pages - offset);
                 k.madvise(vma, *offset as usize, n as usize, *advice)
                     .map_err(|e| at_step(step, SimError::Spec(format!("madvise: {e}"))))?;
+                // MADV_HUGEPAGE may have registered an mm with a
+                // khugepaged mmsim does not model (7.3's mTHP collapse).
+                if let Some(why) = k.unmodelled.take() {
+                    return Err(at_step(step, SimError::Unmodelled(why)));
+                }
             }
             Op::FileIo {
                 write,

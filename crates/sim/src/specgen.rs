@@ -170,8 +170,9 @@ pub fn generate(bytes: &[u8]) -> String {
             let caps = d.pick(&["\"0x0001\"", "\"y\"", "3", "5"]);
             writeln!(out, "\"kernel/mm/lru_gen/enabled\" = {caps}").unwrap();
         }
-        // Anonymous mTHP, as 6.12 has it: one or two sizes below 2 MiB.
-        if kernel == "6.12" && d.chance(40) {
+        // Anonymous mTHP, as 6.12 and 7.3 have it: one or two sizes below
+        // 2 MiB.
+        if (kernel == "6.12" || kernel == "7.3") && d.chance(40) {
             for _ in 0..1 + d.below(2) {
                 let kb = d.pick(&[16, 32, 64, 128, 256, 512, 1024]);
                 let w = d.pick(&["always", "always", "madvise", "never"]);

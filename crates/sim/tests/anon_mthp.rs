@@ -265,3 +265,145 @@ fn a_folio_still_in_the_swap_cache_is_mapped_whole() {
     assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 0);
     assert_eq!(phase_vm(&r, 0, "rewrite", "pgfault"), 0);
 }
+
+/// The same on 7.3.
+fn spec73(knobs: &str, max: &str, steps: &str) -> String {
+    spec(knobs, max, steps).replace("kernel = \"6.12\"", "kernel = \"7.3\"")
+}
+
+const FORK_REWRITE: &str = r#"{ op = "mmap", name = "a", kind = "anon", size = "1M" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "fork" },
+   { op = "fork", steps = [{ op = "touch", region = "a", order = "seq", write = 1.0, length = "256K" }] },
+   { op = "wait" },
+   { op = "phase", name = "rewrite" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "end" },"#;
+
+#[test]
+fn on_7_3_a_large_folio_one_mm_maps_is_reused_page_by_page_after_fork() {
+    let r = run_checked(&spec73(K64, "256M", FORK_REWRITE));
+    // The child copies its 64 pages (it and the parent both map the
+    // folios: MM_ID shared); once it has copied them or exited, the
+    // parent is the folios' only mm and reuses each page it writes.
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgfault"), 256);
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgreuse"), 256);
+    // No copy, so no folio is left partly mapped, none is freed.
+    assert_eq!(phase_stat(&r, "rewrite", "split_deferred"), 0);
+    assert_eq!(phase_stat(&r, "rewrite", "nr_anon"), 0);
+    // 6.12 copies all 256 into order-0 pages and frees the 16 folios.
+    let r = run_checked(&spec(K64, "256M", FORK_REWRITE));
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgreuse"), 0);
+    assert_eq!(phase_stat(&r, "rewrite", "nr_anon"), -16);
+}
+
+#[test]
+fn on_7_3_a_folio_the_child_still_maps_is_copied() {
+    // The child sleeps while the parent writes: every folio is shared.
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "1M" },
+   { op = "phase", name = "write" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "phase", name = "fork" },
+   { op = "fork", steps = [{ op = "sleep", duration = "1s" }] },
+   { op = "phase", name = "rewrite" },
+   { op = "touch", region = "a", order = "seq", write = 1.0, length = "512K" },
+   { op = "phase", name = "end" },
+   { op = "wait" },"#;
+    let r = run_checked(&spec73(K64, "256M", steps));
+    assert_eq!(phase_vm(&r, 0, "rewrite", "pgreuse"), 0);
+    assert_eq!(phase_vm(&r, 0, "rewrite", "nr_anon_pages"), 128);
+}
+
+#[test]
+fn on_7_3_zram_swaps_in_through_the_swap_cache_counting_swpin() {
+    let r = run_checked(&spec73(K64, "16M", PRESSURE));
+    assert!(stat(&r, "swpout") > 0);
+    assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 8192);
+    let faults = phase_vm(&r, 0, "read", "pgmajfault");
+    assert!(faults < 8192 - 15 * 100, "few large swap-ins: {faults}");
+    // Each large swap-in counts its size's swpin; 6.12 has no such stat.
+    let large = phase_stat(&r, "read", "swpin");
+    assert!(large > 0);
+    assert!(
+        large * 16 + (faults - large) <= 8192,
+        "{large} large of {faults}"
+    );
+    assert!(r.vmstat.contains_key("hugepages-64kB/stats/swpin"));
+    let r = run_checked(&spec(K64, "16M", PRESSURE));
+    assert_eq!(r.vmstat.get("hugepages-64kB/stats/swpin"), None);
+}
+
+#[test]
+fn on_7_3_a_shared_slot_is_swapped_in_large_and_left_in_the_swap_cache() {
+    // Paged out, then forked: the slots have two users, which 6.12's
+    // skip path refuses (order 0 each) and 7.3 reads large into the swap
+    // cache, mapped read-only (no exclusive marker after fork) and kept
+    // cached for the child.
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "1M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "madvise", region = "a", advice = "pageout" },
+   { op = "fork", steps = [{ op = "sleep", duration = "1s" }] },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "end" },
+   { op = "wait" },"#;
+    let r = run_checked(&spec73(K64, "256M", steps));
+    assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 16);
+    assert_eq!(phase_stat(&r, "read", "swpin"), 16);
+    assert_eq!(phase_vm(&r, 0, "read", "nr_swapcached"), 256);
+    // 6.12 reads each page alone, through readahead.
+    let r = run_checked(&spec(K64, "256M", steps));
+    assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 256);
+    assert_eq!(phase_stat(&r, "read", "nr_anon"), 0);
+    assert!(phase_vm(&r, 0, "read", "pgmajfault") > 16);
+}
+
+#[test]
+fn on_7_3_reclaim_of_a_lazily_freed_folio_unmaps_it_in_one_batch() {
+    let steps = format!(
+        r#"{WRITE_1M}
+   {{ op = "phase", name = "free" }},
+   {{ op = "madvise", region = "a", advice = "free" }},
+   {{ op = "madvise", region = "a", advice = "pageout" }},
+   {{ op = "phase", name = "end" }},"#
+    );
+    let r = run_checked(&spec73(K64, "256M", &steps));
+    assert_eq!(phase_vm(&r, 0, "free", "pglazyfreed"), 256);
+    assert_eq!(phase_stat(&r, "free", "split_deferred"), 0);
+    assert_eq!(phase_stat(&r, "free", "nr_anon"), -16);
+    // 6.12 removes the rmap PTE by PTE: each folio is partly mapped once.
+    let r = run_checked(&spec(K64, "256M", &steps));
+    assert_eq!(phase_vm(&r, 0, "free", "pglazyfreed"), 256);
+    assert_eq!(phase_stat(&r, "free", "split_deferred"), 16);
+}
+
+#[test]
+fn on_7_3_a_rotational_device_takes_large_slots() {
+    let steps = format!(
+        r#"{WRITE_1M}
+   {{ op = "phase", name = "pageout" }},
+   {{ op = "madvise", region = "a", advice = "pageout" }},
+   {{ op = "phase", name = "end" }},"#
+    );
+    let hdd = |s: String| s.replace("device = \"zram\"", "device = \"virtio\"");
+    let r = run_checked(&hdd(spec73(K64, "256M", &steps)));
+    assert_eq!(phase_stat(&r, "pageout", "swpout"), 16);
+    assert_eq!(phase_stat(&r, "pageout", "swpout_fallback"), 0);
+    let r = run_checked(&hdd(spec(K64, "256M", &steps)));
+    assert_eq!(phase_stat(&r, "pageout", "swpout"), 0);
+    assert_eq!(phase_stat(&r, "pageout", "swpout_fallback"), 16);
+}
+
+#[test]
+fn on_7_3_madv_hugepage_with_mthp_on_stops_at_khugepaged() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "4M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "madvise", region = "a", advice = "hugepage" },"#;
+    let err = try_run(&spec73(K64, "256M", steps)).expect_err("refused");
+    let msg = err.to_string();
+    assert!(msg.contains("khugepaged") && msg.contains("mTHP"), "{msg}");
+    // Without an mTHP size on, khugepaged has nothing to do there.
+    let r = try_run(&spec73("", "256M", steps));
+    assert!(r.is_ok());
+}

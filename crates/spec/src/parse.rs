@@ -1076,11 +1076,11 @@ fn build_sysfs(
                 thp_use_zero_page = Some(b);
             }
             k if k.starts_with(KHUGEPAGED) => {
-                if preset != Preset::V6_1 {
+                if !matches!(preset, Preset::V6_1 | Preset::V7_3) {
                     return Err(rep.at(
                         e.key_at,
                         path,
-                        format!("found the sysfs knob \"{key}\" with machine.kernel = \"{preset}\"; khugepaged is modelled as Linux 6.1 has it, with anonymous THP; expected machine.kernel = \"6.1\" for it"),
+                        format!("found the sysfs knob \"{key}\" with machine.kernel = \"{preset}\"; khugepaged is modelled as Linux 6.1 has it (PMD-size THP) and as 7.3 has it (mTHP collapse); expected machine.kernel = \"6.1\" or \"7.3\" for it"),
                     ));
                 }
                 khugepaged_knob(rep, v, &path, &k[KHUGEPAGED.len()..], &mut khugepaged)
@@ -1113,8 +1113,6 @@ fn build_sysfs(
                 let w = one_of(rep, v, &path, MthpAnon::ALL, MthpAnon::name)?;
                 let why = if !features.anon_mthp {
                     Some(format!("Linux {preset} does not have it (per-size anonymous THP came in 6.8); expected it only with features.anon_mthp = true (machine.kernel = \"6.12\" has it)"))
-                } else if preset != Preset::V6_12 {
-                    Some(format!("mmsim models anonymous mTHP with 6.12's paths around it (7.3 reuses large folios on write faults, swaps in through the swap cache and lets khugepaged collapse into mTHP orders, which are not modelled yet); expected machine.kernel = \"6.12\", found \"{preset}\""))
                 } else if order == 9 && matches!(w, MthpAnon::Always | MthpAnon::Madvise) {
                     Some("PMD-size anonymous THP is modelled as Linux 6.1 has it, not on later releases; expected \"never\" or \"inherit\" (with enabled = \"never\") for hugepages-2048kB".to_string())
                 } else {

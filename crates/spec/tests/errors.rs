@@ -488,11 +488,14 @@ fn khugepaged_knobs_out_of_range_unknown_or_on_other_presets_are_refused() {
     let e = rejected(&head("max_ptes_sometimes", "1", "6.1"));
     check(&e, 5, &key("max_ptes_sometimes"), &["max_ptes_shared"]);
     let e = rejected(&head("max_ptes_none", "0", "6.12"));
-    check(&e, 5, &key("max_ptes_none"), &["6.12", "6.1"]);
+    check(&e, 5, &key("max_ptes_none"), &["6.12", "6.1", "7.3"]);
+    // 7.3 runs khugepaged for mTHP too: its knobs are written there.
+    let s = parse(&head("scan_sleep_millisecs", "3600000", "7.3")).expect("7.3 has them");
+    assert_eq!(s.sysfs.khugepaged.scan_sleep_millisecs, Some(3_600_000));
 }
 
 #[test]
-fn anon_mthp_knobs_take_6_12_values_and_are_refused_elsewhere() {
+fn anon_mthp_knobs_take_6_12_and_7_3_values_and_are_refused_before() {
     let head = |kernel: &str, size: u32, value: &str| {
         with_task(&format!(
             "[machine]\nmemory = \"512M\"\nkernel = \"{kernel}\"\n[sysfs]\n\"kernel/mm/transparent_hugepage/hugepages-{size}kB/enabled\" = \"{value}\"\n"
@@ -510,8 +513,10 @@ fn anon_mthp_knobs_take_6_12_values_and_are_refused_elsewhere() {
         |size: u32| format!("sysfs.\"kernel/mm/transparent_hugepage/hugepages-{size}kB/enabled\"");
     let e = rejected(&head("6.1", 64, "always"));
     check(&e, 5, &key(64), &["6.8", "features.anon_mthp"]);
-    let e = rejected(&head("7.3", 64, "always"));
-    check(&e, 5, &key(64), &["6.12", "7.3"]);
+    let s = parse(&head("7.3", 64, "madvise")).expect("7.3 has it");
+    assert_eq!(s.sysfs.anon_mthp[4 - 2], mmsim_spec::MthpAnon::Madvise);
+    let e = rejected(&head("5.10", 64, "always"));
+    check(&e, 5, &key(64), &["6.8", "features.anon_mthp"]);
     let e = rejected(&head("6.12", 2048, "always"));
     check(&e, 5, &key(2048), &["PMD-size", "never"]);
     let e = rejected(&head("6.12", 64, "sometimes"));

@@ -111,6 +111,24 @@ impl Kernel {
         orders
     }
 
+    /// Whether any mTHP order is allowed in `vma` at all (the per-size and
+    /// top-level knobs with its MADV flags, ignoring where a fault is):
+    /// 7.3's `collapse_possible` for an anonymous VMA below PMD size.
+    pub fn anon_mthp_collapse_possible(&self, vma: u32) -> bool {
+        let m = self.thp.mthp;
+        let flags = self.vmas[vma as usize].flags;
+        if flags & VM_NOHUGEPAGE != 0 {
+            return false;
+        }
+        let advised = flags & VM_HUGEPAGE != 0;
+        let global = match self.thp.enabled {
+            ThpEnabled::Always => true,
+            ThpEnabled::Madvise => advised,
+            ThpEnabled::Never => false,
+        };
+        m.always != 0 || (advised && m.madvise != 0) || (global && m.inherit != 0)
+    }
+
     /// `alloc_anon_folio` for a write fault on the empty PTE of page `idx`:
     /// the highest allowed order whose aligned range of PTEs is all empty,
     /// allocated (at the low watermark: reclaim and compaction for it are
@@ -174,7 +192,8 @@ impl Kernel {
             self.folios.get_mut(head + i).set(PG_ANON_EXCLUSIVE);
         }
         let v = &self.vmas[vma as usize];
-        let (av, index) = (v.anon_vma, (v.pgoff + first as u64) as u32);
+        let (av, index, mm) = (v.anon_vma, (v.pgoff + first as u64) as u32, v.mm);
+        self.mm_id_set(head, nr, mm);
         let f = self.folios.get_mut(head);
         f.mapping = av;
         f.index = index;
@@ -264,7 +283,7 @@ impl Kernel {
             self.vmas[v as usize].ptes[idx] = mk_pte(NIL, PTE_ZERO | PTE_YOUNG);
             let mm = self.vmas[v as usize].mm as usize;
             self.mms[mm].rss_anon -= 1;
-            self.page_remove_rmap(page);
+            self.page_remove_rmap(page, v);
             self.folio_put(page);
         }
     }
@@ -281,7 +300,7 @@ impl Kernel {
     /// One PTE of a large anonymous folio zapped (6.12): its page's
     /// mapping goes at once, the partial-mapping test and the references
     /// when the batch ends.
-    pub fn zap_anon_large_pte(&mut self, page: Pfn, head: Pfn) {
+    pub fn zap_anon_large_pte(&mut self, page: Pfn, head: Pfn, mm: u32) {
         let b = self.zap_anon.get_or_insert(ZapAnonBatch {
             head,
             next: page,
@@ -291,7 +310,7 @@ impl Kernel {
         b.next = page + 1;
         b.nr += 1;
         self.charge_cost(Fn::RemoveRmap, self.costs.mapcount);
-        if self.page_unmap_large(page, head) {
+        if self.page_unmap_large(page, head, mm) {
             self.zap_anon.as_mut().expect("open").last += 1;
         }
     }
@@ -466,7 +485,9 @@ impl Kernel {
         entry: SwpEntry,
     ) -> Option<usize> {
         let f = self.folios.get(head);
-        if !f.test(PG_SWAPCACHE) || !f.test(PG_ANON) {
+        // A large folio 7.3 has just read is not anonymous yet.
+        let fresh = f.order > 0 && f.mapping == NIL && f.test(PG_SWAPBACKED);
+        if !f.test(PG_SWAPCACHE) || !(f.test(PG_ANON) || fresh) {
             return None;
         }
         let nr = f.nr_pages() as usize;
@@ -509,13 +530,20 @@ impl Kernel {
         for i in 0..nr as SwpEntry {
             self.swap_free(f.swap + i);
         }
-        let free = self.vm_swap_full() || (write && f.refcount == 1 + nr as u32);
-        if free {
-            self.folio_free_swap(head);
-        }
-        let exclusive = pte & PTE_SWP_EXCLUSIVE != 0 || self.folios.get(head).refcount == 1;
+        let later = self.preset >= mmsim_spec::Preset::V7_3;
+        let exclusive = if later {
+            // 7.3: the swap PTE's marker alone; the cache is freed after
+            // the mapping (below).
+            pte & PTE_SWP_EXCLUSIVE != 0
+        } else {
+            if self.vm_swap_full() || (write && f.refcount == 1 + nr as u32) {
+                self.folio_free_swap(head);
+            }
+            pte & PTE_SWP_EXCLUSIVE != 0 || self.folios.get(head).refcount == 1
+        };
         let v = &self.vmas[vma as usize];
         let (mm, flags) = (v.mm as usize, v.flags);
+        let (av, index) = (v.anon_vma, (v.pgoff + first as u64) as u32);
         self.mms[mm].rss_anon += nr as u64;
         self.mms[mm].swapents -= nr as u64;
         let mut bits = PTE_YOUNG;
@@ -528,6 +556,13 @@ impl Kernel {
             self.costs.rmap() + self.costs.mapcount * nr as u64,
         );
         let memcg = f.memcg;
+        if !f.test(PG_ANON) {
+            // folio_add_new_anon_rmap's anon_vma and index (7.3).
+            let g = self.folios.get_mut(head);
+            g.set(PG_ANON);
+            g.mapping = av;
+            g.index = index;
+        }
         for i in 0..nr as Pfn {
             if self.folios.page_mapcount_add(head + i, 1) == 1 {
                 self.vm.inc(Vm::NrAnonPages);
@@ -538,11 +573,126 @@ impl Kernel {
             }
             self.vmas[vma as usize].ptes[first + i as usize] = mk_pte(head + i, bits);
         }
+        if !f.test(PG_ANON) {
+            // folio_add_new_anon_rmap of a folio just read (7.3): new to
+            // the per-size count, its mms start here.
+            self.mm_id_set(head, nr as u32, mm as u32);
+            self.vm.inc(mthp_item(f.order, MthpStat::NrAnon));
+        } else {
+            self.mm_id_add(head, nr as u32, mm as u32);
+        }
+        // 7.3's should_try_to_free_swap: always from a SWP_SYNCHRONOUS_IO
+        // device, else when swap is full or on a write to an exclusive
+        // page.
+        let sync = self.swap[swp_type(f.swap)].flags & super::swapfile::SWP_SYNCHRONOUS_IO != 0;
+        if later && (sync || self.vm_swap_full() || (write && exclusive)) {
+            self.folio_free_swap(head);
+        }
         if write && bits & PTE_WRITE == 0 {
             let idx = first + (pte_swp_entry(pte) - f.swap) as usize;
             let p = self.vmas[vma as usize].ptes[idx];
             return self.do_wp_page(vma, idx, p);
         }
         Ok(())
+    }
+}
+
+impl Kernel {
+    /// 7.3's large swap-in on a SWP_SYNCHRONOUS_IO device, through the swap
+    /// cache whatever the slots' swap counts (`thp_swapin_suitable_orders`,
+    /// then `swapin_sync` → `swap_cache_alloc_folio`): the highest allowed
+    /// order whose aligned block of PTEs holds contiguous swap entries,
+    /// then from it down, each order whose slots are all in use, uncached,
+    /// of one zero mark and one memcg (`__swap_cache_add_check`), that
+    /// can be allocated and charged; a failed order counts
+    /// `swpin_fallback` (and `swpin_fallback_charge` for the charge). The
+    /// folio goes into the swap cache and is read (`swpin` at the read).
+    /// Returns it with a reference for the caller, or None for order 0.
+    pub fn swapin_sync_mthp(&mut self, vma: u32, idx: usize, pte: Pte) -> Option<Pfn> {
+        let entry = pte_swp_entry(pte);
+        let vpn = self.vmas[vma as usize].start_vpn + idx as u64;
+        let off = swp_offset(entry) as u64;
+        let mut orders = self.anon_mthp_orders(vma, idx);
+        for order in 2..=8u8 {
+            let nr = 1u64 << order;
+            if vpn % nr != off % nr {
+                orders &= !(1 << order);
+            }
+        }
+        while orders != 0 && !self.swap_pte_batch(vma, idx, entry, highest_order(orders)) {
+            orders &= !(1 << highest_order(orders));
+        }
+        let v = &self.vmas[vma as usize];
+        let (mm_memcg, mode) = (self.mms[v.mm as usize].memcg, self.thp.charge_mode(v.flags));
+        while orders != 0 {
+            let order = highest_order(orders);
+            orders &= !(1 << order);
+            let nr = 1u32 << order;
+            let first_entry = entry - (idx & (nr as usize - 1)) as SwpEntry;
+            let head = if self.swap_cache_add_check(first_entry, nr) {
+                self.alloc_large_folio(order as usize)
+            } else {
+                None
+            };
+            let Some(head) = head else {
+                self.vm.inc(mthp_item(order, MthpStat::SwpinFallback));
+                continue;
+            };
+            let memcg = self.swapin_memcg(entry, mm_memcg);
+            self.folios.get_mut(head).memcg = memcg;
+            if self.try_charge_thp(memcg, nr as u64, mode) != super::memcontrol::Charge::Ok {
+                self.free_folio_pages(head);
+                self.vm.inc(mthp_item(order, MthpStat::SwpinFallbackCharge));
+                self.vm.inc(mthp_item(order, MthpStat::SwpinFallback));
+                continue;
+            }
+            let (ty, first) = (swp_type(first_entry), swp_offset(first_entry));
+            for o in first..first + nr {
+                self.swap[ty].swap_map[o as usize] |= SWAP_HAS_CACHE;
+            }
+            self.folios.get_mut(head).set(PG_SWAPBACKED);
+            if let Some(shadow) = self.add_to_swap_cache(head, first_entry) {
+                self.workingset_refault(head, shadow);
+            }
+            self.folio_add_lru(head);
+            self.swap_readpage(head, first_entry);
+            return Some(head);
+        }
+        None
+    }
+
+    /// `swap_pte_batch` from the block of 2^`order` PTEs holding page
+    /// `idx`: every PTE the swap entry of its page, contiguous with
+    /// `entry` on its device, with one exclusive bit.
+    fn swap_pte_batch(&self, vma: u32, idx: usize, entry: SwpEntry, order: u8) -> bool {
+        let nr = 1usize << order;
+        let first = idx & !(nr - 1);
+        let first_entry = entry.wrapping_sub((idx - first) as SwpEntry);
+        if swp_type(first_entry) != swp_type(entry) || swp_offset(first_entry) > swp_offset(entry) {
+            return false;
+        }
+        let v = &self.vmas[vma as usize];
+        let head_pte = v.ptes[first];
+        (0..nr).all(|i| {
+            let p = v.ptes[first + i];
+            is_swap_pte(p)
+                && pte_swp_entry(p) == first_entry + i as SwpEntry
+                && (p ^ head_pte) & PTE_SWP_EXCLUSIVE == 0
+        })
+    }
+
+    /// 7.3's `__swap_cache_add_check` of `nr` slots from `first`: each in
+    /// use and not cached, all of one zero mark and one memcg.
+    fn swap_cache_add_check(&self, first: SwpEntry, nr: u32) -> bool {
+        let si = &self.swap[swp_type(first)];
+        let o = swp_offset(first) as usize;
+        let (zero, cgroup) = (si.zeromap[o], si.cgroup[o]);
+        (o..o + nr as usize).all(|s| {
+            s < si.swap_map.len()
+                && si.swap_count(s as u32) != 0
+                && si.swap_map[s] & SWAP_HAS_CACHE == 0
+                && si.zeromap[s] == zero
+                && si.cgroup[s] == cgroup
+        })
     }
 }

@@ -141,6 +141,9 @@ impl Kernel {
     /// `khugepaged_enter_vma`: registers the VMA's mm if THP is on and the
     /// VMA is one khugepaged would scan.
     pub fn khugepaged_enter_vma(&mut self, vma: u32) {
+        if self.preset >= mmsim_spec::Preset::V7_3 {
+            return self.khugepaged_enter_vma_mthp(vma);
+        }
         let mm = self.vmas[vma as usize].mm;
         if !self.mms[mm as usize].khugepaged_slot
             && self.thp.enabled != ThpEnabled::Never
@@ -148,6 +151,29 @@ impl Kernel {
         {
             self.khugepaged_enter(mm);
         }
+    }
+
+    /// 7.3's `khugepaged_enter_vma` (from MADV_HUGEPAGE, the one caller
+    /// mmsim has there: 7.3 no longer registers at an mTHP fault): with
+    /// anonymous mTHP on (`hugepage_enabled`), a VMA that has had a fault
+    /// and allows an order (`collapse_possible`) registers its mm, and
+    /// khugepaged would scan it and collapse its ranges into mTHP orders
+    /// (`mthp_collapse`), which mmsim does not model: the run stops with
+    /// the reason. (7.3 also registers an mm at a VMA merge or a brk that
+    /// grows an anonymous VMA with an anon_vma; mmsim's regions are
+    /// separate mappings that never merge.)
+    fn khugepaged_enter_vma_mthp(&mut self, vma: u32) {
+        let v = &self.vmas[vma as usize];
+        let end = v.start_vpn + v.pages;
+        // The scan covers only whole aligned 2 MiB blocks of the VMA.
+        let no_block =
+            end < HPAGE_PMD_NR || (end - HPAGE_PMD_NR) & !(HPAGE_PMD_NR - 1) < v.start_vpn;
+        if no_block || !v.anon_used || v.inode != NIL || !self.anon_mthp_collapse_possible(vma) {
+            return;
+        }
+        self.unmodelled.get_or_insert_with(|| {
+            "MADV_HUGEPAGE registered the mm with 7.3's khugepaged, which collapses anonymous ranges into mTHP orders (mthp_collapse); mmsim models khugepaged as Linux 6.1 has it (PMD-size THP) only: expected no MADV_HUGEPAGE on 7.3 with hugepages-<size>kB/enabled on, or machine.kernel = \"6.1\"".into()
+        });
     }
 
     /// `khugepaged_fork`: a child of a registered mm is registered too.
@@ -705,7 +731,7 @@ impl Kernel {
                 self.release_pte_page(head);
             }
             self.vmas[vma as usize].ptes[i] = 0;
-            self.page_remove_rmap(src);
+            self.page_remove_rmap(src, vma);
             // free_page_and_swap_cache.
             self.free_swap_cache(head);
             self.folio_put(head);

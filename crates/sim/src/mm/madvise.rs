@@ -419,10 +419,9 @@ impl Kernel {
         }
         self.charge_cost(Fn::Madvise, self.costs.pte * nr as u64);
         if nr < f.nr_pages() as usize {
-            // folio_likely_mapped_shared, folio_trylock, split_folio.
-            let shared =
-                self.folios.page_mapcount(head) > 1 || self.folio_mapcount(head) > f.nr_pages();
-            if shared || f.test(PG_LOCKED) {
+            // folio_likely_mapped_shared (7.3: folio_maybe_mapped_shared),
+            // folio_trylock, split_folio.
+            if self.folio_maybe_mapped_shared(head) || f.test(PG_LOCKED) {
                 return i + nr;
             }
             self.folios.get_mut(head).refcount += 1;

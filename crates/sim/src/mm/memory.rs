@@ -415,8 +415,11 @@ impl Kernel {
     /// cache): the folio keeps its anon_vma and index; the page's first
     /// mapping counts in NR_ANON_MAPPED.
     fn page_add_anon_rmap_large(&mut self, page: Pfn, vma: u32, exclusive: bool) {
-        if self.folios.page_mapcount_add(page, 1) == 1 {
-            let memcg = self.folios.get(self.folios.head_of(page)).memcg;
+        let head = self.folios.head_of(page);
+        let first = self.folios.page_mapcount_add(page, 1) == 1;
+        self.mm_id_add(head, 1, self.vmas[vma as usize].mm);
+        if first {
+            let memcg = self.folios.get(head).memcg;
             self.vm.inc(Vm::NrAnonPages);
             self.memcg_stat(memcg, Mc::Anon, 1);
         }
@@ -469,13 +472,21 @@ impl Kernel {
                 let only_user = sync && si.swap_count(off) == 1;
                 if only_user
                     && self.features.anon_large_swapin
-                    && self.preset >= Preset::V6_12
+                    && self.preset == Preset::V6_12
                     && self.thp.mthp.any()
                     && self.do_swap_page_mthp(vma, idx, pte, write).is_some()
                 {
                     return Ok(());
                 }
-                let (pfn, skip) = if only_user {
+                let large = (sync
+                    && self.features.anon_large_swapin
+                    && self.preset >= Preset::V7_3
+                    && self.thp.mthp.any())
+                .then(|| self.swapin_sync_mthp(vma, idx, pte))
+                .flatten();
+                let (pfn, skip) = if let Some(pfn) = large {
+                    (pfn, false)
+                } else if only_user {
                     (self.swapin_skip_swapcache(entry, memcg)?, true)
                 } else if sync && self.preset >= Preset::V7_3 {
                     let pfn = self.swapin_sync(entry, memcg).ok_or(FaultError::Oom)?;
@@ -648,8 +659,15 @@ impl Kernel {
         }
         let pfn = pte_pfn(pte);
         if self.wp_can_reuse_anon(pfn) {
+            let large = self.folios.get(self.folios.head_of(pfn)).order > 0;
             if !self.folios.get(pfn).test(PG_ANON_EXCLUSIVE) && self.features.wp_reuse_swapcache {
-                self.page_move_anon_rmap(pfn, vma);
+                if large && self.preset >= Preset::V7_3 {
+                    // 7.3 makes only the page exclusive: a large folio
+                    // keeps its anon_vma (no folio_move_anon_rmap).
+                    self.folios.get_mut(pfn).set(PG_ANON_EXCLUSIVE);
+                } else {
+                    self.page_move_anon_rmap(pfn, vma);
+                }
             }
             self.wp_page_reuse(vma, idx, pte);
             return Ok(());
@@ -674,7 +692,11 @@ impl Kernel {
         let head = self.folios.head_of(pfn);
         let f = *self.folios.get(head);
         // 6.12's wp_can_reuse_anon_folio never reuses a large folio (it
-        // gives it back sooner); 6.1 reuses one its last mapping holds.
+        // gives it back sooner); 7.3 reuses one that only this mm maps;
+        // 6.1 reuses one its last mapping holds.
+        if f.order > 0 && self.preset >= Preset::V7_3 {
+            return self.wp_can_reuse_large_anon_folio(head);
+        }
         if f.order > 0 && self.preset >= Preset::V6_12 {
             return false;
         }
@@ -695,6 +717,24 @@ impl Kernel {
             return false;
         }
         true
+    }
+
+    /// 7.3's `__wp_can_reuse_large_anon_folio`: a large folio mapped by
+    /// more than one PTE, all of one mm (FOLIO_MM_IDS_SHARED clear), with
+    /// no reference but its mappings' once an unneeded swap-cache copy
+    /// is dropped. A folio mapped once is copied instead, so that it can
+    /// be freed.
+    fn wp_can_reuse_large_anon_folio(&mut self, head: Pfn) -> bool {
+        if self.folios.get(head).mapcount <= 1 || self.mm_ids_shared(head) {
+            return false;
+        }
+        if self.folios.get(head).test(PG_SWAPCACHE) {
+            // folio_trylock, folio_free_swap (which fails while a swap PTE
+            // still holds a slot).
+            self.folio_free_swap(head);
+        }
+        let f = self.folios.get(head);
+        f.mapcount == f.refcount
     }
 
     /// `page_move_anon_rmap`: the page is this VMA's alone now.
@@ -746,7 +786,7 @@ impl Kernel {
         if let Some(o) = old {
             let mm = self.vmas[vma as usize].mm as usize;
             self.mms[mm].rss_anon -= 1;
-            self.page_remove_rmap(o);
+            self.page_remove_rmap(o, vma);
             let head = self.folios.head_of(o);
             self.free_swap_cache(head);
             self.folio_put(head);
@@ -825,6 +865,7 @@ impl Kernel {
             }
             self.folios.get_mut(head).refcount += 1;
             self.folios.page_mapcount_add(page, 1);
+            self.mm_id_add(head, 1, dst_mm as u32);
             // page_try_dup_anon_rmap: no pins exist, so always shared.
             self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
             let wp = pte & !PTE_WRITE;

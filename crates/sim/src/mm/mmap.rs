@@ -547,18 +547,20 @@ impl Kernel {
         }
         self.mms[mm].rss_anon -= 1;
         if self.preset >= mmsim_spec::Preset::V6_12 && self.folios.get(head).order > 0 {
-            return self.zap_anon_large_pte(pfn, head);
+            return self.zap_anon_large_pte(pfn, head, mm as u32);
         }
-        self.page_remove_rmap(pfn);
+        self.page_remove_rmap(pfn, vma);
         self.free_swap_cache(head);
         self.folio_put(head);
     }
 
-    /// One PTE's mapping of `page`, a page of large anonymous folio `head`,
-    /// gone: true when it was the page's last (no longer AnonExclusive,
-    /// out of NR_ANON_MAPPED).
-    pub fn page_unmap_large(&mut self, page: Pfn, head: Pfn) -> bool {
-        if self.folios.page_mapcount_add(page, -1) != 0 {
+    /// One PTE of `mm` mapping `page`, a page of large anonymous folio
+    /// `head`, gone: true when it was the page's last (no longer
+    /// AnonExclusive, out of NR_ANON_MAPPED).
+    pub fn page_unmap_large(&mut self, page: Pfn, head: Pfn, mm: u32) -> bool {
+        let left = self.folios.page_mapcount_add(page, -1);
+        self.mm_id_sub(head, 1, mm);
+        if left != 0 {
             return false;
         }
         self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
@@ -571,7 +573,7 @@ impl Kernel {
     /// `page_remove_rmap` of one PTE mapping an anon page (of an order-0
     /// folio, or of a PTE-mapped THP, which is then queued for a deferred
     /// split when the page is left unmapped).
-    pub fn page_remove_rmap(&mut self, pfn: Pfn) {
+    pub fn page_remove_rmap(&mut self, pfn: Pfn, vma: u32) {
         self.charge_cost(cost::Fn::RemoveRmap, self.costs.rmap());
         debug_assert!(self.folios.page_mapcount(pfn) > 0);
         let f = self.folios.get_mut(pfn);
@@ -587,7 +589,8 @@ impl Kernel {
             return;
         }
         let head = self.folios.head_of(pfn);
-        if self.page_unmap_large(pfn, head) {
+        let mm = self.vmas[vma as usize].mm;
+        if self.page_unmap_large(pfn, head, mm) {
             if self.preset < mmsim_spec::Preset::V6_12 {
                 self.deferred_split_huge_page(head);
             } else if self.folios.get(head).mapcount > 0 {

@@ -10,6 +10,7 @@ pub mod lruvec;
 pub mod madvise;
 pub mod memcontrol;
 pub mod memory;
+pub mod mm_id;
 pub mod mmap;
 pub mod page_alloc;
 pub mod page_io;

@@ -60,6 +60,17 @@ impl Kernel {
                     continue;
                 }
                 let page = pte_pfn(pte);
+                if self.preset >= mmsim_spec::Preset::V7_3
+                    && !self.folios.get(head).test(PG_SWAPBACKED)
+                {
+                    match self.traced(Fn::TryToUnmap, |k| {
+                        k.try_to_unmap_lazyfree_batch(head, v, idx)
+                    }) {
+                        Some(nr) => idx += nr,
+                        None => break 'walk,
+                    }
+                    continue;
+                }
                 if !self.traced(Fn::TryToUnmap, |k| {
                     k.try_to_unmap_one(head, page, v, idx, pte)
                 }) {
@@ -69,6 +80,64 @@ impl Kernel {
             }
         }
         self.anon_vmas[av as usize].vmas = vmas;
+    }
+
+    /// 7.3's `try_to_unmap_one` over a lazily freed large folio: the PTEs
+    /// from page `idx` of `vma` that map its following pages, within the
+    /// VMA and one page table, with one write bit (`folio_unmap_pte_batch`),
+    /// are cleared together; then `ttu_anon_lazyfree_folio` keeps a folio
+    /// written since (swap-backed again) or held by more than the
+    /// isolation and its mappings, and the walk stops (None). Otherwise
+    /// the pages read zeros from then on and the rmap goes in one
+    /// `folio_remove_rmap_ptes`: a folio unmapped whole is never partially
+    /// mapped. Returns the PTEs unmapped.
+    fn try_to_unmap_lazyfree_batch(&mut self, head: Pfn, vma: u32, idx: usize) -> Option<usize> {
+        let v = &self.vmas[vma as usize];
+        let first = v.ptes[idx];
+        let page = pte_pfn(first);
+        let end_folio = (head + self.folios.get(head).nr_pages()) as usize;
+        let vpn = v.start_vpn + idx as u64;
+        let table_end = ((vpn | (HPAGE_PMD_NR - 1)) + 1 - v.start_vpn) as usize;
+        let max = (v.pages as usize).min(table_end) - idx;
+        let mut nr = 0;
+        let mut dirty = false;
+        while nr < max && page as usize + nr < end_folio {
+            let p = v.ptes[idx + nr];
+            if !pte_present(p)
+                || p & PTE_ZERO != 0
+                || pte_pfn(p) as usize != page as usize + nr
+                || (p ^ first) & PTE_WRITE != 0
+            {
+                break;
+            }
+            dirty |= p & PTE_DIRTY != 0;
+            nr += 1;
+        }
+        self.charge_cost(Fn::TryToUnmap, self.costs.unmap_one * nr as u64);
+        let f = self.folios.get_mut(head);
+        if dirty {
+            f.set(PG_DIRTY);
+        }
+        if f.test(PG_DIRTY) {
+            f.set(PG_SWAPBACKED);
+            return None;
+        }
+        if f.refcount != 1 + f.mapcount {
+            return None;
+        }
+        let mm = self.vmas[vma as usize].mm;
+        self.mms[mm as usize].rss_anon -= nr as u64;
+        let mut last = 0;
+        for i in 0..nr {
+            self.vmas[vma as usize].ptes[idx + i] = 0;
+            self.vmas[vma as usize].user_version[idx + i] = 0;
+            last += self.page_unmap_large(page + i as Pfn, head, mm) as u32;
+        }
+        if last > 0 && self.folios.get(head).mapcount > 0 {
+            self.deferred_split_folio(head);
+        }
+        self.folio_put_refs(head, nr as u32);
+        Some(nr)
     }
 
     /// `try_to_unmap` of an anon folio: every PTE becomes a swap PTE.
@@ -113,7 +182,7 @@ impl Kernel {
         self.mms[mm].rss_anon -= 1;
         self.mms[mm].swapents += 1;
         self.add_to_mmlist(mm as u32);
-        self.page_remove_rmap(page);
+        self.page_remove_rmap(page, vma);
         self.folio_put(pfn);
         true
     }
@@ -200,7 +269,7 @@ impl Kernel {
         self.vmas[vma as usize].user_version[idx] = 0;
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_anon -= 1;
-        self.page_remove_rmap(page);
+        self.page_remove_rmap(page, vma);
         self.folio_put(pfn);
         true
     }

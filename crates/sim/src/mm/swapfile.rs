@@ -394,26 +394,41 @@ impl Kernel {
     }
 
     /// `folio_alloc_swap` for a large folio of `order` (6.12, not 6.1): an
-    /// aligned run of slots on the highest-priority device, if it is a
-    /// solid-state one (zram, an SSD: 6.12 allocates large entries from
-    /// clusters, which rotational devices do not have) and has one, with
-    /// the memcg swap charge. None: the caller splits the folio.
+    /// aligned run of slots on the highest-priority device, with the
+    /// memcg swap charge. 6.12 allocates large entries only from a
+    /// solid-state device (zram, an SSD), whose clusters it keeps per CPU;
+    /// 7.3 keeps clusters on every device, a rotational one's in one
+    /// `global_cluster` shared by all CPUs. None: the caller splits the
+    /// folio.
     pub fn folio_alloc_swap_order(&mut self, memcg: u16, order: u8) -> Option<SwpEntry> {
         let nr = 1u32 << order;
         let ty = *self.swap_avail().first()?;
-        if self.swap[ty].flags & SWP_SOLIDSTATE == 0
+        let solid = self.swap[ty].flags & SWP_SOLIDSTATE != 0;
+        if (!solid && self.preset < mmsim_spec::Preset::V7_3)
             || self.swap[ty].pages - self.swap[ty].inuse_pages < nr
         {
             return None;
         }
-        self.alloc_large_slots(ty, order, memcg)
+        // Simplification: 7.3 allocates a rotational device's order-0
+        // slots from clusters too; mmsim keeps 6.12's sequential scan for
+        // them, which may take free slots of a cluster kept for an order
+        // (the large allocation then moves on to another cluster).
+        let cpu = if solid { self.cur_cpu } else { 0 };
+        self.alloc_large_slots(ty, order, memcg, cpu)
     }
 
-    /// An aligned run of 2^`order` slots on device `ty`, accounted and
-    /// charged to `memcg` (the large allocations' common part).
-    fn alloc_large_slots(&mut self, ty: usize, order: u8, memcg: u16) -> Option<SwpEntry> {
+    /// An aligned run of 2^`order` slots on device `ty` from `cpu`'s
+    /// cluster for the order, accounted and charged to `memcg` (the large
+    /// allocations' common part).
+    fn alloc_large_slots(
+        &mut self,
+        ty: usize,
+        order: u8,
+        memcg: u16,
+        cpu: usize,
+    ) -> Option<SwpEntry> {
         let nr = 1u32 << order;
-        let off = self.swap[ty].alloc_large(self.cur_cpu, order)?;
+        let off = self.swap[ty].alloc_large(cpu, order)?;
         self.nr_swap_pages -= nr as i64;
         for o in off..off + nr {
             self.swap[ty].cgroup[o as usize] = memcg;
@@ -440,7 +455,7 @@ impl Kernel {
         }
         // alloc_large's order-9 run is a whole free cluster, the head of
         // the free list, as swap_alloc_cluster takes.
-        self.alloc_large_slots(ty, 9, memcg)
+        self.alloc_large_slots(ty, 9, memcg, self.cur_cpu)
     }
 
     /// `swap_duplicate` for a PTE taking a reference to the slot.
