@@ -258,3 +258,30 @@ fn a_fault_on_a_thp_still_in_the_swap_cache_maps_one_page() {
     assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 0);
     assert_eq!(phase_vm(&r, 0, "read", "nr_anon_pages"), 512);
 }
+
+#[test]
+fn madv_free_of_a_pte_mapped_thp_asks_its_first_page_whether_it_is_shared() {
+    // MADV_DONTNEED of the first 4 KiB splits the PMD and leaves the
+    // head page unmapped. 6.1's madvise_free_pte_range takes the folio's
+    // sharers from its first page (folio_estimated_sharers: 0 here, not
+    // 1), so the walk stops at the THP: nothing is split or made lazy.
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "2M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "madvise", region = "a", advice = "dontneed", length = "4K" },
+   { op = "phase", name = "free" },
+   { op = "madvise", region = "a", advice = "free", offset = "8K" },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&thp("always", "256M", steps));
+    assert_eq!(vm(&r, "thp_split_pmd"), 1);
+    assert_eq!(phase_vm(&r, 0, "free", "pglazyfree"), 0);
+    assert_eq!(phase_vm(&r, 0, "free", "thp_split_page"), 0);
+    // With the head page still mapped the THP is split and every page of
+    // the range made lazily free.
+    let r = run_checked(&thp(
+        "always",
+        "256M",
+        &steps.replace("length = \"4K\"", "offset = \"4K\", length = \"4K\""),
+    ));
+    assert_eq!(phase_vm(&r, 0, "free", "thp_split_page"), 1);
+    assert_eq!(phase_vm(&r, 0, "free", "pglazyfree"), 510);
+}

@@ -576,6 +576,18 @@ impl Kernel {
             self.folios.get_mut(tail).refcount = 1;
             self.folio_put(tail);
         }
+        if swapcache {
+            // free_page_and_swap_cache of each tail, with the split's
+            // reference: one no PTE maps whose slot no swap PTE holds
+            // leaves the swap cache, and is freed unless listed.
+            for tail in head + 1..head + nr {
+                if self.folios.get(tail).mapcount == 0 {
+                    self.folios.get_mut(tail).refcount += 1;
+                    self.free_swap_cache(tail);
+                    self.folio_put(tail);
+                }
+            }
+        }
         if f.order == 9 {
             self.vm.inc(Vm::ThpSplitPage);
         }

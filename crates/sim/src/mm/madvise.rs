@@ -362,7 +362,8 @@ impl Kernel {
             if self.folios.get(head).order > 0 {
                 // A page of a PTE-mapped THP: split, then this PTE again;
                 // mapped elsewhere too, or not split, the walk ends.
-                if self.folios.page_mapcount(pfn) != 1 || self.folios.get(head).test(PG_LOCKED) {
+                // folio_estimated_sharers: the first page's mapcount.
+                if self.folios.page_mapcount(head) != 1 || self.folios.get(head).test(PG_LOCKED) {
                     return;
                 }
                 self.folios.get_mut(head).refcount += 1;

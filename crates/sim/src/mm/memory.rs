@@ -865,7 +865,9 @@ impl Kernel {
             }
             self.folios.get_mut(head).refcount += 1;
             self.folios.page_mapcount_add(page, 1);
-            self.mm_id_add(head, 1, dst_mm as u32);
+            if self.folios.get(head).order > 0 {
+                self.mm_id_add(head, 1, dst_mm as u32);
+            }
             // page_try_dup_anon_rmap: no pins exist, so always shared.
             self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
             let wp = pte & !PTE_WRITE;
