@@ -210,6 +210,7 @@ impl<'s> Scheduler<'s> {
                 .map_or(String::new(), |c| spec.cgroups[c].name.clone());
             for i in 0..t.instances {
                 let mm = k.mm_alloc(memcg);
+                k.khugepaged_exec(mm);
                 k.tasks.push(crate::kernel::KTask {
                     mm,
                     memcg,
@@ -269,7 +270,9 @@ impl<'s> Scheduler<'s> {
             last_on_cpu: vec![None; spec.machine.cpus as usize],
             switched_in: Vec::new(),
             kswapd_ready: None,
-            khugepaged_ready: None,
+            // A process's start may have registered its mm (7.3): the
+            // thread's first sleep ends then.
+            khugepaged_ready: k.khugepaged_wake_at.take(),
             on_progress: None,
             total_accesses: total_accesses.max(1),
             done_accesses: 0,
@@ -740,11 +743,6 @@ impl<'s> Scheduler<'s> {
                 let n = length.unwrap_or(pages - offset);
                 k.madvise(vma, *offset as usize, n as usize, *advice)
                     .map_err(|e| at_step(step, SimError::Spec(format!("madvise: {e}"))))?;
-                // MADV_HUGEPAGE may have registered an mm with a
-                // khugepaged mmsim does not model (7.3's mTHP collapse).
-                if let Some(why) = k.unmodelled.take() {
-                    return Err(at_step(step, SimError::Unmodelled(why)));
-                }
             }
             Op::FileIo {
                 write,
@@ -1116,7 +1114,9 @@ impl<'s> Scheduler<'s> {
         let (child_mm, pairs) = if spawn {
             // fork, then exec: the new program's address space is fresh.
             k.charge_cost(cost::Fn::CopyPageRange, k.costs.fork + k.costs.exec);
-            (k.mm_alloc(memcg), Vec::new())
+            let mm = k.mm_alloc(memcg);
+            k.khugepaged_exec(mm);
+            (mm, Vec::new())
         } else {
             k.dup_mm(mm, memcg)?
         };

@@ -395,15 +395,80 @@ fn on_7_3_a_rotational_device_takes_large_slots() {
     assert_eq!(phase_stat(&r, "pageout", "swpout_fallback"), 16);
 }
 
-#[test]
-fn on_7_3_madv_hugepage_with_mthp_on_stops_at_khugepaged() {
-    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "4M" },
+/// An 8 MiB region read, then written (zero-page copies: 4 KiB pages),
+/// less 1 MiB and 60 KiB of one 64 KiB block; 7.3's khugepaged, with
+/// which the mm registered at its start, scans every 500 ms for 3 s
+/// (MADV_HUGEPAGE changes nothing: the mm is registered already).
+const COLLAPSE: &str = r#"{ op = "mmap", name = "a", kind = "anon", size = "8M" },
+   { op = "phase", name = "fill" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
    { op = "touch", region = "a", order = "seq", write = 1.0 },
-   { op = "madvise", region = "a", advice = "hugepage" },"#;
-    let err = try_run(&spec73(K64, "256M", steps)).expect_err("refused");
-    let msg = err.to_string();
-    assert!(msg.contains("khugepaged") && msg.contains("mTHP"), "{msg}");
-    // Without an mTHP size on, khugepaged has nothing to do there.
-    let r = try_run(&spec73("", "256M", steps));
-    assert!(r.is_ok());
+   { op = "madvise", region = "a", advice = "dontneed", offset = "1M", length = "1M" },
+   { op = "madvise", region = "a", advice = "dontneed", offset = "4100K", length = "60K" },
+   { op = "phase", name = "collapse" },
+   { op = "madvise", region = "a", advice = "hugepage" },
+   { op = "sleep", duration = "3s" },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "end" },"#;
+
+const SCAN_500MS: &str = "\"kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs\" = 500";
+
+#[test]
+fn on_7_3_khugepaged_collapses_small_pages_into_mthp_orders() {
+    let r = run_checked(&spec73(&format!("{K64}\n{SCAN_500MS}"), "256M", COLLAPSE));
+    assert_eq!(phase_vm(&r, 0, "fill", "pgfault"), 4096);
+    // 112 blocks have pages (the 16 of the 1 MiB hole have none); the
+    // one with 15 pages gone is filled with zeroed pages (max_ptes_none
+    // 511 scales to 15 at 64 KiB).
+    assert_eq!(phase_stat(&r, "collapse", "nr_anon"), 112);
+    assert_eq!(phase_vm(&r, 0, "collapse", "nr_anon_pages"), 15);
+    // Every later scan allocates a folio for each block already 64 KiB
+    // and frees it: one scan at registration, then one every 500 ms.
+    let allocs = phase_stat(&r, "collapse", "collapse_alloc");
+    assert_eq!(allocs % 112, 0);
+    assert!(allocs >= 112 * 6, "{allocs}");
+    assert_eq!(phase_stat(&r, "collapse", "collapse_alloc_failed"), 0);
+    // Only the 1 MiB hole faults when read; contents checked throughout.
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 256);
+}
+
+#[test]
+fn on_7_3_max_ptes_none_other_than_511_allows_no_hole() {
+    for none in [0, 100] {
+        let knobs = format!(
+            "{K64}\n{SCAN_500MS}\n\"kernel/mm/transparent_hugepage/khugepaged/max_ptes_none\" = {none}"
+        );
+        let r = run_checked(&spec73(&knobs, "256M", COLLAPSE));
+        // The holed block stays small: 111 collapses, no page added.
+        assert_eq!(
+            phase_stat(&r, "collapse", "nr_anon"),
+            111,
+            "max_ptes_none {none}"
+        );
+        assert_eq!(phase_vm(&r, 0, "collapse", "nr_anon_pages"), 0);
+        assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 256 + 15);
+    }
+}
+
+#[test]
+fn on_7_3_a_process_registers_at_its_start_and_without_an_mthp_size_nothing_is_collapsed() {
+    // No MADV_HUGEPAGE: the process registered as it started (its heap).
+    let steps = COLLAPSE.replace(
+        r#"{ op = "madvise", region = "a", advice = "hugepage" },"#,
+        "",
+    );
+    let r = run_checked(&spec73(&format!("{K64}\n{SCAN_500MS}"), "256M", &steps));
+    assert_eq!(phase_stat(&r, "collapse", "nr_anon"), 112);
+    // Its first scan came at the start and found nothing: the first
+    // collapse is 500 ms in, after the fill.
+    assert_eq!(phase_stat(&r, "fill", "collapse_alloc"), 0);
+    // 6.12 does not run khugepaged for mTHP.
+    let r = run_checked(&spec(K64, "256M", &steps));
+    assert_eq!(stat(&r, "collapse_alloc"), 0);
+    assert_eq!(phase_stat(&r, "collapse", "nr_anon"), 0);
+    // No size on: khugepaged has no work.
+    let r = run_checked(&spec73(SCAN_500MS, "256M", COLLAPSE));
+    assert_eq!(stat(&r, "collapse_alloc"), 0);
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 256 + 15);
 }

@@ -81,24 +81,8 @@ impl Kernel {
     /// `thp_vma_suitable_orders`: the orders whose aligned block holding
     /// page `idx` lies inside the VMA.
     fn anon_mthp_orders(&self, vma: u32, idx: usize) -> u16 {
-        let m = self.thp.mthp;
+        let mut orders = self.anon_mthp_allowed(vma);
         let v = &self.vmas[vma as usize];
-        if v.flags & VM_NOHUGEPAGE != 0 {
-            return 0;
-        }
-        let advised = v.flags & VM_HUGEPAGE != 0;
-        let mut orders = m.always;
-        if advised {
-            orders |= m.madvise;
-        }
-        let global = match self.thp.enabled {
-            ThpEnabled::Always => true,
-            ThpEnabled::Madvise => advised,
-            ThpEnabled::Never => false,
-        };
-        if global {
-            orders |= m.inherit;
-        }
         let vpn = v.start_vpn + idx as u64;
         while orders != 0 {
             let order = highest_order(orders);
@@ -111,14 +95,15 @@ impl Kernel {
         orders
     }
 
-    /// Whether any mTHP order is allowed in `vma` at all (the per-size and
-    /// top-level knobs with its MADV flags, ignoring where a fault is):
-    /// 7.3's `collapse_possible` for an anonymous VMA below PMD size.
-    pub fn anon_mthp_collapse_possible(&self, vma: u32) -> bool {
+    /// The sizes the knobs allow in `vma` (`thp_vma_allowable_orders`'
+    /// masks): per-size `always`, `madvise` with MADV_HUGEPAGE, and
+    /// `inherit` where the top-level knob allows; none under
+    /// MADV_NOHUGEPAGE.
+    pub(super) fn anon_mthp_allowed(&self, vma: u32) -> u16 {
         let m = self.thp.mthp;
         let flags = self.vmas[vma as usize].flags;
         if flags & VM_NOHUGEPAGE != 0 {
-            return false;
+            return 0;
         }
         let advised = flags & VM_HUGEPAGE != 0;
         let global = match self.thp.enabled {
@@ -126,7 +111,7 @@ impl Kernel {
             ThpEnabled::Madvise => advised,
             ThpEnabled::Never => false,
         };
-        m.always != 0 || (advised && m.madvise != 0) || (global && m.inherit != 0)
+        m.always | if advised { m.madvise } else { 0 } | if global { m.inherit } else { 0 }
     }
 
     /// `alloc_anon_folio` for a write fault on the empty PTE of page `idx`:
@@ -179,7 +164,7 @@ impl Kernel {
     /// mapped by PTEs from page `first` of `vma`: every page mapped once and
     /// AnonExclusive, one reference per page, NR_ANON_MAPPED and the
     /// per-size `nr_anon` up.
-    fn folio_add_new_anon_rmap_ptes(&mut self, head: Pfn, vma: u32, first: usize) {
+    pub(super) fn folio_add_new_anon_rmap_ptes(&mut self, head: Pfn, vma: u32, first: usize) {
         let f = *self.folios.get(head);
         let (nr, order) = (f.nr_pages(), f.order);
         self.folios.get_mut(head).set(PG_ANON);

@@ -1,4 +1,6 @@
-//! mm/khugepaged.c as Linux 6.1 has it, for anonymous memory: the
+//! mm/khugepaged.c as Linux 6.1 has it, for anonymous memory (7.3's
+//! collapse into mTHP orders is in khugepaged_mthp.rs, on this thread and
+//! scan loop): the
 //! khugepaged kernel thread that scans registered mms for 2 MiB ranges
 //! mapped by PTEs and collapses each into a THP mapped by one PMD.
 //!
@@ -29,6 +31,9 @@ use crate::kernel::Kernel;
 use crate::mm::memory::FaultError;
 use crate::vmstat::{Mc, Vm};
 use mmsim_spec::{KhugepagedKnobs, ThpEnabled};
+
+#[path = "khugepaged_mthp.rs"]
+mod mthp;
 
 /// khugepaged's knobs (kernel/mm/transparent_hugepage/khugepaged/).
 #[derive(Debug, Clone, Copy)]
@@ -110,6 +115,10 @@ enum Scan {
     AllocHugePageFail,
     CgroupChargeFail,
     VmaCheck,
+    /// 7.3: a block already mapped by a folio of the order or larger.
+    PteMappedHugepage,
+    /// 7.3: a lazily freed page not written since.
+    PageLazyfree,
     Fail,
 }
 
@@ -153,27 +162,50 @@ impl Kernel {
         }
     }
 
-    /// 7.3's `khugepaged_enter_vma` (from MADV_HUGEPAGE, the one caller
-    /// mmsim has there: 7.3 no longer registers at an mTHP fault): with
-    /// anonymous mTHP on (`hugepage_enabled`), a VMA that has had a fault
-    /// and allows an order (`collapse_possible`) registers its mm, and
-    /// khugepaged would scan it and collapse its ranges into mTHP orders
-    /// (`mthp_collapse`), which mmsim does not model: the run stops with
-    /// the reason. (7.3 also registers an mm at a VMA merge or a brk that
-    /// grows an anonymous VMA with an anon_vma; mmsim's regions are
-    /// separate mappings that never merge.)
+    /// 7.3's `khugepaged_enter_vma` (MADV_HUGEPAGE is its one caller
+    /// mmsim has there: 7.3 no longer registers at a fault): with
+    /// anonymous THP of any size on (`hugepage_enabled`), a VMA that
+    /// allows an order once it has had a fault (`collapse_possible`)
+    /// registers its mm. (7.3 also registers an mm when a VMA merge or a
+    /// brk grows an anonymous VMA that has an anon_vma; mmsim's regions
+    /// are separate mappings that never merge.)
     fn khugepaged_enter_vma_mthp(&mut self, vma: u32) {
-        let v = &self.vmas[vma as usize];
-        let end = v.start_vpn + v.pages;
-        // The scan covers only whole aligned 2 MiB blocks of the VMA.
-        let no_block =
-            end < HPAGE_PMD_NR || (end - HPAGE_PMD_NR) & !(HPAGE_PMD_NR - 1) < v.start_vpn;
-        if no_block || !v.anon_used || v.inode != NIL || !self.anon_mthp_collapse_possible(vma) {
+        let mm = self.vmas[vma as usize].mm;
+        if !self.mms[mm as usize].khugepaged_slot
+            && self.hugepage_enabled()
+            && self.collapse_possible_orders(vma) != 0
+        {
+            self.khugepaged_enter(mm);
+        }
+    }
+
+    /// A new program's mm on 7.3: its heap, grown by brk once in use,
+    /// merges into an anonymous VMA that has an anon_vma
+    /// (`vma_merge_new_range` → `khugepaged_enter_vma`), which registers
+    /// the mm whenever anonymous THP of some size is on. Every process
+    /// with a malloc heap does this as it starts (the real-kernel runner
+    /// does: its first scan comes at start, measured by
+    /// fidelity/mthp_khugepaged_73.toml); mmsim has no heap, so the
+    /// registration is made at the mm's creation. 6.1 registers at a THP
+    /// fault or MADV_HUGEPAGE, as modelled above.
+    /// The thread, woken by the first such registration, scans while the
+    /// process is still starting, before any region of the workload
+    /// exists: it finds nothing and sleeps `scan_sleep_millisecs`.
+    pub fn khugepaged_exec(&mut self, mm: u32) {
+        if self.preset < mmsim_spec::Preset::V7_3
+            || !self.hugepage_enabled()
+            || std::mem::replace(&mut self.mms[mm as usize].khugepaged_slot, true)
+        {
             return;
         }
-        self.unmodelled.get_or_insert_with(|| {
-            "MADV_HUGEPAGE registered the mm with 7.3's khugepaged, which collapses anonymous ranges into mTHP orders (mthp_collapse); mmsim models khugepaged as Linux 6.1 has it (PMD-size THP) only: expected no MADV_HUGEPAGE on 7.3 with hugepages-<size>kB/enabled on, or machine.kernel = \"6.1\"".into()
-        });
+        let idle = self.khugepaged.mm_head.is_empty() && self.khugepaged.state == State::Waiting;
+        self.khugepaged.mm_head.push(mm);
+        if idle {
+            self.khugepaged.full_scans += 1;
+            self.khugepaged.state = State::Start;
+            self.khugepaged_wake_at =
+                Some(self.now() + jiffies_ns(self.thp.khugepaged.scan_sleep_ms));
+        }
     }
 
     /// `khugepaged_fork`: a child of a registered mm is registered too.
@@ -215,6 +247,9 @@ impl Kernel {
     /// THP `always` (or `madvise` and MADV_HUGEPAGE), that has an
     /// anon_vma (has had an anonymous fault).
     fn khugepaged_vma_check(&mut self, vma: u32) -> bool {
+        if self.preset >= mmsim_spec::Preset::V7_3 && self.vmas[vma as usize].inode == NIL {
+            return self.collapse_possible_orders(vma) != 0;
+        }
         let v = &self.vmas[vma as usize];
         if !v.live || v.flags & VM_NOHUGEPAGE != 0 {
             return false;
@@ -272,7 +307,7 @@ impl Kernel {
     }
 
     fn khugepaged_has_work(&self) -> bool {
-        !self.khugepaged.mm_head.is_empty() && self.thp.enabled != ThpEnabled::Never
+        !self.khugepaged.mm_head.is_empty() && self.hugepage_enabled()
     }
 
     /// One pass of `khugepaged_do_scan`'s loop.
@@ -387,13 +422,20 @@ impl Kernel {
                 self.khugepaged.scan_address = self.khugepaged.scan_address.max(hstart);
                 while self.khugepaged.scan_address < hend {
                     let addr = self.khugepaged.scan_address;
-                    let (r, mmap_locked) = self.hpage_collapse_scan_pmd(mm, vma, addr);
+                    // 6.1 counts a PMD's progress whole; 7.3 the PTEs it
+                    // looked at (one for a PMD without a table).
+                    let (r, mmap_locked, scanned) = if self.preset >= mmsim_spec::Preset::V7_3 {
+                        self.collapse_scan_pmd(mm, vma, addr)
+                    } else {
+                        let (r, locked) = self.hpage_collapse_scan_pmd(mm, vma, addr);
+                        (r, locked, HPAGE_PMD_NR)
+                    };
                     *result = r;
                     if r == Scan::Succeed {
                         self.khugepaged.pages_collapsed += 1;
                     }
                     self.khugepaged.scan_address += HPAGE_PMD_NR;
-                    progress += HPAGE_PMD_NR;
+                    progress += scanned;
                     if !mmap_locked || progress >= pages {
                         on_vma = true;
                         break 'vmas;
@@ -656,30 +698,9 @@ impl Kernel {
                 }
             }
             let head = self.folios.head_of(page);
-            let large = self.folios.get(head).order > 0;
-            if !(large && compound.contains(&head)) {
-                let f = self.folios.get(head);
-                r = if f.test(PG_LOCKED) {
-                    Scan::PageLock
-                } else if !self.is_refcount_suitable(head) {
-                    Scan::PageCount
-                } else if !f.test(PG_LRU) {
-                    Scan::DelPageLru
-                } else {
-                    Scan::Succeed
-                };
-                if r != Scan::Succeed {
-                    break;
-                }
-                self.charge_cost(Fn::CollapseHugePage, self.costs.lru_move);
-                self.isolate_lru_folio(head);
-                let nr = self.folios.get(head).nr_pages() as i64;
-                self.vm.add(Vm::NrIsolatedAnon, nr);
-                if large {
-                    compound.push(head);
-                } else {
-                    small.push(head);
-                }
+            r = self.collapse_isolate_folio(head, compound, &mut small);
+            if r != Scan::Succeed {
+                break;
             }
             if pte & PTE_YOUNG != 0 || self.folios.get(head).test(PG_REFERENCED) {
                 referenced += 1;
@@ -698,6 +719,40 @@ impl Kernel {
         }
         self.give_scratch(small);
         r
+    }
+
+    /// The isolation step of `__collapse_huge_page_isolate` for folio
+    /// `head` (a large folio once: one already in `compound` passes):
+    /// unlocked, with no reference beyond its mappings, off the LRU, into
+    /// `compound` or `small`.
+    fn collapse_isolate_folio(
+        &mut self,
+        head: Pfn,
+        compound: &mut Vec<Pfn>,
+        small: &mut Vec<Pfn>,
+    ) -> Scan {
+        let f = *self.folios.get(head);
+        if f.order > 0 && compound.contains(&head) {
+            return Scan::Succeed;
+        }
+        if f.test(PG_LOCKED) {
+            return Scan::PageLock;
+        }
+        if !self.is_refcount_suitable(head) {
+            return Scan::PageCount;
+        }
+        if !f.test(PG_LRU) {
+            return Scan::DelPageLru;
+        }
+        self.charge_cost(Fn::CollapseHugePage, self.costs.lru_move);
+        self.isolate_lru_folio(head);
+        self.vm.add(Vm::NrIsolatedAnon, f.nr_pages() as i64);
+        if f.order > 0 {
+            compound.push(head);
+        } else {
+            small.push(head);
+        }
+        Scan::Succeed
     }
 
     /// `release_pte_page`: back from isolation onto the LRU.

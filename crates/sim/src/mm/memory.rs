@@ -755,6 +755,8 @@ impl Kernel {
     /// copy) replaces the old mapping; the copy starts inactive and loses
     /// the old page's LRU history.
     pub fn wp_page_copy(&mut self, vma: u32, idx: usize, old: Option<Pfn>) -> Fault {
+        // anon_vma_prepare: a copy of the zero page gives the VMA one too.
+        self.vmas[vma as usize].anon_used = true;
         let memcg = self.vma_memcg(vma);
         let orig = self.vmas[vma as usize].ptes[idx];
         let new = self.alloc_anon_folio(memcg)?;
@@ -776,7 +778,6 @@ impl Kernel {
         self.vmas[vma as usize].ptes[idx] = mk_pte(new, PTE_WRITE | PTE_DIRTY | PTE_YOUNG);
         if let Some(o) = old.filter(|&o| !self.folios.get(self.folios.head_of(o)).test(PG_ANON)) {
             // A private file mapping's page: MM_FILEPAGES to MM_ANONPAGES.
-            self.vmas[vma as usize].anon_used = true;
             let mm = self.vmas[vma as usize].mm as usize;
             self.mms[mm].rss_file -= 1;
             self.page_remove_file_rmap(o);
