@@ -344,15 +344,6 @@ fn load_spec(path: &Path, sets: &[String]) -> Result<mmsim_spec::Spec, mmsim_spe
     mmsim_spec::parse_bytes(&bytes, "<stdin>", sets)
 }
 
-/// The host's available memory (MemAvailable), the most the simulator's
-/// tables may take; None where /proc/meminfo does not say.
-fn host_available_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb << 10)
-}
-
 /// Prints a simulator error as `mmsim: FILE[:LINE]: [key `K`: ]MESSAGE`.
 fn print_sim_error(file: &str, e: &SimError) {
     match e {
@@ -412,7 +403,7 @@ fn cmd_run(
         check,
         progress: Some(Box::new(progress)),
         max_work: Some(max_work),
-        max_host_bytes: host_available_bytes(),
+        max_host_bytes: mmsim_sim::host_available_bytes(),
         ..sim_options()
     };
     let result = match mmsim_sim::run(&spec, opts) {

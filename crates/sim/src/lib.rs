@@ -105,6 +105,16 @@ pub struct RunOptions<'a> {
     pub costs: costs::CostProfile,
 }
 
+/// The host's available memory (MemAvailable), the most a run's tables
+/// may take (`RunOptions::max_host_bytes`); None where /proc/meminfo does
+/// not say.
+pub fn host_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb << 10)
+}
+
 /// Refuses a spec that asks for more work or host memory than `opts`
 /// allow, before anything is spent, naming the step that asks most.
 pub fn check_work(spec: &Spec, opts: &RunOptions) -> Result<(), SimError> {

@@ -182,6 +182,10 @@ pub fn generate(bytes: &[u8]) -> String {
                 )
                 .unwrap();
             }
+            // 7.3's khugepaged collapses into those sizes.
+            if kernel == "7.3" && d.chance(50) {
+                khugepaged_knobs(&mut d, &mut out);
+            }
         }
         // Anonymous THP is modelled as 6.1 has it.
         if kernel == "6.1" && d.chance(30) {
@@ -199,25 +203,8 @@ pub fn generate(bytes: &[u8]) -> String {
                 )
                 .unwrap();
             }
-            // khugepaged: scans often enough to run inside a short spec.
             if d.chance(40) {
-                let knobs: [(&str, &[u32]); 5] = [
-                    ("scan_sleep_millisecs", &[1, 4, 10, 100]),
-                    ("pages_to_scan", &[512, 4096, 65536]),
-                    ("max_ptes_none", &[0, 64, 511]),
-                    ("max_ptes_swap", &[0, 64, 511]),
-                    ("max_ptes_shared", &[0, 256, 511]),
-                ];
-                for (name, values) in knobs {
-                    if d.chance(60) {
-                        let v = d.pick(values);
-                        writeln!(
-                            out,
-                            "\"kernel/mm/transparent_hugepage/khugepaged/{name}\" = {v}"
-                        )
-                        .unwrap();
-                    }
-                }
+                khugepaged_knobs(&mut d, &mut out);
             }
         }
         if thp {
@@ -308,6 +295,28 @@ pub fn generate(bytes: &[u8]) -> String {
         writeln!(out, "steps = [\n{steps}]").unwrap();
     }
     out
+}
+
+/// khugepaged's knobs, each drawn or left: scans often enough to run
+/// inside a short spec.
+fn khugepaged_knobs(d: &mut Draw, out: &mut String) {
+    let knobs: [(&str, &[u32]); 5] = [
+        ("scan_sleep_millisecs", &[1, 4, 10, 100]),
+        ("pages_to_scan", &[512, 4096, 65536]),
+        ("max_ptes_none", &[0, 64, 511]),
+        ("max_ptes_swap", &[0, 64, 511]),
+        ("max_ptes_shared", &[0, 256, 511]),
+    ];
+    for (name, values) in knobs {
+        if d.chance(60) {
+            let v = d.pick(values);
+            writeln!(
+                out,
+                "\"kernel/mm/transparent_hugepage/khugepaged/{name}\" = {v}"
+            )
+            .unwrap();
+        }
+    }
 }
 
 impl Gen<'_, '_> {

@@ -1,0 +1,97 @@
+"""mmsim.sweep: one row per grid point, equal to the runs it stands for,
+cached, in processes or (where installed) on Ray."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+import mmsim
+import mmsim._sweep as sweep_mod
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "examples" / "smoke.toml"
+KEY = 'sysctl."vm.swappiness"'
+
+
+def test_each_row_is_the_run_at_its_point(tmp_path):
+    df = mmsim.sweep(SMOKE, {KEY: [10, 100, 200]}, cache=tmp_path, workers=2)
+    assert list(df[KEY]) == [10, 100, 200]
+    for _, row in df.iterrows():
+        r = mmsim.run(SMOKE, set={KEY: row[KEY]})
+        assert row["elapsed_ns"] == r.elapsed_ns
+        assert row["pswpout"] == r.vmstat["pswpout"]
+        phases = r.phases.set_index("phase")
+        assert row["main/write.duration_ns"] == phases.loc["write", "duration_ns"]
+        assert row["main/read.duration_ns"] == phases.loc["read", "duration_ns"]
+
+
+def test_two_keys_make_their_product_in_order(tmp_path):
+    grid = {KEY: [60, 200], "cgroup.w.memory_max": ["16M", "max"]}
+    df = mmsim.sweep(SMOKE, grid, cache=False, workers=1)
+    assert [tuple(x) for x in df[[KEY, "cgroup.w.memory_max"]].values] == [
+        (60, "16M"),
+        (60, "max"),
+        (200, "16M"),
+        (200, "max"),
+    ]
+    # Without the limit nothing is swapped, whatever the swappiness.
+    assert (df[df["cgroup.w.memory_max"] == "max"]["pswpout"] == 0).all()
+    assert (df[df["cgroup.w.memory_max"] == "16M"]["pswpout"] > 0).all()
+
+
+def test_a_cached_point_is_not_run_again(tmp_path, monkeypatch):
+    first = mmsim.sweep(SMOKE, {KEY: [10, 20]}, cache=tmp_path, workers=1)
+    assert len(list(tmp_path.glob("*.json"))) == 2
+
+    def no_run(job):
+        raise AssertionError("a cached point ran again")
+
+    monkeypatch.setattr(sweep_mod, "_run_point", no_run)
+    again = mmsim.sweep(SMOKE, {KEY: [10, 20]}, cache=tmp_path, workers=1)
+    assert again.equals(first)
+    # Another point, or another spec text, is another key.
+    with pytest.raises(AssertionError, match="ran again"):
+        mmsim.sweep(SMOKE, {KEY: [30]}, cache=tmp_path, workers=1)
+    text = SMOKE.read_text().replace('memory_max = "16M"', 'memory_max = "20M"')
+    with pytest.raises(AssertionError, match="ran again"):
+        mmsim.sweep(text, {KEY: [10]}, cache=tmp_path, workers=1)
+
+
+def test_processes_and_one_at_a_time_agree(tmp_path):
+    grid = {KEY: [10, 60, 100, 200]}
+    a = mmsim.sweep(SMOKE, grid, cache=False, workers=1)
+    b = mmsim.sweep(SMOKE, grid, cache=False, workers=2)
+    assert a.equals(b)
+
+
+def test_bad_grids_and_points_are_refused_before_any_run(tmp_path):
+    with pytest.raises(ValueError, match="non-empty list"):
+        mmsim.sweep(SMOKE, {KEY: 60})
+    with pytest.raises(ValueError, match="backend"):
+        mmsim.sweep(SMOKE, {KEY: [60]}, backend="slurm")
+    with pytest.raises(mmsim.SpecError) as e:
+        mmsim.sweep(SMOKE, {KEY: [60, 900]}, cache=tmp_path)
+    assert e.value.key == "sysctl.\"vm.swappiness\"" or "swappiness" in str(e.value)
+    assert any("900" in n for n in e.value.__notes__)
+    assert list(tmp_path.glob("*.json")) == []
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is not None, reason="ray is installed: the error path is moot"
+)
+def test_ray_without_ray_says_how_to_get_it():
+    with pytest.raises(RuntimeError, match="pip install"):
+        mmsim.sweep(SMOKE, {KEY: [60]}, backend="ray", cache=False)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="ray is not installed here (a large download CI does not make); "
+    "the local backend covers the sweep itself",
+)
+def test_ray_runs_the_points_as_tasks():
+    grid = {KEY: [10, 200]}
+    assert mmsim.sweep(SMOKE, grid, backend="ray", cache=False).equals(
+        mmsim.sweep(SMOKE, grid, cache=False, workers=1)
+    )
