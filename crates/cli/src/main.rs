@@ -7,6 +7,7 @@ mod judge;
 mod oracle_cmd;
 mod reproduce;
 mod seeds_real;
+mod sweep;
 mod timing;
 
 use clap::{Parser, Subcommand};
@@ -119,6 +120,29 @@ enum Cmd {
     /// root, like `oracle run --native`) and write a machine profile for
     /// --profile (docs/calibrate.md).
     Calibrate(calibrate::CalibrateArgs),
+    /// Run a spec at every point of a grid of overrides: a table of one row
+    /// per point (docs/output.md "sweep").
+    Sweep {
+        /// The spec (TOML).
+        spec: PathBuf,
+        /// A key as --set takes it and its values, e.g.
+        /// --grid 'sysctl."vm.swappiness"=0,60,100'; several make a product.
+        #[arg(long, value_name = "KEY=V1,V2,...", required = true)]
+        grid: Vec<String>,
+        /// Also write the whole table (every counter) as CSV.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Plot --y against --x into this SVG file.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+        /// The grid key on the plot's x axis (numeric values).
+        #[arg(long, value_name = "KEY")]
+        x: Option<String>,
+        /// The column on the plot's y axis: elapsed_ns, TASK/PHASE.duration_ns
+        /// or a /proc/vmstat counter.
+        #[arg(long, value_name = "COLUMN")]
+        y: Option<String>,
+    },
     /// Rerun the seed experiments (baseline and patched) and print the
     /// seed's numbers beside mmsim's.
     Reproduce {
@@ -305,6 +329,21 @@ fn main() -> ExitCode {
         Cmd::Calibrate(a) => calibrate::calibrate_cmd(&a),
         Cmd::Fidelity(a) if a.timing => fidelity::timing_cmd(&a.dir, a.check, a.write.as_deref()),
         Cmd::Fidelity(a) => fidelity::fidelity_cmd(&a.dir, a.check, a.write.as_deref(), a.kernel),
+        Cmd::Sweep {
+            spec,
+            grid,
+            csv,
+            plot,
+            x,
+            y,
+        } => sweep::sweep_cmd(sweep::SweepArgs {
+            spec: &spec,
+            grid: &grid,
+            csv: csv.as_deref(),
+            plot: plot.as_deref(),
+            x: x.as_deref(),
+            y: y.as_deref(),
+        }),
         Cmd::Reproduce {
             names,
             quick,

@@ -404,7 +404,7 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
 /// `f` over `jobs` on up to as many threads as the machine has CPUs (the
 /// runs are independent and deterministic, so the results are the same
 /// as one after another), in the jobs' order.
-fn run_parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Vec<R> {
+pub(crate) fn run_parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Vec<R> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(jobs.len())

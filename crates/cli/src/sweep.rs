@@ -1,0 +1,379 @@
+//! `mmsim sweep SPEC --grid KEY=V1,V2,... [--grid ...]`: one run per point
+//! of the grid's product (each point's values as `--set` overrides), on as
+//! many threads as there are CPUs, with a progress bar; a table of one row
+//! per point (the overrides, `elapsed_ns`, each phase's duration, the
+//! whole-run /proc/vmstat counters), optionally as CSV, and a plot of one
+//! column against a grid key (plotters' SVG backend).
+
+use mmsim_sim::output::RunResult;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// One grid dimension: a `--set` key and its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dim {
+    pub key: String,
+    pub values: Vec<String>,
+}
+
+/// `KEY=V1,V2,...` (the key is everything before the first `=`).
+pub fn parse_grid(arg: &str) -> Result<Dim, String> {
+    let (key, values) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("--grid {arg}: expected KEY=V1,V2,..."))?;
+    let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
+    if key.trim().is_empty() || values.iter().any(|v| v.is_empty()) {
+        return Err(format!(
+            "--grid {arg}: expected KEY=V1,V2,... with no empty key or value"
+        ));
+    }
+    Ok(Dim {
+        key: key.trim().to_string(),
+        values,
+    })
+}
+
+/// The grid's points, the last dimension varying fastest.
+pub fn points(dims: &[Dim]) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new()];
+    for d in dims {
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                d.values.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push(v.clone());
+                    q
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// A run's row: `elapsed_ns`, `TASK/PHASE.duration_ns`, then the whole-run
+/// counters, by column name.
+fn row(r: &RunResult) -> Vec<(String, i64)> {
+    let mut cols = vec![("elapsed_ns".to_string(), r.elapsed_ns as i64)];
+    for t in &r.tasks {
+        for p in &t.phases {
+            cols.push((
+                format!("{}/{}.duration_ns", t.name, p.name),
+                (p.end_ns - p.start_ns) as i64,
+            ));
+        }
+    }
+    cols.extend(r.vmstat.iter().map(|(k, &v)| (k.clone(), v)));
+    cols
+}
+
+/// The table: the grid keys, then every column any run has (in the first
+/// run's order, others after), 0 where a run lacks one.
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+fn table(dims: &[Dim], points: &[Vec<String>], runs: &[RunResult]) -> Table {
+    let mut columns: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let rows: Vec<Vec<(String, i64)>> = runs.iter().map(row).collect();
+    for r in &rows {
+        for (k, _) in r {
+            if seen.insert(k.clone()) {
+                columns.push(k.clone());
+            }
+        }
+    }
+    let header = dims
+        .iter()
+        .map(|d| d.key.clone())
+        .chain(columns.iter().cloned())
+        .collect();
+    let rows = points
+        .iter()
+        .zip(&rows)
+        .map(|(p, r)| {
+            let mut out = p.clone();
+            out.extend(columns.iter().map(|c| {
+                r.iter()
+                    .find(|(k, _)| k == c)
+                    .map_or(0, |(_, v)| *v)
+                    .to_string()
+            }));
+            out
+        })
+        .collect();
+    Table { header, rows }
+}
+
+/// The table as CSV (the `csv` crate quotes keys such as
+/// `sysctl."vm.swappiness"`).
+fn to_csv(t: &Table) -> Result<Vec<u8>, String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(&t.header).map_err(|e| e.to_string())?;
+    for r in &t.rows {
+        w.write_record(r).map_err(|e| e.to_string())?;
+    }
+    w.into_inner().map_err(|e| e.to_string())
+}
+
+/// `--plot FILE.svg --x KEY --y COLUMN`: COLUMN against KEY, one line per
+/// combination of the other keys. KEY's values must be numbers.
+fn plot(t: &Table, dims: &[Dim], x: &str, y: &str, out: &Path) -> Result<(), String> {
+    use plotters::prelude::*;
+    let xi = dims
+        .iter()
+        .position(|d| d.key == x)
+        .ok_or_else(|| format!("--x {x}: expected one of the --grid keys ({})", keys(dims)))?;
+    let yi = t
+        .header
+        .iter()
+        .position(|h| h == y)
+        .ok_or_else(|| format!("--y {y}: expected a column of the table (elapsed_ns, a phase's TASK/PHASE.duration_ns, a counter)"))?;
+    let num = |s: &str, what: &str| {
+        s.parse::<f64>()
+            .map_err(|_| format!("{what}: found {s:?}, expected a number to plot"))
+    };
+    // One series per value of the other keys.
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in &t.rows {
+        let label: Vec<String> = dims
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != xi)
+            .map(|(i, d)| format!("{}={}", d.key, r[i]))
+            .collect();
+        let label = label.join(", ");
+        let pt = (num(&r[xi], x)?, num(&r[yi], y)?);
+        match series.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, pts)) => pts.push(pt),
+            None => series.push((label, vec![pt])),
+        }
+    }
+    let all = series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
+    for &(a, b) in all {
+        x0 = x0.min(a);
+        x1 = x1.max(a);
+        y1 = y1.max(b);
+    }
+    if x0 == x1 {
+        x1 = x0 + 1.0;
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{y} against {x}"), ("sans-serif", 18))
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x0..x1, 0f64..(y1 * 1.05).max(1.0))
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc(x)
+            .y_desc(y)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, (label, mut pts)) in series.into_iter().enumerate() {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(if label.is_empty() {
+                    y.to_string()
+                } else {
+                    label
+                })
+                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], color));
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    crate::write_atomically(out, svg.as_bytes()).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+fn keys(dims: &[Dim]) -> String {
+    dims.iter()
+        .map(|d| d.key.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What `mmsim sweep` was asked.
+pub struct SweepArgs<'a> {
+    pub spec: &'a Path,
+    pub grid: &'a [String],
+    pub csv: Option<&'a Path>,
+    pub plot: Option<&'a Path>,
+    pub x: Option<&'a str>,
+    pub y: Option<&'a str>,
+}
+
+pub fn sweep_cmd(a: SweepArgs) -> ExitCode {
+    match sweep(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((code, msg)) => {
+            eprintln!("mmsim: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn sweep(a: &SweepArgs) -> Result<(), (u8, String)> {
+    let dims: Vec<Dim> = a
+        .grid
+        .iter()
+        .map(|g| parse_grid(g))
+        .collect::<Result<_, _>>()
+        .map_err(|e| (2, e))?;
+    if dims.is_empty() {
+        return Err((2, "expected at least one --grid KEY=V1,V2,...".into()));
+    }
+    if a.plot.is_some() != (a.x.is_some() && a.y.is_some()) {
+        return Err((
+            2,
+            "--plot FILE.svg needs --x KEY and --y COLUMN, and they need --plot".into(),
+        ));
+    }
+    let points = points(&dims);
+    // Every point's spec first: a refused one stops the sweep before any
+    // run, naming the point.
+    let mut specs = Vec::with_capacity(points.len());
+    for p in &points {
+        let sets: Vec<String> = dims
+            .iter()
+            .zip(p)
+            .map(|(d, v)| format!("{}={v}", d.key))
+            .collect();
+        let spec = mmsim_spec::load(a.spec, &sets)
+            .map_err(|e| (2, format!("{e} (at the grid point {})", sets.join(" "))))?;
+        specs.push(spec);
+    }
+    let bar = indicatif::ProgressBar::new(specs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} sweeping [{bar:40}] {pos}/{len} points ({elapsed})",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    let results = crate::reproduce::run_parallel(&specs, |s| {
+        let r = mmsim_sim::run(s, crate::sim_options());
+        bar.inc(1);
+        r
+    });
+    bar.finish_and_clear();
+    let mut runs = Vec::with_capacity(results.len());
+    for (p, r) in points.iter().zip(results) {
+        runs.push(r.map_err(|e| {
+            let at: Vec<String> = dims
+                .iter()
+                .zip(p)
+                .map(|(d, v)| format!("{}={v}", d.key))
+                .collect();
+            (
+                e.exit_code(),
+                format!(
+                    "{}: {e} (at the grid point {})",
+                    a.spec.display(),
+                    at.join(" ")
+                ),
+            )
+        })?);
+    }
+    let t = table(&dims, &points, &runs);
+    if let Some(path) = a.csv {
+        let mut bytes = to_csv(&t).map_err(|e| (1, e))?;
+        // write_atomically ends the file with its own newline.
+        bytes.pop();
+        crate::write_atomically(path, &bytes)
+            .map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    }
+    if let (Some(out), Some(x), Some(y)) = (a.plot, a.x, a.y) {
+        plot(&t, &dims, x, y, out).map_err(|e| (2, e))?;
+    }
+    print!("{}", text(&t));
+    Ok(())
+}
+
+/// The table for the terminal: the grid keys, elapsed time and the phase
+/// durations (the counters are in --csv).
+fn text(t: &Table) -> String {
+    let shown: Vec<usize> = (0..t.header.len())
+        .filter(|&i| {
+            let h = &t.header[i];
+            i < t.header.iter().position(|h| h == "elapsed_ns").unwrap_or(0)
+                || h == "elapsed_ns"
+                || h.ends_with(".duration_ns")
+        })
+        .collect();
+    let width = |i: usize| {
+        t.rows
+            .iter()
+            .map(|r| r[i].len())
+            .chain([t.header[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = shown.iter().map(|&i| width(i)).collect();
+    let line = |cells: Vec<&str>| {
+        let mut s: Vec<String> = Vec::new();
+        for (c, w) in cells.into_iter().zip(&widths) {
+            s.push(format!("{c:>w$}"));
+        }
+        s.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(shown.iter().map(|&i| t.header[i].as_str()).collect());
+    for r in &t.rows {
+        out += &line(shown.iter().map(|&i| r[i].as_str()).collect());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_argument_splits_at_the_first_equals_sign() {
+        let d = parse_grid("sysctl.\"vm.swappiness\"=0,60, 100").unwrap();
+        assert_eq!(d.key, "sysctl.\"vm.swappiness\"");
+        assert_eq!(d.values, ["0", "60", "100"]);
+        assert!(parse_grid("swappiness").is_err());
+        assert!(parse_grid("k=1,,2").is_err());
+        assert!(parse_grid("=1").is_err());
+    }
+
+    #[test]
+    fn points_are_the_product_last_key_fastest() {
+        let dims = [
+            Dim {
+                key: "a".into(),
+                values: vec!["1".into(), "2".into()],
+            },
+            Dim {
+                key: "b".into(),
+                values: vec!["x".into(), "y".into(), "z".into()],
+            },
+        ];
+        let p = points(&dims);
+        assert_eq!(p.len(), 6);
+        assert_eq!(p[0], ["1", "x"]);
+        assert_eq!(p[1], ["1", "y"]);
+        assert_eq!(p[3], ["2", "x"]);
+    }
+}
