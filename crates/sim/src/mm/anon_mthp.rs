@@ -198,6 +198,20 @@ impl Kernel {
         // folio_zero_user.
         self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * nr as u64);
         self.folios.version[head as usize..head as usize + nr].fill(0);
+        // map_anon_folio_pte_pf.
+        self.map_anon_folio_pte_nopf(vma, first, head, Fn::DoAnonymousPage);
+        let mm = self.vmas[vma as usize].mm as usize;
+        self.mms[mm].rss_anon += nr as u64;
+        self.vm.inc(mthp_item(order, MthpStat::AnonFaultAlloc));
+    }
+
+    /// `map_anon_folio_pte_nopf`: a new anonymous folio mapped by its PTEs
+    /// from page `first` of `vma`, every page AnonExclusive
+    /// (`folio_add_new_anon_rmap`), on the LRU, the PTEs young, dirty and
+    /// writable if the VMA is; no fault or RSS counted (the fault path,
+    /// `_pf`, adds those). The PTE work is charged to `f`.
+    pub(super) fn map_anon_folio_pte_nopf(&mut self, vma: u32, first: usize, head: Pfn, f: Fn) {
+        let nr = self.folios.get(head).nr_pages() as usize;
         self.folios.get_mut(head).set(PG_SWAPBACKED | PG_UPTODATE);
         self.folio_add_new_anon_rmap_ptes(head, vma, first);
         self.folio_add_lru(head);
@@ -206,14 +220,11 @@ impl Kernel {
         } else {
             0
         };
-        self.charge_cost(Fn::DoAnonymousPage, self.costs.pte * nr as u64);
+        self.charge_cost(f, self.costs.pte * nr as u64);
         let ptes = &mut self.vmas[vma as usize].ptes[first..first + nr];
         for (i, pte) in ptes.iter_mut().enumerate() {
             *pte = mk_pte(head + i as Pfn, PTE_YOUNG | write);
         }
-        let mm = self.vmas[vma as usize].mm as usize;
-        self.mms[mm].rss_anon += nr as u64;
-        self.vm.inc(mthp_item(order, MthpStat::AnonFaultAlloc));
     }
 
     /// 6.12's `deferred_split_folio(folio, partially_mapped = true)`: the
@@ -323,16 +334,7 @@ impl Kernel {
     /// and writable. None: no such order, the order-0 path goes on.
     pub fn do_swap_page_mthp(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Option<()> {
         let entry = pte_swp_entry(pte);
-        let vpn = self.vmas[vma as usize].start_vpn + idx as u64;
-        let off = swp_offset(entry) as u64;
-        let mut orders = self.anon_mthp_orders(vma, idx);
-        // thp_swap_suitable_orders: the block and its slots aligned alike.
-        for order in 2..=8u8 {
-            let nr = 1u64 << order;
-            if vpn % nr != off % nr {
-                orders &= !(1 << order);
-            }
-        }
+        let mut orders = self.thp_swap_suitable_orders(vma, idx, entry);
         while orders != 0 {
             let order = highest_order(orders);
             if self.can_swapin_thp(vma, idx, entry, order) {
@@ -366,34 +368,33 @@ impl Kernel {
         None
     }
 
-    /// `can_swapin_thp`: the 2^`order` PTEs of the block holding page `idx`
-    /// are the swap entries around `entry`, contiguous on one device, with
-    /// one exclusive bit and one memcg, and no slot has a swap cache.
+    /// The allowed orders of an anonymous swap-in at page `idx` whose
+    /// block and slots are aligned alike (`thp_vma_suitable_orders`, then
+    /// `thp_swap_suitable_orders`).
+    fn thp_swap_suitable_orders(&self, vma: u32, idx: usize, entry: SwpEntry) -> u16 {
+        let vpn = self.vmas[vma as usize].start_vpn + idx as u64;
+        let off = swp_offset(entry) as u64;
+        let mut orders = self.anon_mthp_orders(vma, idx);
+        for order in 2..=8u8 {
+            let nr = 1u64 << order;
+            if vpn % nr != off % nr {
+                orders &= !(1 << order);
+            }
+        }
+        orders
+    }
+
+    /// 6.12's `can_swapin_thp`: the 2^`order` PTEs of the block holding
+    /// page `idx` are the swap entries around `entry`, contiguous on one
+    /// device, with one exclusive bit (`swap_pte_batch`), and their slots
+    /// are of one memcg and zero mark with no swap cache. (Every slot a
+    /// swap PTE names is in use, so 7.3's `__swap_cache_add_check` is the
+    /// same test of the slots.)
     fn can_swapin_thp(&self, vma: u32, idx: usize, entry: SwpEntry, order: u8) -> bool {
         let nr = 1usize << order;
-        let first = idx & !(nr - 1);
-        let first_entry = entry.wrapping_sub((idx - first) as SwpEntry);
-        let v = &self.vmas[vma as usize];
-        let head_pte = v.ptes[first];
-        let ty = swp_type(entry);
-        if swp_type(first_entry) != ty || swp_offset(first_entry) > swp_offset(entry) {
-            return false;
-        }
-        let si = &self.swap[ty];
-        let cgroup = si.cgroup[swp_offset(first_entry) as usize];
-        let zero = si.zeromap[swp_offset(first_entry) as usize];
-        (0..nr).all(|i| {
-            let p = v.ptes[first + i];
-            let e = first_entry + i as SwpEntry;
-            let o = swp_offset(e) as usize;
-            is_swap_pte(p)
-                && pte_swp_entry(p) == e
-                && (p ^ head_pte) & PTE_SWP_EXCLUSIVE == 0
-                && o < si.swap_map.len()
-                && si.swap_map[o] & SWAP_HAS_CACHE == 0
-                && si.cgroup[o] == cgroup
-                && si.zeromap[o] == zero
-        })
+        let first_entry = entry.wrapping_sub((idx & (nr - 1)) as SwpEntry);
+        self.swap_pte_batch(vma, idx, entry, order)
+            && self.swap_cache_add_check(first_entry, nr as u32)
     }
 
     /// The read of a large swap-in past the swap cache: the slots claimed
@@ -595,15 +596,7 @@ impl Kernel {
     /// Returns it with a reference for the caller, or None for order 0.
     pub fn swapin_sync_mthp(&mut self, vma: u32, idx: usize, pte: Pte) -> Option<Pfn> {
         let entry = pte_swp_entry(pte);
-        let vpn = self.vmas[vma as usize].start_vpn + idx as u64;
-        let off = swp_offset(entry) as u64;
-        let mut orders = self.anon_mthp_orders(vma, idx);
-        for order in 2..=8u8 {
-            let nr = 1u64 << order;
-            if vpn % nr != off % nr {
-                orders &= !(1 << order);
-            }
-        }
+        let mut orders = self.thp_swap_suitable_orders(vma, idx, entry);
         while orders != 0 && !self.swap_pte_batch(vma, idx, entry, highest_order(orders)) {
             orders &= !(1 << highest_order(orders));
         }

@@ -194,15 +194,16 @@ impl Kernel {
     pub fn khugepaged_exec(&mut self, mm: u32) {
         if self.preset < mmsim_spec::Preset::V7_3
             || !self.hugepage_enabled()
-            || std::mem::replace(&mut self.mms[mm as usize].khugepaged_slot, true)
+            || self.mms[mm as usize].khugepaged_slot
         {
             return;
         }
         let idle = self.khugepaged.mm_head.is_empty() && self.khugepaged.state == State::Waiting;
-        self.khugepaged.mm_head.push(mm);
+        self.khugepaged_enter(mm);
         if idle {
+            // The wake-up's empty scan is over: the next one comes after a
+            // sleep.
             self.khugepaged.full_scans += 1;
-            self.khugepaged.state = State::Start;
             self.khugepaged_wake_at =
                 Some(self.now() + jiffies_ns(self.thp.khugepaged.scan_sleep_ms));
         }

@@ -15,7 +15,6 @@ use super::Scan;
 use crate::cost::Fn;
 use crate::kernel::Kernel;
 use crate::mm::folio::*;
-use crate::mm::mmap::VM_WRITE;
 use crate::mm::pgtable::*;
 use crate::vmstat::{mthp_item, MthpStat, Vm};
 use mmsim_spec::ThpEnabled;
@@ -337,7 +336,7 @@ impl Kernel {
         let r = self.collapse_isolate_mthp(vma, start, order, &mut compound);
         if r == Scan::Succeed {
             self.collapse_copy_mthp(vma, start, order, folio, &compound);
-            self.map_anon_folio_pte_nopf(vma, start, folio);
+            self.map_anon_folio_pte_nopf(vma, start, folio, Fn::CollapseHugePage);
         }
         self.give_scratch(compound);
         r
@@ -477,28 +476,6 @@ impl Kernel {
         for &head in compound {
             self.free_swap_cache(head);
             self.release_pte_page(head);
-        }
-    }
-
-    /// `map_anon_folio_pte_nopf`: the collapsed folio mapped by its PTEs,
-    /// young, dirty and writable if the VMA is (`folio_add_new_anon_rmap`
-    /// with RMAP_EXCLUSIVE; no fault is counted).
-    fn map_anon_folio_pte_nopf(&mut self, vma: u32, start: usize, folio: Pfn) {
-        let nr = self.folios.get(folio).nr_pages() as usize;
-        self.folios.get_mut(folio).set(PG_SWAPBACKED | PG_UPTODATE);
-        self.folio_add_new_anon_rmap_ptes(folio, vma, start);
-        self.folio_add_lru(folio);
-        let write = if self.vmas[vma as usize].flags & VM_WRITE != 0 {
-            PTE_WRITE | PTE_DIRTY
-        } else {
-            0
-        };
-        self.charge_cost(Fn::CollapseHugePage, self.costs.pte * nr as u64);
-        for (i, pte) in self.vmas[vma as usize].ptes[start..start + nr]
-            .iter_mut()
-            .enumerate()
-        {
-            *pte = mk_pte(folio + i as Pfn, PTE_YOUNG | write);
         }
     }
 }
