@@ -65,6 +65,14 @@ def _key(identity: str, point: Mapping[str, Any], profile: str | None) -> str:
     return h.hexdigest()
 
 
+def _trace_identity(paths: list[str]) -> str:
+    parts = []
+    for p in paths:
+        st = os.stat(p)
+        parts.append(f"\0trace\0{p}\0{st.st_size}\0{st.st_mtime_ns}")
+    return "".join(parts)
+
+
 def _run_point(args: tuple[str, bool, list[str], str | None]) -> str:
     spec, is_path, sets, profile = args
     return _native.run(spec, is_path, sets, profile, False)
@@ -114,31 +122,34 @@ def sweep(
     points = _points(grid)
     run_spec, identity, is_path = _spec_text(spec)
     cache_dir = _cache_dir(cache)
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend: expected 'local' or 'ray', found {backend!r}")
+    # Every point's spec parsed here first: a refused one fails the sweep
+    # before anything runs, naming the point. A point's result also
+    # depends on the trace files it replays, by size and modification time.
+    keys = []
+    for point in points:
+        try:
+            traces = _native.parse(run_spec, is_path, _set_args(point))
+        except SpecError as e:
+            e.add_note(f"at grid point {point}")
+            raise
+        keys.append(_key(identity + _trace_identity(traces), point, profile))
     docs: list[str | None] = [None] * len(points)
     todo = []
-    for i, point in enumerate(points):
-        path = cache_dir / f"{_key(identity, point, profile)}.json" if cache_dir else None
+    for i, key in enumerate(keys):
+        path = cache_dir / f"{key}.json" if cache_dir else None
         if path is not None and path.exists():
             docs[i] = path.read_text()
         else:
             todo.append(i)
-    if backend not in ("local", "ray"):
-        raise ValueError(f"backend: expected 'local' or 'ray', found {backend!r}")
     jobs = [(run_spec, is_path, _set_args(points[i]), profile) for i in todo]
-    # Every point's spec parsed here first: a refused one fails the sweep
-    # before anything runs, naming the point.
-    for i, job in zip(todo, jobs):
-        try:
-            _native.parse(job[0], job[1], job[2])
-        except SpecError as e:
-            e.add_note(f"at grid point {points[i]}")
-            raise
     results = _run_local(jobs, workers) if backend == "local" else _run_ray(jobs, address)
     for i, doc in zip(todo, results):
         docs[i] = doc
         if cache_dir is not None:
             cache_dir.mkdir(parents=True, exist_ok=True)
-            path = cache_dir / f"{_key(identity, points[i], profile)}.json"
+            path = cache_dir / f"{keys[i]}.json"
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(doc)
             os.replace(tmp, path)

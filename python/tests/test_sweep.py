@@ -101,3 +101,43 @@ def test_ray_runs_the_points_as_tasks():
     finally:
         ray.shutdown()
     assert by_ray.equals(mmsim.sweep(SMOKE, grid, cache=False, workers=1))
+
+
+def _trace_spec(tmp_path, ids):
+    (tmp_path / "ids.txt").write_text("".join(f"{i}\n" for i in ids))
+    spec = tmp_path / "trace.toml"
+    spec.write_text(
+        SMOKE.read_text().replace(
+            '{ op = "touch", region = "heap", order = "seq", write = 0.0 },',
+            '{ op = "trace", region = "heap", file = "ids.txt" },',
+        )
+    )
+    return spec
+
+
+def test_a_trace_replays_and_its_file_is_part_of_the_cache_key(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    spec = _trace_spec(tmp_path, range(4096))
+    r = mmsim.run(spec)
+    read = r.json["tasks"][0]["phases"][1]
+    assert read["name"] == "read" and read["trace_requests"] == 4096
+    first = mmsim.sweep(spec, {KEY: [60]}, cache=cache, workers=1)
+    assert first.loc[0, "elapsed_ns"] == r.elapsed_ns
+
+    def no_run(job):
+        raise AssertionError("ran again")
+
+    monkeypatch.setattr(sweep_mod, "_run_point", no_run)
+    mmsim.sweep(spec, {KEY: [60]}, cache=cache, workers=1)
+    # The same spec text with another trace is another key.
+    _trace_spec(tmp_path, range(4097))
+    with pytest.raises(AssertionError, match="ran again"):
+        mmsim.sweep(spec, {KEY: [60]}, cache=cache, workers=1)
+
+
+def test_a_bad_trace_is_a_spec_error(tmp_path):
+    spec = _trace_spec(tmp_path, [1, 99999])
+    with pytest.raises(mmsim.SpecError) as e:
+        mmsim.run(spec)
+    assert "found obj_id 99999" in str(e.value)
+    assert e.value.key.endswith(".map")

@@ -580,6 +580,9 @@ pub(crate) fn summary(r: &RunResult) -> String {
                 p.vmstat.get("pswpin").copied().unwrap_or(0),
                 p.vmstat.get("pswpout").copied().unwrap_or(0)
             );
+            if p.trace_requests > 0 {
+                s += &format!("    trace requests {}\n", p.trace_requests);
+            }
             // The multi-gen LRU's generations at the phase's end, as
             // /sys/kernel/debug/lru_gen shows them (seq, age ms, anon and
             // file pages), for the lruvecs that hold pages.

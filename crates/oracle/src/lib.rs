@@ -273,6 +273,7 @@ impl Oracle {
         let mut initrd = std::fs::read(&base)
             .map_err(|e| OracleError::Io(format!("{}: {e}", base.display())))?;
         initrd.extend(run_archive(spec_text, sets, &module_args(spec)));
+        initrd.extend(trace_archive(spec)?);
         let work = tempdir(&self.cache)?;
         let result = self.boot_in(spec, &initrd, &work);
         // The work folder (the disks' images too) goes whatever
@@ -749,6 +750,50 @@ fn run_archive(spec_text: &str, sets: &[String], module_args: &[(String, String)
     }
     c.file("run.sh", 0o755, format!("{cmd}\n").as_bytes());
     c.finish()
+}
+
+/// The most guest memory the trace files of a run may take: they live in
+/// the initramfs, whose pages the guest cannot reclaim, so they shrink
+/// the memory the workload meets. A sixteenth keeps that small beside the
+/// run; a larger trace is refused (replay it natively, or cut it with the
+/// step's `count` into a smaller file).
+const TRACE_SHARE_OF_MEMORY: u64 = 16;
+
+/// The trace files the spec replays, at the paths the guest's runner opens
+/// (`mmsim_spec::trace::guest_path`).
+fn trace_archive(spec: &Spec) -> Result<Vec<u8>, OracleError> {
+    let sources = mmsim_spec::trace::sources(spec);
+    if sources.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for src in sources {
+        seen.entry(mmsim_spec::trace::guest_path(&src.written))
+            .or_insert(src);
+    }
+    let total: u64 = seen.values().map(|s| s.summary.bytes).sum();
+    // newc archives give a file at most 2^32 - 1 bytes.
+    let limit = (spec.machine.memory / TRACE_SHARE_OF_MEMORY).min(u32::MAX as u64);
+    if total > limit {
+        return Err(OracleError::Missing(format!(
+            "the spec's trace files take {} MiB, more than a sixteenth of machine.memory ({} MiB): the guest would hold them in unreclaimable initramfs pages; replay them natively (oracle run --native) or use a smaller trace",
+            total >> 20,
+            limit >> 20
+        )));
+    }
+    let mut c = cpio::Cpio::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for (guest, src) in seen {
+        let parts: Vec<&str> = guest.trim_start_matches('/').split('/').collect();
+        for i in 1..parts.len() {
+            let d = parts[..i].join("/");
+            if dirs.insert(d.clone()) {
+                c.dir(&d);
+            }
+        }
+        c.file(guest.trim_start_matches('/'), 0o644, &read(&src.path)?);
+    }
+    Ok(c.finish())
 }
 
 fn parse_result(out: &str, console: &str) -> Result<RunResult, OracleError> {

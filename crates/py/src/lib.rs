@@ -106,12 +106,15 @@ fn load(
 }
 
 /// parse(spec, is_path, sets): checks the spec with the overrides, as a
-/// run would before simulating; raises SpecError.
+/// run would before simulating; raises SpecError. Returns the trace files
+/// the spec replays (resolved paths), which a cached result depends on.
 #[pyfunction]
-fn parse(py: Python<'_>, spec: String, is_path: bool, sets: Vec<String>) -> PyResult<()> {
-    load(&spec, is_path, &sets)
-        .map(|_| ())
-        .map_err(|e| spec_error(py, &e))
+fn parse(py: Python<'_>, spec: String, is_path: bool, sets: Vec<String>) -> PyResult<Vec<String>> {
+    let spec = load(&spec, is_path, &sets).map_err(|e| spec_error(py, &e))?;
+    Ok(mmsim_spec::trace::sources(&spec)
+        .iter()
+        .map(|s| s.path.display().to_string())
+        .collect())
 }
 
 #[pymodule]

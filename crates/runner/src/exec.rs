@@ -194,6 +194,8 @@ struct Child<'s> {
     kv_dbs: HashMap<String, mmsim_spec::kv::KvDb>,
     /// The kvstore figures of the open phase.
     open_kv: Option<KvResult>,
+    /// Requests the open phase's trace steps replayed.
+    open_requests: u64,
 }
 
 impl Child<'_> {
@@ -299,12 +301,20 @@ impl Child<'_> {
                         .get_mut(&t.region)
                         .ok_or_else(|| format!("line {}: no region {}", s.line, t.region))?;
                     let n = t.length.unwrap_or(r.pages - t.offset);
-                    let mut stream = TouchStream::new(t, t.offset, n, instance);
+                    let at = |e: mmsim_spec::trace::TraceError| format!("line {}: {e}", s.line);
+                    let mut stream = TouchStream::new(t, t.offset, n, instance).map_err(at)?;
+                    // The trace's own page cache must not share the run's
+                    // memory cgroup with the workload.
+                    stream.drop_behind();
                     let mut buf = Vec::with_capacity(4096);
                     loop {
                         buf.clear();
-                        if stream.next_batch(&mut buf, 4096) == 0 {
+                        let got = stream.next_batch(&mut buf, 4096).map_err(at)?;
+                        if got == 0 {
                             break;
+                        }
+                        if stream.is_trace() {
+                            self.open_requests += got as u64;
                         }
                         for &a in &buf {
                             let (checked, bad) =
@@ -516,6 +526,7 @@ impl Child<'_> {
                 Op::Compute { ns } => spin(*ns),
                 Op::Phase { name } => {
                     self.close_phase();
+                    self.open_requests = 0;
                     self.open = Some((name.clone(), self.now(), procfs::vmstat()));
                 }
                 // A repeat of nothing is skipped, as in the simulator.
@@ -734,6 +745,7 @@ impl Child<'_> {
             self.violations = 0;
             self.kv = None;
             self.open_kv = None;
+            self.open_requests = 0;
             let report =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.main(steps, None)));
             match report {
@@ -793,6 +805,7 @@ impl Child<'_> {
                 end_ns: self.now(),
                 vmstat: procfs::delta(&after, &before),
                 kv: self.open_kv.take(),
+                trace_requests: std::mem::take(&mut self.open_requests),
                 lru_gen: procfs::lru_gen(),
             });
         }
@@ -1123,6 +1136,7 @@ pub fn run_tasks(
                     kv: None,
                     kv_dbs: HashMap::new(),
                     open_kv: None,
+                    open_requests: 0,
                 };
                 let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     c.prefault_kv_dbs(&task.steps);
@@ -1447,8 +1461,57 @@ mod tests {
             kv: None,
             kv_dbs: HashMap::new(),
             open_kv: None,
+            open_requests: 0,
         };
         c.map(kind, pages, Some(0), offset, true).unwrap()
+    }
+
+    #[test]
+    fn a_trace_replays_its_requests_with_the_region_checked() {
+        let dir = std::env::temp_dir().join(format!("mmsim-runner-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join("t.csv");
+        // Each page written, then read back twice.
+        let mut csv = String::new();
+        for round in ["w", "r", "r"] {
+            for p in 0..8 {
+                csv += &format!("{p},{round}\n");
+            }
+        }
+        std::fs::write(&trace, csv).unwrap();
+        let text = format!(
+            "[machine]\nmemory = \"512M\"\n[task.main]\nsteps = [\n  {{ op = \"mmap\", name = \"r\", kind = \"anon\", size = \"32K\" }},\n  {{ op = \"phase\", name = \"p\" }},\n  {{ op = \"trace\", region = \"r\", file = \"{}\", write_col = 2 }},\n]\n",
+            trace.display()
+        );
+        let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).unwrap();
+        let mut c = Child {
+            spec: &spec,
+            swaps: &[],
+            files: &[],
+            t0: Instant::now(),
+            instance: 0,
+            name: String::new(),
+            cgroup: String::new(),
+            regions: HashMap::new(),
+            phases: Vec::new(),
+            open: None,
+            checked: 0,
+            violations: 0,
+            forks: 0,
+            spawns: 0,
+            pending: Vec::new(),
+            reports: Vec::new(),
+            report_fd: -1,
+            kv: None,
+            kv_dbs: HashMap::new(),
+            open_kv: None,
+            open_requests: 0,
+        };
+        c.run(&spec.tasks[0].steps).unwrap();
+        c.close_phase();
+        assert_eq!(c.phases[0].trace_requests, 24);
+        // The 16 reads check what the 8 writes left.
+        assert_eq!((c.checked, c.violations), (16, 0));
     }
 
     #[test]

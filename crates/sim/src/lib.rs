@@ -308,6 +308,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
                     end_ns: p.end,
                     vmstat: vm_map(&p.vm_delta, spec.machine.kernel),
                     kv: p.kv,
+                    trace_requests: p.trace_requests,
                     lru_gen: p.lru_gen.clone(),
                 })
                 .collect(),

@@ -147,6 +147,9 @@ struct FileIoRun {
 
 struct TouchRun {
     stream: TouchStream,
+    /// The step's line and key, for a trace that fails mid-replay.
+    line: usize,
+    key: String,
     vma: u32,
     buf: Vec<u64>,
     pos: usize,
@@ -159,6 +162,8 @@ pub struct PhaseRun {
     pub vm_start: VmStat,
     pub vm_delta: VmStat,
     pub kv: Option<KvResult>,
+    /// Requests replayed by the phase's `trace` steps.
+    pub trace_requests: u64,
     /// The multi-gen LRU's generations at the phase's end.
     pub lru_gen: Vec<mmsim_spec::output::LruGenLruvec>,
 }
@@ -675,8 +680,12 @@ impl<'s> Scheduler<'s> {
                     .ok_or_else(|| unknown_region(step, &touch.region))?;
                 let pages = k.vmas[vma as usize].pages;
                 let n = touch.length.unwrap_or(pages - touch.offset);
+                let stream = TouchStream::new(touch, touch.offset, n, t.instance)
+                    .map_err(|e| at_step(step, SimError::Spec(e.to_string())))?;
                 t.touch = Some(TouchRun {
-                    stream: TouchStream::new(touch, touch.offset, n, t.instance),
+                    stream,
+                    line: step.line,
+                    key: step.key.clone(),
                     vma,
                     buf: Vec::with_capacity(BATCH),
                     pos: 0,
@@ -698,6 +707,7 @@ impl<'s> Scheduler<'s> {
                     vm_start: k.vm.clone(),
                     vm_delta: VmStat::default(),
                     kv: None,
+                    trace_requests: 0,
                     lru_gen: Vec::new(),
                 });
                 t.open_phase = Some(t.phases.len() - 1);
@@ -875,8 +885,17 @@ impl<'s> Scheduler<'s> {
             if tr.pos == tr.buf.len() {
                 tr.buf.clear();
                 tr.pos = 0;
-                if tr.stream.next_batch(&mut tr.buf, BATCH) == 0 {
+                let got = tr.stream.next_batch(&mut tr.buf, BATCH).map_err(|e| {
+                    SimError::at(tr.line, tr.key.as_str(), SimError::Spec(e.to_string()))
+                })?;
+                if got == 0 {
                     return Ok(None);
+                }
+                if tr.stream.is_trace() {
+                    let t = &mut self.tasks[i];
+                    if let Some(p) = t.open_phase {
+                        t.phases[p].trace_requests += got as u64;
+                    }
                 }
             }
             let a = tr.buf[tr.pos];

@@ -11,6 +11,7 @@ mod overrides;
 mod parse;
 pub mod rng;
 pub mod stream;
+pub mod trace;
 mod tree;
 pub mod units;
 pub mod work;

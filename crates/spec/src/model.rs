@@ -757,6 +757,8 @@ pub enum Order {
     Shuffle,
     Uniform,
     Zipf,
+    /// A `trace` step: the requests of a file (`Touch::trace`).
+    Trace,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -775,6 +777,8 @@ pub struct Touch {
     /// Sub-range length, pages; None = to the end of the region.
     pub length: Option<u64>,
     pub seed: u64,
+    /// The file a `trace` step replays (order `Trace`); None otherwise.
+    pub trace: Option<Box<crate::trace::TraceSource>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -257,6 +257,9 @@ pub struct PhaseResult {
     /// The client's view of the kvstore steps that ran in the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvResult>,
+    /// Requests the phase's `trace` steps replayed (absent without one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trace_requests: u64,
     /// The multi-gen LRU's generations at the phase's end, one entry per
     /// lruvec as /sys/kernel/debug/lru_gen lists them (empty with the
     /// classic LRU, or where the real kernel's debugfs is not mounted).
@@ -307,4 +310,8 @@ pub struct ZramBench {
     pub pool_bytes: u64,
     /// Token pages stored then (3n).
     pub token_pages: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -12,7 +12,7 @@ use crate::units::{self, Limit, PAGE_SIZE};
 use indexmap::IndexMap;
 use std::collections::HashMap;
 
-pub const OPS: &str = "mmap, munmap, touch, madvise, sleep, compute, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream, set";
+pub const OPS: &str = "mmap, munmap, touch, trace, madvise, sleep, compute, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream, set";
 
 /// The most accesses one `touch` step may make (`count`, or `passes` ×
 /// pages): 2^48, far beyond any run, and small enough that every engine can
@@ -1497,6 +1497,25 @@ fn op_fields(op: &str) -> Option<(&'static [&'static str], &'static [&'static st
             ],
             &["region"],
         ),
+        "trace" => (
+            &[
+                "op",
+                "region",
+                "file",
+                "format",
+                "map",
+                "obj_id_col",
+                "write_col",
+                "header",
+                "delimiter",
+                "write",
+                "count",
+                "offset",
+                "length",
+                "seed",
+            ],
+            &["region", "file"],
+        ),
         "sleep" | "compute" => (&["op", "duration"], &["duration"]),
         "phase" => (&["op", "name"], &["name"]),
         "repeat" => (&["op", "times", "steps"], &["steps"]),
@@ -1543,6 +1562,7 @@ fn field_words(op: &str, field: &str) -> &'static str {
         ("mmap", "size") => SIZE_WORDS,
         (_, "region") => "a string: the name of a region mapped by an earlier mmap step",
         ("touch", "order") => "a string: one of seq, rev, shuffle, uniform, zipf",
+        ("trace", "file") => "a string: the trace file's path (relative to the spec's folder)",
         ("sleep" | "compute", "duration") => "a duration such as \"250ms\"",
         ("phase", "name") => "a string: a phase name of letters, digits, '_' or '-'",
         ("repeat" | "fork" | "spawn", "steps") => "an array of step tables",
@@ -1671,6 +1691,7 @@ fn build_step(
             .to_string(),
         },
         "touch" => Op::Touch(build_touch(rep, &f)?),
+        "trace" => Op::Touch(build_trace(rep, &f)?),
         "sleep" => Op::Sleep {
             ns: duration(rep, req("duration"), &f.path("duration"))?,
         },
@@ -1858,21 +1879,7 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
             )),
             (_, None) => 0.0,
         };
-    let write = match f.get("write") {
-        None => 0.0,
-        Some(w) => {
-            let words = "a number from 0 to 1 (the fraction of accesses that write)";
-            let v = number(rep, w, &f.path("write"), words)?;
-            if !(0.0..=1.0).contains(&v) {
-                return Err(rep.at(
-                    w.at,
-                    f.path("write"),
-                    format!("found {}, expected a fraction from 0 to 1", w.show()),
-                ));
-            }
-            v
-        }
-    };
+    let write = write_fraction(rep, f)?;
     let accesses = |field: &str| -> Result<Option<u64>, SpecError> {
         f.get(field)
             .map(|n| {
@@ -1898,17 +1905,6 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
         ));
     }
     let (offset, length) = page_range(rep, f)?;
-    let seed = match f.get("seed") {
-        None => 0,
-        Some(s) => integer(
-            rep,
-            s,
-            &f.path("seed"),
-            0,
-            i64::MAX,
-            "a whole number from 0 to 2^63-1",
-        )? as u64,
-    };
     Ok(Touch {
         region,
         order,
@@ -1918,8 +1914,214 @@ fn build_touch(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
         write,
         offset,
         length,
-        seed,
+        seed: stream_seed_field(rep, f)?,
+        trace: None,
     })
+}
+
+/// A step's `write`: the fraction of accesses that write.
+fn write_fraction(rep: &Reporter, f: &Fields) -> Result<f64, SpecError> {
+    let Some(w) = f.get("write") else {
+        return Ok(0.0);
+    };
+    let words = "a number from 0 to 1 (the fraction of accesses that write)";
+    let v = number(rep, w, &f.path("write"), words)?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(rep.at(
+            w.at,
+            f.path("write"),
+            format!("found {}, expected a fraction from 0 to 1", w.show()),
+        ));
+    }
+    Ok(v)
+}
+
+/// A step's `seed` for its random streams.
+fn stream_seed_field(rep: &Reporter, f: &Fields) -> Result<u64, SpecError> {
+    f.get("seed")
+        .map(|s| {
+            integer(
+                rep,
+                s,
+                &f.path("seed"),
+                0,
+                i64::MAX,
+                "a whole number from 0 to 2^63-1",
+            )
+            .map(|v| v as u64)
+        })
+        .transpose()
+        .map(|s| s.unwrap_or(0))
+}
+
+/// A `trace` step: a `touch` whose accesses are a file's requests
+/// (`crate::trace`). The file is read once here, so a bad record is an
+/// error of the spec and the run's work is known.
+fn build_trace(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
+    use crate::trace::{CsvColumns, TraceFormat, TraceMap, TraceSource};
+    let text = |key: &str, words: &str| -> Result<Option<(&Node, String)>, SpecError> {
+        f.get(key)
+            .map(|n| string(rep, n, &f.path(key), words).map(|s| (n, s.to_string())))
+            .transpose()
+    };
+    let region = text("region", field_words("trace", "region"))?
+        .expect("required field checked")
+        .1;
+    let (file_node, written) =
+        text("file", field_words("trace", "file"))?.expect("required field checked");
+    if written.is_empty() {
+        return Err(type_error(
+            rep,
+            file_node,
+            &f.path("file"),
+            field_words("trace", "file"),
+        ));
+    }
+    let path = trace_path(rep.file, &written);
+    let format_words = "a string: one of oracleGeneral, csv, txt";
+    let format_name = match text("format", format_words)? {
+        Some((n, v)) => match v.as_str() {
+            "oracleGeneral" | "csv" | "txt" => v,
+            _ => return Err(type_error(rep, n, &f.path("format"), format_words)),
+        },
+        None => match path.extension().and_then(|e| e.to_str()) {
+            Some("oracleGeneral") => "oracleGeneral".into(),
+            Some("csv") => "csv".into(),
+            Some("txt") => "txt".into(),
+            _ => {
+                return Err(f.missing(
+                    "format",
+                    "one of oracleGeneral, csv, txt (the file's name ends in none of .oracleGeneral, .csv, .txt)",
+                ))
+            }
+        },
+    };
+    let csv_only = ["obj_id_col", "write_col", "header", "delimiter"];
+    if format_name != "csv" {
+        if let Some(k) = csv_only.iter().find(|k| f.get(k).is_some()) {
+            return Err(rep.at(
+                f.get(k).expect("found").at,
+                f.path(k),
+                format!("found {k}, which only format = \"csv\" takes; expected no {k} with format \"{format_name}\""),
+            ));
+        }
+    }
+    let column = |key: &str| -> Result<Option<usize>, SpecError> {
+        f.get(key)
+            .map(|n| {
+                integer(
+                    rep,
+                    n,
+                    &f.path(key),
+                    1,
+                    1024,
+                    "a column number from 1 to 1024",
+                )
+                .map(|v| v as usize)
+            })
+            .transpose()
+    };
+    let format = match format_name.as_str() {
+        "oracleGeneral" => TraceFormat::OracleGeneral,
+        "txt" => TraceFormat::Txt,
+        _ => {
+            let delim_words = "a string of one ASCII character, such as \",\" or \"\\t\"";
+            let delimiter = match text("delimiter", delim_words)? {
+                None => b',',
+                Some((n, d)) if d.len() == 1 && d.is_ascii() && d != "\n" && d != "\r" => {
+                    let _ = n;
+                    d.as_bytes()[0]
+                }
+                Some((n, _)) => return Err(type_error(rep, n, &f.path("delimiter"), delim_words)),
+            };
+            TraceFormat::Csv(CsvColumns {
+                obj_id: column("obj_id_col")?.unwrap_or(1),
+                write: column("write_col")?,
+                header: f
+                    .get("header")
+                    .map(|n| boolean(rep, n, &f.path("header")))
+                    .transpose()?
+                    .unwrap_or(false),
+                delimiter,
+            })
+        }
+    };
+    if let (TraceFormat::Csv(CsvColumns { write: Some(_), .. }), Some(w)) =
+        (&format, f.get("write"))
+    {
+        return Err(rep.at(
+            w.at,
+            f.path("write"),
+            "found both write and write_col, expected one of them (write_col gives each request's own flag)",
+        ));
+    }
+    let map_words = "a string: refuse (obj_id is the page; larger ids are an error) or modulo (obj_id mod pages)";
+    let map = match text("map", map_words)? {
+        None => TraceMap::Refuse,
+        Some((_, m)) if m == "refuse" => TraceMap::Refuse,
+        Some((_, m)) if m == "modulo" => TraceMap::Modulo,
+        Some((n, _)) => return Err(type_error(rep, n, &f.path("map"), map_words)),
+    };
+    let summary = crate::trace::scan(&path, &format)
+        .map_err(|e| rep.at(file_node.at, f.path("file"), e.to_string()))?;
+    let count = match f.get("count") {
+        None => summary.records,
+        Some(n) => integer(
+            rep,
+            n,
+            &f.path("count"),
+            1,
+            summary.records.min(MAX_ACCESSES) as i64,
+            &format!(
+                "a whole number from 1 to the trace's {} records",
+                summary.records
+            ),
+        )? as u64,
+    };
+    if count > MAX_ACCESSES {
+        return Err(rep.at(
+            file_node.at,
+            f.path("file"),
+            format!(
+                "found {} records, expected at most 2^48 (281474976710656) accesses in one step",
+                summary.records
+            ),
+        ));
+    }
+    let (offset, length) = page_range(rep, f)?;
+    Ok(Touch {
+        region,
+        order: Order::Trace,
+        theta: 0.0,
+        count: Some(count),
+        passes: 1,
+        write: write_fraction(rep, f)?,
+        offset,
+        length,
+        seed: stream_seed_field(rep, f)?,
+        trace: Some(Box::new(TraceSource {
+            written,
+            path,
+            format,
+            map,
+            summary,
+        })),
+    })
+}
+
+/// A trace's path: as written if absolute, else against the folder of the
+/// spec file `spec` (the current folder for spec text not read from a
+/// file).
+fn trace_path(spec: &str, written: &str) -> std::path::PathBuf {
+    let p = std::path::Path::new(written);
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    let spec = std::path::Path::new(spec);
+    match spec.parent() {
+        Some(dir) if spec.is_file() => dir.join(p),
+        _ => p.to_path_buf(),
+    }
 }
 
 /// The `[[file]]` a step's `file` key names.
@@ -2711,6 +2913,21 @@ impl RegionCheck<'_> {
                     t.passes as u128 * n as u128
                 ),
             ));
+        }
+        if let Some(src) = &t.trace {
+            let m = src.summary;
+            if src.map == crate::trace::TraceMap::Refuse && m.records > 0 && m.max_obj_id >= n {
+                return Err(self.err(
+                    key,
+                    "map",
+                    format!(
+                        "found obj_id {} at record {} of trace {}, beyond the {n} pages replayed; expected every obj_id below {n} (a larger region), or map = \"modulo\" to fold the ids onto the pages",
+                        m.max_obj_id,
+                        m.max_obj_id_record,
+                        src.path.display()
+                    ),
+                ));
+            }
         }
         Ok(())
     }

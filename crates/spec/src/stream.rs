@@ -12,15 +12,20 @@
 //! - `zipf`: independent draws of rank k ∈ 1..=n with P(k) ∝ k^−theta, by
 //!   Hörmann & Derflinger's rejection-inversion (libm, so bit-identical on
 //!   every platform); page = k − 1, so the hottest pages open the range.
+//! - `trace` (the `trace` step): the requests of a file, in its order
+//!   (`crate::trace`); obj_id → page by the step's `map`.
 //!
-//! The number of accesses is `count` if given, else `passes × n`; a `seq`,
+//! The number of accesses is `count` if given, else `passes × n` (a trace's
+//! `count` is its records, or fewer if the step says so); a `seq`,
 //! `rev` or `shuffle` stream with a `count` keeps cycling passes until it has
 //! made `count` accesses. Each access is a write with probability `write`
 //! (decided by a stream of its own, so the write fraction never changes
-//! which pages are touched); 0 and 1 draw nothing.
+//! which pages are touched); 0 and 1 draw nothing. A trace with a write
+//! column says for itself.
 
 use crate::model::{Order, Touch};
 use crate::rng::{splitmix64, stream_seed, Rng};
+use crate::trace::{TraceError, TraceMap, TraceReader};
 
 const SALT_ORDER: u64 = 0x6f_7264_6572;
 const SALT_WRITE: u64 = 0x77_7269_7465;
@@ -57,6 +62,7 @@ enum OrderGen {
     Shuffle(Feistel),
     Uniform(Rng),
     Zipf(Box<Zipf>, Rng),
+    Trace(Box<TraceReader>, TraceMap),
 }
 
 enum WriteGen {
@@ -66,10 +72,22 @@ enum WriteGen {
 }
 
 impl TouchStream {
-    /// `first` and `n`: the touched sub-range of the region, in pages.
-    pub fn new(t: &Touch, first: u64, n: u64, instance: u32) -> Self {
+    /// `first` and `n`: the touched sub-range of the region, in pages. Only
+    /// a trace fails: its file cannot be opened.
+    pub fn new(t: &Touch, first: u64, n: u64, instance: u32) -> Result<Self, TraceError> {
         let seed = t.seed;
         let order = match t.order {
+            Order::Trace => {
+                let src = t.trace.as_deref().ok_or_else(|| TraceError {
+                    path: Default::default(),
+                    at: String::new(),
+                    message: "a trace step without a file (a bug in mmsim)".into(),
+                })?;
+                OrderGen::Trace(
+                    Box::new(TraceReader::open(&src.path, &src.format)?),
+                    src.map,
+                )
+            }
             Order::Seq => OrderGen::Seq,
             Order::Rev => OrderGen::Rev,
             Order::Shuffle => {
@@ -92,7 +110,7 @@ impl TouchStream {
             }
         };
         let total = t.count.unwrap_or_else(|| t.passes.saturating_mul(n));
-        TouchStream {
+        Ok(TouchStream {
             first,
             n,
             remaining: if n == 0 { 0 } else { total },
@@ -102,7 +120,21 @@ impl TouchStream {
             instance,
             order,
             write,
+        })
+    }
+
+    /// Asks a trace's reader to drop the file's pages from the host's page
+    /// cache as it goes (`TraceReader::drop_behind`); nothing for the
+    /// generated orders.
+    pub fn drop_behind(&mut self) {
+        if let OrderGen::Trace(r, _) = &mut self.order {
+            r.drop_behind();
         }
+    }
+
+    /// Whether the accesses are a trace's requests.
+    pub fn is_trace(&self) -> bool {
+        matches!(self.order, OrderGen::Trace(..))
     }
 
     pub fn remaining(&self) -> u64 {
@@ -110,16 +142,28 @@ impl TouchStream {
     }
 
     /// Appends up to `max` accesses to `buf` (pages relative to the region).
-    /// Returns how many; 0 once the stream is exhausted.
-    pub fn next_batch(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+    /// Returns how many; 0 once the stream is exhausted. Only a trace
+    /// fails: its file changed since the spec was read.
+    pub fn next_batch(&mut self, buf: &mut Vec<Access>, max: usize) -> Result<usize, TraceError> {
         let k = (max as u64).min(self.remaining) as usize;
-        for _ in 0..k {
-            let page = self.next_page();
-            let w = self.next_write() as u64;
-            buf.push(self.first.wrapping_add(page) << 1 | w);
+        if let OrderGen::Trace(r, map) = &mut self.order {
+            for _ in 0..k {
+                let page = trace_page(r, *map, self.n)?;
+                let w = match page.1 {
+                    Some(w) => w,
+                    None => next_write(&mut self.write),
+                };
+                buf.push(self.first.wrapping_add(page.0) << 1 | w as u64);
+            }
+        } else {
+            for _ in 0..k {
+                let page = self.next_page();
+                let w = next_write(&mut self.write) as u64;
+                buf.push(self.first.wrapping_add(page) << 1 | w);
+            }
         }
         self.remaining -= k as u64;
-        k
+        Ok(k)
     }
 
     #[inline]
@@ -131,6 +175,7 @@ impl TouchStream {
             OrderGen::Shuffle(f) => f.permute(i),
             OrderGen::Uniform(r) => r.below(self.n),
             OrderGen::Zipf(z, r) => z.sample(r) - 1,
+            OrderGen::Trace(..) => unreachable!("next_batch reads traces"),
         };
         self.pos_in_pass += 1;
         if self.pos_in_pass == self.n {
@@ -143,15 +188,40 @@ impl TouchStream {
         }
         page
     }
+}
 
-    #[inline]
-    fn next_write(&mut self) -> bool {
-        match &mut self.write {
-            WriteGen::Never => false,
-            WriteGen::Always => true,
-            WriteGen::Fraction { threshold, rng } => (rng.next_u64() >> 11) < *threshold,
-        }
+#[inline]
+fn next_write(w: &mut WriteGen) -> bool {
+    match w {
+        WriteGen::Never => false,
+        WriteGen::Always => true,
+        WriteGen::Fraction { threshold, rng } => (rng.next_u64() >> 11) < *threshold,
     }
+}
+
+/// The next request of a trace as a page of the `n`-page range, and the
+/// trace's own write flag. The spec's scan saw every record, so an end or
+/// an out-of-range id here means the file changed since.
+#[inline]
+fn trace_page(
+    r: &mut TraceReader,
+    map: TraceMap,
+    n: u64,
+) -> Result<(u64, Option<bool>), TraceError> {
+    let req = r.next_request()?.ok_or_else(|| {
+        r.error_at_last("found the end of the file before the records the spec counted; expected the file unchanged since the spec was read")
+    })?;
+    let page = match map {
+        TraceMap::Modulo => req.obj_id % n,
+        TraceMap::Refuse if req.obj_id < n => req.obj_id,
+        TraceMap::Refuse => {
+            return Err(r.error_at_last(&format!(
+                "found obj_id {}, beyond the {n} pages replayed; expected ids below {n} (or map = \"modulo\")",
+                req.obj_id
+            )))
+        }
+    };
+    Ok((page, req.write))
 }
 
 /// A keyed pseudo-random permutation of `0..n`.
@@ -291,13 +361,14 @@ mod tests {
             offset: 0,
             length: None,
             seed: 1,
+            trace: None,
         }
     }
 
     fn collect(t: &Touch, n: u64) -> Vec<Access> {
-        let mut s = TouchStream::new(t, 0, n, 0);
+        let mut s = TouchStream::new(t, 0, n, 0).unwrap();
         let mut v = Vec::new();
-        while s.next_batch(&mut v, 7) > 0 {}
+        while s.next_batch(&mut v, 7).unwrap() > 0 {}
         v
     }
 

@@ -28,16 +28,17 @@ fn touch(order: Order) -> Touch {
         offset: 0,
         length: None,
         seed: 42,
+        trace: None,
     }
 }
 
 /// The whole stream of `t` over pages `first..first + n`, drawn `batch` at a time.
 fn collect(t: &Touch, first: u64, n: u64, instance: u32, batch: usize) -> Vec<Access> {
-    let mut s = TouchStream::new(t, first, n, instance);
+    let mut s = TouchStream::new(t, first, n, instance).unwrap();
     let mut v = Vec::new();
     loop {
         let before = s.remaining();
-        let got = s.next_batch(&mut v, batch);
+        let got = s.next_batch(&mut v, batch).unwrap();
         assert_eq!(s.remaining(), before - got as u64);
         if got == 0 {
             break;
@@ -195,12 +196,12 @@ fn batches_concatenate_to_the_same_stream() {
             );
         }
         // Irregular batch sizes too.
-        let mut s = TouchStream::new(&t, 0, 997, 1);
+        let mut s = TouchStream::new(&t, 0, 997, 1).unwrap();
         let mut v = Vec::new();
         let mut k = 0usize;
         while s.remaining() > 0 {
             k = (k * 31 + 17) % 1500;
-            s.next_batch(&mut v, k);
+            s.next_batch(&mut v, k).unwrap();
         }
         assert_eq!(v, whole, "{order:?} irregular batches");
     }
@@ -209,11 +210,11 @@ fn batches_concatenate_to_the_same_stream() {
 #[test]
 fn next_batch_appends_and_stops() {
     let t = touch(Order::Seq);
-    let mut s = TouchStream::new(&t, 0, 5, 0);
+    let mut s = TouchStream::new(&t, 0, 5, 0).unwrap();
     let mut v = vec![u64::MAX];
-    assert_eq!(s.next_batch(&mut v, 3), 3);
-    assert_eq!(s.next_batch(&mut v, 3), 2);
-    assert_eq!(s.next_batch(&mut v, 3), 0);
+    assert_eq!(s.next_batch(&mut v, 3).unwrap(), 3);
+    assert_eq!(s.next_batch(&mut v, 3).unwrap(), 2);
+    assert_eq!(s.next_batch(&mut v, 3).unwrap(), 0);
     assert_eq!(s.remaining(), 0);
     assert_eq!(v[0], u64::MAX, "next_batch appends; it does not clear");
     assert_eq!(pages(&v[1..]), [0, 1, 2, 3, 4]);
@@ -224,7 +225,7 @@ fn empty_range_is_an_empty_stream() {
     for order in ORDERS {
         let mut t = touch(order);
         t.count = Some(10);
-        let s = TouchStream::new(&t, 0, 0, 0);
+        let s = TouchStream::new(&t, 0, 0, 0).unwrap();
         assert_eq!(s.remaining(), 0);
         assert!(collect(&t, 0, 0, 0, 8).is_empty());
     }
@@ -252,10 +253,10 @@ fn huge_passes_saturate() {
     for order in ORDERS {
         let mut t = touch(order);
         t.passes = u64::MAX / 2;
-        let mut s = TouchStream::new(&t, 0, 3, 0);
+        let mut s = TouchStream::new(&t, 0, 3, 0).unwrap();
         assert_eq!(s.remaining(), u64::MAX, "{order:?}");
         let mut v = Vec::new();
-        assert_eq!(s.next_batch(&mut v, 6), 6);
+        assert_eq!(s.next_batch(&mut v, 6).unwrap(), 6);
         assert_eq!(s.remaining(), u64::MAX - 6);
         assert!(pages(&v).iter().all(|&p| p < 3));
     }
@@ -625,6 +626,7 @@ mod reference {
                 }
                 Order::Uniform => order_rng.below(n),
                 Order::Zipf => zipf.sample(&mut order_rng) - 1,
+                Order::Trace => unreachable!("the reference draws the generated orders only"),
             };
             let write = if t.write <= 0.0 {
                 false
