@@ -321,11 +321,8 @@ impl<'s> Scheduler<'s> {
             let end = if entity < self.tasks.len() {
                 k.cur_task = Some(self.tasks[entity].ktask);
                 self.lru_gen_use_mm(k, entity, start, switched);
-                let remaining = self
-                    .tasks
-                    .iter()
-                    .filter(|t| t.state != TaskState::Done)
-                    .count();
+                // Tasks the slice may fork come after these.
+                let before = self.tasks.len();
                 let slice_end = self.slice_end(entity, cpu, start);
                 let end = self
                     .run_task_slice(entity, k, slice_end)
@@ -336,7 +333,13 @@ impl<'s> Scheduler<'s> {
                 };
                 self.vruntime[entity] += end.saturating_sub(start);
                 if self.tasks[entity].state == TaskState::Done {
-                    if remaining == 1 {
+                    // The last task of those before the slice ends (no
+                    // other task ends during this one's slice).
+                    let last = self.tasks[..before]
+                        .iter()
+                        .enumerate()
+                        .all(|(j, t)| j == entity || t.state == TaskState::Done);
+                    if last {
                         at_end(k);
                     }
                     self.exit_task(entity, k);
@@ -509,9 +512,14 @@ impl<'s> Scheduler<'s> {
         let min_gran = cost::SCHED_MIN_GRANULARITY_NS * factor;
         let mut end = u64::MAX;
         let mut competing: u64 = 1;
+        // Another CPU is idle at time t iff the earliest-free other CPU is.
+        let other_free = (0..self.cpu_free_at.len())
+            .filter(|&c| c != cpu)
+            .map(|c| self.cpu_free_at[c])
+            .min()
+            .unwrap_or(u64::MAX);
         for r in self.ready_times_except(me) {
-            let other_cpu_idle = (0..self.cpu_free_at.len())
-                .any(|c| c != cpu && self.cpu_free_at[c] <= r.max(start));
+            let other_cpu_idle = other_free <= r.max(start);
             if other_cpu_idle {
                 end = end.min(r.max(start).saturating_add(cost::QUANTUM_NS));
             } else if r <= start {
@@ -898,6 +906,12 @@ impl<'s> Scheduler<'s> {
                     }
                 }
             }
+            if let Some(end) = self.resident_run(i, k, slice_end, tr) {
+                return Ok(Some(end));
+            }
+            if tr.pos == tr.buf.len() {
+                continue;
+            }
             let a = tr.buf[tr.pos];
             tr.pos += 1;
             self.done_accesses += 1;
@@ -912,6 +926,42 @@ impl<'s> Scheduler<'s> {
                 return Ok(Some(end));
             }
         }
+    }
+
+    /// The accesses from `tr.pos` that hit resident pages, made in one
+    /// call (`Kernel::access_resident_run`). After a hit, `after_access`
+    /// has nothing to do but end the slice when its time is up, as long as
+    /// no memory.high debt, kswapd or khugepaged wakeup is pending (only a
+    /// fault makes those); so the run stops at the access where that check
+    /// would end the slice, and the slice ends the same.
+    fn resident_run(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice_end: u64,
+        tr: &mut TouchRun,
+    ) -> Option<SliceEnd> {
+        let ktask = self.tasks[i].ktask;
+        if k.kswapd_wake_at.is_some()
+            || k.khugepaged_wake_at.is_some()
+            || k.tasks[ktask].nr_pages_over_high != 0
+        {
+            return None;
+        }
+        // The accesses after which now() >= slice_end: after_access's end.
+        let now = k.now();
+        let touch = k.costs.touch;
+        let max = if now >= slice_end {
+            1
+        } else if touch == 0 {
+            usize::MAX
+        } else {
+            usize::try_from((slice_end - now).div_ceil(touch)).unwrap_or(usize::MAX)
+        };
+        let n = k.access_resident_run(tr.vma, &tr.buf[tr.pos..], max);
+        tr.pos += n;
+        self.done_accesses += n as u64;
+        (n > 0 && n == max).then_some(SliceEnd::Preempted)
     }
 
     /// Back in user space after an access: settle memory.high debt, let a
