@@ -38,7 +38,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -95,16 +94,13 @@ def write_trace(path, ids):
 
 
 def run_child(argv):
-    """Runs argv; returns (stdout, wall seconds)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = p.communicate()
-    wall = time.perf_counter() - t0
-    # Each child reports its own peak: RUSAGE_CHILDREN here would be a
-    # running maximum over every child so far.
+    """Runs a child that prints its measurements as a JSON line last, and
+    returns them. Each child measures its own peak RSS: RUSAGE_CHILDREN
+    here would be a running maximum over every child so far."""
+    p = subprocess.run(argv, capture_output=True)
     if p.returncode != 0:
-        sys.exit(f"{argv[0]} failed ({p.returncode}):\n{err.decode(errors='replace')}")
-    return out.decode(), wall
+        sys.exit(f"{argv[0]} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')}")
+    return json.loads(p.stdout.decode().strip().splitlines()[-1])
 
 
 LCS_CHILD = r"""
@@ -123,8 +119,7 @@ print(json.dumps({"requests": req, "misses": round(miss_ratio * req), "wall": wa
 
 
 def run_libcachesim(path, n):
-    out, _ = run_child([sys.executable, "-c", LCS_CHILD, str(path), str(n)])
-    return json.loads(out.strip().splitlines()[-1])
+    return run_child([sys.executable, "-c", LCS_CHILD, str(path), str(n)])
 
 
 SPEC = """\
@@ -176,8 +171,7 @@ def run_mmsim(binary, workdir, trace, pages, n, kernel):
         )
     )
     # A child of its own measures the run's peak RSS alone.
-    out, _ = run_child([sys.executable, "-c", MMSIM_CHILD, str(binary), "run", str(spec), "--json"])
-    r = json.loads(out.strip().splitlines()[-1])
+    r = run_child([sys.executable, "-c", MMSIM_CHILD, str(binary), "run", str(spec), "--json"])
     phase = r["doc"]["tasks"][0]["phases"][0]
     vm = phase["vmstat"]
     return {

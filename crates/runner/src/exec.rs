@@ -1439,9 +1439,14 @@ mod tests {
             &[],
         )
         .unwrap();
-        let files = std::slice::from_ref(f);
-        let c = Child {
-            spec: &spec,
+        let c = test_child(&spec, std::slice::from_ref(f));
+        c.map(kind, pages, Some(0), offset, true).unwrap()
+    }
+
+    /// A process of `spec`'s first task that has run nothing yet.
+    fn test_child<'s>(spec: &'s mmsim_spec::Spec, files: &'s [SharedFile]) -> Child<'s> {
+        Child {
+            spec,
             swaps: &[],
             files,
             t0: Instant::now(),
@@ -1462,8 +1467,7 @@ mod tests {
             kv_dbs: HashMap::new(),
             open_kv: None,
             open_requests: 0,
-        };
-        c.map(kind, pages, Some(0), offset, true).unwrap()
+        }
     }
 
     #[test]
@@ -1484,29 +1488,7 @@ mod tests {
             trace.display()
         );
         let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).unwrap();
-        let mut c = Child {
-            spec: &spec,
-            swaps: &[],
-            files: &[],
-            t0: Instant::now(),
-            instance: 0,
-            name: String::new(),
-            cgroup: String::new(),
-            regions: HashMap::new(),
-            phases: Vec::new(),
-            open: None,
-            checked: 0,
-            violations: 0,
-            forks: 0,
-            spawns: 0,
-            pending: Vec::new(),
-            reports: Vec::new(),
-            report_fd: -1,
-            kv: None,
-            kv_dbs: HashMap::new(),
-            open_kv: None,
-            open_requests: 0,
-        };
+        let mut c = test_child(&spec, &[]);
         c.run(&spec.tasks[0].steps).unwrap();
         c.close_phase();
         assert_eq!(c.phases[0].trace_requests, 24);

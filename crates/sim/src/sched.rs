@@ -41,7 +41,7 @@ pub struct TaskRun<'s> {
     pub state: TaskState,
     frames: Vec<Frame<'s>>,
     regions: HashMap<String, u32>,
-    touch: Option<TouchRun>,
+    touch: Option<TouchRun<'s>>,
     kv: Option<KvRun<'s>>,
     stream: Option<StreamRun>,
     file_io: Option<FileIoRun>,
@@ -145,11 +145,10 @@ struct FileIoRun {
     ra: crate::mm::readahead::FileRa,
 }
 
-struct TouchRun {
+struct TouchRun<'s> {
     stream: TouchStream,
-    /// The step's line and key, for a trace that fails mid-replay.
-    line: usize,
-    key: String,
+    /// The touch or trace step, for a trace that fails mid-replay.
+    step: &'s Step,
     vma: u32,
     buf: Vec<u64>,
     pos: usize,
@@ -692,8 +691,7 @@ impl<'s> Scheduler<'s> {
                     .map_err(|e| at_step(step, SimError::Spec(e.to_string())))?;
                 t.touch = Some(TouchRun {
                     stream,
-                    line: step.line,
-                    key: step.key.clone(),
+                    step,
                     vma,
                     buf: Vec::with_capacity(BATCH),
                     pos: 0,
@@ -893,9 +891,10 @@ impl<'s> Scheduler<'s> {
             if tr.pos == tr.buf.len() {
                 tr.buf.clear();
                 tr.pos = 0;
-                let got = tr.stream.next_batch(&mut tr.buf, BATCH).map_err(|e| {
-                    SimError::at(tr.line, tr.key.as_str(), SimError::Spec(e.to_string()))
-                })?;
+                let got = tr
+                    .stream
+                    .next_batch(&mut tr.buf, BATCH)
+                    .map_err(|e| at_step(tr.step, SimError::Spec(e.to_string())))?;
                 if got == 0 {
                     return Ok(None);
                 }

@@ -2028,8 +2028,7 @@ fn build_trace(rep: &Reporter, f: &Fields) -> Result<Touch, SpecError> {
             let delim_words = "a string of one ASCII character, such as \",\" or \"\\t\"";
             let delimiter = match text("delimiter", delim_words)? {
                 None => b',',
-                Some((n, d)) if d.len() == 1 && d.is_ascii() && d != "\n" && d != "\r" => {
-                    let _ = n;
+                Some((_, d)) if d.len() == 1 && d.is_ascii() && d != "\n" && d != "\r" => {
                     d.as_bytes()[0]
                 }
                 Some((n, _)) => return Err(type_error(rep, n, &f.path("delimiter"), delim_words)),

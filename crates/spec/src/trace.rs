@@ -25,7 +25,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Bytes of one oracleGeneral record.
@@ -168,6 +168,18 @@ impl TraceReader {
                 "found a directory or device, expected a regular file".into(),
             ));
         }
+        // A zstd-compressed trace is refused with a hint rather than read
+        // as garbage.
+        let mut head = [0u8; 4];
+        let got = (&file)
+            .read(&mut head)
+            .and_then(|n| (&file).seek(SeekFrom::Start(0)).map(|_| n))
+            .map_err(|e| whole(format!("cannot read it: {e}")))?;
+        if got == 4 && head == ZSTD_MAGIC {
+            return Err(whole(
+                "found a zstd-compressed file, expected it decompressed (zstd -d FILE)".into(),
+            ));
+        }
         let inner = match format {
             TraceFormat::OracleGeneral => {
                 if !meta.len().is_multiple_of(ORACLE_GENERAL_RECORD) {
@@ -182,15 +194,13 @@ impl TraceReader {
             // A tab never splits a one-field line; fields are trimmed.
             TraceFormat::Txt => Self::text(file, false, b'\t', 1, None),
         };
-        let mut r = TraceReader {
+        Ok(TraceReader {
             path: path.to_path_buf(),
             inner,
             record: 0,
             drop_behind: false,
             dropped_to: 0,
-        };
-        r.refuse_compressed()?;
-        Ok(r)
+        })
     }
 
     fn text(file: File, header: bool, delimiter: u8, obj_id: usize, write: Option<usize>) -> Inner {
@@ -206,30 +216,6 @@ impl TraceReader {
             rec: csv::ByteRecord::new(),
             obj_id: obj_id - 1,
             write: write.map(|w| w - 1),
-        }
-    }
-
-    /// A zstd-compressed trace is refused with a hint rather than read as
-    /// garbage.
-    fn refuse_compressed(&mut self) -> Result<(), TraceError> {
-        let head = match &mut self.inner {
-            Inner::Binary(r) => {
-                std::io::BufRead::fill_buf(r).map(|b| b.get(..4) == Some(&ZSTD_MAGIC[..]))
-            }
-            Inner::Text { .. } => {
-                let mut b = [0u8; 4];
-                let n = File::open(&self.path)
-                    .and_then(|mut f| f.read(&mut b))
-                    .unwrap_or(0);
-                Ok(n == 4 && b == ZSTD_MAGIC)
-            }
-        };
-        match head {
-            Ok(false) => Ok(()),
-            Ok(true) => Err(self.error_whole(
-                "found a zstd-compressed file, expected it decompressed (zstd -d FILE)",
-            )),
-            Err(e) => Err(self.error_whole(&format!("cannot read it: {e}"))),
         }
     }
 
@@ -258,7 +244,10 @@ impl TraceReader {
                         obj_id: u64::from_le_bytes(b[4..12].try_into().expect("8 bytes")),
                         write: None,
                     },
-                    Err(e) => return Err(self.error_here(&format!("cannot read it: {e}"))),
+                    Err(e) => {
+                        let n = self.record + 1;
+                        return Err(self.error_record(n, &format!("cannot read it: {e}")));
+                    }
                 }
             }
             Inner::Text {
@@ -314,23 +303,7 @@ impl TraceReader {
     #[cfg(not(target_os = "linux"))]
     fn advise_dontneed(&mut self) {}
 
-    fn error_whole(&self, message: &str) -> TraceError {
-        TraceError {
-            path: self.path.clone(),
-            at: String::new(),
-            message: message.to_string(),
-        }
-    }
-
-    /// An error at the record about to be read.
-    fn error_here(&self, message: &str) -> TraceError {
-        let n = self.record + 1;
-        let at = match self.inner {
-            Inner::Binary(_) => {
-                format!("record {n} (byte {})", self.record * ORACLE_GENERAL_RECORD)
-            }
-            Inner::Text { .. } => format!("record {n}"),
-        };
+    fn error(&self, at: String, message: &str) -> TraceError {
         TraceError {
             path: self.path.clone(),
             at,
@@ -339,29 +312,22 @@ impl TraceReader {
     }
 
     fn error_line(&self, line: u64, message: &str) -> TraceError {
-        TraceError {
-            path: self.path.clone(),
-            at: format!("line {line}"),
-            message: message.to_string(),
-        }
+        self.error(format!("line {line}"), message)
     }
 
-    /// Where the reader is, as an error's `at` names it.
+    /// An error at oracleGeneral record `n` (counting from 1).
+    fn error_record(&self, n: u64, message: &str) -> TraceError {
+        let byte = n.saturating_sub(1) * ORACLE_GENERAL_RECORD;
+        self.error(format!("record {n} (byte {byte})"), message)
+    }
+
+    /// An error at the request just read.
     pub fn error_at_last(&self, message: &str) -> TraceError {
-        let n = self.record;
-        let at = match &self.inner {
-            Inner::Binary(_) => format!(
-                "record {n} (byte {})",
-                n.saturating_sub(1) * ORACLE_GENERAL_RECORD
-            ),
+        match &self.inner {
+            Inner::Binary(_) => self.error_record(self.record, message),
             Inner::Text { rec, .. } => {
-                format!("line {}", rec.position().map_or(0, |p| p.line()))
+                self.error_line(rec.position().map_or(0, |p| p.line()), message)
             }
-        };
-        TraceError {
-            path: self.path.clone(),
-            at,
-            message: message.to_string(),
         }
     }
 }
@@ -551,7 +517,7 @@ mod tests {
         let e = scan(&p, &TraceFormat::OracleGeneral).unwrap_err();
         assert!(e.message.contains("found 47 bytes"), "{e}");
         let mut z = ZSTD_MAGIC.to_vec();
-        z.resize(48, 0);
+        z.resize(47, 0);
         let p = temp("z.bin", &z);
         let e = scan(&p, &TraceFormat::OracleGeneral).unwrap_err();
         assert!(e.message.contains("zstd"), "{e}");

@@ -63,10 +63,7 @@ impl Kernel {
     pub fn user_access(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), SimError> {
         loop {
             let pte = self.vmas[vma as usize].ptes[idx];
-            if pte_present(pte)
-                && (!write || pte & PTE_WRITE != 0)
-                && (pte & PTE_YOUNG != 0 || self.hw_pte_young)
-            {
+            if self.pte_lets_through(pte, write) {
                 self.access_present(vma, idx, pte, write);
                 return Ok(());
             }
@@ -89,76 +86,22 @@ impl Kernel {
     }
 
     /// The leading accesses of `run` (touch-stream accesses, at most
-    /// `max`) that hit: each finds its PTE present, young (or the CPU sets
-    /// the bit itself) and writable if it writes, which is when
-    /// `user_access` takes no fault and does exactly what
-    /// `access_present` does. They are made here in one loop, the time
-    /// charged once for all of them, and the count returned; the first
-    /// access that would fault is left for `user_access`.
-    ///
-    /// A hit only sets the PTE's bits (and the PMD's young bit), moves the
-    /// content token and adds `costs.touch`: nothing else in the kernel
-    /// sees it, so the result is the same as one `user_access` each.
+    /// `max`) that hit, made in one loop with the time charged once for
+    /// all of them; returns how many. The first access that would fault is
+    /// left for `user_access`. A hit only sets the PTE's bits (and the
+    /// PMD's young bit), moves the content token and adds `costs.touch`:
+    /// nothing else in the kernel sees it, so the result is the same as
+    /// one `user_access` each.
     pub fn access_resident_run(&mut self, vma: u32, run: &[u64], max: usize) -> usize {
         use mmsim_spec::stream::{access_is_write, access_page};
-        let (hw_young, track_pmd) = (self.hw_pte_young, self.track_pmd_young);
-        let Kernel {
-            vmas,
-            folios,
-            inodes,
-            integrity,
-            ..
-        } = self;
-        let v = &mut vmas[vma as usize];
-        let private = v.inode == NIL || v.flags & super::mmap::VM_SHARED == 0;
         let mut n = 0;
         for &a in &run[..run.len().min(max)] {
             let (idx, write) = (access_page(a) as usize, access_is_write(a));
-            let pte = v.ptes[idx];
-            if !(pte_present(pte)
-                && (!write || pte & PTE_WRITE != 0)
-                && (pte & PTE_YOUNG != 0 || hw_young))
-            {
+            let pte = self.vmas[vma as usize].ptes[idx];
+            if !self.pte_lets_through(pte, write) {
                 break;
             }
-            v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
-            if track_pmd {
-                let table = ((v.start_vpn + idx as u64) >> 9) - (v.start_vpn >> 9);
-                let tp = v.pte_tables[table as usize];
-                if tp != NIL {
-                    folios.get_mut(tp).set(PG_PMD_YOUNG);
-                }
-            }
-            let own = if private {
-                v.user_version[idx]
-            } else {
-                super::mmap::FOLLOW_FILE
-            };
-            let file_page = v.pgoff as usize + idx;
-            let expected = if own != super::mmap::FOLLOW_FILE {
-                own
-            } else {
-                inodes[v.inode as usize].user_version[file_page]
-            };
-            if write {
-                let next = expected.wrapping_add(1).max(1);
-                if private {
-                    v.user_version[idx] = next;
-                } else {
-                    inodes[v.inode as usize].user_version[file_page] = next;
-                }
-                folios.version[pte_pfn(pte) as usize] = next;
-            } else {
-                let found = if pte & PTE_ZERO != 0 {
-                    0
-                } else {
-                    folios.version[pte_pfn(pte) as usize]
-                };
-                integrity.pages_checked += 1;
-                if found != expected {
-                    integrity.violations += 1;
-                }
-            }
+            self.hit_present(vma, idx, pte, write);
             n += 1;
         }
         // n charges of costs.touch, summed: the same u64 additions.
@@ -166,8 +109,26 @@ impl Kernel {
         n
     }
 
+    /// Whether the MMU lets an access through `pte` without a fault: the
+    /// page present, writable if the access writes, and the PTE young (or
+    /// the CPU sets the accessed bit itself).
+    #[inline]
+    fn pte_lets_through(&self, pte: Pte, write: bool) -> bool {
+        pte_present(pte)
+            && (!write || pte & PTE_WRITE != 0)
+            && (pte & PTE_YOUNG != 0 || self.hw_pte_young)
+    }
+
     #[inline]
     fn access_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
+        self.hit_present(vma, idx, pte, write);
+        self.charge_user(self.costs.touch);
+    }
+
+    /// An access the MMU lets through: the PTE's young and dirty bits, and
+    /// the content token checked (read) or moved on (write).
+    #[inline]
+    fn hit_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
         let v = &mut self.vmas[vma as usize];
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
         if self.track_pmd_young {
@@ -213,7 +174,6 @@ impl Kernel {
                 self.integrity.violations += 1;
             }
         }
-        self.charge_user(self.costs.touch);
     }
 
     /// `handle_mm_fault`, timed for the fault latency histograms: a fault
