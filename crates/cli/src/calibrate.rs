@@ -14,6 +14,7 @@
 //! zram device are measured directly (ubench.rs, the runner's zram bench)
 //! and enter the system as known values.
 
+pub mod fit;
 pub mod ubench;
 
 use mmsim_sim::costs::{Basis, CostEntry, Costs, MachineInfo, MachineProfile, Provenance};
@@ -29,135 +30,126 @@ const DELTA: u64 = 1 << 10;
 const ZRAM_BENCH_PAGES: u64 = 16384;
 
 /// A calibrated unknown: one constant, or a bundle of constants in fixed
-/// ratio, and the phase-time combination that is its home.
+/// ratio that no stock-kernel path separates.
 pub struct Unknown {
     pub name: &'static str,
     /// Its constants and their shares of it (cost.rs's ratio).
     pub fields: &'static [(&'static str, u64)],
-    pub spec: &'static str,
-    /// (phase, weight): the home is Σ weight · phase time.
-    pub home: &'static [(&'static str, f64)],
+    /// The phases that price it most directly, for the profile's method.
     pub method: &'static str,
 }
 
-/// The kernel-path unknowns, each with its home.
+/// The unknowns. Every calibration phase and every user-space or zram
+/// microbenchmark is one equation in them (fit.rs); the method names the
+/// phases that weigh most on each.
 pub const UNKNOWNS: &[Unknown] = &[
     Unknown {
         name: "touch",
         fields: &[("touch", 1)],
-        spec: "touch",
-        home: &[("b", 1.0), ("a", -1.0)],
-        method: "calibrate/touch.toml: 2M minus 1M uniform touches of a resident 256 MiB anon region",
+        method: "calibrate/touch.toml: 1M and 2M uniform touches of a resident 256 MiB anon region",
     },
     Unknown {
         name: "fault_entry",
         fields: &[("fault_entry", 1)],
-        spec: "zero_read",
-        home: &[("read_b", 1.0), ("read_a", -1.0)],
-        method: "calibrate/zero_read.toml: zero-page read faults, 256 minus 128 MiB",
+        method: "calibrate/zero_read.toml: zero-page read faults, 128 and 256 MiB",
     },
     Unknown {
         name: "tlb_flush",
         fields: &[("tlb_flush", 1)],
-        spec: "zero_read",
-        home: &[("write_b", 1.0), ("write_a", -1.0)],
-        method: "calibrate/zero_read.toml: write faults over zero-page PTEs (COW from the zero page), 256 minus 128 MiB",
+        method: "calibrate/zero_read.toml: write faults over zero-page PTEs (COW from the zero page), 128 and 256 MiB",
     },
     Unknown {
         name: "new_anon_page",
         fields: &[("alloc_page", 100), ("memcg_charge", 40), ("lru_add", 60)],
-        spec: "first_touch",
-        home: &[("b", 1.0), ("a", -1.0)],
-        method: "calibrate/first_touch.toml: first-touch write faults in a memory cgroup, 256 minus 128 MiB; a bundle (every new anon page pays all three) split 100:40:60",
+        method: "calibrate/first_touch.toml: first-touch write faults in a memory cgroup, 128 and 256 MiB; a bundle (every new anon page pays all three) split 100:40:60",
     },
     Unknown {
         name: "free_page",
         fields: &[("free_page", 1)],
-        spec: "first_touch",
-        home: &[("munmap_b", 1.0), ("munmap_a", -1.0)],
-        method: "calibrate/first_touch.toml: munmap of resident private anon, 256 minus 128 MiB",
+        method: "calibrate/first_touch.toml: munmap of resident private anon, 128 and 256 MiB",
     },
     Unknown {
         name: "rmap",
         fields: &[("mapcount", 1), ("rmap_stat", 3)],
-        spec: "munmap_shmem",
-        home: &[("b", 1.0), ("a", -1.0)],
-        method: "calibrate/munmap_shmem.toml: munmap of resident tmpfs mappings, 256 minus 128 MiB; a bundle (order-0 rmap removal pays both) split 1:3",
+        method: "calibrate/munmap_shmem.toml: munmap of resident tmpfs mappings, 128 and 256 MiB; a bundle (order-0 rmap removal pays both) split 1:3",
     },
     Unknown {
         name: "pte",
         fields: &[("pte", 1)],
-        spec: "cold_zero",
-        home: &[("b", 1.0), ("a", -1.0)],
-        method: "calibrate/cold_zero.toml: MADV_COLD over zero-page PTEs, 512 minus 256 MiB",
+        method: "calibrate/cold_zero.toml: MADV_COLD over zero-page PTEs, 256 and 512 MiB",
     },
     Unknown {
         name: "copy_pte",
         fields: &[("copy_pte", 1)],
-        spec: "fork",
-        home: &[("b", 1.0), ("a", -1.0)],
-        method: "calibrate/fork.toml: fork with 256 minus with 128 MiB of resident anon",
+        method: "calibrate/fork.toml: fork with 128 and with 256 MiB of resident anon",
     },
     Unknown {
         name: "fork",
         fields: &[("fork", 1)],
-        spec: "fork",
-        home: &[("a", 2.0), ("b", -1.0)],
-        method: "calibrate/fork.toml: the intercept of fork's time over its resident size (2·t128M − t256M), including the runner's per-fork pipe and reader thread",
+        method: "calibrate/fork.toml: fork's time beside its resident size, including the runner's per-fork pipe and reader thread",
     },
     Unknown {
         name: "pagecache_lookup",
         fields: &[("pagecache_lookup", 1)],
-        spec: "read",
-        home: &[("read_128k_b", 1.0), ("read_128k_a", -1.0)],
-        method: "calibrate/read.toml: read(2) in 128 KiB calls of resident tmpfs, 256 minus 128 MiB",
+        method: "calibrate/read.toml: read(2) in 128 KiB and 4 KiB calls of resident tmpfs, 128 and 256 MiB",
     },
     Unknown {
         name: "map_pages",
         fields: &[("map_pages", 1)],
-        spec: "read",
-        home: &[("mmap_b", 1.0), ("mmap_a", -1.0)],
-        method: "calibrate/read.toml: read touches of resident tmpfs through a shared mapping (fault-around), 256 minus 128 MiB",
+        method: "calibrate/read.toml: read touches of resident tmpfs through a shared mapping (fault-around), 128 and 256 MiB",
     },
     Unknown {
         name: "swap_out",
         fields: &[("unmap_one", 250), ("shrink_folio", 50)],
-        spec: "pageout",
-        home: &[("out_b", 1.0), ("out_a", -1.0)],
-        method: "calibrate/pageout.toml: MADV_PAGEOUT of private anon to zram, 128 minus 64 MiB; a bundle (every page reclaimed pays both) split 250:50, which also carries the swap-out's work beyond the reference swap_slot",
+        method: "calibrate/pageout.toml: MADV_PAGEOUT of private anon to zram, 64 and 128 MiB, and calibrate/memcg_reclaim.toml's reclaim; a bundle (every page reclaimed pays both) split 250:50, which also carries the swap-out's work beyond the reference swap_slot",
     },
     Unknown {
         name: "swap_read",
         fields: &[("swap_read", 1)],
-        spec: "pageout",
-        home: &[("in_b", 1.0), ("in_a", -1.0)],
-        method: "calibrate/pageout.toml: read faults swapping private anon in from zram, 128 minus 64 MiB",
+        method: "calibrate/pageout.toml: read faults swapping private anon in from zram, 64 and 128 MiB",
     },
     Unknown {
         name: "shmem_swapin",
         fields: &[("shmem_swapin", 1)],
-        spec: "shmem_swapin",
-        home: &[("b", 1.0), ("a", -1.0)],
-        method: "calibrate/shmem_swapin.toml: read faults swapping tmpfs pages in through the swap cache, 128 minus 64 MiB",
+        method: "calibrate/shmem_swapin.toml: read faults swapping tmpfs pages in from zram one page a fault (vm.page-cluster 0, the path 6.18's shmem takes from a synchronous device), 64 and 128 MiB",
     },
     Unknown {
         name: "memcg_reclaim",
         fields: &[("memcg_reclaim", 1)],
-        spec: "memcg_reclaim",
-        home: &[("b", 1.0)],
-        method: "calibrate/memcg_reclaim.toml: 256 MiB written under a 32 MiB memory.max swapping to zram, phase b alone (its fixed costs are microseconds against ~400 ms, while a difference with phase a would add a's own run-to-run swings, up to 2× on this path; the timing suite's zram_memcg swapout_write is the same path, so it is no independent check of this constant)",
+        method: "calibrate/memcg_reclaim.toml: 128 and 256 MiB written under a 32 MiB memory.max swapping to zram",
+    },
+    Unknown {
+        name: "clear_page",
+        fields: &[("clear_page", 1)],
+        method: "user space: 4 KiB memset of cold pages (a pool ≥ 4× the LLC), 2n minus n pages; and every phase that allocates a page",
+    },
+    Unknown {
+        name: "copy_page",
+        fields: &[("copy_page", 1)],
+        method: "user space: 4 KiB memcpy between cold pools, 2n minus n pages; and calibrate/read.toml's read(2) copies",
+    },
+    Unknown {
+        name: "syscall",
+        fields: &[("syscall", 1)],
+        method: "user space: getppid(2) calls, 2n minus n: entry and exit alone; and calibrate/read.toml's 4 KiB against 128 KiB calls",
+    },
+    Unknown {
+        name: "zram_compress",
+        fields: &[("zram_compress", 1)],
+        method: "the kernel's zram: O_DIRECT 4 KiB writes of runner-content pages minus of zero pages to raw zram0, 2n minus n slots, plus user space's same-filled scan of a hot page; and every swap-out phase",
+    },
+    Unknown {
+        name: "zram_decompress",
+        fields: &[("zram_decompress", 1)],
+        method: "the kernel's zram: O_DIRECT 4 KiB reads of runner-content slots minus of same-filled slots, 2n minus n, plus user space's 4 KiB memset of a hot page; and every swap-in phase",
     },
 ];
 
-/// Constants measured directly (not through the system), with methods.
-pub const DIRECT: &[(&str, &str)] = &[
-    ("clear_page", "user space: 4 KiB memset of cold pages (a pool ≥ 4× the LLC), 2n minus n pages"),
-    ("copy_page", "user space: 4 KiB memcpy between cold pools, 2n minus n pages"),
-    ("syscall", "user space: getppid(2) calls, 2n minus n: entry and exit alone (a read(2) or write(2) call's VFS work is not priced apart: calibrate/read.toml's 4 KiB minus 128 KiB calls differ by a few ns a call here)"),
-    ("zram_compress", "the kernel's zram: O_DIRECT 4 KiB writes of runner-content pages minus of zero pages to raw zram0, 2n minus n slots, plus user space's same-filled scan of a hot page"),
-    ("zram_decompress", "the kernel's zram: O_DIRECT 4 KiB reads of runner-content slots minus of same-filled slots, 2n minus n, plus user space's 4 KiB memset of a hot page"),
-    ("zram_stored_bytes", "the kernel's zram: mm_stat mem_used_total over pages stored after the zram bench's writes"),
-];
+/// Constants measured directly, outside the fit, with methods.
+pub const DIRECT: &[(&str, &str)] = &[(
+    "zram_stored_bytes",
+    "the kernel's zram: mm_stat mem_used_total over pages stored after the zram bench's writes",
+)];
 
 /// Not measured, and why.
 pub const REFERENCE_ONLY: &[(&str, &str)] = &[
@@ -173,12 +165,24 @@ pub const REFERENCE_ONLY: &[(&str, &str)] = &[
     ("swap_slot", "not measured: swap-out and swap-in pay it in different shares, and each path's own work beyond it goes to that path's residual (the swap-out bundle, swap_read, shmem_swapin)"),
 ];
 
+/// The calibration specs whose phases are equations of the fit
+/// (calibrate/zram.toml only sizes the zram bench's device).
+pub const SPECS: &[&str] = &[
+    "cold_zero",
+    "first_touch",
+    "fork",
+    "memcg_reclaim",
+    "munmap_shmem",
+    "pageout",
+    "read",
+    "shmem_swapin",
+    "touch",
+    "zero_read",
+];
+
 /// The calibration specs.
 pub fn spec_names() -> Vec<&'static str> {
-    let mut v: Vec<&str> = UNKNOWNS.iter().map(|u| u.spec).collect();
-    v.sort_unstable();
-    v.dedup();
-    v
+    SPECS.to_vec()
 }
 
 fn spec_path(dir: &Path, name: &str) -> PathBuf {
@@ -266,29 +270,7 @@ pub fn counts(spec: &mmsim_spec::Spec, base: Costs) -> Result<(Counts, RunResult
     Ok((out, run))
 }
 
-/// Σ weight · count over the home's phases, per field.
-fn home_counts(u: &Unknown, counts: &Counts) -> Result<BTreeMap<&'static str, f64>, String> {
-    let mut m = BTreeMap::new();
-    for &(phase, w) in u.home {
-        let c = counts
-            .get(phase)
-            .ok_or_else(|| format!("calibrate/{}.toml has no phase {phase}", u.spec))?;
-        for (&f, &n) in c {
-            *m.entry(f).or_insert(0.0) += w * n;
-        }
-    }
-    Ok(m)
-}
-
-/// The linear system: row i is unknown i's home. `a[i][j]` is how much of
-/// unknown j (one ns of the bundle, split in its ratio) the home charges;
-/// `known[i]` is what its other, fixed constants charge, per ns of
-/// their values: `known[i][field]`.
-pub struct System {
-    pub a: Vec<Vec<f64>>,
-    pub fixed: Vec<BTreeMap<&'static str, f64>>,
-}
-
+/// The share of unknown `u` that constant `field` is, if it is one of its.
 fn share(u: &Unknown, field: &str) -> Option<f64> {
     let total: u64 = u.fields.iter().map(|f| f.1).sum();
     u.fields
@@ -297,55 +279,182 @@ fn share(u: &Unknown, field: &str) -> Option<f64> {
         .map(|f| f.1 as f64 / total as f64)
 }
 
-pub fn system(all: &BTreeMap<&str, Counts>) -> Result<System, String> {
-    let mut a = Vec::new();
-    let mut fixed = Vec::new();
-    for u in UNKNOWNS {
-        let hc = home_counts(u, &all[u.spec])?;
-        let mut row = vec![0.0; UNKNOWNS.len()];
-        let mut rest = BTreeMap::new();
-        for (f, n) in hc {
-            match UNKNOWNS.iter().position(|v| share(v, f).is_some()) {
-                Some(j) => row[j] += n * share(&UNKNOWNS[j], f).expect("share"),
-                None => {
-                    rest.insert(f, n);
-                }
-            }
+/// One equation's coefficients: how much of each unknown (one ns of the
+/// bundle, split in its ratio) a phase charges, and what it charges of
+/// the constants kept at their reference values, ns.
+fn coefficients(counts: &BTreeMap<&'static str, f64>) -> (Vec<f64>, f64) {
+    let mut a = vec![0.0; UNKNOWNS.len()];
+    let mut known = 0.0;
+    for (&f, &n) in counts {
+        match UNKNOWNS.iter().position(|u| share(u, f).is_some()) {
+            Some(j) => a[j] += n * share(&UNKNOWNS[j], f).expect("share"),
+            None => known += n * Costs::REFERENCE.get(f).expect("a field") as f64,
         }
-        a.push(row);
-        fixed.push(rest);
     }
-    Ok(System { a, fixed })
+    (a, known)
 }
 
-/// Solves a·x = b by Gaussian elimination with partial pivoting; None if
-/// singular.
-pub fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
-    let n = b.len();
-    for col in 0..n {
-        let p = (col..n).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
-        if a[p][col].abs() < 1e-9 {
-            return None;
-        }
-        a.swap(col, p);
-        b.swap(col, p);
-        for r in col + 1..n {
-            let f = a[r][col] / a[col][col];
-            if f != 0.0 {
-                let (top, rest) = a.split_at_mut(r);
-                for (x, y) in rest[0][col..].iter_mut().zip(&top[col][col..]) {
-                    *x -= f * y;
-                }
-                b[r] -= f * b[col];
+/// The calibration equations: (spec, [(phase, weight)]). Each path is
+/// timed at three sizes and enters as the two differences of consecutive
+/// sizes, so a phase's fixed costs (the syscall, the VMA, the phase mark)
+/// cancel and the two differences are two measurements of the same
+/// per-page work; fork's and memcg reclaim's phases enter alone (fork's
+/// fixed cost is the `fork` constant; memcg reclaim's fixed costs are
+/// microseconds against its hundreds of milliseconds, while a difference
+/// would add a phase's own run-to-run swings, up to 2× on this path).
+pub const EQUATIONS: &[(&str, &[(&str, f64)])] = &[
+    ("cold_zero", &[("b", 1.0), ("a", -1.0)]),
+    ("cold_zero", &[("c", 1.0), ("b", -1.0)]),
+    ("first_touch", &[("b", 1.0), ("a", -1.0)]),
+    ("first_touch", &[("c", 1.0), ("b", -1.0)]),
+    ("first_touch", &[("munmap_b", 1.0), ("munmap_a", -1.0)]),
+    ("first_touch", &[("munmap_c", 1.0), ("munmap_b", -1.0)]),
+    ("fork", &[("a", 1.0)]),
+    ("fork", &[("b", 1.0)]),
+    ("memcg_reclaim", &[("a", 1.0)]),
+    ("memcg_reclaim", &[("b", 1.0)]),
+    ("munmap_shmem", &[("b", 1.0), ("a", -1.0)]),
+    ("munmap_shmem", &[("c", 1.0), ("b", -1.0)]),
+    ("pageout", &[("out_b", 1.0), ("out_a", -1.0)]),
+    ("pageout", &[("out_c", 1.0), ("out_b", -1.0)]),
+    ("pageout", &[("in_b", 1.0), ("in_a", -1.0)]),
+    ("pageout", &[("in_c", 1.0), ("in_b", -1.0)]),
+    ("read", &[("read_128k_b", 1.0), ("read_128k_a", -1.0)]),
+    ("read", &[("read_128k_c", 1.0), ("read_128k_b", -1.0)]),
+    ("read", &[("read_4k_b", 1.0), ("read_4k_a", -1.0)]),
+    ("read", &[("read_4k_c", 1.0), ("read_4k_b", -1.0)]),
+    ("read", &[("mmap_b", 1.0), ("mmap_a", -1.0)]),
+    ("read", &[("mmap_c", 1.0), ("mmap_b", -1.0)]),
+    ("shmem_swapin", &[("b", 1.0), ("a", -1.0)]),
+    ("shmem_swapin", &[("c", 1.0), ("b", -1.0)]),
+    ("touch", &[("b", 1.0), ("a", -1.0)]),
+    ("touch", &[("c", 1.0), ("b", -1.0)]),
+    ("zero_read", &[("read_b", 1.0), ("read_a", -1.0)]),
+    ("zero_read", &[("read_c", 1.0), ("read_b", -1.0)]),
+    ("zero_read", &[("write_b", 1.0), ("write_a", -1.0)]),
+    ("zero_read", &[("write_c", 1.0), ("write_b", -1.0)]),
+];
+
+/// The user-space and zram microbenchmarks, each one equation.
+const BENCHES: &[&str] = &[
+    "clear_page",
+    "copy_page",
+    "syscall",
+    "zram_compress",
+    "zram_decompress",
+];
+
+/// An equation's name: spec/phase or spec/phase-phase.
+fn equation_name(spec: &str, terms: &[(&str, f64)]) -> String {
+    let t: Vec<&str> = terms.iter().map(|t| t.0).collect();
+    format!("{spec}/{}", t.join("-"))
+}
+
+/// Every equation of the fit, with each run's measurements (recordings
+/// made before a size was added lack its phase: those equations are left
+/// out of their solve).
+pub fn rows(all: &BTreeMap<&'static str, Counts>, runs: &[RunData]) -> Vec<fit::Row> {
+    let mut out = Vec::new();
+    let times: Vec<BTreeMap<String, BTreeMap<String, u64>>> = runs
+        .iter()
+        .map(|r| {
+            r.specs
+                .iter()
+                .map(|(n, d)| (n.clone(), phase_times(d)))
+                .collect()
+        })
+        .collect();
+    for &(spec, terms) in EQUATIONS {
+        let name = equation_name(spec, terms);
+        let mut counts: BTreeMap<&'static str, f64> = BTreeMap::new();
+        for &(phase, w) in terms {
+            let Some(c) = all.get(spec).and_then(|p| p.get(phase)) else {
+                continue;
+            };
+            for (&f, &n) in c {
+                *counts.entry(f).or_insert(0.0) += w * n;
             }
         }
+        let (a, known) = coefficients(&counts);
+        let runs = times
+            .iter()
+            .map(|t| {
+                let p = t.get(spec)?;
+                let mut s = fit::Sample {
+                    value: 0.0,
+                    spent: 0.0,
+                };
+                for &(phase, w) in terms {
+                    let ns = *p.get(phase)? as f64;
+                    s.value += w * ns;
+                    s.spent += ns;
+                }
+                Some(s)
+            })
+            .collect();
+        out.push(fit::Row {
+            name,
+            a,
+            known,
+            runs,
+        });
     }
-    let mut x = vec![0.0; n];
-    for r in (0..n).rev() {
-        let s: f64 = (r + 1..n).map(|c| a[r][c] * x[c]).sum();
-        x[r] = (b[r] - s) / a[r][r];
+    for &bench in BENCHES {
+        let (a, known) = coefficients(&BTreeMap::from([(bench, 1.0)]));
+        out.push(fit::Row {
+            name: format!("ubench/{bench}"),
+            a,
+            known,
+            runs: runs.iter().map(|r| Some(bench_value(r, bench))).collect(),
+        });
     }
-    Some(x)
+    out
+}
+
+/// A microbenchmark's per-operation ns in one run, and the time the run
+/// spent measuring it.
+fn bench_value(r: &RunData, bench: &str) -> fit::Sample {
+    let u: BTreeMap<&str, f64> = r.user.per_op().into_iter().collect();
+    let (z, b) = (&r.zram, &r.user);
+    let slope = |t: [u64; 2]| (t[1] as f64 - t[0] as f64) / z.pages as f64;
+    let sum = |ts: &[[u64; 2]]| ts.iter().map(|t| (t[0] + t[1]) as f64).sum::<f64>();
+    let (value, spent) = match bench {
+        "zram_compress" => (
+            slope(z.write_token_ns) - slope(z.write_zero_ns) + u["zero_scan"],
+            sum(&[z.write_token_ns, z.write_zero_ns, b.zero_scan_ns]),
+        ),
+        "zram_decompress" => (
+            slope(z.read_token_ns) - slope(z.read_zero_ns) + u["fill"],
+            sum(&[z.read_token_ns, z.read_zero_ns, b.fill_ns]),
+        ),
+        "clear_page" => (u[bench], sum(&[b.clear_page_ns])),
+        "copy_page" => (u[bench], sum(&[b.copy_page_ns])),
+        _ => (u[bench], sum(&[b.syscall_ns])),
+    };
+    fit::Sample { value, spent }
+}
+
+/// zram's stored bytes per page, from the first run (a size, not a time:
+/// outside the fit).
+fn stored_bytes(runs: &[RunData]) -> f64 {
+    runs.first().map_or(0.0, |r| {
+        r.zram.pool_bytes as f64 / r.zram.token_pages as f64
+    })
+}
+
+/// Every constant's value from the unknowns' values `x`.
+fn values_of(x: &[f64], runs: &[RunData]) -> BTreeMap<&'static str, f64> {
+    let mut values = BTreeMap::new();
+    for (f, _) in REFERENCE_ONLY {
+        values.insert(*f, Costs::REFERENCE.get(f).expect("a field") as f64);
+    }
+    values.insert("zram_stored_bytes", stored_bytes(runs));
+    for (u, xj) in UNKNOWNS.iter().zip(x) {
+        for &(f, _) in u.fields {
+            values.insert(f, xj * share(u, f).expect("share"));
+        }
+    }
+    values
 }
 
 /// One run's measurements.
@@ -356,219 +465,103 @@ pub struct RunData {
     pub specs: BTreeMap<String, RunResult>,
 }
 
-/// The timed quantities of one run, or the minimum of each over runs:
-/// interference on a shared machine only ever adds time, so the fastest
-/// of several runs is the least disturbed (as the timing suite reports).
-#[derive(Clone, Debug)]
-pub struct Measured {
-    pub user: ubench::UserBench,
-    pub zram: ZramBench,
-    /// Calibration spec → phase → ns.
-    pub phases: BTreeMap<String, BTreeMap<String, u64>>,
+/// An unknown the data cannot tell from zero: the fit put it at zero in
+/// at least this share of the bootstrap's resamples.
+const UNRESOLVED_AT_ZERO: f64 = 0.025;
+
+/// What the fit says of the runs: the profile's values and their
+/// uncertainty, and the report a user reads.
+pub struct Solved {
+    pub values: BTreeMap<&'static str, f64>,
+    /// Per constant: the low and high end of its uncertainty.
+    pub spread: BTreeMap<&'static str, [f64; 2]>,
+    /// Constants the data cannot tell from zero.
+    pub unresolved: Vec<&'static str>,
+    /// Each equation: measured (the runs' minimum), fitted.
+    pub residuals: BTreeMap<String, (f64, f64)>,
 }
 
-impl Measured {
-    pub fn of(r: &RunData) -> Measured {
-        Measured {
-            user: r.user.clone(),
-            zram: r.zram.clone(),
-            phases: r
-                .specs
-                .iter()
-                .map(|(n, d)| (n.clone(), phase_times(d)))
-                .collect(),
-        }
-    }
-
-    /// Each timed quantity's minimum over `runs` (at least one).
-    pub fn min_of(runs: &[Measured]) -> Measured {
-        let mut m = runs[0].clone();
-        let min2 = |a: &mut [u64; 2], b: [u64; 2]| {
-            a[0] = a[0].min(b[0]);
-            a[1] = a[1].min(b[1]);
-        };
-        for r in &runs[1..] {
-            min2(&mut m.user.clear_page_ns, r.user.clear_page_ns);
-            min2(&mut m.user.copy_page_ns, r.user.copy_page_ns);
-            min2(&mut m.user.zero_scan_ns, r.user.zero_scan_ns);
-            min2(&mut m.user.fill_ns, r.user.fill_ns);
-            min2(&mut m.zram.write_token_ns, r.zram.write_token_ns);
-            min2(&mut m.zram.write_zero_ns, r.zram.write_zero_ns);
-            min2(&mut m.zram.read_token_ns, r.zram.read_token_ns);
-            min2(&mut m.zram.read_zero_ns, r.zram.read_zero_ns);
-            for (spec, phases) in &mut m.phases {
-                for (phase, t) in phases.iter_mut() {
-                    if let Some(&u) = r.phases.get(spec).and_then(|p| p.get(phase)) {
-                        *t = (*t).min(u);
-                    }
-                }
+/// Solves the runs: every value from every run (fit.rs), its uncertainty
+/// the bootstrap's 95 % interval widened to take in each calibration
+/// session solved alone (runs of one session move together with the
+/// machine's state; only separate sessions show its drift).
+pub fn solve_runs(
+    all: &BTreeMap<&'static str, Counts>,
+    runs: &[RunData],
+    sessions: &[String],
+) -> Solved {
+    let rows = rows(all, runs);
+    let n = UNKNOWNS.len();
+    let f = fit::fit(&rows, n, runs.len());
+    let mut lo = f.interval.iter().map(|i| i[0]).collect::<Vec<_>>();
+    let mut hi = f.interval.iter().map(|i| i[1]).collect::<Vec<_>>();
+    let mut ids: Vec<&String> = sessions.iter().collect();
+    ids.sort();
+    ids.dedup();
+    if ids.len() > 1 {
+        for id in ids {
+            let own: Vec<usize> = (0..runs.len()).filter(|&i| sessions[i] == *id).collect();
+            let x = fit::solve(&rows, n, &own);
+            for j in 0..n {
+                lo[j] = lo[j].min(x[j]);
+                hi[j] = hi[j].max(x[j]);
             }
         }
-        m
     }
-}
-
-/// The directly measured constants.
-fn direct_values(m: &Measured) -> BTreeMap<&'static str, f64> {
-    let u: BTreeMap<&str, f64> = m.user.per_op().into_iter().collect();
-    let z = &m.zram;
-    let slope = |t: [u64; 2]| (t[1] as f64 - t[0] as f64) / z.pages as f64;
-    BTreeMap::from([
-        ("clear_page", u["clear_page"]),
-        ("copy_page", u["copy_page"]),
-        ("syscall", u["syscall"]),
-        (
-            "zram_compress",
-            slope(z.write_token_ns) - slope(z.write_zero_ns) + u["zero_scan"],
-        ),
-        (
-            "zram_decompress",
-            slope(z.read_token_ns) - slope(z.read_zero_ns) + u["fill"],
-        ),
-        (
-            "zram_stored_bytes",
-            z.pool_bytes as f64 / z.token_pages as f64,
-        ),
-    ])
-}
-
-/// Every constant's value from `m`: the direct ones, then the system
-/// solved with them and the reference-only constants fixed.
-pub fn solve_measured(m: &Measured, sys: &System) -> Result<BTreeMap<&'static str, f64>, String> {
-    let mut values = direct_values(m);
-    for (f, _) in REFERENCE_ONLY {
-        values.insert(f, Costs::REFERENCE.get(f).expect("a field") as f64);
+    for j in 0..n {
+        lo[j] = lo[j].min(f.value[j]);
+        hi[j] = hi[j].max(f.value[j]);
     }
-    let mut b = Vec::new();
-    for (i, u) in UNKNOWNS.iter().enumerate() {
-        let t = m
-            .phases
-            .get(u.spec)
-            .ok_or_else(|| format!("no native run of calibrate/{}.toml", u.spec))?;
-        let mut real = 0.0;
-        for &(phase, w) in u.home {
-            let ns = t.get(phase).ok_or_else(|| {
-                format!(
-                    "calibrate/{}.toml: the native run has no phase {phase}",
-                    u.spec
-                )
-            })?;
-            real += w * *ns as f64;
-        }
-        let known: f64 = sys.fixed[i].iter().map(|(f, n)| n * values[f]).sum();
-        b.push(real - known);
-    }
-    let x = solve(sys.a.clone(), b).ok_or("the calibration system is singular")?;
-    for (u, xj) in UNKNOWNS.iter().zip(x) {
-        for &(f, _) in u.fields {
-            values.insert(f, xj * share(u, f).expect("share"));
-        }
-    }
-    Ok(values)
-}
-
-/// Every constant's values, one line each: the value, then the values
-/// leaving out each run, then each session's.
-pub fn value_table(
-    value: &BTreeMap<&'static str, f64>,
-    jack: &[BTreeMap<&'static str, f64>],
-) -> String {
-    Costs::FIELDS
+    let (vlo, vhi) = (values_of(&lo, runs), values_of(&hi, runs));
+    let values = values_of(&f.value, runs);
+    let spread = values.keys().map(|&k| (k, [vlo[k], vhi[k]])).collect();
+    let unresolved = UNKNOWNS
         .iter()
-        .map(|(f, unit)| {
-            let v: Vec<String> = jack.iter().map(|r| format!("{:.1}", r[f])).collect();
-            format!("  {f:<18} {:>10.1} {unit}  [{}]", value[f], v.join(" "))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .zip(&f.at_zero)
+        .filter(|(_, &z)| z >= UNRESOLVED_AT_ZERO)
+        .flat_map(|(u, _)| u.fields.iter().map(|f| f.0))
+        .collect();
+    Solved {
+        values,
+        spread,
+        unresolved,
+        residuals: fit::residuals(&rows, &f.value, runs.len()),
+    }
 }
 
-/// The smallest per-unit value a home resolves: 1% of its phase-time
-/// difference, per unit of its unknown. Machine noise is about that size.
-fn resolution(m: &Measured, sys: &System, i: usize) -> f64 {
-    let u = &UNKNOWNS[i];
-    let t = &m.phases[u.spec];
-    let span: f64 = u.home.iter().map(|&(p, w)| (w * t[p] as f64).abs()).sum();
-    0.01 * span / sys.a[i][i].abs()
+/// The fit's report: each equation's measured and fitted time.
+pub fn residual_table(s: &Solved) -> String {
+    let mut out =
+        String::from("equation                         measured       fitted   fitted/measured\n");
+    for (name, (m, f)) in &s.residuals {
+        out += &format!(
+            "  {name:<30} {:>12.0} {:>12.0}   {:.3}\n",
+            m,
+            f,
+            if *m != 0.0 { f / m } else { f64::NAN }
+        );
+    }
+    out
 }
 
-/// The profile from the runs: each value solved from every quantity's
-/// minimum over the runs. Its spread is the range of the values solved
-/// leaving one run out at a time (a jackknife: how far one run moves it)
-/// and, when the runs come from several calibration sessions, from each
-/// session alone (how far the machine drifts between calibrations). A
-/// single run's own solve is far noisier than a minimum over several,
-/// which is what a calibration reports. It counts `provenance.sessions`.
+/// The profile from the runs. A constant the data cannot tell from zero
+/// is written with basis `bound`: its value is the fit's, its spread's
+/// top the largest value the runs allow; calibrate never refuses because
+/// noise crossed zero.
 pub fn profile(
-    runs: &[Measured],
+    all: &BTreeMap<&'static str, Counts>,
+    runs: &[RunData],
     sessions: &[String],
-    sys: &System,
     machine: MachineInfo,
     mut provenance: Provenance,
-) -> Result<MachineProfile, String> {
-    let best = Measured::min_of(runs);
-    let mut value = solve_measured(&best, sys)?;
-    let mut others = Vec::new();
-    if runs.len() > 1 {
-        for k in 0..runs.len() {
-            let rest: Vec<Measured> = runs
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != k)
-                .map(|(_, r)| r.clone())
-                .collect();
-            others.push(solve_measured(&Measured::min_of(&rest), sys)?);
-        }
-    }
-    // Each session solved alone: how far the machine drifts between
-    // calibrations, which runs of one session (moving together) hide.
+) -> Result<(MachineProfile, Solved), String> {
     let mut ids: Vec<&String> = sessions.iter().collect();
     ids.sort();
     ids.dedup();
     provenance.sessions = ids.len() as u32;
-    if ids.len() > 1 {
-        for id in ids {
-            let own: Vec<Measured> = runs
-                .iter()
-                .zip(sessions)
-                .filter(|(_, s)| *s == id)
-                .map(|(r, _)| r.clone())
-                .collect();
-            others.push(solve_measured(&Measured::min_of(&own), sys)?);
-        }
-    }
-    // A solved value below zero is a path cheaper than the constants it
-    // is known to pay: a model-structure question, never clamped away,
-    // unless it is within the home's resolution of zero.
-    let mut notes: BTreeMap<&str, String> = BTreeMap::new();
-    for (i, u) in UNKNOWNS.iter().enumerate() {
-        let x: f64 = u.fields.iter().map(|f| value[f.0]).sum();
-        if x >= 0.0 {
-            continue;
-        }
-        let res = resolution(&best, sys, i);
-        if -x > res {
-            return Err(format!(
-                "{} solved to {x:.1} ns, below zero by more than its home resolves ({res:.1} ns): the path is cheaper than the constants it is known to pay, a model-structure question to answer, not to clamp; no profile written. Every value (all runs, then leaving out each run, then each session):\n{}",
-                u.name,
-                value_table(&value, &others)
-            ));
-        }
-        for &(f, _) in u.fields {
-            value.insert(f, 0.0);
-            notes.insert(
-                f,
-                format!(" (solved to {x:.1} ns, within the {res:.1} ns its home resolves: 0)"),
-            );
-        }
-    }
+    let s = solve_runs(all, runs, sessions);
     let mut cost = BTreeMap::new();
     for &(field, unit) in Costs::FIELDS {
-        let all: Vec<f64> = std::iter::once(value[field])
-            .chain(others.iter().map(|j| j[field]))
-            .collect();
-        let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.0);
-        let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let (basis, method) = if let Some((_, m)) = REFERENCE_ONLY.iter().find(|r| r.0 == field) {
             (Basis::Reference, m.to_string())
         } else if let Some((_, m)) = DIRECT.iter().find(|r| r.0 == field) {
@@ -578,22 +571,34 @@ pub fn profile(
                 .iter()
                 .find(|u| share(u, field).is_some())
                 .expect("every field has a basis");
-            let basis = if u.fields.len() > 1 {
+            let basis = if s.unresolved.contains(&field) {
+                Basis::Bound
+            } else if u.fields.len() > 1 {
                 Basis::Bundle
             } else {
                 Basis::Measured
             };
             (basis, u.method.to_string())
         };
-        let round = |x: f64| x.round() as u64;
+        let round = |x: f64| x.round().max(0.0) as u64;
+        let [lo, hi] = s.spread[field];
+        let value = round(s.values[field]);
+        let method = if basis == Basis::Bound {
+            format!(
+                "{method} (not resolved from zero by these runs: at most {} {unit})",
+                round(hi)
+            )
+        } else {
+            method
+        };
         cost.insert(
             field.to_string(),
             CostEntry {
-                value: round(value[field]),
+                value,
                 unit: unit.to_string(),
-                spread: [round(lo), round(hi)],
+                spread: [round(lo).min(value), round(hi).max(value)],
                 basis,
-                method: method + notes.get(field).map_or("", |n| n.as_str()),
+                method,
             },
         );
     }
@@ -606,7 +611,7 @@ pub fn profile(
     };
     // What calibrate writes, a run can load.
     MachineProfile::parse(&p.to_toml())?;
-    Ok(p)
+    Ok((p, s))
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -662,18 +667,17 @@ pub fn all_counts(dir: &Path) -> Result<SimSide, String> {
     Ok((all, runs))
 }
 
-fn print_dry_run(all: &BTreeMap<&str, Counts>, sys: &System) {
-    println!("count matrix: how often each home charges each constant (Σ weight · count)");
-    for (i, u) in UNKNOWNS.iter().enumerate() {
-        let hc = home_counts(u, &all[u.spec]).unwrap_or_default();
-        let parts: Vec<String> = hc
+fn print_dry_run(all: &BTreeMap<&'static str, Counts>) {
+    println!("count matrix: how much of each unknown every equation charges");
+    for row in rows(all, &[]) {
+        let parts: Vec<String> = UNKNOWNS
             .iter()
+            .zip(&row.a)
             .filter(|(_, n)| **n != 0.0)
-            .map(|(f, n)| format!("{f} {n}"))
+            .map(|(u, n)| format!("{} {n}", u.name))
             .collect();
-        println!("  {:<17} {:<13} {}", u.name, u.spec, parts.join(", "));
-        let own = sys.a[i][i];
-        println!("  {:<17} own count {own}", "");
+        println!("  {:<30} {}", row.name, parts.join(", "));
+        println!("  {:<30} reference constants {} ns", "", row.known);
     }
 }
 
@@ -693,9 +697,8 @@ pub fn calibrate_cmd(a: &CalibrateArgs) -> ExitCode {
 
 fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
     let (all, sim_runs) = all_counts(&a.dir).map_err(|e| (2, e))?;
-    let sys = system(&all).map_err(|e| (2, e))?;
     if a.dry_run {
-        print_dry_run(&all, &sys);
+        print_dry_run(&all);
         return Ok(());
     }
     let (runs, machine) = match (&a.from, &a.record) {
@@ -710,7 +713,6 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
     for w in guard(&sim_runs, &runs) {
         eprintln!("mmsim calibrate: counters differ: {w}");
     }
-    let measured: Vec<Measured> = runs.iter().map(Measured::of).collect();
     let sessions: Vec<String> = runs.iter().map(session_of).collect();
     let provenance = Provenance {
         // The command that made the profile, as it was typed.
@@ -723,7 +725,17 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
         runs: runs.len() as u32,
         sessions: 0, // counted by profile()
     };
-    let p = profile(&measured, &sessions, &sys, machine, provenance).map_err(|e| (1, e))?;
+    let (p, solved) = profile(&all, &runs, &sessions, machine, provenance).map_err(|e| (1, e))?;
+    eprint!(
+        "mmsim calibrate: the fit, each equation measured (the runs' minimum, ns) and fitted:\n{}",
+        residual_table(&solved)
+    );
+    for f in &solved.unresolved {
+        eprintln!(
+            "mmsim calibrate: {f}: not resolved from zero by these runs (at most {:.0} ns); written with basis \"bound\"",
+            solved.spread[f][1]
+        );
+    }
     if let Some(old) = &a.check {
         return check_against(&p, old);
     }
@@ -803,6 +815,15 @@ const GUARDED: &[&str] = &[
     "pgsteal_anon",
 ];
 
+/// Counters the guard does not compare on a calibration spec, and why:
+/// what the kernel counts there is the runner's own work, not the path
+/// the phase prices.
+pub const GUARD_EXCLUDED: &[(&str, &str, &str)] = &[(
+    "fork",
+    "pgfault",
+    "the parent runner's own copy-on-write faults after each fork (its stack, heap and the reader thread's, about 75 a fork on 6.18): fixed per fork, so they land in the fork constant, which is what the phase prices",
+)];
+
 /// Where the first run's counters differ from the simulator's (`sim`,
 /// the count matrices' reference runs: these single-task specs count the
 /// same with any costs) by more than 1% (and 64 events): one line each.
@@ -819,8 +840,16 @@ pub fn guard(sim: &BTreeMap<&str, RunResult>, runs: &[RunData]) -> Vec<String> {
         let (Some(st), Some(rt)) = (main(sim), main(real)) else {
             continue;
         };
-        for (sp, rp) in st.phases.iter().zip(&rt.phases) {
+        for rp in &rt.phases {
+            // By name: recordings made before a size was added lack its
+            // phase.
+            let Some(sp) = st.phases.iter().find(|p| p.name == rp.name) else {
+                continue;
+            };
             for &k in GUARDED {
+                if GUARD_EXCLUDED.iter().any(|e| e.0 == name && e.1 == k) {
+                    continue;
+                }
                 let (a, b) = (
                     rp.vmstat.get(k).copied().unwrap_or(0),
                     sp.vmstat.get(k).copied().unwrap_or(0),
@@ -969,47 +998,59 @@ pub fn load_recorded(dir: &Path) -> Result<(Vec<RunData>, MachineInfo), String> 
 mod tests {
     use super::*;
 
-    #[test]
-    fn solve_recovers_a_known_solution() {
-        let a = vec![
-            vec![2.0, 1.0, 0.0],
-            vec![1.0, 3.0, 1.0],
-            vec![0.0, 1.0, 4.0],
-        ];
-        let x = [1.0, -2.0, 3.0];
-        let b: Vec<f64> = a
-            .iter()
-            .map(|r| r.iter().zip(x).map(|(p, q)| p * q).sum())
-            .collect();
-        let s = solve(a, b).unwrap();
-        for (p, q) in s.iter().zip(x) {
-            assert!((p - q).abs() < 1e-9, "{s:?}");
-        }
-        assert!(solve(vec![vec![1.0, 2.0], vec![2.0, 4.0]], vec![1.0, 2.0]).is_none());
-    }
-
     fn calibrate_dir() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../calibrate")
     }
 
-    /// Calibrating against the simulator itself, run with known costs,
-    /// recovers those costs: the count matrix, the homes and the solve
-    /// are consistent, and the system is not singular.
-    #[test]
-    fn calibrating_the_simulator_recovers_its_costs() {
-        let (all, _) = all_counts(&calibrate_dir()).unwrap();
-        let sys = system(&all).unwrap();
-        for (i, u) in UNKNOWNS.iter().enumerate() {
-            assert!(
-                sys.a[i][i] >= 1.0,
-                "{}: its home charges it {}",
-                u.name,
-                sys.a[i][i]
-            );
+    /// One "run" of the calibration made by the simulator itself with
+    /// the costs `truth` (the zram bench and user space priced from them).
+    /// A slower run (`jitter` > 1) is slower in everything it times, as
+    /// a vCPU that loses time to its host is.
+    fn simulated_run(truth: Costs, jitter: f64) -> RunData {
+        let n = 1000;
+        let t = |c: u64| {
+            let one = n as f64 * c as f64 * jitter;
+            [one as u64, (2.0 * one) as u64]
+        };
+        let (bio, scan, fill) = (1500, 250, 70);
+        let user = ubench::UserBench {
+            llc_bytes: 0,
+            pool_pages: n,
+            clear_page_ns: t(truth.clear_page),
+            copy_page_ns: t(truth.copy_page),
+            hot_reps: n,
+            zero_scan_ns: t(scan),
+            fill_ns: t(fill),
+            syscall_ns: t(truth.syscall),
+        };
+        let zram = ZramBench {
+            comp_algorithm: "lzo-rle".into(),
+            pages: n,
+            write_token_ns: t(bio + truth.zram_compress),
+            write_zero_ns: t(bio + scan),
+            read_token_ns: t(bio + truth.zram_decompress),
+            read_zero_ns: t(bio + fill),
+            pool_bytes: 68 * 3 * n,
+            token_pages: 3 * n,
+        };
+        let mut specs = BTreeMap::new();
+        for name in spec_names() {
+            let spec = mmsim_spec::load(&spec_path(&calibrate_dir(), name), &[]).unwrap();
+            let mut run = sim_run(&spec, truth).unwrap();
+            for t in &mut run.tasks {
+                for p in &mut t.phases {
+                    let d = (p.end_ns - p.start_ns) as f64 * jitter;
+                    p.end_ns = p.start_ns + d as u64;
+                }
+            }
+            specs.insert(name.to_string(), run);
         }
-        // The truth: every solved constant doubled (bundles keep their
-        // ratio; a zero one set to 100), the direct ones set apart, the
-        // rest at reference.
+        RunData { user, zram, specs }
+    }
+
+    /// Every solved constant doubled from its reference value (bundles
+    /// keep their ratio; a zero one set to 100), the rest at reference.
+    fn truth() -> Costs {
         let mut truth = Costs::REFERENCE;
         for u in UNKNOWNS {
             for &(f, _) in u.fields {
@@ -1017,48 +1058,83 @@ mod tests {
                 *v = if *v == 0 { 100 } else { *v * 2 };
             }
         }
-        truth.clear_page = 300;
-        truth.copy_page = 500;
-        truth.zram_compress = 900;
-        truth.zram_decompress = 400;
-        truth.syscall = 400;
-        let n = 1000;
-        let (bio, scan, fill) = (1500, 250, 70);
-        let user = ubench::UserBench {
-            llc_bytes: 0,
-            pool_pages: n,
-            clear_page_ns: [n * 300, 2 * n * 300],
-            copy_page_ns: [n * 500, 2 * n * 500],
-            hot_reps: n,
-            zero_scan_ns: [n * scan, 2 * n * scan],
-            fill_ns: [n * fill, 2 * n * fill],
-            syscall_ns: [n * 400, 2 * n * 400],
-        };
-        let zram = ZramBench {
-            comp_algorithm: "lzo-rle".into(),
-            pages: n,
-            write_token_ns: [n * (bio + 900), 2 * n * (bio + 900)],
-            write_zero_ns: [n * (bio + scan), 2 * n * (bio + scan)],
-            read_token_ns: [n * (bio + 400), 2 * n * (bio + 400)],
-            read_zero_ns: [n * (bio + fill), 2 * n * (bio + fill)],
-            pool_bytes: 68 * 3 * n,
-            token_pages: 3 * n,
-        };
-        let mut phases = BTreeMap::new();
-        for name in spec_names() {
-            let spec = mmsim_spec::load(&spec_path(&calibrate_dir(), name), &[]).unwrap();
-            phases.insert(name.to_string(), sim_times(&spec, truth).unwrap());
-        }
-        let m = Measured { user, zram, phases };
-        let got = solve_measured(&m, &sys).unwrap();
-        for &(f, _) in Costs::FIELDS {
+        truth
+    }
+
+    /// Calibrating against the simulator itself, run with known costs,
+    /// recovers those costs: the equations, the counts and the fit are
+    /// consistent, and every unknown is resolved.
+    #[test]
+    fn calibrating_the_simulator_recovers_its_costs() {
+        let (all, _) = all_counts(&calibrate_dir()).unwrap();
+        let truth = truth();
+        // Runs slower by up to 3 % (interference only adds time): the
+        // minimum, the first run, is the truth.
+        let runs: Vec<RunData> = [1.0, 1.03, 1.01]
+            .iter()
+            .map(|&j| simulated_run(truth, j))
+            .collect();
+        let sessions = vec![String::new(); runs.len()];
+        let s = solve_runs(&all, &runs, &sessions);
+        assert!(s.unresolved.is_empty(), "{:?}", s.unresolved);
+        for &(f, unit) in Costs::FIELDS {
+            if unit != "ns" {
+                continue;
+            }
             let want = truth.get(f).unwrap() as f64;
+            let got = s.values[f];
+            // The phase times are whole ns: a fraction of a ns per page.
             assert!(
-                (got[f] - want).abs() < 1e-6 * want.max(1.0),
-                "{f}: {} for {want}",
-                got[f]
+                (got - want).abs() < 0.5 + 1e-3 * want,
+                "{f}: {got} for {want}"
+            );
+            let [lo, hi] = s.spread[f];
+            assert!(lo <= got && got <= hi, "{f}: {got} outside [{lo}, {hi}]");
+        }
+        for (name, (m, f)) in &s.residuals {
+            assert!(
+                (f / m - 1.0).abs() < 1e-3,
+                "{name}: measured {m}, fitted {f}"
             );
         }
+    }
+
+    /// A phase that says its path is cheaper than the constants it is
+    /// known to pay no longer stops calibrate: the unknown it alone
+    /// prices is held at zero, flagged, and written with basis "bound".
+    #[test]
+    fn a_path_cheaper_than_its_constants_is_flagged_not_refused() {
+        let (all, _) = all_counts(&calibrate_dir()).unwrap();
+        let truth = truth();
+        let mut runs: Vec<RunData> = [1.0, 1.02]
+            .iter()
+            .map(|&j| simulated_run(truth, j))
+            .collect();
+        // shmem_swapin's phases alone price shmem_swapin: take 10 % off
+        // them, far more than shmem_swapin's share.
+        for r in &mut runs {
+            for t in &mut r.specs.get_mut("shmem_swapin").unwrap().tasks {
+                for p in &mut t.phases {
+                    p.end_ns = p.start_ns + (p.end_ns - p.start_ns) * 9 / 10;
+                }
+            }
+        }
+        let sessions = vec![String::new(); runs.len()];
+        let (p, s) = profile(
+            &all,
+            &runs,
+            &sessions,
+            MachineInfo::default(),
+            Provenance::default(),
+        )
+        .unwrap();
+        assert!(s.unresolved.contains(&"shmem_swapin"), "{:?}", s.unresolved);
+        let e = &p.cost["shmem_swapin"];
+        assert_eq!(e.basis, Basis::Bound);
+        assert_eq!(e.value, 0);
+        assert!(e.method.contains("not resolved from zero"), "{}", e.method);
+        // The constants priced elsewhere are still recovered.
+        assert_eq!(p.cost["touch"].value, truth.touch);
     }
 
     #[test]

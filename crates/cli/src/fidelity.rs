@@ -277,10 +277,11 @@ pub fn fidelity_cmd(
 /// `mmsim fidelity --timing`: the timing suite's table, printed or
 /// written into FILE between the markers.
 pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
-    warn_other_cpu(dir);
+    let machine = crate::timing::machine(dir);
+    warn_other_cpu(dir, &machine);
     let mut rows = Vec::new();
     for spec in specs_in(&dir.join("timing")) {
-        match crate::timing::phases(&spec) {
+        match crate::timing::phases(&spec, &machine) {
             Ok(mut r) => rows.append(&mut r),
             Err(e) => {
                 eprintln!("mmsim: {e}");
@@ -290,7 +291,7 @@ pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
     }
     let table = crate::timing::markdown(&rows);
     let code = match write {
-        Some(path) => write_between_markers(path, &table),
+        Some(path) => write_between(path, &timing_markers(&machine), &table),
         None => {
             print!("{table}");
             ExitCode::SUCCESS
@@ -311,13 +312,13 @@ pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
 /// Warns when the machine profile was measured on another CPU than the
 /// timing suite's recordings: its times then say how that CPU's costs
 /// predict this one's.
-fn warn_other_cpu(dir: &Path) {
+fn warn_other_cpu(dir: &Path, machine: &str) {
     let Some(cpu) = crate::sim_options().costs.cpu else {
         return;
     };
     let recorded = specs_in(&dir.join("timing"))
         .iter()
-        .flat_map(|s| crate::timing::recorded_native(s))
+        .flat_map(|s| crate::timing::recorded_native(s, machine))
         .find_map(|r| r.knobs.get("native:cpu").cloned());
     if let Some(rec) = recorded.filter(|r| *r != cpu) {
         eprintln!(
@@ -329,14 +330,30 @@ fn warn_other_cpu(dir: &Path) {
 /// Puts `table` into the markdown file `path` between its markers (at its
 /// end if it has none), atomically.
 fn write_between_markers(path: &Path, table: &str) -> ExitCode {
+    write_between(path, &(BEGIN.to_string(), END.to_string()), table)
+}
+
+/// The markers of one machine's timing table in docs/timing.md: each CPU
+/// model whose recordings the suite holds has its own table.
+pub fn timing_markers(machine: &str) -> (String, String) {
+    (
+        format!("<!-- BEGIN mmsim fidelity --timing {machine} -->"),
+        format!("<!-- END mmsim fidelity --timing {machine} -->"),
+    )
+}
+
+/// Puts `table` into the markdown file `path` between `markers` (at its
+/// end if it has none), atomically.
+fn write_between(path: &Path, markers: &(String, String), table: &str) -> ExitCode {
+    let (begin, end) = markers;
     let old = std::fs::read_to_string(path).unwrap_or_default();
-    let new = match (old.find(BEGIN), old.find(END)) {
+    let new = match (old.find(begin.as_str()), old.find(end.as_str())) {
         (Some(a), Some(b)) if a < b => format!(
-            "{}{BEGIN}\n{table}{END}{}",
+            "{}{begin}\n{table}{end}{}",
             &old[..a],
-            &old[b + END.len()..]
+            &old[b + end.len()..]
         ),
-        _ => format!("{old}\n{BEGIN}\n{table}{END}\n"),
+        _ => format!("{old}\n{begin}\n{table}{end}\n"),
     };
     if let Err(e) = crate::write_atomically(path, new.trim_end().as_bytes()) {
         eprintln!("mmsim: {}: {e}", path.display());

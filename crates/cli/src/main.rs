@@ -27,12 +27,14 @@ use std::time::{Duration, Instant};
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
-    /// The machine profile: what each kernel primitive costs. A profile
-    /// file written by `mmsim calibrate`, `default` (the committed one,
-    /// crates/sim/profiles/default.toml) or `reference` (cost.rs's
-    /// documented values).
-    #[arg(long, global = true, value_name = "FILE", default_value = "default")]
-    profile: String,
+    /// The machine profile: what each kernel primitive costs. `auto`
+    /// (the committed profile measured on this machine's CPU model, else
+    /// `default`), a profile file written by `mmsim calibrate`, `default`
+    /// (crates/sim/profiles/default.toml) or `reference` (cost.rs's
+    /// documented values). Without it: $MMSIM_PROFILE, else `auto`. The
+    /// run's knobs say which (`mmsim:cost-profile`).
+    #[arg(long, global = true, value_name = "FILE")]
+    profile: Option<String>,
 }
 
 /// The run's machine profile, chosen once by `--profile`.
@@ -271,7 +273,11 @@ enum OracleCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match mmsim_sim::costs::CostProfile::load(&cli.profile) {
+    let profile = match &cli.profile {
+        Some(p) => mmsim_sim::costs::CostProfile::load(p),
+        None => mmsim_sim::costs::CostProfile::from_env(),
+    };
+    match profile {
         Ok(p) => {
             let _ = COST_PROFILE.set(p);
         }

@@ -193,9 +193,17 @@ pub fn oracle_run(path: &Path, sets: &[String], json: bool, a: &OracleArgs) -> E
     }
 }
 
-/// The directory holding a spec's recorded native results.
-pub fn native_results_dir(spec: &Path) -> PathBuf {
-    results_under(spec, "results-native")
+/// The directory holding a spec's native results recorded on a CPU of
+/// the model `machine` (its `costs::machine_slug`):
+/// results-native/<machine>/<spec name>/ beside the spec. Each CPU
+/// model's recordings are kept apart, as its profile is.
+pub fn native_results_dir(spec: &Path, machine: &str) -> PathBuf {
+    let stem = spec.file_stem().unwrap_or_default().to_string_lossy();
+    spec.parent()
+        .unwrap_or(Path::new("."))
+        .join("results-native")
+        .join(machine)
+        .join(stem.as_ref())
 }
 
 /// The directory holding a fidelity spec's recorded real results, one
@@ -275,7 +283,12 @@ pub fn oracle_record(specs: &[PathBuf], runs: usize, a: &OracleArgs) -> ExitCode
             Err(c) => return c,
         };
         let dir = if a.native {
-            native_results_dir(path)
+            let cpu = results[0]
+                .knobs
+                .get("native:cpu")
+                .cloned()
+                .unwrap_or_default();
+            native_results_dir(path, &mmsim_sim::costs::machine_slug(&cpu))
         } else {
             results_dir(path).join(&results[0].engine.version)
         };

@@ -44,9 +44,35 @@ impl PhaseTime {
     }
 }
 
-/// A timing spec's recorded native runs.
-pub fn recorded_native(spec: &Path) -> Vec<RunResult> {
-    crate::oracle_cmd::recorded_in(&native_results_dir(spec))
+/// A timing spec's native runs recorded on a CPU of model `machine` (a
+/// `costs::machine_slug`).
+pub fn recorded_native(spec: &Path, machine: &str) -> Vec<RunResult> {
+    crate::oracle_cmd::recorded_in(&native_results_dir(spec, machine))
+}
+
+/// Whose recordings the suite's times are set beside: those made on the
+/// CPU the run's profile was measured on; where there are none, this
+/// machine's; else the default profile's machine. Returns the machine's
+/// slug.
+pub fn machine(dir: &Path) -> String {
+    use mmsim_sim::costs::{cpu_model, machine_slug, CostProfile};
+    let has = |m: &str| dir.join("timing/results-native").join(m).is_dir();
+    let candidates = [
+        crate::sim_options().costs.cpu,
+        cpu_model(),
+        CostProfile::default_profile().cpu,
+    ];
+    let slugs: Vec<String> = candidates
+        .iter()
+        .flatten()
+        .map(|c| machine_slug(c))
+        .collect();
+    slugs
+        .iter()
+        .find(|m| has(m))
+        .or(slugs.last())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// Phases whose time is not a kernel path's (a task waiting for another)
@@ -56,14 +82,14 @@ fn timed(phase: &str) -> bool {
 }
 
 /// Every timed phase of the spec at `path`, simulated and recorded.
-pub fn phases(path: &Path) -> Result<Vec<PhaseTime>, String> {
+pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
     let spec = mmsim_spec::load(path, &[]).map_err(|e| e.to_string())?;
-    let real = recorded_native(path);
+    let real = recorded_native(path, machine);
     if real.is_empty() {
         return Err(format!(
             "{}: no native results in {}; record them with `mmsim oracle record --native --runs 5 {}`",
             path.display(),
-            native_results_dir(path).display(),
+            native_results_dir(path, machine).display(),
             path.display()
         ));
     }

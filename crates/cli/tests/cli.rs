@@ -15,7 +15,11 @@ fn anon_seq() -> PathBuf {
 }
 
 fn mmsim(args: &[&str]) -> Output {
-    Command::new(MMSIM).args(args).output().expect("run mmsim")
+    Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
+        .args(args)
+        .output()
+        .expect("run mmsim")
 }
 
 fn stdout(o: &Output) -> String {

@@ -11,6 +11,7 @@ fn root() -> std::path::PathBuf {
 #[test]
 fn fidelity_specs_are_within_their_tolerances() {
     let out = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .env("MMSIM_PROFILE", "default")
         .current_dir(root())
         .args(["fidelity", "fidelity", "--check"])
         .output()
@@ -30,6 +31,7 @@ fn fidelity_specs_are_within_their_tolerances() {
 fn docs_fidelity_md_is_current() {
     let doc = std::fs::read_to_string(root().join("docs/fidelity.md")).expect("docs/fidelity.md");
     let out = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .env("MMSIM_PROFILE", "default")
         .current_dir(root())
         .args(["fidelity", "fidelity"])
         .output()
@@ -60,6 +62,7 @@ fn mglru_generations_agree_with_the_real_kernels_debugfs() {
         "mglru_walk_anon_zipf",
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+            .env("MMSIM_PROFILE", "default")
             .current_dir(root())
             .args(["compare", "--recorded", "--json"])
             .arg(format!("fidelity/{spec}.toml"))

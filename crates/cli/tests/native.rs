@@ -93,6 +93,7 @@ fn runner_running() -> bool {
 /// `mmsim oracle run --native SPEC` in the background.
 fn spawn_native(spec: &Path, stderr: Stdio) -> std::process::Child {
     Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
         .args(["oracle", "run", "--native"])
         .arg(spec)
         .stdout(Stdio::null())
@@ -125,6 +126,7 @@ fn a_native_run_leaves_the_machine_as_it_found_it() {
     );
     let p = spec(2);
     let out = Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
         .args(["oracle", "run", "--native", "--json"])
         .arg(&p)
         .output()
@@ -192,6 +194,7 @@ fn an_interrupted_run_is_torn_down_and_a_killed_one_by_cleanup() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(state().journal);
     let out = Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
         .args(["oracle", "cleanup", "--native"])
         .output()
         .expect("cleanup");
@@ -218,6 +221,7 @@ fn calibrate_leaves_the_machine_as_it_found_it() {
     let (rec, out) = (dir.join("rec"), dir.join("p.toml"));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let o = Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
         .current_dir(&root)
         .args(["calibrate", "--runs", "3", "--record"])
         .arg(&rec)
@@ -238,6 +242,7 @@ fn calibrate_leaves_the_machine_as_it_found_it() {
     assert_eq!((p.provenance.runs, p.provenance.sessions), (3, 1));
     assert!(p.cost["touch"].value > 0 && p.cost["zram_compress"].value > 0);
     let o = Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
         .current_dir(&root)
         .args(["calibrate", "--from"])
         .arg(&rec)

@@ -42,6 +42,7 @@ fn expectation(path: &Path, bytes: &[u8]) -> Expect {
 /// Runs mmsim with `args`, `input` on its standard input.
 fn run_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
     let mut child = Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -72,6 +73,7 @@ fn every_reproducer_ends_as_its_header_says() {
         let bytes = std::fs::read(path).expect("read reproducer");
         let want = expectation(path, &bytes);
         let out = Command::new(MMSIM)
+            .env("MMSIM_PROFILE", "default")
             .arg("run")
             .arg(path)
             .arg("--check")
@@ -108,6 +110,7 @@ fn a_spec_on_standard_input_runs_as_from_a_file() {
         .find(|p| p.ends_with("min-invariant-clean-differs.toml"))
         .expect("fixture");
     let file = Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
         .args(["run", "--json"])
         .arg(&path)
         .output()

@@ -29,6 +29,7 @@ fn root() -> PathBuf {
 /// `mmsim reproduce ARGS` in folder `cwd`: (success, stdout, stderr).
 fn reproduce_in(cwd: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_mmsim"))
+        .env("MMSIM_PROFILE", "default")
         .current_dir(cwd)
         .arg("reproduce")
         .args(args)

@@ -12,7 +12,11 @@ fn smoke() -> PathBuf {
 }
 
 fn mmsim(args: &[&str]) -> Output {
-    Command::new(MMSIM).args(args).output().expect("run mmsim")
+    Command::new(MMSIM)
+        .env("MMSIM_PROFILE", "default")
+        .args(args)
+        .output()
+        .expect("run mmsim")
 }
 
 fn tmp(name: &str) -> PathBuf {

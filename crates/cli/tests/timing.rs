@@ -23,11 +23,22 @@ fn specs() -> Vec<PathBuf> {
     v
 }
 
-fn runs(spec: &Path) -> Vec<serde_json::Value> {
+/// The CPU models the suite was recorded on (results-native/<machine>/).
+fn machines() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root().join("fidelity/timing/results-native"))
+        .expect("results-native")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn runs(spec: &Path, machine: &str) -> Vec<serde_json::Value> {
     let dir = spec
         .parent()
         .expect("dir")
         .join("results-native")
+        .join(machine)
         .join(spec.file_stem().expect("stem"));
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -41,12 +52,20 @@ fn runs(spec: &Path) -> Vec<serde_json::Value> {
 }
 
 #[test]
-fn every_timing_spec_has_five_native_runs_of_one_machine() {
+fn every_timing_spec_has_five_native_runs_of_each_machine() {
     let specs = specs();
     assert!(specs.len() >= 13, "the timing suite is missing specs");
+    assert!(machines().len() >= 2, "{:?}", machines());
+    for m in machines() {
+        one_machine(&specs, &m);
+    }
+}
+
+/// Every spec's runs of one machine folder come from that CPU model.
+fn one_machine(specs: &[PathBuf], slug: &str) {
     let mut machine = None;
-    for spec in &specs {
-        let runs = runs(spec);
+    for spec in specs {
+        let runs = runs(spec, slug);
         assert!(runs.len() >= 5, "{}: {} runs", spec.display(), runs.len());
         for r in &runs {
             assert_eq!(r["engine"]["name"], "linux-native", "{}", spec.display());
@@ -55,6 +74,12 @@ fn every_timing_spec_has_five_native_runs_of_one_machine() {
                 r["knobs"]["native:cpu"].as_str().unwrap_or("").to_string(),
             );
             assert!(!m.1.is_empty(), "{}: no CPU model", spec.display());
+            assert_eq!(
+                mmsim_sim::costs::machine_slug(&m.1),
+                slug,
+                "{}",
+                spec.display()
+            );
             assert_eq!(machine.get_or_insert(m.clone()), &m, "{}", spec.display());
             assert_eq!(r["integrity"]["violations"], 0, "{}", spec.display());
         }
@@ -63,8 +88,11 @@ fn every_timing_spec_has_five_native_runs_of_one_machine() {
 
 #[test]
 fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
-    for spec in specs() {
-        let runs = runs(&spec);
+    for (spec, m) in specs()
+        .into_iter()
+        .flat_map(|s| machines().into_iter().map(move |m| (s.clone(), m)))
+    {
+        let runs = runs(&spec, &m);
         for t in runs[0]["tasks"].as_array().expect("tasks") {
             for p in t["phases"].as_array().expect("phases") {
                 let name = p["name"].as_str().expect("name");
@@ -97,27 +125,75 @@ fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
     }
 }
 
-/// Every phase's time is within its declared tolerance (`--check` exits 1
-/// otherwise), with the default profile, and docs/timing.md is current.
+/// Phases known to miss their time tolerance with a machine's profile,
+/// and why (docs/timing.md "Intel Xeon: a miss"). The test fails if any
+/// other phase misses, and if one of these comes within tolerance (then
+/// this list is out of date).
+const KNOWN_MISSES: &[(&str, &[&str])] = &[(
+    // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
+    // apart (steal time up to 16 %, DAMON's kdamond scanning): the
+    // calibration's least disturbed runs price paths faster than the
+    // suite's fastest run of a slower period.
+    "intel-xeon-2-50ghz",
+    &[
+        "dontneed main/dontneed",
+        "munmap main/munmap_anon",
+        "pageout main/pageout_private",
+        "resident main/seq",
+        "swapoff main/swapoff",
+        "tmpfs_mmap_read main/mmap_read",
+        "tmpfs_rw main/write_128k",
+        "zram_memcg main/refault_zipf",
+    ],
+)];
+
+/// With each committed profile, every phase's time against the suite
+/// recorded on that profile's CPU is within its declared tolerance
+/// (`--check` exits 1 otherwise) but for the machine's known misses, and
+/// docs/timing.md shows that machine's current table.
 #[test]
-fn docs_timing_shows_the_current_table() {
-    let out = Command::new(MMSIM)
-        .current_dir(root())
-        .args(["fidelity", "--timing", "--check"])
-        .output()
-        .expect("run mmsim");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let table = String::from_utf8(out.stdout).expect("utf-8");
+fn docs_timing_shows_the_current_table_of_each_machine() {
     let doc = std::fs::read_to_string(root().join("docs/timing.md")).expect("docs/timing.md");
-    assert!(
-        doc.contains(table.trim()),
-        "docs/timing.md is stale: regenerate it with `mmsim fidelity --timing --write docs/timing.md`"
-    );
+    for (file, text) in mmsim_sim::costs::PROFILES {
+        let p = mmsim_sim::costs::MachineProfile::parse(text).expect("parses");
+        let path = root().join("crates/sim/profiles").join(file);
+        let out = Command::new(MMSIM)
+            .current_dir(root())
+            .args([
+                "--profile",
+                path.to_str().unwrap(),
+                "fidelity",
+                "--timing",
+                "--check",
+            ])
+            .output()
+            .expect("run mmsim");
+        let slug = mmsim_sim::costs::machine_slug(&p.machine.cpu);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let known = KNOWN_MISSES
+            .iter()
+            .find(|k| k.0 == slug)
+            .map_or(&[][..], |k| k.1);
+        let missed: Vec<&str> = err
+            .lines()
+            .filter_map(|l| l.strip_prefix("mmsim: phase time out of tolerance: "))
+            .flat_map(|l| l.split(", "))
+            .map(|m| m.rsplit_once(" (").map_or(m, |x| x.0))
+            .collect();
+        assert_eq!(missed, known, "{file}: {err}");
+        let want = if known.is_empty() { 0 } else { 1 };
+        assert_eq!(out.status.code(), Some(want), "{file}: {err}");
+        let table = String::from_utf8(out.stdout).expect("utf-8");
+        let begin = format!("<!-- BEGIN mmsim fidelity --timing {slug} -->");
+        let section = doc
+            .split(&begin)
+            .nth(1)
+            .unwrap_or_else(|| panic!("docs/timing.md has no {begin}"));
+        assert!(
+            section.contains(table.trim()),
+            "docs/timing.md is stale for {slug}: regenerate it with `mmsim --profile crates/sim/profiles/{file} fidelity --timing --write docs/timing.md`"
+        );
+    }
 }
 
 /// A machine profile from another CPU than the recordings' is named in a
@@ -126,13 +202,14 @@ fn docs_timing_shows_the_current_table() {
 fn a_profile_from_another_cpu_is_warned_about() {
     let run = |args: &[&str]| {
         let out = Command::new(MMSIM)
+            .env("MMSIM_PROFILE", "default")
             .current_dir(root())
             .args(args)
             .output()
             .expect("run mmsim");
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    assert!(!run(&["fidelity", "--timing"]).contains("warning"));
+    assert!(!run(&["--profile", "default", "fidelity", "--timing"]).contains("warning"));
     let text = std::fs::read_to_string(root().join("crates/sim/profiles/default.toml")).unwrap();
     let cpu = text
         .lines()

@@ -42,7 +42,7 @@ fn simulate(
     let spec = load(spec, is_path, sets).map_err(Failure::Spec)?;
     let costs = match profile {
         Some(p) => mmsim_sim::costs::CostProfile::load(p).map_err(Failure::Profile)?,
-        None => mmsim_sim::costs::CostProfile::default(),
+        None => mmsim_sim::costs::CostProfile::from_env().map_err(Failure::Profile)?,
     };
     let opts = mmsim_sim::RunOptions {
         check,

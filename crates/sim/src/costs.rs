@@ -117,6 +117,9 @@ pub enum Basis {
     /// Not measured: cost.rs's documented value, for the reason `method`
     /// gives.
     Reference,
+    /// Fitted, but the calibration runs cannot tell it from zero: the
+    /// value is the fit's, the spread's top the largest the runs allow.
+    Bound,
 }
 
 /// One constant of a profile.
@@ -125,7 +128,8 @@ pub enum Basis {
 pub struct CostEntry {
     pub value: u64,
     pub unit: String,
-    /// The smallest and largest per-run value.
+    /// Its uncertainty: the low and high end of the values the runs
+    /// allow (docs/calibrate.md "Uncertainty").
     pub spread: [u64; 2],
     pub basis: Basis,
     pub method: String,
@@ -177,8 +181,56 @@ pub struct MachineProfile {
     pub checks: BTreeMap<String, CheckEntry>,
 }
 
-/// The profile a run uses unless told otherwise.
+/// The profile a run uses on a CPU no committed profile was measured on.
 pub const DEFAULT_PROFILE: &str = include_str!("../profiles/default.toml");
+
+/// The committed profiles, one per CPU model calibrated (docs/calibrate.md
+/// "Profiles per machine"): `auto` picks the one whose `machine.cpu` is
+/// this machine's CPU model name.
+pub const PROFILES: &[(&str, &str)] = &[
+    ("default.toml", DEFAULT_PROFILE),
+    (
+        "intel-xeon-2-50ghz.toml",
+        include_str!("../profiles/intel-xeon-2-50ghz.toml"),
+    ),
+];
+
+/// A folder and file name for a CPU model name: lower case, the
+/// trademark signs and the words "processor" and "cpu" dropped, every
+/// other run of non-alphanumerics one dash ("Intel(R) Xeon(R) Processor @
+/// 2.50GHz" → "intel-xeon-2-50ghz", "AMD EPYC" → "amd-epyc"). Profiles
+/// (profiles/NAME.toml), calibration recordings and the timing suite's
+/// native recordings are kept apart per CPU model under it.
+pub fn machine_slug(cpu: &str) -> String {
+    let lower = cpu.to_lowercase();
+    let mut words = Vec::new();
+    for w in lower
+        .replace("(r)", " ")
+        .replace("(tm)", " ")
+        .split(|c: char| !c.is_ascii_alphanumeric())
+    {
+        if !w.is_empty() && w != "processor" && w != "cpu" {
+            words.push(w.to_string());
+        }
+    }
+    if words.is_empty() {
+        "unknown-cpu".into()
+    } else {
+        words.join("-")
+    }
+}
+
+/// This machine's CPU model name, as /proc/cpuinfo's first `model name`
+/// line gives it (the native runner records the same as `native:cpu`).
+pub fn cpu_model() -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+}
 
 impl MachineProfile {
     /// Parses and checks a profile's text; errors name the key and, where
@@ -301,9 +353,55 @@ impl CostProfile {
         DEFAULT.clone()
     }
 
-    /// `reference`, `default`, or a profile file.
+    /// The committed profile measured on a CPU of this model name, if
+    /// any.
+    pub fn committed_for(cpu: &str) -> Option<CostProfile> {
+        PROFILES.iter().find_map(|(file, text)| {
+            let p =
+                MachineProfile::parse(text).expect("committed profiles are checked by the tests");
+            (p.machine.cpu == cpu).then(|| CostProfile {
+                costs: p.costs(),
+                label: format!("{file}: {}", p.label()),
+                cpu: Some(p.machine.cpu.clone()),
+            })
+        })
+    }
+
+    /// `auto`: the committed profile of this machine's CPU model, else
+    /// the default; the label says which and why.
+    pub fn auto() -> CostProfile {
+        let cpu = cpu_model().unwrap_or_default();
+        match CostProfile::committed_for(&cpu) {
+            Some(mut p) => {
+                p.label = format!("auto: {} (this machine's CPU)", p.label);
+                p
+            }
+            None => {
+                let mut p = CostProfile::default_profile();
+                p.label = format!(
+                    "auto: {} (no committed profile for this machine's CPU \"{cpu}\")",
+                    p.label
+                );
+                p
+            }
+        }
+    }
+
+    /// What a run uses when not told: `$MMSIM_PROFILE` (any `--profile`
+    /// value) if set, else `auto`.
+    pub fn from_env() -> Result<CostProfile, String> {
+        match std::env::var("MMSIM_PROFILE") {
+            Ok(v) if !v.is_empty() => {
+                CostProfile::load(&v).map_err(|e| format!("MMSIM_PROFILE: {e}"))
+            }
+            _ => Ok(CostProfile::auto()),
+        }
+    }
+
+    /// `auto`, `reference`, `default`, or a profile file.
     pub fn load(arg: &str) -> Result<CostProfile, String> {
         match arg {
+            "auto" => Ok(CostProfile::auto()),
             "reference" => Ok(CostProfile::reference()),
             "default" => Ok(CostProfile::default_profile()),
             path => {
@@ -409,6 +507,41 @@ mod tests {
         }
         let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
         assert!(e.contains("cost.unmap_one"), "{e}");
+    }
+
+    #[test]
+    fn machine_slugs_name_the_model_plainly() {
+        assert_eq!(
+            machine_slug("Intel(R) Xeon(R) Processor @ 2.50GHz"),
+            "intel-xeon-2-50ghz"
+        );
+        assert_eq!(machine_slug("AMD EPYC"), "amd-epyc");
+        assert_eq!(
+            machine_slug("AMD EPYC 7B13 64-Core Processor"),
+            "amd-epyc-7b13-64-core"
+        );
+        assert_eq!(machine_slug(""), "unknown-cpu");
+    }
+
+    #[test]
+    fn every_committed_profile_parses_and_is_picked_for_its_cpu() {
+        let mut cpus = Vec::new();
+        for (file, text) in PROFILES {
+            let p = MachineProfile::parse(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(!p.machine.cpu.is_empty(), "{file}");
+            let picked = CostProfile::committed_for(&p.machine.cpu).unwrap();
+            assert_eq!(picked.costs, p.costs(), "{file}");
+            assert!(picked.label.starts_with(file), "{}", picked.label);
+            if *file != "default.toml" {
+                assert_eq!(*file, format!("{}.toml", machine_slug(&p.machine.cpu)));
+            }
+            cpus.push(p.machine.cpu);
+        }
+        let n = cpus.len();
+        cpus.sort();
+        cpus.dedup();
+        assert_eq!(cpus.len(), n, "one committed profile per CPU model");
+        assert!(CostProfile::committed_for("a CPU nobody calibrated").is_none());
     }
 
     #[test]

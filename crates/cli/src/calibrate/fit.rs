@@ -1,0 +1,303 @@
+//! The calibration's fit: every timed quantity is one equation, there are
+//! more equations than unknowns, and the unknowns are solved by weighted
+//! non-negative least squares (Lawson and Hanson's NNLS, the `nnls`
+//! crate). Each unknown's uncertainty comes from the runs' spread: the
+//! fit is repeated on bootstrap resamples of the runs.
+//!
+//! Why least squares and not one exact home per unknown: with as many
+//! homes as unknowns, noise in one home moves its unknown without limit
+//! and can push it below zero (a path "cheaper than the constants it is
+//! known to pay"), which made calibrate refuse on machines other than the
+//! one it was written on. With several sizes per path and several paths
+//! per constant, each constant is pinned by every phase that pays it, a
+//! disagreement between them shows as a residual, and a constant no phase
+//! separates from zero is reported with the bound the data allow instead
+//! of a refusal.
+
+use ndarray::{Array1, Array2};
+use std::collections::BTreeMap;
+
+/// Bootstrap resamples of the runs.
+pub const RESAMPLES: usize = 200;
+/// The bootstrap's seed: a calibration solves the same way every time.
+const SEED: u64 = 0x6d6d_7369_6d5f_6361;
+/// The uncertainty interval: the central 95 % of the resamples' values.
+const LOW_Q: f64 = 0.025;
+const HIGH_Q: f64 = 0.975;
+/// A row's noise is never taken below this share of its value: the
+/// timer's and the phase marks' resolution, and what a handful of runs
+/// cannot show.
+const MIN_REL_NOISE: f64 = 0.01;
+
+/// One equation: Σ_j a[j] · x_j = value − known, where value is a
+/// weighted sum of timed quantities of one run: a difference of two
+/// phase times, so that fixed costs cancel, or one time alone.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// What it measures, for the report (e.g. `pageout/in_c-in_b`).
+    pub name: String,
+    /// How much of each unknown it charges (count × share of the bundle).
+    pub a: Vec<f64>,
+    /// What its fixed constants (not solved for) charge, ns.
+    pub known: f64,
+    /// Per run: the value, and how long the run took to measure it (the
+    /// sum of the quantities' times), or None where the run did not.
+    pub runs: Vec<Option<Sample>>,
+}
+
+/// One run's measurement of a row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub value: f64,
+    /// The time the run spent in the quantities the value is made of.
+    pub spent: f64,
+}
+
+impl Row {
+    /// The row's value from a set of runs: that of the run which spent
+    /// the least time measuring it. Interference on a shared machine (a
+    /// vCPU's steal time, another tenant's cache traffic) only ever adds
+    /// time, and it drifts over seconds, so the least disturbed run is
+    /// the one to believe, and a difference is taken within one run: the
+    /// minimum of each phase over different runs would difference two
+    /// machine states (it made differences negative here).
+    fn value(&self, runs: &[usize]) -> Option<f64> {
+        runs.iter()
+            .filter_map(|&r| self.runs[r])
+            .min_by(|a, b| a.spent.total_cmp(&b.spent))
+            .map(|s| s.value)
+    }
+
+    /// Its noise: the runs' median absolute deviation (scaled to a
+    /// standard deviation), never under [`MIN_REL_NOISE`] of its value.
+    fn noise(&self) -> f64 {
+        let mut v: Vec<f64> = self.runs.iter().flatten().map(|s| s.value).collect();
+        let m = median(&mut v);
+        let floor = MIN_REL_NOISE * m.abs();
+        let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+        (1.4826 * median(&mut dev)).max(floor).max(1e-9)
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The weighted NNLS solution from the given runs' minima: min Σ_i
+/// ((a_i·x − b_i)/σ_i)² over x ≥ 0. Rows no chosen run measured are left
+/// out. Columns are scaled to unit norm first (the counts range from 1 to
+/// millions), and back after.
+pub fn solve(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<f64> {
+    let used: Vec<(&Row, f64)> = rows
+        .iter()
+        .filter_map(|r| r.value(runs).map(|v| (r, v)))
+        .collect();
+    if used.is_empty() {
+        return vec![0.0; unknowns];
+    }
+    let mut a = Array2::<f64>::zeros((used.len(), unknowns));
+    let mut b = Array1::<f64>::zeros(used.len());
+    for (i, (r, v)) in used.iter().enumerate() {
+        let s = r.noise();
+        for (j, &c) in r.a.iter().enumerate() {
+            a[(i, j)] = c / s;
+        }
+        b[i] = (v - r.known) / s;
+    }
+    let norms: Vec<f64> = (0..unknowns)
+        .map(|j| a.column(j).iter().map(|x| x * x).sum::<f64>().sqrt())
+        .collect();
+    for (j, &n) in norms.iter().enumerate() {
+        if n > 0.0 {
+            a.column_mut(j).mapv_inplace(|x| x / n);
+        }
+    }
+    let (x, _) = nnls::nnls(a.view(), b.view());
+    x.iter()
+        .zip(&norms)
+        .map(|(x, &n)| if n > 0.0 { x / n } else { 0.0 })
+        .collect()
+}
+
+/// Each unknown's value from every run, and its bootstrap distribution.
+pub struct Fit {
+    pub value: Vec<f64>,
+    /// Per unknown: the 2.5th and 97.5th percentiles of the resamples.
+    pub interval: Vec<[f64; 2]>,
+    /// Per unknown: the share of resamples that put it at zero.
+    pub at_zero: Vec<f64>,
+}
+
+/// Solves from all runs, then from [`RESAMPLES`] resamples of them drawn
+/// with replacement (the bootstrap: how far the runs' spread moves each
+/// value). With one run, the interval is the value.
+pub fn fit(rows: &[Row], unknowns: usize, nruns: usize) -> Fit {
+    let all: Vec<usize> = (0..nruns).collect();
+    let value = solve(rows, unknowns, &all);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); unknowns];
+    if nruns > 1 {
+        let mut rng = mmsim_spec::rng::Rng::new(SEED);
+        for _ in 0..RESAMPLES {
+            let pick: Vec<usize> = (0..nruns)
+                .map(|_| rng.below(nruns as u64) as usize)
+                .collect();
+            for (j, x) in solve(rows, unknowns, &pick).into_iter().enumerate() {
+                samples[j].push(x);
+            }
+        }
+    }
+    let mut interval = Vec::new();
+    let mut at_zero = Vec::new();
+    for (j, s) in samples.iter_mut().enumerate() {
+        if s.is_empty() {
+            interval.push([value[j], value[j]]);
+            at_zero.push(if value[j] == 0.0 { 1.0 } else { 0.0 });
+            continue;
+        }
+        s.sort_by(f64::total_cmp);
+        let q = |p: f64| s[((s.len() - 1) as f64 * p).round() as usize];
+        interval.push([q(LOW_Q), q(HIGH_Q)]);
+        at_zero.push(s.iter().filter(|&&x| x == 0.0).count() as f64 / s.len() as f64);
+    }
+    Fit {
+        value,
+        interval,
+        at_zero,
+    }
+}
+
+/// A row's fitted value (Σ a·x + known) beside its measured one.
+pub fn fitted(row: &Row, x: &[f64]) -> f64 {
+    row.a.iter().zip(x).map(|(a, x)| a * x).sum::<f64>() + row.known
+}
+
+/// The fit's residuals, by row name: (measured minimum, fitted).
+pub fn residuals(rows: &[Row], x: &[f64], nruns: usize) -> BTreeMap<String, (f64, f64)> {
+    let all: Vec<usize> = (0..nruns).collect();
+    rows.iter()
+        .filter_map(|r| r.value(&all).map(|v| (r.name.clone(), (v, fitted(r, x)))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, a: Vec<f64>, runs: Vec<f64>) -> Row {
+        Row {
+            name: name.into(),
+            a,
+            known: 0.0,
+            runs: runs
+                .into_iter()
+                .map(|v| Some(Sample { value: v, spent: v }))
+                .collect(),
+        }
+    }
+
+    /// An overdetermined, consistent system is solved exactly.
+    #[test]
+    fn a_consistent_overdetermined_system_is_solved_exactly() {
+        let x = [3.0, 500.0, 20.0];
+        let a = [
+            vec![1000.0, 1.0, 0.0],
+            vec![2000.0, 1.0, 0.0],
+            vec![0.0, 0.0, 65536.0],
+            vec![0.0, 0.0, 131072.0],
+            vec![1000.0, 0.0, 1000.0],
+        ];
+        let rows: Vec<Row> = a
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let v: f64 = a.iter().zip(x).map(|(p, q)| p * q).sum();
+                row(&format!("r{i}"), a.clone(), vec![v, v * 1.001, v * 1.02])
+            })
+            .collect();
+        let f = fit(&rows, 3, 3);
+        for (got, want) in f.value.iter().zip(x) {
+            assert!((got - want).abs() < 1e-6 * want, "{got} for {want}");
+        }
+        for (j, i) in f.interval.iter().enumerate() {
+            assert!(
+                i[0] <= f.value[j] + 1e-9 && f.value[j] <= i[1] + 1e-9,
+                "{i:?}"
+            );
+        }
+    }
+
+    /// Where the exact solve of a square system would go below zero, the
+    /// fit stops at zero, says how often the resamples did, and the other
+    /// unknowns take up what the data hold.
+    #[test]
+    fn a_constant_the_data_put_below_zero_is_held_at_zero_and_flagged() {
+        // Row 2 says y = 100 for x0 + x1 with x0 = 120: x1 would be −20.
+        let rows = vec![
+            row("x0", vec![1.0, 0.0], vec![120.0, 121.0, 125.0]),
+            row("sum", vec![1.0, 1.0], vec![100.0, 101.0, 104.0]),
+        ];
+        let f = fit(&rows, 2, 3);
+        assert_eq!(f.value[1], 0.0);
+        assert!(f.value[0] > 100.0 && f.value[0] < 120.0, "{:?}", f.value);
+        assert_eq!(f.at_zero[1], 1.0);
+        assert_eq!(f.at_zero[0], 0.0);
+    }
+
+    /// Noisier runs widen the interval; the minimum is what is solved.
+    #[test]
+    fn the_interval_follows_the_runs_spread() {
+        let tight = vec![row("a", vec![1.0], vec![100.0, 100.5, 101.0, 100.2, 100.8])];
+        let loose = vec![row("a", vec![1.0], vec![100.0, 130.0, 115.0, 160.0, 108.0])];
+        let (t, l) = (fit(&tight, 1, 5), fit(&loose, 1, 5));
+        assert_eq!(t.value[0], 100.0);
+        assert_eq!(l.value[0], 100.0);
+        let w = |f: &Fit| f.interval[0][1] - f.interval[0][0];
+        assert!(w(&l) > 5.0 * w(&t), "{:?} {:?}", t.interval, l.interval);
+        // Deterministic: the same runs give the same interval.
+        assert_eq!(fit(&loose, 1, 5).interval, l.interval);
+    }
+
+    /// The value is the least disturbed run's, whatever its own size.
+    #[test]
+    fn the_least_disturbed_run_gives_the_value() {
+        let r = Row {
+            name: "d".into(),
+            a: vec![1.0],
+            known: 0.0,
+            runs: vec![
+                Some(Sample {
+                    value: 200.0,
+                    spent: 400.0,
+                }),
+                Some(Sample {
+                    value: 150.0,
+                    spent: 390.0,
+                }),
+                Some(Sample {
+                    value: 100.0,
+                    spent: 500.0,
+                }),
+            ],
+        };
+        assert_eq!(r.value(&[0, 1, 2]), Some(150.0));
+        assert_eq!(r.value(&[0, 2]), Some(200.0));
+    }
+
+    /// A row a run did not measure is left out of that run's solve.
+    #[test]
+    fn missing_measurements_are_left_out() {
+        let mut r = row("b", vec![2.0], vec![10.0, 10.0]);
+        r.runs[1] = None;
+        let rows = vec![row("a", vec![1.0], vec![5.0, 5.0]), r];
+        assert_eq!(solve(&rows, 1, &[1]), vec![5.0]);
+    }
+}
