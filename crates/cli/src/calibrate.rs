@@ -101,7 +101,7 @@ pub const UNKNOWNS: &[Unknown] = &[
     Unknown {
         name: "swap_out",
         fields: &[("unmap_one", 250), ("shrink_folio", 50)],
-        method: "calibrate/pageout.toml: MADV_PAGEOUT of private anon to zram, 64 and 128 MiB, and calibrate/memcg_reclaim.toml's reclaim; a bundle (every page reclaimed pays both) split 250:50, which also carries the swap-out's work beyond the reference swap_slot",
+        method: "calibrate/pageout.toml: MADV_PAGEOUT of private anon to zram, 64, 128 and 192 MiB, and calibrate/memcg_reclaim.toml's reclaim; a bundle (every page reclaimed pays both) split 250:50 beyond unmap_one's own PTE clear and TLB flush (pte + tlb_flush), which also carries the swap-out's work beyond the reference swap_slot",
     },
     Unknown {
         name: "swap_read",
@@ -290,8 +290,31 @@ fn coefficients(counts: &BTreeMap<&'static str, f64>) -> (Vec<f64>, f64) {
             Some(j) => a[j] += n * share(&UNKNOWNS[j], f).expect("share"),
             None => known += n * Costs::REFERENCE.get(f).expect("a field") as f64,
         }
+        for &inner in includes(f) {
+            let j = unknown_of(inner);
+            a[j] += n * share(&UNKNOWNS[j], inner).expect("share");
+        }
     }
     (a, known)
+}
+
+/// Constants that contain others: an unmap includes its PTE clear and
+/// TLB flush (`ptep_clear_flush`; a profile with unmap_one below pte +
+/// tlb_flush is refused when loaded). The fit solves unmap_one as pte +
+/// tlb_flush + its share of the swap_out bundle, so no fit can write a
+/// profile that breaks it.
+const INCLUDES: &[(&str, &[&str])] = &[("unmap_one", &["pte", "tlb_flush"])];
+
+fn includes(field: &str) -> &'static [&'static str] {
+    INCLUDES.iter().find(|i| i.0 == field).map_or(&[], |i| i.1)
+}
+
+/// The unknown a fitted constant belongs to.
+fn unknown_of(field: &str) -> usize {
+    UNKNOWNS
+        .iter()
+        .position(|u| share(u, field).is_some())
+        .expect("a fitted constant")
 }
 
 /// The calibration equations: (spec, [(phase, weight)]). Each path is
@@ -453,6 +476,10 @@ fn values_of(x: &[f64], runs: &[RunData]) -> BTreeMap<&'static str, f64> {
         for &(f, _) in u.fields {
             values.insert(f, xj * share(u, f).expect("share"));
         }
+    }
+    for &(outer, inner) in INCLUDES {
+        let extra: f64 = inner.iter().map(|f| values[f]).sum();
+        *values.get_mut(outer).expect("a fitted constant") += extra;
     }
     values
 }
@@ -1049,7 +1076,8 @@ mod tests {
     }
 
     /// Every solved constant doubled from its reference value (bundles
-    /// keep their ratio; a zero one set to 100), the rest at reference.
+    /// keep their ratio; a zero one set to 100), the rest at reference;
+    /// unmap_one is its PTE flush plus its share of the bundle.
     fn truth() -> Costs {
         let mut truth = Costs::REFERENCE;
         for u in UNKNOWNS {
@@ -1058,7 +1086,25 @@ mod tests {
                 *v = if *v == 0 { 100 } else { *v * 2 };
             }
         }
+        truth.shrink_folio = 100;
+        truth.unmap_one = truth.pte + truth.tlb_flush + 500;
         truth
+    }
+
+    /// However the runs fall, the fit cannot write an unmap cheaper than
+    /// the PTE clear and TLB flush it includes (a profile mmsim would
+    /// refuse to load).
+    #[test]
+    fn an_unmap_always_includes_its_pte_flush() {
+        let x: Vec<f64> = UNKNOWNS
+            .iter()
+            .map(|u| if u.name == "swap_out" { 0.0 } else { 50.0 })
+            .collect();
+        let v = values_of(&x, &[]);
+        assert_eq!(v["unmap_one"], v["pte"] + v["tlb_flush"]);
+        let (a, _) = coefficients(&BTreeMap::from([("unmap_one", 1.0)]));
+        assert_eq!(a[unknown_of("pte")], 1.0);
+        assert_eq!(a[unknown_of("tlb_flush")], 1.0);
     }
 
     /// Calibrating against the simulator itself, run with known costs,

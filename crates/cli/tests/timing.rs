@@ -138,7 +138,6 @@ const KNOWN_MISSES: &[(&str, &[&str])] = &[(
     &[
         "dontneed main/dontneed",
         "munmap main/munmap_anon",
-        "pageout main/pageout_private",
         "resident main/seq",
         "swapoff main/swapoff",
         "tmpfs_mmap_read main/mmap_read",
