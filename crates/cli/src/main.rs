@@ -125,7 +125,8 @@ enum Cmd {
     /// --profile (docs/calibrate.md).
     Calibrate(calibrate::CalibrateArgs),
     /// Run a spec at every point of a grid of overrides: a table of one row
-    /// per point (docs/output.md "sweep").
+    /// per point (docs/output.md "sweep"). A point whose run fails is a
+    /// row with its error; the exit status is then 3.
     Sweep {
         /// The spec (TOML).
         spec: PathBuf,
@@ -146,6 +147,9 @@ enum Cmd {
         /// or a /proc/vmstat counter.
         #[arg(long, value_name = "COLUMN")]
         y: Option<String>,
+        /// No progress bar.
+        #[arg(long, short = 'q')]
+        quiet: bool,
     },
     /// Rerun the seed experiments (baseline and patched) and print the
     /// seed's numbers beside mmsim's.
@@ -349,6 +353,7 @@ fn main() -> ExitCode {
             plot,
             x,
             y,
+            quiet,
         } => sweep::sweep_cmd(sweep::SweepArgs {
             spec: &spec,
             grid: &grid,
@@ -356,6 +361,7 @@ fn main() -> ExitCode {
             plot: plot.as_deref(),
             x: x.as_deref(),
             y: y.as_deref(),
+            quiet,
         }),
         Cmd::Reproduce {
             names,
