@@ -87,8 +87,8 @@ def test_ray_without_ray_says_how_to_get_it():
 
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
-    reason="ray is not installed here (.ci/run installs it where PyPI has a wheel); "
-    "the local backend covers the sweep itself",
+    reason="ray is not installed here (.ci/run installs it where PyPI has a wheel): "
+    ".venv/bin/python -m pip install ray, then ./scripts/test-python",
 )
 def test_ray_runs_the_points_as_tasks():
     import ray
