@@ -75,7 +75,10 @@ impl fmt::Display for SimError {
             SimError::Invariant(w) => write!(f, "invariant violated (a bug in mmsim): {w}"),
             SimError::Limit(w) => write!(f, "{w}"),
             SimError::At { line, key, error } => {
-                write!(f, "line {line}: ")?;
+                // Line 0: a key the spec gives no line for (a `--set`).
+                if *line > 0 {
+                    write!(f, "line {line}: ")?;
+                }
                 if !key.is_empty() {
                     write!(f, "key `{key}`: ")?;
                 }
