@@ -100,7 +100,7 @@ pub fn does_nothing(steps: &[Step]) -> bool {
 /// the part that is largest: the mappings (named by their largest mmap
 /// step), each file's pages (`file[i].size`), each swap device's slots
 /// (`swap[i].size`), and the frames the work can touch (at most the
-/// machine's: `machine.memory`, at its line).
+/// machine's: `machine.memory`), each at its line (0 for a `--set`).
 pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     let mut parts = Vec::new();
     let mut maps = Share {
@@ -124,14 +124,14 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     for (i, f) in spec.files.iter().enumerate() {
         parts.push(Share {
             key: format!("file[{i}].size"),
-            line: 0,
+            line: f.size_line,
             amount: (f.size / crate::PAGE_SIZE) as u128 * HOST_BYTES_PER_FILE_PAGE as u128,
         });
     }
     for (i, s) in spec.swap.iter().enumerate() {
         parts.push(Share {
             key: format!("swap[{i}].size"),
-            line: 0,
+            line: s.size_line,
             amount: (s.size / crate::PAGE_SIZE) as u128 * HOST_BYTES_PER_SWAP_SLOT as u128,
         });
     }
@@ -366,14 +366,14 @@ mod tests {
         let (_, part) = host_bytes(&with(""));
         assert_eq!((part.key.as_str(), part.line), ("machine.memory", 2));
         assert_eq!(part.amount, 2_097_152 * 40);
-        // The second, larger swap device: its key, no line.
+        // The second, larger swap device: its size, line 8.
         let swap = "[[swap]]\ndevice = \"zram\"\nsize = \"1G\"\n[[swap]]\ndevice = \"zram\"\nsize = \"1T\"\n";
         let (_, part) = host_bytes(&with(swap));
-        assert_eq!((part.key.as_str(), part.line), ("swap[1].size", 0));
+        assert_eq!((part.key.as_str(), part.line), ("swap[1].size", 8));
         assert_eq!(part.amount, (1u128 << 28) * 12);
         let file = "[[file]]\nname = \"f\"\nsize = \"1T\"\non = \"tmpfs\"\n";
         let (_, part) = host_bytes(&with(file));
-        assert_eq!((part.key.as_str(), part.line), ("file[0].size", 0));
+        assert_eq!((part.key.as_str(), part.line), ("file[0].size", 5));
         // From --set, machine.memory has no line.
         let set = crate::parse_str(
             "[machine]\nmemory = \"8G\"\n[task.a]\nsteps = [\n{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4K\" },\n{ op = \"touch\", region = \"h\", count = 3000000 },\n]\n",
