@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import pathlib
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Mapping, Sequence
 
@@ -73,21 +74,29 @@ def _trace_identity(paths: list[str]) -> str:
     return "".join(parts)
 
 
-def _run_point(args: tuple[str, bool, list[str], str | None]) -> str:
+def _run_point(args: tuple[str, bool, list[str], str | None]) -> tuple[str | None, str | None]:
+    """(the run's document, None), or (None, why) for a run that stopped."""
     spec, is_path, sets, profile = args
-    return _native.run(spec, is_path, sets, profile, False)
+    try:
+        return _native.run(spec, is_path, sets, profile, False), None
+    except _native.SimError as e:
+        return None, str(e)
 
 
-def _row(point: Mapping[str, Any], doc: str) -> dict[str, Any]:
+def _row(point: Mapping[str, Any], doc: str | None, error: str | None) -> dict[str, Any]:
     from . import Result
 
-    r = Result(doc)
     row = dict(point)
+    if doc is None:
+        row["error"] = error
+        return row
+    r = Result(doc)
     row["elapsed_ns"] = r.elapsed_ns
     for task in r.json["tasks"]:
         for p in task["phases"]:
             row[f"{task['name']}{_PHASE_SEP}{p['name']}.duration_ns"] = p["end_ns"] - p["start_ns"]
     row.update(r.vmstat)
+    row["error"] = None
     return row
 
 
@@ -104,7 +113,12 @@ def sweep(
     """Run `spec` at every point of `grid` (override key → values, keyed as
     `mmsim.run`'s `set`) and return a pandas DataFrame: one row per point,
     the overrides as columns, then `elapsed_ns`, each phase's duration
-    (`TASK/PHASE.duration_ns`) and the whole-run /proc/vmstat counters.
+    (`TASK/PHASE.duration_ns`), the whole-run /proc/vmstat counters, and
+    last `error`: None for a point that ran, the SimError's message for
+    one whose run stopped (out of memory, not modelled, a limit), whose
+    other columns are then missing (<NA>; the numeric columns are then
+    pandas' nullable Int64 instead of int64). Every other point is there;
+    a RuntimeWarning says how many failed. A failed point is not cached.
 
     backend: "local" runs points in `workers` processes on this machine
         (default: one per CPU); "ray" runs them as Ray tasks, on a local
@@ -113,7 +127,8 @@ def sweep(
     cache: True caches each point's document under ~/.cache/mmsim/sweep
         ($XDG_CACHE_HOME), a path caches there, False runs every point.
 
-    A point's spec error raises mmsim.SpecError naming the point.
+    A point's spec error raises mmsim.SpecError naming the point, before
+    any run.
     """
     import pandas as pd
 
@@ -136,6 +151,7 @@ def sweep(
             raise
         keys.append(_key(identity + _trace_identity(traces), point, profile))
     docs: list[str | None] = [None] * len(points)
+    errors: list[str | None] = [None] * len(points)
     todo = []
     for i, key in enumerate(keys):
         path = cache_dir / f"{key}.json" if cache_dir else None
@@ -145,18 +161,32 @@ def sweep(
             todo.append(i)
     jobs = [(run_spec, is_path, _set_args(points[i]), profile) for i in todo]
     results = _run_local(jobs, workers) if backend == "local" else _run_ray(jobs, address)
-    for i, doc in zip(todo, results):
-        docs[i] = doc
-        if cache_dir is not None:
+    for i, (doc, error) in zip(todo, results):
+        docs[i], errors[i] = doc, error
+        if doc is not None and cache_dir is not None:
             cache_dir.mkdir(parents=True, exist_ok=True)
             path = cache_dir / f"{keys[i]}.json"
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(doc)
             os.replace(tmp, path)
-    rows = [_row(p, d) for p, d in zip(points, docs)]
+    rows = [_row(p, d, e) for p, d, e in zip(points, docs, errors)]
     df = pd.DataFrame(rows)
-    counters = [c for c in df.columns if c not in points[0] and c != "elapsed_ns"]
-    df[counters] = df[counters].fillna(0).astype("int64")
+    df = df[[c for c in df.columns if c != "error"] + ["error"]]
+    counters = [c for c in df.columns if c not in points[0] and c not in ("elapsed_ns", "error")]
+    failed = df["error"].notna()
+    if not failed.any():
+        df[counters] = df[counters].fillna(0).astype("int64")
+        return df
+    # 0 where a run that ended lacks a counter; nothing for a failed one.
+    df.loc[~failed, counters] = df.loc[~failed, counters].fillna(0)
+    numeric = [c for c in ("elapsed_ns", *counters) if c in df.columns]
+    df[numeric] = df[numeric].astype("Int64")
+    warnings.warn(
+        f"mmsim.sweep: {int(failed.sum())} of {len(df)} points failed; "
+        "their rows' error column says why",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     return df
 
 

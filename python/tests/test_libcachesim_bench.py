@@ -13,7 +13,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "libcachesim" / "run.py"
 MMSIM = ROOT / "target" / "release" / "mmsim"
 
-lcs = pytest.importorskip("libcachesim", reason="pip install -r bench/libcachesim/requirements.txt")
+lcs = pytest.importorskip(
+    "libcachesim",
+    reason="libcachesim is not installed: .venv/bin/python -m pip install -r "
+    "bench/libcachesim/requirements.txt, then ./scripts/test-python",
+)
 pytest.importorskip("numpy")
 
 PAGES, CACHE, REQUESTS = 20_000, 5_000, 300_000

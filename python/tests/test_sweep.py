@@ -87,8 +87,8 @@ def test_ray_without_ray_says_how_to_get_it():
 
 @pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
-    reason="ray is not installed here (.ci/run installs it where PyPI has a wheel); "
-    "the local backend covers the sweep itself",
+    reason="ray is not installed here (.ci/run installs it where PyPI has a wheel): "
+    ".venv/bin/python -m pip install ray, then ./scripts/test-python",
 )
 def test_ray_runs_the_points_as_tasks():
     import ray
@@ -141,3 +141,28 @@ def test_a_bad_trace_is_a_spec_error(tmp_path):
         mmsim.run(spec)
     assert "found obj_id 99999" in str(e.value)
     assert e.value.key.endswith(".map")
+
+
+def test_a_failed_point_is_a_row_with_its_error(tmp_path):
+    # Swappiness 0 under 16M: the anon pages cannot go to swap (OOM).
+    grid = {KEY: [0, 60], "cgroup.w.memory_max": ["16M", "max"]}
+    with pytest.warns(RuntimeWarning, match="1 of 4 points failed"):
+        df = mmsim.sweep(SMOKE, grid, cache=tmp_path, workers=2)
+    assert list(df.columns)[-1] == "error"
+    assert len(df) == 4
+    failed = df[df["error"].notna()]
+    assert [tuple(x) for x in failed[[KEY, "cgroup.w.memory_max"]].values] == [(0, "16M")]
+    assert "VM_FAULT_OOM" in failed["error"].iloc[0]
+    assert failed[["elapsed_ns", "pswpout", "main/write.duration_ns"]].isna().all(axis=None)
+    for _, row in df[df["error"].isna()].iterrows():
+        r = mmsim.run(SMOKE, set={KEY: row[KEY], "cgroup.w.memory_max": row["cgroup.w.memory_max"]})
+        assert row["elapsed_ns"] == r.elapsed_ns
+        assert row["pswpout"] == r.vmstat["pswpout"]
+    # The points that ran are cached, the failed one is not.
+    assert len(list(tmp_path.glob("*.json"))) == 3
+
+
+def test_a_sweep_without_failures_has_an_empty_error_column(tmp_path):
+    df = mmsim.sweep(SMOKE, {KEY: [60]}, cache=False, workers=1)
+    assert df["error"].isna().all()
+    assert df["pswpout"].dtype == "int64"

@@ -109,7 +109,9 @@ impl Row {
 
 /// The rows for every metric of either side, in the order time, mmtests,
 /// vmstat, memory.stat; unchanged ones only with `all`, and changes
-/// smaller than `min_change` % (points for a percentage) left out.
+/// smaller than `min_change` % (points for a percentage) left out. Rows of
+/// numbered tasks (or cgroups) that are equal on both sides for every
+/// number are one row (`collapse_numbered`).
 pub fn rows(base: &[Metrics], new: &[Metrics], all: bool, min_change: f64) -> Vec<Row> {
     let mut names: Vec<&String> = base.iter().chain(new).flat_map(|m| m.keys()).collect();
     names.sort_by_key(|n| (group(n), *n));
@@ -118,7 +120,7 @@ pub fn rows(base: &[Metrics], new: &[Metrics], all: bool, min_change: f64) -> Ve
         let v: Vec<f64> = runs.iter().filter_map(|m| m.get(name).copied()).collect();
         (!v.is_empty()).then(|| mean_sd(&v))
     };
-    names
+    let rows = names
         .into_iter()
         .map(|n| Row {
             metric: n.clone(),
@@ -126,7 +128,69 @@ pub fn rows(base: &[Metrics], new: &[Metrics], all: bool, min_change: f64) -> Ve
             new: side(new, n),
         })
         .filter(|r| all || (r.changed() && r.change().is_none_or(|c| c.abs() >= min_change)))
-        .collect()
+        .collect();
+    collapse_numbered(rows)
+}
+
+/// `time.b7.loop_ms` → (`time.b*.loop_ms`, "tasks"): the metric with each
+/// number in its task's name (a phase time) or its cgroup's (memory.stat)
+/// made `*`; None for a metric of neither, or a name without a number.
+fn numbered(metric: &str) -> Option<(String, &'static str)> {
+    let (prefix, unit) = [("time.", "tasks"), ("memory.stat.", "cgroups")]
+        .into_iter()
+        .find(|(p, _)| metric.starts_with(p))?;
+    let rest = &metric[prefix.len()..];
+    let (name, tail) = rest.split_at(rest.rfind('.')?);
+    if !name.contains(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut starred = String::new();
+    let mut in_number = false;
+    for c in name.chars() {
+        let digit = c.is_ascii_digit();
+        if !digit {
+            starred.push(c);
+        } else if !in_number {
+            starred.push('*');
+        }
+        in_number = digit;
+    }
+    Some((format!("{prefix}{starred}{tail}"), unit))
+}
+
+/// Rows that differ only in a task's (or cgroup's) number and have the
+/// same base and new values, spread included, for every number become one,
+/// `time.b*.loop_ms (96 tasks, equal)`, where the first of them was; if
+/// any of them differs, each stays a row of its own.
+fn collapse_numbered(rows: Vec<Row>) -> Vec<Row> {
+    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if let Some((pattern, _)) = numbered(&r.metric) {
+            groups.entry(pattern).or_default().push(i);
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (i, r) in rows.iter().enumerate() {
+        let Some((pattern, unit)) = numbered(&r.metric) else {
+            out.push(r.clone());
+            continue;
+        };
+        let members = &groups[&pattern];
+        let equal = members.len() > 1
+            && members
+                .iter()
+                .all(|&j| rows[j].base == r.base && rows[j].new == r.new);
+        if !equal {
+            out.push(r.clone());
+        } else if members[0] == i {
+            out.push(Row {
+                metric: format!("{pattern} ({} {unit}, equal)", members.len()),
+                base: r.base,
+                new: r.new,
+            });
+        }
+    }
+    out
 }
 
 fn group(name: &str) -> u8 {
@@ -331,6 +395,75 @@ mod tests {
         assert_eq!(r[0].change(), Some(15.0));
         assert_eq!(rows(&base, &new, true, 0.0).len(), 2);
         assert!(rows(&base, &new, false, 20.0).is_empty());
+    }
+
+    #[test]
+    fn numbered_tasks_equal_on_both_sides_are_one_row() {
+        // 96 tasks b0..b95 with the same loop time each side, two of
+        // another set (c*) that differ, a numbered cgroup pair, and an
+        // unnumbered task.
+        let mut base = Metrics::new();
+        let mut new = Metrics::new();
+        for i in 0..96 {
+            base.insert(format!("time.b{i}.loop_ms"), 1000.0);
+            new.insert(format!("time.b{i}.loop_ms"), 900.0);
+        }
+        for (i, v) in [(0, 500.0), (1, 510.0)] {
+            base.insert(format!("time.c{i}.loop_ms"), 100.0);
+            new.insert(format!("time.c{i}.loop_ms"), v);
+        }
+        for i in [1, 2] {
+            base.insert(format!("memory.stat.g{i}.pgscan"), 10.0);
+            new.insert(format!("memory.stat.g{i}.pgscan"), 20.0);
+        }
+        base.insert("time.main.write_ms".into(), 1.0);
+        new.insert("time.main.write_ms".into(), 2.0);
+        let r = rows(&[base], &[new], false, 0.0);
+        let names: Vec<&str> = r.iter().map(|r| r.metric.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "time.b*.loop_ms (96 tasks, equal)",
+                "time.c0.loop_ms",
+                "time.c1.loop_ms",
+                "time.main.write_ms",
+                "memory.stat.g*.pgscan (2 cgroups, equal)",
+            ]
+        );
+        assert_eq!(r[0].base, Some((1000.0, 0.0)));
+        assert_eq!(r[0].change(), Some(-10.0));
+        let text = render("a", "b", 1, 1, &r);
+        assert_eq!(text.matches("loop_ms").count(), 3, "{text}");
+        // One task of the 96 unlike the others: every row stays.
+        let mut base = Metrics::new();
+        let mut new = Metrics::new();
+        for i in 0..96 {
+            base.insert(format!("time.b{i}.loop_ms"), 1000.0);
+            new.insert(
+                format!("time.b{i}.loop_ms"),
+                if i == 7 { 901.0 } else { 900.0 },
+            );
+        }
+        assert_eq!(rows(&[base], &[new], false, 0.0).len(), 96);
+    }
+
+    #[test]
+    fn only_a_task_or_cgroup_name_s_numbers_are_starred() {
+        assert_eq!(
+            numbered("time.b12.loop_ms"),
+            Some(("time.b*.loop_ms".into(), "tasks"))
+        );
+        assert_eq!(
+            numbered("time.w#3/fork10.p2_ms"),
+            Some(("time.w#*/fork*.p2_ms".into(), "tasks"))
+        );
+        assert_eq!(numbered("time.main.phase2_ms"), None);
+        assert_eq!(numbered("time.elapsed_ms"), None);
+        assert_eq!(numbered("vmstat.allocstall_dma32"), None);
+        assert_eq!(
+            numbered("memory.stat.g7.anon"),
+            Some(("memory.stat.g*.anon".into(), "cgroups"))
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod diff;
 mod fidelity;
 mod judge;
 mod oracle_cmd;
+mod progress;
 mod reproduce;
 mod seeds_real;
 mod sweep;
@@ -16,7 +17,6 @@ use mmsim_sim::{RunOptions, SimError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 #[derive(Parser)]
 #[command(
@@ -72,6 +72,10 @@ enum Cmd {
         /// "Limits").
         #[arg(long, value_name = "N", default_value_t = mmsim_spec::work::DEFAULT_MAX_WORK)]
         max_work: u64,
+        /// No progress bar (one shows on a terminal's stderr for a run
+        /// still going after 2 s).
+        #[arg(long, short = 'q')]
+        quiet: bool,
     },
     /// Run specs on a real Linux kernel under QEMU.
     Oracle {
@@ -123,7 +127,8 @@ enum Cmd {
     /// --profile (docs/calibrate.md).
     Calibrate(calibrate::CalibrateArgs),
     /// Run a spec at every point of a grid of overrides: a table of one row
-    /// per point (docs/output.md "sweep").
+    /// per point (docs/output.md "sweep"). A point whose run fails is a
+    /// row with its error; the exit status is then 3.
     Sweep {
         /// The spec (TOML).
         spec: PathBuf,
@@ -144,6 +149,9 @@ enum Cmd {
         /// or a /proc/vmstat counter.
         #[arg(long, value_name = "COLUMN")]
         y: Option<String>,
+        /// No progress bar.
+        #[arg(long, short = 'q')]
+        quiet: bool,
     },
     /// Rerun the seed experiments (baseline and patched) and print the
     /// seed's numbers beside mmsim's.
@@ -294,7 +302,16 @@ fn main() -> ExitCode {
             sets,
             output,
             max_work,
-        } => cmd_run(&spec, json, check, &sets, output.as_deref(), max_work),
+            quiet,
+        } => cmd_run(
+            &spec,
+            json,
+            check,
+            &sets,
+            output.as_deref(),
+            max_work,
+            quiet,
+        ),
         Cmd::Oracle {
             cmd:
                 OracleCmd::Run {
@@ -342,6 +359,7 @@ fn main() -> ExitCode {
             plot,
             x,
             y,
+            quiet,
         } => sweep::sweep_cmd(sweep::SweepArgs {
             spec: &spec,
             grid: &grid,
@@ -349,6 +367,7 @@ fn main() -> ExitCode {
             plot: plot.as_deref(),
             x: x.as_deref(),
             y: y.as_deref(),
+            quiet,
         }),
         Cmd::Reproduce {
             names,
@@ -411,6 +430,7 @@ fn cmd_run(
     sets: &[String],
     output: Option<&Path>,
     max_work: u64,
+    quiet: bool,
 ) -> ExitCode {
     let spec = match load_spec(path, sets) {
         Ok(s) => s,
@@ -419,34 +439,9 @@ fn cmd_run(
             return ExitCode::from(2);
         }
     };
-    let started = Instant::now();
-    let mut bar: Option<indicatif::ProgressBar> = None;
-    let progress = move |f: f64| {
-        if bar.is_none() && started.elapsed() > Duration::from_secs(1) {
-            let b = indicatif::ProgressBar::with_draw_target(
-                Some(1000),
-                indicatif::ProgressDrawTarget::stderr(),
-            )
-            .with_elapsed(started.elapsed());
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} simulating [{bar:40}] {percent}% ({elapsed})",
-                )
-                .expect("static template")
-                .progress_chars("=> "),
-            );
-            bar = Some(b);
-        }
-        if let Some(b) = &bar {
-            b.set_position((f * 1000.0) as u64);
-            if f >= 1.0 {
-                b.finish_and_clear();
-            }
-        }
-    };
     let opts = RunOptions {
         check,
-        progress: Some(Box::new(progress)),
+        progress: progress::run_hook(quiet),
         max_work: Some(max_work),
         max_host_bytes: mmsim_sim::host_available_bytes(),
         ..sim_options()

@@ -3,12 +3,19 @@
 //! many threads as there are CPUs, with a progress bar; a table of one row
 //! per point (the overrides, `elapsed_ns`, each phase's duration, the
 //! whole-run /proc/vmstat counters), optionally as CSV, and a plot of one
-//! column against a grid key (plotters' SVG backend).
+//! column against a grid key (plotters' SVG backend). A point whose run
+//! fails is a row with its error (the `error` column) and the others are
+//! all there; the exit status is then `POINTS_FAILED`.
 
 use mmsim_sim::output::RunResult;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
+
+/// The exit status of a sweep that printed its table but in which some
+/// points failed (1 and 2 keep their meaning: a failure of the command, a
+/// bad spec or grid).
+pub const POINTS_FAILED: u8 = 3;
 
 /// One grid dimension: a `--set` key and its values.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,17 +76,32 @@ fn row(r: &RunResult) -> Vec<(String, i64)> {
 }
 
 /// The table: the grid keys, then every column any run has (in the first
-/// run's order, others after), 0 where a run lacks one.
+/// run's order, others after), 0 where a run lacks one, and last `error`:
+/// empty for a run that ended, the error of one that failed (whose other
+/// columns are then empty).
 pub struct Table {
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    /// How many leading columns are grid keys.
+    pub keys: usize,
 }
 
-fn table(dims: &[Dim], points: &[Vec<String>], runs: &[RunResult]) -> Table {
+impl Table {
+    /// Rows whose run failed.
+    pub fn failed(&self) -> usize {
+        self.rows
+            .iter()
+            .filter(|r| r.last().is_some_and(|e| !e.is_empty()))
+            .count()
+    }
+}
+
+fn table(dims: &[Dim], points: &[Vec<String>], runs: &[Result<RunResult, String>]) -> Table {
     let mut columns: Vec<String> = Vec::new();
     let mut seen = BTreeSet::new();
-    let rows: Vec<Vec<(String, i64)>> = runs.iter().map(row).collect();
-    for r in &rows {
+    let rows: Vec<Result<Vec<(String, i64)>, &String>> =
+        runs.iter().map(|r| r.as_ref().map(row)).collect();
+    for r in rows.iter().flatten() {
         for (k, _) in r {
             if seen.insert(k.clone()) {
                 columns.push(k.clone());
@@ -90,22 +112,36 @@ fn table(dims: &[Dim], points: &[Vec<String>], runs: &[RunResult]) -> Table {
         .iter()
         .map(|d| d.key.clone())
         .chain(columns.iter().cloned())
+        .chain(["error".to_string()])
         .collect();
     let rows = points
         .iter()
         .zip(&rows)
         .map(|(p, r)| {
             let mut out = p.clone();
-            out.extend(columns.iter().map(|c| {
-                r.iter()
-                    .find(|(k, _)| k == c)
-                    .map_or(0, |(_, v)| *v)
-                    .to_string()
-            }));
+            match r {
+                Ok(r) => {
+                    out.extend(columns.iter().map(|c| {
+                        r.iter()
+                            .find(|(k, _)| k == c)
+                            .map_or(0, |(_, v)| *v)
+                            .to_string()
+                    }));
+                    out.push(String::new());
+                }
+                Err(e) => {
+                    out.extend(columns.iter().map(|_| String::new()));
+                    out.push(e.to_string());
+                }
+            }
             out
         })
         .collect();
-    Table { header, rows }
+    Table {
+        header,
+        rows,
+        keys: dims.len(),
+    }
 }
 
 /// The table as CSV (the `csv` crate quotes keys such as
@@ -138,7 +174,12 @@ fn plot(t: &Table, dims: &[Dim], x: &str, y: &str, out: &Path) -> Result<(), Str
     };
     // One series per value of the other keys.
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for r in &t.rows {
+    // A failed point has no value to draw.
+    for r in t
+        .rows
+        .iter()
+        .filter(|r| r.last().is_none_or(|e| e.is_empty()))
+    {
         let label: Vec<String> = dims
             .iter()
             .enumerate()
@@ -221,11 +262,19 @@ pub struct SweepArgs<'a> {
     pub plot: Option<&'a Path>,
     pub x: Option<&'a str>,
     pub y: Option<&'a str>,
+    /// No progress bar.
+    pub quiet: bool,
 }
 
 pub fn sweep_cmd(a: SweepArgs) -> ExitCode {
     match sweep(&a) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failed) => {
+            eprintln!(
+                "mmsim: {failed} point(s) of the sweep failed: their rows give the error (exit status {POINTS_FAILED})"
+            );
+            ExitCode::from(POINTS_FAILED)
+        }
         Err((code, msg)) => {
             eprintln!("mmsim: {msg}");
             ExitCode::from(code)
@@ -233,7 +282,8 @@ pub fn sweep_cmd(a: SweepArgs) -> ExitCode {
     }
 }
 
-fn sweep(a: &SweepArgs) -> Result<(), (u8, String)> {
+/// Runs the sweep; Ok(how many points failed) once the table is out.
+fn sweep(a: &SweepArgs) -> Result<usize, (u8, String)> {
     let dims: Vec<Dim> = a
         .grid
         .iter()
@@ -263,7 +313,11 @@ fn sweep(a: &SweepArgs) -> Result<(), (u8, String)> {
             .map_err(|e| (2, format!("{e} (at the grid point {})", sets.join(" "))))?;
         specs.push(spec);
     }
-    let bar = indicatif::ProgressBar::new(specs.len() as u64);
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(specs.len() as u64)
+    };
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} sweeping [{bar:40}] {pos}/{len} points ({elapsed})",
@@ -277,24 +331,12 @@ fn sweep(a: &SweepArgs) -> Result<(), (u8, String)> {
         r
     });
     bar.finish_and_clear();
-    let mut runs = Vec::with_capacity(results.len());
-    for (p, r) in points.iter().zip(results) {
-        runs.push(r.map_err(|e| {
-            let at: Vec<String> = dims
-                .iter()
-                .zip(p)
-                .map(|(d, v)| format!("{}={v}", d.key))
-                .collect();
-            (
-                e.exit_code(),
-                format!(
-                    "{}: {e} (at the grid point {})",
-                    a.spec.display(),
-                    at.join(" ")
-                ),
-            )
-        })?);
-    }
+    // A failed point's error, as `mmsim run` gives it less the file name
+    // (the sweep's spec): "line N: key `K`: …".
+    let runs: Vec<Result<RunResult, String>> = results
+        .into_iter()
+        .map(|r| r.map_err(|e| e.to_string()))
+        .collect();
     let t = table(&dims, &points, &runs);
     if let Some(path) = a.csv {
         let mut bytes = to_csv(&t).map_err(|e| (1, e))?;
@@ -307,18 +349,20 @@ fn sweep(a: &SweepArgs) -> Result<(), (u8, String)> {
         plot(&t, &dims, x, y, out).map_err(|e| (2, e))?;
     }
     print!("{}", text(&t));
-    Ok(())
+    Ok(t.failed())
 }
 
 /// The table for the terminal: the grid keys, elapsed time and the phase
-/// durations (the counters are in --csv).
+/// durations (the counters are in --csv), and `error` if a point failed.
 fn text(t: &Table) -> String {
+    let failed = t.failed() > 0;
+    let last = t.header.len() - 1;
     let shown: Vec<usize> = (0..t.header.len())
         .filter(|&i| {
             let h = &t.header[i];
-            i < t.header.iter().position(|h| h == "elapsed_ns").unwrap_or(0)
-                || h == "elapsed_ns"
-                || h.ends_with(".duration_ns")
+            i < t.keys
+                || (i < last && (h == "elapsed_ns" || h.ends_with(".duration_ns")))
+                || (i == last && failed)
         })
         .collect();
     let width = |i: usize| {
@@ -332,8 +376,13 @@ fn text(t: &Table) -> String {
     let widths: Vec<usize> = shown.iter().map(|&i| width(i)).collect();
     let line = |cells: Vec<&str>| {
         let mut s: Vec<String> = Vec::new();
-        for (c, w) in cells.into_iter().zip(&widths) {
-            s.push(format!("{c:>w$}"));
+        for ((c, w), &i) in cells.into_iter().zip(&widths).zip(&shown) {
+            // Numbers to the right, the error (text) to the left.
+            s.push(if i == last {
+                c.to_string()
+            } else {
+                format!("{c:>w$}")
+            });
         }
         s.join("  ").trim_end().to_string() + "\n"
     };

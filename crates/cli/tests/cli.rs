@@ -677,3 +677,53 @@ fn diff_refuses_what_is_not_a_run() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
 }
+
+/// `mmsim ARGS` with stderr a pseudo-terminal (util-linux's `script`),
+/// the bar's delay 0; returns what the terminal showed, or None where
+/// `script` is missing.
+fn on_a_terminal(args: &[&str]) -> Option<String> {
+    let cmd = std::iter::once(MMSIM)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = Command::new("script")
+        .args(["-qec", &format!("{cmd} >/dev/null"), "/dev/null"])
+        .env("MMSIM_PROGRESS_AFTER_MS", "0")
+        .output()
+        .ok()?;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn no_progress_bar_unless_stderr_is_a_terminal() {
+    // Due at once, but stderr is a pipe: nothing on it, stdout as quiet.
+    let spec = anon_seq();
+    let spec = spec.to_str().unwrap();
+    let run = |quiet: bool| {
+        let mut c = Command::new(MMSIM);
+        c.args(["run", spec]).env("MMSIM_PROGRESS_AFTER_MS", "0");
+        if quiet {
+            c.arg("--quiet");
+        }
+        c.output().expect("run mmsim")
+    };
+    let (shown, quiet) = (run(false), run(true));
+    assert_eq!(shown.status.code(), Some(0));
+    assert_eq!(stderr(&shown), "");
+    assert_eq!(stdout(&shown), stdout(&quiet));
+    // On a terminal the bar shows, work and simulated time beside it;
+    // --quiet hides it there too.
+    match on_a_terminal(&["run", spec]) {
+        Some(tty) => {
+            assert!(
+                tty.contains("simulating") && tty.contains("page ops") && tty.contains("simulated"),
+                "{tty}"
+            );
+            let quiet = on_a_terminal(&["run", spec, "--quiet"]).unwrap();
+            assert!(!quiet.contains("simulating"), "{quiet}");
+        }
+        None => eprintln!("skipped the terminal half: no `script` (util-linux) to make one"),
+    }
+}

@@ -124,3 +124,101 @@ fn bad_grids_are_refused_with_their_reason() {
     }
     assert!(!Path::new("x.svg").exists());
 }
+
+#[test]
+fn a_failed_point_is_a_row_with_its_error_and_the_others_are_all_there() {
+    // Swappiness 0 under 16M: the anon pages cannot go to swap (OOM).
+    let dir = tmp("failed");
+    let (csv, svg) = (dir.join("f.csv"), dir.join("f.svg"));
+    let grid = format!("{KEY}=0,60");
+    let o = mmsim(&[
+        "sweep",
+        smoke().to_str().unwrap(),
+        "--grid",
+        &grid,
+        "--grid",
+        "cgroup.w.memory_max=16M,max",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+        "--x",
+        KEY,
+        "--y",
+        "elapsed_ns",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("1 point(s) of the sweep failed"), "{err}");
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[0].ends_with("error"), "{out}");
+    // The failed point names the step and why; the others carry no error.
+    assert!(
+        lines[1].contains("16M")
+            && lines[1].contains("line 20: key `task.main.steps[2]`")
+            && lines[1].contains("VM_FAULT_OOM"),
+        "{out}"
+    );
+    assert!(
+        lines[2..].iter().all(|l| !l.contains("VM_FAULT_OOM")),
+        "{out}"
+    );
+    let mut r = csv::Reader::from_path(&csv).unwrap();
+    let header = r.headers().unwrap().clone();
+    assert_eq!(header.iter().last(), Some("error"));
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = r.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 4);
+    let failed = &rows[0];
+    assert_eq!((&failed[0], &failed[1]), ("0", "16M"));
+    assert!(failed[col("error")].contains("VM_FAULT_OOM"));
+    assert_eq!(&failed[col("elapsed_ns")], "");
+    assert_eq!(&failed[col("pswpout")], "");
+    for row in &rows[1..] {
+        assert_eq!(&row[col("error")], "");
+        let set_a = format!("{KEY}={}", &row[0]);
+        let set_b = format!("cgroup.w.memory_max={}", &row[1]);
+        let doc = run_json(&[&set_a, &set_b]);
+        assert_eq!(row[col("elapsed_ns")], doc["elapsed_ns"].to_string());
+        assert_eq!(row[col("pswpout")], doc["vmstat"]["pswpout"].to_string());
+    }
+    // The plot draws the three points that ran.
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(svg.matches("<circle").count(), 3, "{svg}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_sweep_with_no_failure_prints_no_error_column_but_its_csv_has_one() {
+    let dir = tmp("nofail");
+    let csv = dir.join("n.csv");
+    let grid = format!("{KEY}=60,100");
+    let o = mmsim(&[
+        "sweep",
+        "--quiet",
+        smoke().to_str().unwrap(),
+        "--grid",
+        &grid,
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(!out.contains("error"), "{out}");
+    let mut r = csv::Reader::from_path(&csv).unwrap();
+    assert_eq!(r.headers().unwrap().iter().last(), Some("error"));
+    assert!(r.records().all(|r| r.unwrap().iter().last() == Some("")));
+    std::fs::remove_dir_all(dir).ok();
+}

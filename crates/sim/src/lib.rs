@@ -75,7 +75,10 @@ impl fmt::Display for SimError {
             SimError::Invariant(w) => write!(f, "invariant violated (a bug in mmsim): {w}"),
             SimError::Limit(w) => write!(f, "{w}"),
             SimError::At { line, key, error } => {
-                write!(f, "line {line}: ")?;
+                // Line 0: a key the spec gives no line for (a `--set`).
+                if *line > 0 {
+                    write!(f, "line {line}: ")?;
+                }
                 if !key.is_empty() {
                     write!(f, "key `{key}`: ")?;
                 }
@@ -87,13 +90,27 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
+/// Where a run is, as `RunOptions::progress` hears it after each
+/// scheduling slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Page operations done (`mmsim_spec::work`'s units; a kvstore's are
+    /// its accesses, so `done` may end a little off `total`).
+    pub done: u64,
+    /// Page operations the spec asks for.
+    pub total: u64,
+    /// Simulated time reached, ns.
+    pub sim_ns: u64,
+}
+
 #[derive(Default)]
 pub struct RunOptions<'a> {
     /// Check the kernel's invariants at every phase mark, when the last
     /// task finishes its steps, and after the run.
     pub check: bool,
-    /// Progress callback (0..=1).
-    pub progress: Option<Box<dyn FnMut(f64) + 'a>>,
+    /// Called after each scheduling slice (at most every few simulated
+    /// milliseconds; the page accesses themselves only bump a counter).
+    pub progress: Option<Box<dyn FnMut(Progress) + 'a>>,
     /// The most page operations the spec may ask for
     /// (`mmsim_spec::work`); None: `work::DEFAULT_MAX_WORK`.
     pub max_work: Option<u64>,
@@ -272,6 +289,10 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     let vm_start = k.vm.clone();
     let mut sched = sched::Scheduler::new(spec, &mut k);
     sched.on_progress = opts.progress.take();
+    if sched.on_progress.is_some() {
+        let total = mmsim_spec::work::work_checked(spec, opts.check).total;
+        sched.total_work = u64::try_from(total).unwrap_or(u64::MAX);
+    }
     sched.check = opts.check;
     let mut cgroups_at_end = BTreeMap::new();
     let mut check_err = None;

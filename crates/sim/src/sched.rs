@@ -188,10 +188,19 @@ pub struct Scheduler<'s> {
     switched_in: Vec<u64>,
     kswapd_ready: Option<u64>,
     khugepaged_ready: Option<u64>,
-    /// Called after each slice with the run's progress (0..=1).
-    pub on_progress: Option<Box<dyn FnMut(f64) + 's>>,
-    total_accesses: u64,
-    done_accesses: u64,
+    /// Called after each slice with the run's progress.
+    pub on_progress: Option<Box<dyn FnMut(crate::Progress) + 's>>,
+    /// The page operations the spec asks for (`mmsim_spec::work`), set by
+    /// the caller with `on_progress`.
+    pub total_work: u64,
+    /// Those done so far: a touch's, stream's, read's, write's or
+    /// kvstore's accesses and a compute's slices as they run, any other
+    /// step's count when it starts (`dispatch_work`).
+    done_work: u64,
+    /// Page frames of the machine: what a phase mark's check walks.
+    frames: u64,
+    /// Pages of each file, for what fsync and drop_caches count.
+    file_pages: Vec<u64>,
     /// Run the invariant checker at every phase mark.
     pub check: bool,
     /// CFS virtual runtime of each task and of kswapd (all at nice 0, so
@@ -260,13 +269,6 @@ impl<'s> Scheduler<'s> {
                 });
             }
         }
-        let total_accesses: u64 = spec
-            .tasks
-            .iter()
-            .map(|t| {
-                (t.instances as u64).saturating_mul(count_accesses(&t.steps, &mut HashMap::new()))
-            })
-            .fold(0u64, u64::saturating_add);
         Scheduler {
             tasks,
             swap_devs: &spec.swap,
@@ -278,8 +280,10 @@ impl<'s> Scheduler<'s> {
             // thread's first sleep ends then.
             khugepaged_ready: k.khugepaged_wake_at.take(),
             on_progress: None,
-            total_accesses: total_accesses.max(1),
-            done_accesses: 0,
+            total_work: 0,
+            done_work: 0,
+            frames: spec.machine.memory / 4096,
+            file_pages: spec.files.iter().map(|f| f.size / 4096).collect(),
             check: false,
             vruntime: Vec::new(),
             kswapd_vruntime: 0,
@@ -391,7 +395,11 @@ impl<'s> Scheduler<'s> {
             self.cpu_free_at[cpu] = k.now().max(start);
             last_end = last_end.max(end);
             if let Some(cb) = self.on_progress.as_mut() {
-                cb(self.done_accesses as f64 / self.total_accesses as f64);
+                cb(crate::Progress {
+                    done: self.done_work,
+                    total: self.total_work,
+                    sim_ns: last_end,
+                });
             }
         }
         Ok(last_end)
@@ -638,6 +646,15 @@ impl<'s> Scheduler<'s> {
         }
         let step = &frame.steps[frame.next];
         frame.next += 1;
+        let phase_work = if self.check { self.frames } else { 1 };
+        self.done_work += dispatch_work(
+            &step.op,
+            &t.regions,
+            k,
+            phase_work,
+            &self.file_pages,
+            self.swap_devs,
+        );
         let ktask = t.ktask;
         let mm = k.tasks[ktask].mm;
         match &step.op {
@@ -913,12 +930,12 @@ impl<'s> Scheduler<'s> {
             }
             let a = tr.buf[tr.pos];
             tr.pos += 1;
-            self.done_accesses += 1;
+            self.done_work += 1;
             k.user_access(tr.vma, access_page(a) as usize, access_is_write(a))?;
             if let Some(until) = k.blocked_until.take() {
                 // The fault waits for I/O; the access runs again after.
                 tr.pos -= 1;
-                self.done_accesses -= 1;
+                self.done_work -= 1;
                 return Ok(Some(SliceEnd::Sleep(until)));
             }
             if let Some(end) = self.after_access(i, k, &mut slice_end) {
@@ -959,7 +976,7 @@ impl<'s> Scheduler<'s> {
         };
         let n = k.access_resident_run(tr.vma, &tr.buf[tr.pos..], max);
         tr.pos += n;
-        self.done_accesses += n as u64;
+        self.done_work += n as u64;
         (n > 0 && n == max).then_some(SliceEnd::Preempted)
     }
 
@@ -970,7 +987,10 @@ impl<'s> Scheduler<'s> {
         let t = &mut self.tasks[i];
         let run = t.compute_left.min(slice_end.saturating_sub(k.now()));
         k.charge_user(run);
+        // mmsim_spec::work counts a compute's 10 µs slices.
+        let ops_before = t.compute_left / mmsim_spec::work::NS_PER_OP;
         t.compute_left -= run;
+        self.done_work += ops_before - t.compute_left / mmsim_spec::work::NS_PER_OP;
         (t.compute_left > 0).then_some(SliceEnd::Preempted)
     }
 
@@ -1064,15 +1084,16 @@ impl<'s> Scheduler<'s> {
                 sr.next += n;
             }
             let vma = sr.vma.expect("a window is mapped");
-            self.done_accesses += 1;
+            self.done_work += 1;
             k.user_access(vma, sr.pos as usize, false)?;
             if let Some(until) = k.blocked_until.take() {
-                self.done_accesses -= 1;
+                self.done_work -= 1;
                 self.tasks[i].stream = Some(sr);
                 return Ok(Some(SliceEnd::Sleep(until)));
             }
             sr.pos += 1;
             k.charge_user(sr.work);
+            self.done_work += sr.work / mmsim_spec::work::NS_PER_OP;
             if let Some(end) = self.after_access(i, k, &mut slice_end) {
                 self.tasks[i].stream = Some(sr);
                 return Ok(Some(end));
@@ -1112,7 +1133,7 @@ impl<'s> Scheduler<'s> {
                 }
                 Err(e) => return Err(e.into()),
             }
-            self.done_accesses += 1;
+            self.done_work += 1;
             if let Some(end) = self.after_access(i, k, &mut slice_end) {
                 self.tasks[i].file_io = Some(io);
                 return Ok(Some(end));
@@ -1154,11 +1175,11 @@ impl<'s> Scheduler<'s> {
             }
             let a = kr.buf[kr.pos];
             kr.pos += 1;
-            self.done_accesses += 1;
+            self.done_work += 1;
             k.user_access(kr.vma, access_page(a) as usize, access_is_write(a))?;
             if let Some(until) = k.blocked_until.take() {
                 kr.pos -= 1;
-                self.done_accesses -= 1;
+                self.done_work -= 1;
                 return Ok(Some(SliceEnd::Sleep(until)));
             }
             if let Some(end) = self.after_access(i, k, &mut slice_end) {
@@ -1395,29 +1416,41 @@ fn at_step(step: &Step, e: SimError) -> SimError {
     SimError::at(step.line, step.key.as_str(), e)
 }
 
-/// Accesses a list of steps will make (for the progress bar only).
-fn count_accesses(steps: &[Step], sizes: &mut HashMap<String, u64>) -> u64 {
-    let mut n: u64 = 0;
-    for s in steps {
-        match &s.op {
-            Op::Mmap { name, pages, .. } => {
-                sizes.insert(name.clone(), *pages);
-            }
-            Op::Touch(t) => {
-                let pages = sizes.get(&t.region).copied().unwrap_or(0);
-                let len = t.length.unwrap_or(pages.saturating_sub(t.offset));
-                n = n.saturating_add(t.count.unwrap_or(t.passes.saturating_mul(len)));
-            }
-            Op::Repeat { times, steps } => {
-                n = n.saturating_add(times.saturating_mul(count_accesses(steps, sizes)))
-            }
-            Op::Fork { steps } => n = n.saturating_add(count_accesses(steps, &mut sizes.clone())),
-            Op::Spawn { steps } => n = n.saturating_add(count_accesses(steps, &mut HashMap::new())),
-            Op::FileIo { length, .. } | Op::Stream { length, .. } => n = n.saturating_add(*length),
-            // About 2.5 page accesses per request.
-            Op::KvStore(kv) => n = n.saturating_add(kv.requests.saturating_mul(5) / 2),
-            _ => {}
-        }
+/// The page operations (`mmsim_spec::work`) a step counts when it
+/// starts: what munmap, madvise, fork, swapoff, fsync, drop_caches and a
+/// checked phase mark walk, 1 for any other step; none for the steps whose
+/// accesses or slices are counted as they run, or a repeat (its body's
+/// steps count).
+fn dispatch_work(
+    op: &Op,
+    regions: &HashMap<String, u32>,
+    k: &Kernel,
+    phase: u64,
+    file_pages: &[u64],
+    swap: &[mmsim_spec::SwapDevice],
+) -> u64 {
+    let pages = |r: &str| regions.get(r).map_or(0, |&v| k.vmas[v as usize].pages);
+    match op {
+        Op::Touch(_)
+        | Op::Stream { .. }
+        | Op::FileIo { .. }
+        | Op::KvStore(_)
+        | Op::Compute { .. }
+        | Op::Repeat { .. } => 0,
+        Op::Munmap { region } => pages(region).max(1),
+        Op::Madvise {
+            region,
+            offset,
+            length,
+            ..
+        } => length
+            .unwrap_or(pages(region).saturating_sub(*offset))
+            .max(1),
+        Op::Fork { .. } => regions.keys().map(|r| pages(r)).sum::<u64>().max(1),
+        Op::Swapoff { device } => swap.get(*device).map_or(1, |d| (d.size / 4096).max(1)),
+        Op::Fsync { file } => file_pages.get(*file).copied().unwrap_or(0).max(1),
+        Op::DropCaches => file_pages.iter().sum::<u64>().max(1),
+        Op::Phase { .. } => phase,
+        _ => 1,
     }
-    n
 }

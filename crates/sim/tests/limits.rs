@@ -114,3 +114,30 @@ fn huge_never_and_shmem_enabled_never_or_deny_still_run() {
         );
     }
 }
+
+/// The host-memory refusal names its part at its line, and says no line
+/// (never "line 0") for a value `--set` gave.
+#[test]
+fn the_host_memory_refusal_names_the_key_and_its_line_or_none() {
+    let text = "[machine]\nmemory = \"8G\"\n[task.a]\nsteps = [\n{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4K\" },\n{ op = \"touch\", region = \"h\", count = 3000000 },\n]\n";
+    let opts = || mmsim_sim::RunOptions {
+        max_host_bytes: Some(1 << 20),
+        ..Default::default()
+    };
+    let s = spec(text);
+    let e = mmsim_sim::check_work(&s, &opts()).expect_err("over 1 MiB");
+    assert!(
+        e.to_string().starts_with(
+            "line 2: key `machine.memory`: found a spec whose tables would take 80 MiB"
+        ),
+        "{e}"
+    );
+    let set = mmsim_spec::parse_str(text, "t.toml", &["machine.memory=\"9G\"".to_string()])
+        .expect("spec");
+    let e = mmsim_sim::check_work(&set, &opts()).expect_err("over 1 MiB");
+    assert!(
+        e.to_string()
+            .starts_with("key `machine.memory`: found a spec whose tables"),
+        "{e}"
+    );
+}

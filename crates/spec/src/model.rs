@@ -633,6 +633,9 @@ pub struct SwapDevice {
     /// of a read and of a write, ns; None = the device model's.
     pub read_latency: Option<u64>,
     pub write_latency: Option<u64>,
+    /// Line of `size` in the spec file (0: from `--set`), for errors found
+    /// after parsing (the host memory its slots take).
+    pub size_line: usize,
 }
 
 impl SwapDevice {
@@ -706,6 +709,9 @@ pub struct File {
     /// The tmpfs `huge=` mount option of a tmpfs file (`Never` for a file
     /// on a disk). The simulator refuses anything but `Never`.
     pub huge: TmpfsHuge,
+    /// Line of `size` in the spec file (0: from `--set`), as the swap
+    /// device's.
+    pub size_line: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1343,6 +1343,7 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         rotational,
         read_latency,
         write_latency,
+        size_line: rep.line(sz.at),
     })
 }
 
@@ -2422,6 +2423,7 @@ fn build_files(
             size,
             on,
             huge,
+            size_line: rep.line(sz.at),
         });
     }
     Ok(files)

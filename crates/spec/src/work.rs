@@ -35,12 +35,14 @@ pub const HOST_BYTES_PER_FRAME: u64 = 40;
 /// simulator's shortest scheduling slice (cost::QUANTUM_NS).
 pub const NS_PER_OP: u64 = 10_000;
 
-/// One step's share, for messages.
+/// One step's (or key's) share, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Share {
-    /// Dotted key path of the step, e.g. `task.main.steps[2]`.
+    /// Dotted key path of the step, e.g. `task.main.steps[2]`, or of the
+    /// key, e.g. `swap[0].size`.
     pub key: String,
-    /// Line of the step in the spec file.
+    /// Its line in the spec file; 0 where the spec has none to name (a
+    /// key the model keeps no line of, or one given by `--set`).
     pub line: usize,
     pub amount: u128,
 }
@@ -95,8 +97,10 @@ pub fn does_nothing(steps: &[Step]) -> bool {
 }
 
 /// The host memory the simulator's tables take for `spec`, bytes, with
-/// the part that is largest: per mapped page, file page and swap slot,
-/// and per frame the work can touch (at most the machine's).
+/// the part that is largest: the mappings (named by their largest mmap
+/// step), each file's pages (`file[i].size`), each swap device's slots
+/// (`swap[i].size`), and the frames the work can touch (at most the
+/// machine's: `machine.memory`), each at its line (0 for a `--set`).
 pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     let mut parts = Vec::new();
     let mut maps = Share {
@@ -117,32 +121,36 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
         });
     }
     parts.push(maps);
-    let file_pages: u64 = spec.files.iter().map(|f| f.size / crate::PAGE_SIZE).sum();
-    parts.push(Share {
-        key: "file".into(),
-        line: 0,
-        amount: file_pages as u128 * HOST_BYTES_PER_FILE_PAGE as u128,
-    });
-    let slots: u64 = spec.swap.iter().map(|s| s.size / crate::PAGE_SIZE).sum();
-    parts.push(Share {
-        key: "swap".into(),
-        line: 0,
-        amount: slots as u128 * HOST_BYTES_PER_SWAP_SLOT as u128,
-    });
+    for (i, f) in spec.files.iter().enumerate() {
+        parts.push(Share {
+            key: format!("file[{i}].size"),
+            line: f.size_line,
+            amount: (f.size / crate::PAGE_SIZE) as u128 * HOST_BYTES_PER_FILE_PAGE as u128,
+        });
+    }
+    for (i, s) in spec.swap.iter().enumerate() {
+        parts.push(Share {
+            key: format!("swap[{i}].size"),
+            line: s.size_line,
+            amount: (s.size / crate::PAGE_SIZE) as u128 * HOST_BYTES_PER_SWAP_SLOT as u128,
+        });
+    }
     let frames = (spec.machine.memory / crate::PAGE_SIZE) as u128;
     parts.push(Share {
         key: "machine.memory".into(),
-        line: 0,
+        line: spec.machine.memory_line,
         amount: frames.min(work(spec).total) * HOST_BYTES_PER_FRAME as u128,
     });
     let total = parts
         .iter()
         .map(|p| p.amount)
         .fold(0u128, u128::saturating_add);
+    // The first of the largest (max_by_key would take the last).
     let largest = parts
         .into_iter()
+        .rev()
         .max_by_key(|p| p.amount)
-        .expect("four parts");
+        .expect("the mappings' part at least");
     (total, largest)
 }
 
@@ -340,5 +348,40 @@ mod tests {
         let (bytes, part) = host_bytes(&big);
         assert_eq!(bytes, (64u128 << 18) * 12 + 40);
         assert_eq!(part.key, "task.a.steps[0]");
+    }
+
+    #[test]
+    fn the_largest_host_part_names_its_key_and_a_line_only_where_there_is_one() {
+        let with = |extra: &str| {
+            crate::parse_str(
+                &format!(
+                    "[machine]\nmemory = \"8G\"\n{extra}[task.a]\nsteps = [\n{{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4K\" }},\n{{ op = \"touch\", region = \"h\", count = 3000000 }},\n]\n"
+                ),
+                "t.toml",
+                &[],
+            )
+            .expect("spec")
+        };
+        // The frames 3 M accesses can touch: machine.memory, line 2.
+        let (_, part) = host_bytes(&with(""));
+        assert_eq!((part.key.as_str(), part.line), ("machine.memory", 2));
+        assert_eq!(part.amount, 2_097_152 * 40);
+        // The second, larger swap device: its size, line 8.
+        let swap = "[[swap]]\ndevice = \"zram\"\nsize = \"1G\"\n[[swap]]\ndevice = \"zram\"\nsize = \"1T\"\n";
+        let (_, part) = host_bytes(&with(swap));
+        assert_eq!((part.key.as_str(), part.line), ("swap[1].size", 8));
+        assert_eq!(part.amount, (1u128 << 28) * 12);
+        let file = "[[file]]\nname = \"f\"\nsize = \"1T\"\non = \"tmpfs\"\n";
+        let (_, part) = host_bytes(&with(file));
+        assert_eq!((part.key.as_str(), part.line), ("file[0].size", 5));
+        // From --set, machine.memory has no line.
+        let set = crate::parse_str(
+            "[machine]\nmemory = \"8G\"\n[task.a]\nsteps = [\n{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4K\" },\n{ op = \"touch\", region = \"h\", count = 3000000 },\n]\n",
+            "t.toml",
+            &["machine.memory=\"16G\"".to_string()],
+        )
+        .expect("spec");
+        let (_, part) = host_bytes(&set);
+        assert_eq!((part.key.as_str(), part.line), ("machine.memory", 0));
     }
 }

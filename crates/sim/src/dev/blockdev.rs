@@ -148,6 +148,7 @@ mod tests {
             rotational: None,
             read_latency,
             write_latency: None,
+            size_line: 0,
         }
     }
 
