@@ -172,7 +172,7 @@ fn a_failed_point_is_a_row_with_its_error_and_the_others_are_all_there() {
     );
     let mut r = csv::Reader::from_path(&csv).unwrap();
     let header = r.headers().unwrap().clone();
-    assert_eq!(header.iter().last(), Some("error"));
+    assert_eq!(header.iter().next_back(), Some("error"));
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
     let rows: Vec<csv::StringRecord> = r.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 4);
@@ -218,7 +218,9 @@ fn a_sweep_with_no_failure_prints_no_error_column_but_its_csv_has_one() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(!out.contains("error"), "{out}");
     let mut r = csv::Reader::from_path(&csv).unwrap();
-    assert_eq!(r.headers().unwrap().iter().last(), Some("error"));
-    assert!(r.records().all(|r| r.unwrap().iter().last() == Some("")));
+    assert_eq!(r.headers().unwrap().iter().next_back(), Some("error"));
+    assert!(r
+        .records()
+        .all(|r| r.unwrap().iter().next_back() == Some("")));
     std::fs::remove_dir_all(dir).ok();
 }
