@@ -5,8 +5,12 @@
 //! separates the two sides, the spec variants, and one `[[effect]]` per
 //! figure the seed reports: its numbers, how mmsim measures it and the
 //! expected direction) and the specs it names. Every effect is judged by
-//! the rule in `judge.rs`: on the relative change, the seed's against
-//! mmsim's.
+//! the rule in `judge.rs`: on the factor patched / baseline, the seed's
+//! against mmsim's, in logarithms. Effects that are one measurement (the
+//! same figure printed several ways, shares that sum to one, the maximum
+//! and mean of the same launches) share a `measurement` name and count
+//! once among the independent measurements, reproduced when all of its
+//! effects are.
 
 use crate::judge::{self, num, percent, Direction, Magnitude};
 use mmsim_sim::output::RunResult;
@@ -94,6 +98,12 @@ pub struct Effect {
     /// figure the seed's way).
     #[serde(default)]
     pub direction_miss: bool,
+    /// The measurement this effect is part of, when it is not a
+    /// measurement of its own: effects of one variant that are the same
+    /// measurement seen several ways name the same one, which the
+    /// scorecard counts once.
+    #[serde(default)]
+    pub measurement: Option<String>,
 }
 
 #[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq)]
@@ -137,6 +147,20 @@ pub struct EffectResult {
     /// The known miss includes the direction.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub known_direction_miss: bool,
+    /// The measurement it is part of, when it shares one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub measurement: Option<String>,
+}
+
+/// One independent measurement: an effect of its own (named by its
+/// metric), or the effects that share a `measurement`. It is reproduced
+/// when all of its effects are.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct MeasurementResult {
+    pub name: String,
+    /// The metrics of its effects.
+    pub effects: Vec<String>,
+    pub reproduced: bool,
 }
 
 /// An mmsim-only figure, both ways.
@@ -155,6 +179,10 @@ pub struct ExperimentResult {
     pub reproduced: usize,
     pub verdict: String,
     pub effects: Vec<EffectResult>,
+    /// How many of the independent measurements are reproduced, and
+    /// which effects each is made of, in the effects' order.
+    pub measurements_reproduced: usize,
+    pub measurements: Vec<MeasurementResult>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extras: Vec<ExtraResult>,
 }
@@ -164,6 +192,9 @@ pub struct Report {
     /// Effects reproduced over all the experiments, and their number.
     pub reproduced: usize,
     pub effects: usize,
+    /// Independent measurements reproduced, and their number.
+    pub measurements_reproduced: usize,
+    pub measurements: usize,
     pub experiments: Vec<ExperimentResult>,
 }
 
@@ -223,6 +254,20 @@ pub fn load(dir: &Path) -> Result<Experiment, String> {
                 eff.variant
             ));
         }
+        // A seed's figures are published counts, times, rates and shares:
+        // the judgement's logarithms need them finite and not negative.
+        for (side, v) in [
+            ("baseline", eff.seed.baseline),
+            ("patched", eff.seed.patched),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!(
+                    "{}: effect {:?}: found the seed's {side} {v}, expected a finite number, 0 or more",
+                    path.display(),
+                    eff.metric
+                ));
+            }
+        }
         let Some(expected) = Direction::parse_expected(&eff.direction) else {
             return Err(format!(
                 "{}: effect {:?}: found direction {:?}, expected \"lower\", \"higher\" or \"none\"",
@@ -250,6 +295,39 @@ pub fn load(dir: &Path) -> Result<Experiment, String> {
                 path.display(),
                 eff.metric
             ));
+        }
+        if let Some(m) = &eff.measurement {
+            // One measurement is one set of runs, seen several ways; a
+            // name on one effect alone is most likely a misspelt one.
+            let group: Vec<&Effect> = e
+                .effects
+                .iter()
+                .filter(|x| x.measurement.as_ref() == Some(m))
+                .collect();
+            if group.len() < 2 {
+                return Err(format!(
+                    "{}: effect {:?}: found measurement {m:?} on this effect alone, expected at least two effects to share it (an effect without one is a measurement of its own)",
+                    path.display(),
+                    eff.metric
+                ));
+            }
+            if let Some(other) = group.iter().find(|x| x.variant != eff.variant) {
+                return Err(format!(
+                    "{}: measurement {m:?}: found effects of variants {:?} and {:?}, expected one variant (one measurement is one set of runs)",
+                    path.display(),
+                    eff.variant,
+                    other.variant
+                ));
+            }
+            if e.effects
+                .iter()
+                .any(|x| x.measurement.is_none() && x.metric == *m)
+            {
+                return Err(format!(
+                    "{}: measurement {m:?} is also the metric of an effect of its own, expected distinct names",
+                    path.display()
+                ));
+            }
         }
     }
     Ok(e)
@@ -463,7 +541,37 @@ fn evaluate(e: &Effect, sim: Pair) -> EffectResult {
         reproduced: v.reproduced,
         known_miss: e.miss.clone(),
         known_direction_miss: e.direction_miss,
+        measurement: e.measurement.clone(),
     }
+}
+
+/// The independent measurements of an experiment's effects, in the order
+/// of their first effect: an effect without a `measurement` is one of its
+/// own, named by its metric; a measurement is reproduced when all of its
+/// effects are.
+pub fn measurements(effects: &[EffectResult]) -> Vec<MeasurementResult> {
+    let mut out: Vec<MeasurementResult> = Vec::new();
+    for e in effects {
+        match &e.measurement {
+            Some(m) => match out.iter_mut().find(|x| x.name == *m) {
+                Some(x) => {
+                    x.effects.push(e.metric.clone());
+                    x.reproduced &= e.reproduced;
+                }
+                None => out.push(MeasurementResult {
+                    name: m.clone(),
+                    effects: vec![e.metric.clone()],
+                    reproduced: e.reproduced,
+                }),
+            },
+            None => out.push(MeasurementResult {
+                name: e.metric.clone(),
+                effects: vec![e.metric.clone()],
+                reproduced: e.reproduced,
+            }),
+        }
+    }
+    out
 }
 
 /// The one-line verdict on an experiment's effects: how many are
@@ -478,7 +586,12 @@ pub fn verdict(effects: &[EffectResult]) -> String {
     } else {
         "partly reproduced"
     };
-    let mut s = format!("{head} ({rep} of {n} effects)");
+    let ms = measurements(effects);
+    let mrep = ms.iter().filter(|m| m.reproduced).count();
+    let mut s = format!(
+        "{head} ({rep} of {n} effects, {mrep} of {} measurements)",
+        ms.len()
+    );
     if rep == n {
         return s;
     }
@@ -580,6 +693,7 @@ fn run_experiment(
             },
         });
     }
+    let ms = measurements(&effects);
     Ok((
         ExperimentResult {
             name: name_of(dir),
@@ -588,6 +702,8 @@ fn run_experiment(
             reproduced: effects.iter().filter(|x| x.reproduced).count(),
             verdict: verdict(&effects),
             effects,
+            measurements_reproduced: ms.iter().filter(|m| m.reproduced).count(),
+            measurements: ms,
             extras,
         },
         runs,
@@ -727,6 +843,22 @@ pub fn render(r: &ExperimentResult) -> String {
             &rows,
         );
     }
+    let groups = groups(r);
+    if !groups.is_empty() {
+        s += "\nmeasurements of several effects (each counts once, reproduced when all its effects are):\n";
+        for m in groups {
+            s += &format!(
+                "  {}: {} — {}\n",
+                m.name,
+                m.effects.join("; "),
+                if m.reproduced {
+                    "reproduced"
+                } else {
+                    "NOT reproduced"
+                }
+            );
+        }
+    }
     let ms = misses(r);
     if !ms.is_empty() {
         s += &format!("\nmisses (explained in {}):\n", r.doc);
@@ -737,32 +869,62 @@ pub fn render(r: &ExperimentResult) -> String {
     s
 }
 
+/// The measurements made of several effects, which the report lists
+/// under an experiment's table (the others are its rows).
+fn groups(r: &ExperimentResult) -> Vec<&MeasurementResult> {
+    r.measurements
+        .iter()
+        .filter(|m| m.effects.len() > 1)
+        .collect()
+}
+
 /// The scorecard as text.
 pub fn render_scorecard(parts: &[ExperimentResult]) -> String {
-    let mut rows: Vec<[String; 3]> = parts
+    let mut rows: Vec<[String; 4]> = parts
         .iter()
         .map(|r| {
             [
                 r.name.clone(),
                 format!("{} / {}", r.reproduced, r.effects.len()),
+                format!("{} / {}", r.measurements_reproduced, r.measurements.len()),
                 r.verdict.clone(),
             ]
         })
         .collect();
-    let (rep, total) = totals(parts);
-    rows.push(["total".into(), format!("{rep} / {total}"), String::new()]);
+    let t = totals(parts);
+    rows.push([
+        "total".into(),
+        format!("{} / {}", t.reproduced, t.effects),
+        format!("{} / {}", t.measurements_reproduced, t.measurements),
+        String::new(),
+    ]);
     format!(
-        "scorecard — an effect is reproduced when mmsim moves it the seed's way and its change is within ×{} of the seed's (under 3% when the seed's is)\n\n{}",
+        "scorecard — reproduced / total, of effects and of independent measurements (effects that are one measurement count once, reproduced when all are); an effect is reproduced when mmsim moves it the seed's way and its factor patched/baseline is within a power of {} of the seed's (its change under 3% when the seed's is)\n\n{}",
         judge::FACTOR,
-        text_table(["seed", "reproduced", "verdict"], [true, false, true], &rows)
+        text_table(
+            ["seed", "effects", "measurements", "verdict"],
+            [true, false, false, true],
+            &rows
+        )
     )
 }
 
-fn totals(parts: &[ExperimentResult]) -> (usize, usize) {
-    (
-        parts.iter().map(|r| r.reproduced).sum(),
-        parts.iter().map(|r| r.effects.len()).sum(),
-    )
+/// Effects and measurements reproduced over all the experiments, and
+/// their numbers.
+struct Totals {
+    reproduced: usize,
+    effects: usize,
+    measurements_reproduced: usize,
+    measurements: usize,
+}
+
+fn totals(parts: &[ExperimentResult]) -> Totals {
+    Totals {
+        reproduced: parts.iter().map(|r| r.reproduced).sum(),
+        effects: parts.iter().map(|r| r.effects.len()).sum(),
+        measurements_reproduced: parts.iter().map(|r| r.measurements_reproduced).sum(),
+        measurements: parts.iter().map(|r| r.measurements.len()).sum(),
+    }
 }
 
 /// A histogram as bpftrace's `count()` by value prints it: COUNT EVENT.
@@ -929,10 +1091,12 @@ pub fn reproduce_cmd(
         }
     }
     if json {
-        let (reproduced, effects) = totals(&results);
+        let t = totals(&results);
         let report = Report {
-            reproduced,
-            effects,
+            reproduced: t.reproduced,
+            effects: t.effects,
+            measurements_reproduced: t.measurements_reproduced,
+            measurements: t.measurements,
             experiments: results,
         };
         println!(
@@ -1210,7 +1374,7 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-const RULE: &str = "An effect is **reproduced** when mmsim moves the figure the seed's way (lower, higher, or no change where the seed saw none) and its relative change r = patched / baseline − 1 lies within the seed's band: the same sign and |r_sim| within ×1.5 of |r_seed| either way; when the seed's change is under 3%, |r_sim| under 3%. A change under 3% is \"no change\"; \"expected\" is the seed's direction, \"observed\" mmsim's.";
+const RULE: &str = "An effect is **reproduced** when mmsim moves the figure the seed's way (lower, higher, or no change where the seed saw none) and its factor q = patched / baseline lies within the seed's band: ln q_sim of the same sign as ln q_seed and |ln q_sim| within ×1.5 of |ln q_seed| either way; when the seed's change is under 3%, mmsim's under 3%. A figure falling to 0 has fallen beyond any factor: mmsim's 0 is too large a fall against a seed's finite one, and a seed's 0 is matched by mmsim's 0 or a fall below a thousandth. A change under 3% is \"no change\"; \"expected\" is the seed's direction, \"observed\" mmsim's. Effects that are one measurement (the same runs seen several ways) count once among the independent measurements, which are reproduced when all their effects are.";
 
 /// The link from the report folder to a path of the repository
 /// (`docs/experiments.md#seed-…`).
@@ -1226,25 +1390,30 @@ fn repo_link(root_link: &str, path: &str) -> String {
 pub fn report_markdown(parts: &[ReportPart], scale: &str, root_link: &str) -> String {
     let docs = repo_link(root_link, "docs/experiments.md");
     let mut s = format!(
-        "# mmsim reproduce\n\nThe seed experiments {scale}, run by mmsim {}: the seed's published figures beside mmsim's, baseline (before the patch) and patched. Every miss is explained in [docs/experiments.md]({docs}).\n\n## Scorecard\n\n{}\n\n| seed | what the patch does | reproduced | verdict |\n|---|---|---|---|\n",
+        "# mmsim reproduce\n\nThe seed experiments {scale}, run by mmsim {}: the seed's published figures beside mmsim's, baseline (before the patch) and patched. Every miss is explained in [docs/experiments.md]({docs}).\n\n## Scorecard\n\n{}\n\n| seed | what the patch does | effects reproduced | measurements reproduced | verdict |\n|---|---|---|---|---|\n",
         env!("CARGO_PKG_VERSION"),
         RULE
     );
     for p in parts {
         let r = &p.result;
         s += &format!(
-            "| [{}](#{}) | {} | {} / {} | {} |\n",
+            "| [{}](#{}) | {} | {} / {} | {} / {} | {} |\n",
             r.name,
             r.name,
             md_cell(&r.title),
             r.reproduced,
             r.effects.len(),
+            r.measurements_reproduced,
+            r.measurements.len(),
             md_cell(&r.verdict)
         );
     }
     let results: Vec<ExperimentResult> = parts.iter().map(|p| p.result.clone()).collect();
-    let (rep, total) = totals(&results);
-    s += &format!("| **total** | | **{rep} / {total}** | |\n");
+    let t = totals(&results);
+    s += &format!(
+        "| **total** | | **{} / {}** | **{} / {}** | |\n",
+        t.reproduced, t.effects, t.measurements_reproduced, t.measurements
+    );
     for p in parts {
         let r = &p.result;
         s += &format!(
@@ -1269,6 +1438,18 @@ pub fn report_markdown(parts: &[ReportPart], scale: &str, root_link: &str) -> St
                 })
                 .collect();
             s += &format!("| {} |\n", cells.join(" | "));
+        }
+        let gs = groups(r);
+        if !gs.is_empty() {
+            s += "\n| measurement (counts once) | its effects | reproduced |\n|---|---|---|\n";
+            for m in gs {
+                s += &format!(
+                    "| {} | {} | {} |\n",
+                    md_cell(&m.name),
+                    md_cell(&m.effects.join("; ")),
+                    if m.reproduced { "yes" } else { "**no**" }
+                );
+            }
         }
         if !r.extras.is_empty() {
             s += "\n| mmsim only | baseline | patched |\n|---|---|---|\n";
@@ -1301,7 +1482,7 @@ pub fn report_markdown(parts: &[ReportPart], scale: &str, root_link: &str) -> St
 pub fn report_html(parts: &[ReportPart], scale: &str, root_link: &str) -> String {
     let docs = repo_link(root_link, "docs/experiments.md");
     let mut s = format!(
-        "<!doctype html><meta charset=\"utf-8\"><title>mmsim reproduce</title>\n<style>body{{font-family:sans-serif;max-width:70em;margin:auto;padding:0 1em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}td:first-child,th:first-child{{text-align:left}}td.l{{text-align:left}}td.no{{color:#c00;font-weight:bold}}td.yes{{color:#080}}tr.total td{{font-weight:bold}}.wide{{overflow-x:auto}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:6px;overflow-x:auto}}</style>\n<h1>mmsim reproduce</h1><p>The seed experiments {}, run by mmsim {}: the seed's published figures beside mmsim's. Every miss is explained in <a href=\"{}\">docs/experiments.md</a>.</p>\n<h2 id=\"scorecard\">Scorecard</h2>\n<p>{}</p>\n<table><tr><th>seed</th><th>what the patch does</th><th>reproduced</th><th>verdict</th></tr>\n",
+        "<!doctype html><meta charset=\"utf-8\"><title>mmsim reproduce</title>\n<style>body{{font-family:sans-serif;max-width:70em;margin:auto;padding:0 1em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}td:first-child,th:first-child{{text-align:left}}td.l{{text-align:left}}td.no{{color:#c00;font-weight:bold}}td.yes{{color:#080}}tr.total td{{font-weight:bold}}.wide{{overflow-x:auto}}img{{max-width:100%}}pre{{background:#f6f6f6;padding:6px;overflow-x:auto}}</style>\n<h1>mmsim reproduce</h1><p>The seed experiments {}, run by mmsim {}: the seed's published figures beside mmsim's. Every miss is explained in <a href=\"{}\">docs/experiments.md</a>.</p>\n<h2 id=\"scorecard\">Scorecard</h2>\n<p>{}</p>\n<table><tr><th>seed</th><th>what the patch does</th><th>effects reproduced</th><th>measurements reproduced</th><th>verdict</th></tr>\n",
         esc(scale),
         env!("CARGO_PKG_VERSION"),
         esc(&docs),
@@ -1310,19 +1491,22 @@ pub fn report_html(parts: &[ReportPart], scale: &str, root_link: &str) -> String
     for p in parts {
         let r = &p.result;
         s += &format!(
-            "<tr><td><a href=\"#{}\">{}</a></td><td class=\"l\">{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>\n",
+            "<tr><td><a href=\"#{}\">{}</a></td><td class=\"l\">{}</td><td>{} / {}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>\n",
             esc(&r.name),
             esc(&r.name),
             esc(&r.title),
             r.reproduced,
             r.effects.len(),
+            r.measurements_reproduced,
+            r.measurements.len(),
             esc(&r.verdict)
         );
     }
     let results: Vec<ExperimentResult> = parts.iter().map(|p| p.result.clone()).collect();
-    let (rep, total) = totals(&results);
+    let t = totals(&results);
     s += &format!(
-        "<tr class=\"total\"><td>total</td><td></td><td>{rep} / {total}</td><td></td></tr>\n</table>\n"
+        "<tr class=\"total\"><td>total</td><td></td><td>{} / {}</td><td>{} / {}</td><td></td></tr>\n</table>\n",
+        t.reproduced, t.effects, t.measurements_reproduced, t.measurements
     );
     for p in parts {
         let r = &p.result;
@@ -1357,6 +1541,20 @@ pub fn report_html(parts: &[ReportPart], scale: &str, root_link: &str) -> String
             );
         }
         s += "</table></div>\n";
+        let gs = groups(r);
+        if !gs.is_empty() {
+            s += "<table><tr><th>measurement (counts once)</th><th>its effects</th><th>reproduced</th></tr>\n";
+            for m in gs {
+                s += &format!(
+                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"{}\">{}</td></tr>\n",
+                    esc(&m.name),
+                    esc(&m.effects.join("; ")),
+                    if m.reproduced { "yes" } else { "no" },
+                    if m.reproduced { "yes" } else { "no" }
+                );
+            }
+            s += "</table>\n";
+        }
         if !r.extras.is_empty() {
             s += "<table><tr><th>mmsim only</th><th>baseline</th><th>patched</th></tr>\n";
             for x in &r.extras {

@@ -83,33 +83,109 @@ fn a_null_result_against_a_41_percent_effect_is_a_miss() {
 }
 
 #[test]
-fn magnitude_is_within_a_factor_of_1_5_of_the_seed_change() {
-    let seed = (100.0, 141.0); // +41%: within is +27.3% ..= +61.5%
+fn magnitude_is_within_a_power_of_1_5_of_the_seed_factor() {
+    // +41%: ln 1.41 = 0.344; within is ln q_sim from 0.229 to 0.515,
+    // +25.7% ..= +67.4%.
+    let seed = (100.0, 141.0);
     let at = |p: f64| judge(Direction::Higher, seed, (100.0, 100.0 + p));
-    for p in [27.5, 30.0, 41.0, 55.0, 61.4] {
+    for p in [26.0, 30.0, 41.0, 55.0, 67.3] {
         assert!(at(p).reproduced, "+{p}%: {:?}", at(p));
     }
-    assert_eq!(at(27.0).magnitude, Magnitude::Smaller);
-    assert_eq!(at(62.0).magnitude, Magnitude::Larger);
-    assert!(at(62.0).direction_matches && !at(62.0).reproduced);
+    assert_eq!(at(25.5).magnitude, Magnitude::Smaller);
+    assert_eq!(at(67.6).magnitude, Magnitude::Larger);
+    assert!(at(67.6).direction_matches && !at(67.6).reproduced);
     assert_eq!(at(-41.0).magnitude, Magnitude::Opposite);
     assert_eq!(at(-41.0).observed, Direction::Lower);
-    // A decrease: seed 004's cluster swapoff, -44.8%: within is
-    // -29.9% ..= -67.2%; mmsim's -72.2% is too large.
+    assert!((at(41.0).ln_seed - 1.41f64.ln()).abs() < 1e-12);
+    // A decrease: seed 004's cluster swapoff, -44.8% (a factor of 0.552):
+    // within is -32.7% ..= -59.0%; mmsim's -71% is too large.
     let seed = (22.09, 12.19);
     let at = |p: f64| judge(Direction::Lower, seed, (100.0, 100.0 - p));
-    assert!(at(30.0).reproduced && at(67.0).reproduced);
-    assert_eq!(at(29.0).magnitude, Magnitude::Smaller);
-    assert_eq!(at(72.2).magnitude, Magnitude::Larger);
-    // The ends of the band are inside it.
+    assert!(at(33.0).reproduced && at(58.9).reproduced);
+    assert_eq!(at(32.5).magnitude, Magnitude::Smaller);
+    assert_eq!(at(59.2).magnitude, Magnitude::Larger);
+    assert_eq!(at(71.0).magnitude, Magnitude::Larger);
+    // The band, as relative changes: q_seed^(1/1.5) − 1 ..= q_seed^1.5 − 1.
     let (lo, hi) = judge::band(0.3);
-    assert!((lo - 0.2).abs() < 1e-12 && (hi - 0.45).abs() < 1e-12);
-    assert!((judge::band(-0.3).0 + 0.45).abs() < 1e-12);
-    // Exactly at the ends.
-    let v = judge(Direction::Higher, (100.0, 130.0), (100.0, 145.0));
-    assert!(v.reproduced, "{v:?}");
-    let v = judge(Direction::Higher, (100.0, 130.0), (100.0, 120.0));
-    assert!(v.reproduced, "{v:?}");
+    assert!((lo - (1.3f64.powf(1.0 / 1.5) - 1.0)).abs() < 1e-12, "{lo}");
+    assert!((hi - (1.3f64.powf(1.5) - 1.0)).abs() < 1e-12, "{hi}");
+    let (lo, hi) = judge::band(-0.3);
+    assert!((lo - (0.7f64.powf(1.5) - 1.0)).abs() < 1e-12, "{lo}");
+    assert!((hi - (0.7f64.powf(1.0 / 1.5) - 1.0)).abs() < 1e-12, "{hi}");
+    // Exactly at the ends, both inside.
+    for q in [1.3f64.powf(1.5), 1.3f64.powf(1.0 / 1.5)] {
+        let v = judge(Direction::Higher, (100.0, 130.0), (100.0, 100.0 * q));
+        assert!(v.reproduced, "{q}: {v:?}");
+    }
+    // The same factor either way is the same magnitude: a halving and a
+    // doubling are both |ln 2|.
+    let v = judge(Direction::Lower, (10.0, 5.0), (3.0, 1.5));
+    assert!(
+        v.reproduced && (v.ln_sim + 2f64.ln()).abs() < 1e-12,
+        "{v:?}"
+    );
+    let v = judge(Direction::Higher, (5.0, 10.0), (1.5, 3.0));
+    assert!(
+        v.reproduced && (v.ln_sim - 2f64.ln()).abs() < 1e-12,
+        "{v:?}"
+    );
+}
+
+#[test]
+fn a_large_fall_is_judged_on_its_factor_not_on_its_percentage() {
+    // Seed 003's rmap removal share: 10.71% -> 1.18%, a fall to 0.110
+    // (-89%). mmsim's 8.405% -> 2.572% is a fall to 0.306 (-69%). On the
+    // relative change it was within (|r| from 59% to 100%: any fall
+    // beyond 59% passed, since no fall exceeds 100%); on the factor it is
+    // too small: within is a fall to 0.0366 ..= 0.2298.
+    let seed = (10.71, 1.18);
+    let v = judge(Direction::Lower, seed, (8.405, 2.572));
+    let (rs, rm) = (v.r_seed.abs(), v.r_sim.abs());
+    assert!(rs / 1.5 <= rm && rm <= 1.5 * rs, "the old rule passed it");
+    assert_eq!(v.magnitude, Magnitude::Smaller, "{v:?}");
+    assert!(v.direction_matches && !v.reproduced);
+    let q = |p: f64| judge(Direction::Lower, seed, (1.0, p));
+    assert!(q(0.229).reproduced && q(0.037).reproduced);
+    assert_eq!(q(0.235).magnitude, Magnitude::Smaller);
+    assert_eq!(q(0.035).magnitude, Magnitude::Larger);
+    // A fall of 99% against the seed's 89% was within; it is a factor of
+    // 0.01 against 0.11, too large.
+    assert_eq!(q(0.01).magnitude, Magnitude::Larger);
+}
+
+#[test]
+fn a_figure_falling_to_zero_is_judged() {
+    // Seed 004's share of windows of at most 2 pages: 0.877 -> 0.0434 (a
+    // fall to 0.0495); mmsim's 1 -> 0 is a fall beyond any factor: too
+    // large, where the relative change (-100% against -95%) passed it.
+    let v = judge(Direction::Lower, (0.87678, 0.04344), (1.0, 0.0));
+    assert_eq!(v.r_sim, -1.0);
+    assert_eq!(v.ln_sim, f64::NEG_INFINITY);
+    assert_eq!(v.magnitude, Magnitude::Larger, "{v:?}");
+    assert!(v.direction_matches && !v.reproduced);
+    // A seed's fall to 0 is matched by mmsim's fall to 0, or below a
+    // thousandth of its baseline (judge::RESOLUTION), and by nothing less.
+    let seed = (0.5, 0.0);
+    let at = |p: f64| judge(Direction::Lower, seed, (1.0, p));
+    assert!(at(0.0).reproduced && at(0.001).reproduced && at(0.0009).reproduced);
+    assert_eq!(at(0.0011).magnitude, Magnitude::Smaller);
+    assert_eq!(at(0.5).magnitude, Magnitude::Smaller);
+    assert_eq!(at(0.99).magnitude, Magnitude::NoChange);
+    assert_eq!(at(2.0).magnitude, Magnitude::Opposite);
+    assert_eq!(judge::band(-1.0), (-1.0, judge::RESOLUTION - 1.0));
+    // A rise from 0, likewise: from 0 too, or a thousandfold.
+    let seed = (0.0, 3.0);
+    let at = |b: f64, p: f64| judge(Direction::Higher, seed, (b, p));
+    assert!(at(0.0, 5.0).reproduced && at(1.0, 1000.0).reproduced);
+    assert_eq!(at(1.0, 999.0).magnitude, Magnitude::Smaller);
+    assert_eq!(judge::band(f64::INFINITY).0, 1.0 / judge::RESOLUTION - 1.0);
+    // A figure that changes sign has fallen beyond any factor.
+    assert_eq!(judge::log_change(1.0, -1.0), f64::NEG_INFINITY);
+    let v = judge(Direction::Lower, (10.0, 5.0), (1.0, -1.0));
+    assert_eq!(v.magnitude, Magnitude::Larger);
+    // Zero to zero is no change.
+    assert_eq!(judge::log_change(0.0, 0.0), 0.0);
+    assert!(judge(Direction::NoChange, (1.0, 1.0), (0.0, 0.0)).reproduced);
 }
 
 #[test]
@@ -127,8 +203,8 @@ fn a_seed_change_under_3_percent_needs_mmsim_under_3_percent() {
         }
     }
     // The seed's direction decides nothing the band does not: a seed
-    // change of 4% with mmsim's 2.9% is within (2.67% ..= 6%) but mmsim saw
-    // no change, so it is not reproduced.
+    // change of 4% with mmsim's 2.9% is within (+2.65% ..= +6.06%) but
+    // mmsim saw no change, so it is not reproduced.
     let v = judge(Direction::Higher, (100.0, 104.0), (100.0, 102.9));
     assert_eq!(v.magnitude, Magnitude::Within);
     assert!(!v.direction_matches && !v.reproduced);
@@ -138,6 +214,8 @@ fn a_seed_change_under_3_percent_needs_mmsim_under_3_percent() {
 fn changes_from_zero_and_words() {
     assert_eq!(judge::change(0.0, 0.0), 0.0);
     assert_eq!(judge::change(0.0, 1.0), f64::INFINITY);
+    assert_eq!(judge::log_change(0.0, 1.0), f64::INFINITY);
+    assert_eq!(judge::log_change(2.0, 0.0), f64::NEG_INFINITY);
     let v = judge(Direction::Higher, (0.12, 0.96), (0.0, 1.0));
     assert_eq!(v.magnitude, Magnitude::Larger);
     assert!(!v.reproduced);
@@ -181,6 +259,7 @@ fn every_effect_is_judged_as_its_experiment_records() {
     assert!(!exps.is_empty());
     let docs = std::fs::read_to_string(root().join("docs/experiments.md")).expect("docs");
     let (mut reproduced, mut total) = (0, 0);
+    let (mut mreproduced, mut mtotal) = (0, 0);
     for e in exps {
         let name = e["name"].as_str().unwrap();
         let effects = e["effects"].as_array().expect("effects");
@@ -234,9 +313,61 @@ fn every_effect_is_judged_as_its_experiment_records() {
         assert_eq!(e["reproduced"].as_u64().unwrap(), here, "{name}");
         reproduced += here;
         total += effects.len() as u64;
+        // The measurements: effects sharing a name count once, reproduced
+        // when all of them are; an effect without one is its own.
+        let ms = e["measurements"].as_array().expect("measurements");
+        let mut covered = 0;
+        let mut mhere = 0;
+        for m in ms {
+            let of: Vec<&Value> = m["effects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|metric| {
+                    effects
+                        .iter()
+                        .find(|f| f["metric"] == *metric)
+                        .expect("a measurement's effect is an effect")
+                })
+                .collect();
+            for f in &of {
+                let named = f.get("measurement").map(|x| x.as_str().unwrap());
+                if of.len() > 1 {
+                    assert_eq!(named, m["name"].as_str(), "{name}: {m}");
+                } else {
+                    assert_eq!(named, None, "{name}: {m}");
+                    assert_eq!(f["metric"], m["name"], "{name}: {m}");
+                }
+            }
+            let all = of.iter().all(|f| f["reproduced"] == true);
+            assert_eq!(m["reproduced"], all, "{name}: {m}");
+            covered += of.len();
+            mhere += all as u64;
+        }
+        assert_eq!(
+            covered,
+            effects.len(),
+            "{name}: every effect in one measurement"
+        );
+        assert_eq!(
+            e["measurements_reproduced"].as_u64().unwrap(),
+            mhere,
+            "{name}"
+        );
+        mreproduced += mhere;
+        mtotal += ms.len() as u64;
     }
     assert_eq!(doc["reproduced"].as_u64().unwrap(), reproduced);
     assert_eq!(doc["effects"].as_u64().unwrap(), total);
+    assert_eq!(
+        doc["measurements_reproduced"].as_u64().unwrap(),
+        mreproduced
+    );
+    assert_eq!(doc["measurements"].as_u64().unwrap(), mtotal);
+    // The seeds' effects that are one measurement are grouped: 000's five
+    // memtier figures, 002's max and mean of each program's launches,
+    // 004's two window shares.
+    assert!(mtotal < total, "{mtotal} measurements of {total} effects");
 }
 
 /// The anchor GitHub gives a markdown heading.
@@ -433,6 +564,7 @@ quick = "tiny.toml"
 [[effect]]
 metric = "a 41% effect"
 variant = "tiny"
+measurement = "write time"
 measure = "phase_s:write"
 seed = { baseline = 100, patched = 141 }
 direction = "higher"
@@ -442,6 +574,7 @@ direction_miss = true
 [[effect]]
 metric = "a 2% effect"
 variant = "tiny"
+measurement = "write time"
 measure = "phase_s:write"
 seed = { baseline = 100, patched = 102 }
 direction = "none"
@@ -503,9 +636,23 @@ fn a_constructed_null_result_is_judged_and_reported() {
     assert_eq!(e["reproduced"], 2);
     assert_eq!(doc["reproduced"], 2);
     assert_eq!(doc["effects"], 4);
+    // The two timings are one measurement, not reproduced since one of
+    // them is not; the other two effects are one each.
+    let ms = e["measurements"].as_array().unwrap();
+    assert_eq!(ms.len(), 3);
+    assert_eq!(ms[0]["name"], "write time");
+    assert_eq!(ms[0]["effects"][1], "a 2% effect");
+    assert_eq!(ms[0]["reproduced"], false);
+    assert_eq!(ms[1]["name"], "faults");
+    assert_eq!(ms[1]["reproduced"], true);
+    assert_eq!(e["measurements_reproduced"], 1);
+    assert_eq!(doc["measurements_reproduced"], 1);
+    assert_eq!(doc["measurements"], 3);
+    assert_eq!(f[0]["measurement"], "write time");
+    assert!(f[2].get("measurement").is_none());
     assert_eq!(
         e["verdict"],
-        "partly reproduced (2 of 4 effects): mmsim sees no change in 2"
+        "partly reproduced (2 of 4 effects, 1 of 3 measurements): mmsim sees no change in 2"
     );
     // JSON keeps the counters as numbers.
     assert_eq!(f[2]["sim"]["baseline"], 1024.0);
@@ -528,6 +675,50 @@ fn an_expected_direction_the_seed_figures_do_not_show_is_an_error() {
     assert!(!ok);
     assert!(
         stderr.contains("found direction \"none\"") && stderr.contains("show \"lower\""),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&repo).ok();
+}
+
+#[test]
+fn a_measurement_groups_effects_of_one_variant() {
+    let repo = constructed("measurement");
+    let path = repo.join("experiments/100_null/experiment.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let run = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        let (ok, _, stderr) = reproduce_in(&repo, &["100", "--no-report"]);
+        assert!(!ok, "{text}");
+        stderr
+    };
+    // A name on one effect alone (a misspelt one, most likely).
+    let stderr = run(&text.replacen(
+        "measurement = \"write time\"",
+        "measurement = \"write tme\"",
+        1,
+    ));
+    assert!(
+        stderr.contains("found measurement \"write tme\" on this effect alone"),
+        "{stderr}"
+    );
+    // Effects of two variants are two sets of runs.
+    let two = text.replace(
+        "[[effect]]\nmetric = \"a 2% effect\"\nvariant = \"tiny\"",
+        "[[effect]]\nmetric = \"a 2% effect\"\nvariant = \"other\"",
+    ) + "\n[[variant]]\nname = \"other\"\nspec = \"tiny.toml\"\nquick = \"tiny.toml\"\n";
+    let stderr = run(&two);
+    assert!(
+        stderr.contains("measurement \"write time\": found effects of variants"),
+        "{stderr}"
+    );
+    // A seed's figure must be a number the logarithm takes.
+    let stderr = run(&text.replacen(
+        "seed = { baseline = 1000, patched = 1000 }",
+        "seed = { baseline = 1000, patched = -1 }",
+        1,
+    ));
+    assert!(
+        stderr.contains("found the seed's patched -1, expected a finite number, 0 or more"),
         "{stderr}"
     );
     std::fs::remove_dir_all(&repo).ok();
@@ -612,7 +803,43 @@ fn the_report_prints_integers_fits_the_page_and_links_inside() {
     );
     // The scorecard, with its totals.
     assert!(md.contains("| [100_null](#100_null) |"), "{md}");
-    assert!(md.contains("| **total** | | **14 / 18** | |"), "{md}");
+    assert!(
+        md.contains("| **total** | | **14 / 18** | **12 / 16** | |"),
+        "{md}"
+    );
+    assert!(
+        html.contains("<td>total</td><td></td><td>14 / 18</td><td>12 / 16</td>"),
+        "{html}"
+    );
+    // The measurement of several effects is listed under its table.
+    assert!(
+        md.contains("| write time | a 41% effect; a 2% effect | **no** |"),
+        "{md}"
+    );
+    assert!(
+        html.contains("<tr><td>write time</td><td class=\"l\">a 41% effect; a 2% effect</td><td class=\"no\">no</td></tr>"),
+        "{html}"
+    );
+    assert!(
+        stdout.contains("  write time: a 41% effect; a 2% effect — NOT reproduced\n"),
+        "{stdout}"
+    );
+    // The text scorecard: effects, then measurements.
+    let row = |name: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name}: {stdout}"))
+            .split_whitespace()
+            .take(7)
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        row("100_null  "),
+        ["100_null", "2", "/", "4", "1", "/", "3"]
+    );
+    assert_eq!(row("total "), ["total", "14", "/", "18", "12", "/", "16"]);
     // Plots fit the page: 14 effects in rows; a bar off the scale is
     // marked with its value.
     for name in ["100_null", "101_many"] {
