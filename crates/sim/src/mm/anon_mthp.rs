@@ -543,7 +543,17 @@ impl Kernel {
         );
         let memcg = f.memcg;
         if !f.test(PG_ANON) {
-            // folio_add_new_anon_rmap's anon_vma and index (7.3).
+            // folio_add_new_anon_rmap's anon_vma and index (7.3). Its
+            // __folio_set_anon takes the VMA's own anon_vma only for an
+            // exclusive folio: one read for a swap entry that fork shared
+            // may be mapped by the other processes of the fork tree too,
+            // so it gets the root anon_vma, which all of them link to (the
+            // VMA's own would leave the others' mappings out of its rmap).
+            let av = if exclusive {
+                av
+            } else {
+                self.anon_vmas[av as usize].root
+            };
             let g = self.folios.get_mut(head);
             g.set(PG_ANON);
             g.mapping = av;
