@@ -384,6 +384,51 @@ fn on_7_3_a_large_folio_a_child_reads_from_shared_slots_is_in_the_parents_rmap_t
 }
 
 #[test]
+fn a_private_file_mappings_copies_are_swapped_in_page_by_page() {
+    // A MAP_PRIVATE file VMA is not anonymous: __thp_vma_allowable_orders
+    // gives it no mTHP order, so 6.12's and 7.3's large swap-in
+    // (alloc_swap_folio) read its copies as order-0 folios.
+    let text = |kernel: &str| {
+        format!(
+            r#"
+[machine]
+memory = "128M"
+kernel = "{kernel}"
+[sysfs]
+"kernel/mm/transparent_hugepage/hugepages-128kB/enabled" = "always"
+[[swap]]
+device = "zram"
+size = "64M"
+[[disk]]
+name = "d0"
+device = "nvme"
+size = "64M"
+[[file]]
+name = "f0"
+size = "4M"
+on = "d0"
+[task.t]
+steps = [
+{{ op = "mmap", name = "p", kind = "file_private", size = "4M", file = "f0" }},
+{{ op = "touch", region = "p", write = 1 }},
+{{ op = "madvise", region = "p", advice = "pageout" }},
+{{ op = "phase", name = "read" }},
+{{ op = "touch", region = "p", order = "shuffle", write = 0, seed = 33 }},
+{{ op = "phase", name = "end" }},
+]
+"#
+        )
+    };
+    for kernel in ["6.12", "7.3"] {
+        let r = run_checked(&text(kernel));
+        assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 1024, "{kernel}");
+        assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 1024, "{kernel}");
+        let large = r.vmstat.get("hugepages-128kB/stats/swpin").copied();
+        assert!(large.unwrap_or(0) == 0, "{kernel}: {large:?}");
+    }
+}
+
+#[test]
 fn on_7_3_reclaim_of_a_lazily_freed_folio_unmaps_it_in_one_batch() {
     let steps = format!(
         r#"{WRITE_1M}
