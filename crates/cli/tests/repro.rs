@@ -8,7 +8,13 @@
 //! ```
 //!
 //! Each runs with `--check`; a run that succeeds must say the invariants
-//! were checked and held. A new reproducer is a new file here.
+//! were checked and held. A new reproducer is a new file here. A fix that
+//! puts a counter right says so under the exit line, and the run's JSON
+//! must show it:
+//!
+//! ```text
+//! # expect: vmstat NAME = VALUE
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,6 +106,59 @@ fn every_reproducer_ends_as_its_header_says() {
             ));
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The `# expect: vmstat NAME = VALUE` lines of a reproducer's header.
+fn expected_counters(bytes: &[u8]) -> Vec<(String, i64)> {
+    bytes
+        .split(|&b| b == b'\n')
+        .take_while(|l| l.starts_with(b"#"))
+        .map(String::from_utf8_lossy)
+        .filter_map(|l| {
+            let (name, value) = l.strip_prefix("# expect: vmstat ")?.split_once(" = ")?;
+            Some((
+                name.trim().to_string(),
+                value.trim().parse().expect("a count"),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn fixed_reproducers_count_what_their_fix_put_right() {
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for path in reproducers() {
+        let bytes = std::fs::read(&path).expect("read reproducer");
+        let counters = expected_counters(&bytes);
+        if counters.is_empty() {
+            continue;
+        }
+        let out = Command::new(MMSIM)
+            .args(["run", "--json", "--check"])
+            .arg(&path)
+            .output()
+            .expect("run mmsim");
+        assert_eq!(out.status.code(), Some(0), "{}", path.display());
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert!(
+            doc["integrity"]["invariant_checks"].as_u64().unwrap_or(0) > 0,
+            "{}: the checker did not run",
+            path.display()
+        );
+        for (name, want) in counters {
+            let got = doc["vmstat"][&name].as_i64();
+            if got != Some(want) {
+                failures.push(format!(
+                    "{}: {name} {got:?}, expected {want}",
+                    path.display()
+                ));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "the counter expectations are missing");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -360,6 +360,75 @@ fn on_7_3_a_shared_slot_is_swapped_in_large_and_left_in_the_swap_cache() {
 }
 
 #[test]
+fn on_7_3_a_large_folio_a_child_reads_from_shared_slots_is_in_the_parents_rmap_too() {
+    // The child reads the slots fork shared into 64 KiB folios in the swap
+    // cache and exits; the parent then maps the same folios from the
+    // cache. Not exclusive at the read, each folio took the root anon_vma
+    // (__folio_set_anon), which the parent's VMA is linked into: the
+    // checker's rmap test holds for the parent's mappings, and pageout
+    // finds and unmaps them.
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "1M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "madvise", region = "a", advice = "pageout" },
+   { op = "fork", steps = [{ op = "touch", region = "a", order = "seq", write = 0.0 }] },
+   { op = "wait" },
+   { op = "phase", name = "read" },
+   { op = "touch", region = "a", order = "seq", write = 0.0 },
+   { op = "phase", name = "pageout" },
+   { op = "madvise", region = "a", advice = "pageout" },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&spec73(K64, "256M", steps));
+    assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 0);
+    assert_eq!(phase_vm(&r, 0, "read", "nr_anon_pages"), 256);
+    assert_eq!(phase_vm(&r, 0, "pageout", "nr_anon_pages"), -256);
+}
+
+#[test]
+fn a_private_file_mappings_copies_are_swapped_in_page_by_page() {
+    // A MAP_PRIVATE file VMA is not anonymous: __thp_vma_allowable_orders
+    // gives it no mTHP order, so 6.12's and 7.3's large swap-in
+    // (alloc_swap_folio) read its copies as order-0 folios.
+    let text = |kernel: &str| {
+        format!(
+            r#"
+[machine]
+memory = "128M"
+kernel = "{kernel}"
+[sysfs]
+"kernel/mm/transparent_hugepage/hugepages-128kB/enabled" = "always"
+[[swap]]
+device = "zram"
+size = "64M"
+[[disk]]
+name = "d0"
+device = "nvme"
+size = "64M"
+[[file]]
+name = "f0"
+size = "4M"
+on = "d0"
+[task.t]
+steps = [
+{{ op = "mmap", name = "p", kind = "file_private", size = "4M", file = "f0" }},
+{{ op = "touch", region = "p", write = 1 }},
+{{ op = "madvise", region = "p", advice = "pageout" }},
+{{ op = "phase", name = "read" }},
+{{ op = "touch", region = "p", order = "shuffle", write = 0, seed = 33 }},
+{{ op = "phase", name = "end" }},
+]
+"#
+        )
+    };
+    for kernel in ["6.12", "7.3"] {
+        let r = run_checked(&text(kernel));
+        assert_eq!(phase_vm(&r, 0, "read", "pswpin"), 1024, "{kernel}");
+        assert_eq!(phase_vm(&r, 0, "read", "pgmajfault"), 1024, "{kernel}");
+        let large = r.vmstat.get("hugepages-128kB/stats/swpin").copied();
+        assert!(large.unwrap_or(0) == 0, "{kernel}: {large:?}");
+    }
+}
+
+#[test]
 fn on_7_3_reclaim_of_a_lazily_freed_folio_unmaps_it_in_one_batch() {
     let steps = format!(
         r#"{WRITE_1M}

@@ -77,12 +77,21 @@ fn highest_order(orders: u16) -> u8 {
 
 impl Kernel {
     /// `thp_vma_allowable_orders(vma, TVA_IN_PF | TVA_ENFORCE_SYSFS,
-    /// BIT(PMD_ORDER) - 1)` for a private anonymous VMA, then
+    /// BIT(PMD_ORDER) - 1)` (none in a file VMA), then
     /// `thp_vma_suitable_orders`: the orders whose aligned block holding
     /// page `idx` lies inside the VMA.
     fn anon_mthp_orders(&self, vma: u32, idx: usize) -> u16 {
-        let mut orders = self.anon_mthp_allowed(vma);
         let v = &self.vmas[vma as usize];
+        if v.inode != NIL {
+            // Not vma_is_anonymous: a MAP_PRIVATE file mapping's copied
+            // pages are anonymous, but 6.12's __thp_vma_allowable_orders
+            // gives a file VMA orders in the fault path only if its
+            // vm_ops has huge_fault (vma_can_map_huge_file: DAX), which a
+            // regular ext2/ext4/xfs file has not. So the swap-in of its
+            // copies (alloc_swap_folio) reads order-0 folios only.
+            return 0;
+        }
+        let mut orders = self.anon_mthp_allowed(vma);
         let vpn = v.start_vpn + idx as u64;
         while orders != 0 {
             let order = highest_order(orders);
@@ -543,7 +552,17 @@ impl Kernel {
         );
         let memcg = f.memcg;
         if !f.test(PG_ANON) {
-            // folio_add_new_anon_rmap's anon_vma and index (7.3).
+            // folio_add_new_anon_rmap's anon_vma and index (7.3). Its
+            // __folio_set_anon takes the VMA's own anon_vma only for an
+            // exclusive folio: one read for a swap entry that fork shared
+            // may be mapped by the other processes of the fork tree too,
+            // so it gets the root anon_vma, which all of them link to (the
+            // VMA's own would leave the others' mappings out of its rmap).
+            let av = if exclusive {
+                av
+            } else {
+                self.anon_vmas[av as usize].root
+            };
             let g = self.folios.get_mut(head);
             g.set(PG_ANON);
             g.mapping = av;

@@ -552,6 +552,14 @@ impl Kernel {
             }
         }
         self.charge_cost(Fn::DoSwapPage, self.costs.pte);
+        // A THP swapped out whole and still in the swap cache: 6.1 maps
+        // the one page the entry names (the folio stays large). The page
+        // is found with the folio (6.1's do_swap_page: `page =
+        // folio_file_page(folio, swp_offset(entry))` right after
+        // swap_cache_get_folio), before swap_free and folio_free_swap
+        // below: once the folio leaves the swap cache (swap half full) it
+        // has no swap entry left to count the page from.
+        let page = self.swap_cache_page(pfn, entry);
         let reuse = if self.preset >= Preset::V6_1 {
             self.swapin_exclusive(pfn, entry, pte, skip_swapcache, write)
         } else {
@@ -572,9 +580,6 @@ impl Kernel {
             // later write takes no fault (and counts no pgreuse).
             flags |= PTE_WRITE;
         }
-        // A THP swapped out whole and still in the swap cache: 6.1 maps
-        // the one page the entry names (the folio stays large).
-        let page = self.swap_cache_page(pfn, entry);
         self.page_add_anon_rmap(page, vma, idx, reuse);
         self.vmas[vma as usize].ptes[idx] = mk_pte(page, flags);
         if skip_swapcache {
