@@ -7,11 +7,13 @@
 //! cargo run --release --example soak -- --specs 20000 --mutate examples --mutate fidelity
 //! ```
 //!
-//! Specs come from `mmsim_sim::specgen` (fresh), or, with `--mutate DIR`,
-//! from the specs in DIR with a few random edits each (numbers, keys,
-//! lines). Each worker thread draws its specs from `--seed` and its
+//! Specs come from `mmsim_sim::specgen` (fresh, `trace` steps included:
+//! their files go to a temporary folder the soak owns and removes at its
+//! end), or, with `--mutate DIR`, from the specs in DIR with a few random
+//! edits each (numbers, keys, lines). Each worker thread draws its specs from `--seed` and its
 //! number, so a run is repeatable. A failing spec is written to `--out`
-//! (default `soak-failures/`) with its error in a header comment;
+//! (default `soak-failures/`) with its error in a header comment, and
+//! each trace file it replays beside it (the spec names it relatively);
 //! `--verbose` prints why each refused spec was refused. A spec
 //! still running after `--timeout` seconds counts as a hang: it is written
 //! out and the soak stops. Exit status 1 if anything failed.
@@ -266,9 +268,20 @@ fn one(text: &str, max_work: u64) -> Outcome {
     }
 }
 
-fn save(out: &Path, name: &str, why: &str, text: &str) {
+/// Writes a failing spec to `out` with `why` in its header. A trace file
+/// the spec replays from the soak's own folder `traces` is copied beside
+/// it and named relatively, so the file replays after the soak is gone.
+fn save(out: &Path, traces: &Path, name: &str, why: &str, text: &str) {
     let _ = std::fs::create_dir_all(out);
     let header: String = why.lines().map(|l| format!("# {l}\n")).collect();
+    let prefix = format!("{}/", traces.display());
+    let mut text = text.to_string();
+    while let Some(at) = text.find(&prefix) {
+        let end = text[at..].find('"').map_or(text.len(), |e| at + e);
+        let file = text[at + prefix.len()..end].to_string();
+        let _ = std::fs::copy(traces.join(&file), out.join(&file));
+        text.replace_range(at..end, &file);
+    }
     let _ = std::fs::write(out.join(name), format!("{header}{text}"));
 }
 
@@ -281,6 +294,12 @@ fn main() {
         }
     };
     let pool = Arc::new(specs_in(&args.mutate));
+    // The generated specs' trace files: this process's own folder.
+    let traces = Arc::new(std::env::temp_dir().join(format!("mmsim-soak-{}", std::process::id())));
+    if let Err(e) = std::fs::create_dir_all(traces.as_path()) {
+        eprintln!("soak: {}: {e}", traces.display());
+        std::process::exit(2);
+    }
     if !args.mutate.is_empty() && pool.is_empty() {
         eprintln!("soak: no .toml specs in {:?}", args.mutate);
         std::process::exit(2);
@@ -298,12 +317,13 @@ fn main() {
     let args = Arc::new(args);
     let workers: Vec<_> = (0..args.threads)
         .map(|w| {
-            let (args, pool, totals, stop, current) = (
+            let (args, pool, totals, stop, current, traces) = (
                 args.clone(),
                 pool.clone(),
                 totals.clone(),
                 stop.clone(),
                 current.clone(),
+                traces.clone(),
             );
             std::thread::spawn(move || {
                 let mut rng = Rng(args.seed.wrapping_mul(1_000_003).wrapping_add(w as u64));
@@ -315,7 +335,7 @@ fn main() {
                     let text = if pool.is_empty() {
                         let len = 16 + rng.below(1024) as usize;
                         let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-                        mmsim_sim::specgen::generate(&bytes)
+                        mmsim_sim::specgen::generate_with_traces(&bytes, &traces)
                     } else {
                         mutate(&pool[rng.below(pool.len() as u64) as usize], &mut rng)
                     };
@@ -337,7 +357,13 @@ fn main() {
                                 "soak: spec {n} failed: {}",
                                 why.lines().next().unwrap_or("")
                             );
-                            save(&args.out, &format!("fail-{k}-{n}.toml"), &why, &text);
+                            save(
+                                &args.out,
+                                &traces,
+                                &format!("fail-{k}-{n}.toml"),
+                                &why,
+                                &text,
+                            );
                         }
                     }
                     current[w].lock().unwrap().1.clear();
@@ -354,6 +380,7 @@ fn main() {
             if !text.is_empty() && since.elapsed() > timeout {
                 save(
                     &args.out,
+                    &traces,
                     &format!("hang-{w}.toml"),
                     &format!("still running after {} s", args.timeout),
                     &text,
@@ -362,6 +389,7 @@ fn main() {
                     "soak: worker {w} hangs; its spec is in {}",
                     args.out.display()
                 );
+                let _ = std::fs::remove_dir_all(traces.as_path());
                 std::process::exit(1);
             }
         }
@@ -377,6 +405,7 @@ fn main() {
         }
     }
     stop.store(true, Ordering::Relaxed);
+    let _ = std::fs::remove_dir_all(traces.as_path());
     let (ran, refused) = (
         totals.ran.load(Ordering::Relaxed),
         totals.refused.load(Ordering::Relaxed),

@@ -11,9 +11,15 @@
 //! memcgs of a few MiB, swapoff on one CPU while another swaps, 2 to 4
 //! CPUs. Most generated specs are valid; a few are not, on purpose, and
 //! must end with a clear error.
+//!
+//! `generate_with_traces` also draws `trace` steps: it writes each trace
+//! file it draws (its content drawn from the bytes too) into a folder the
+//! caller owns, named by a hash of its content, and the spec names it by
+//! its absolute path.
 
 use crate::{run, RunOptions, SimError};
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
 /// How a run of a generated or fuzzed spec ended, judged by the one rule
 /// the fuzz targets, the property test and the soak share.
@@ -120,10 +126,24 @@ struct Gen<'a, 'b> {
     /// This task may swap devices off and on (one task does, so the
     /// devices are never switched twice the same way).
     swapper: bool,
+    /// Where `trace` steps' files go; None: no trace step is drawn.
+    traces: Option<&'b Path>,
 }
 
-/// A spec from `bytes` (any bytes make some spec text).
+/// A spec from `bytes` (any bytes make some spec text), without `trace`
+/// steps (they need files).
 pub fn generate(bytes: &[u8]) -> String {
+    generate_in(bytes, None)
+}
+
+/// A spec from `bytes` that may replay traces: each trace file it draws
+/// is written into `dir` (which must exist), where the spec names it by
+/// its absolute path. The same bytes make the same spec and files.
+pub fn generate_with_traces(bytes: &[u8], dir: &Path) -> String {
+    generate_in(bytes, Some(dir))
+}
+
+fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
     let mut d = Draw::new(bytes);
     let mut out = String::new();
     let small = d.chance(30);
@@ -169,13 +189,17 @@ pub fn generate(bytes: &[u8]) -> String {
         if kernel == "6.1" && d.chance(40) {
             let caps = d.pick(&["\"0x0001\"", "\"y\"", "3", "5"]);
             writeln!(out, "\"kernel/mm/lru_gen/enabled\" = {caps}").unwrap();
+            if d.chance(20) {
+                let ttl = d.pick(&[0u32, 1, 100, 1000]);
+                writeln!(out, "\"kernel/mm/lru_gen/min_ttl_ms\" = {ttl}").unwrap();
+            }
         }
         // Anonymous mTHP, as 6.12 and 7.3 have it: one or two sizes below
         // 2 MiB.
         if (kernel == "6.12" || kernel == "7.3") && d.chance(40) {
             for _ in 0..1 + d.below(2) {
                 let kb = d.pick(&[16, 32, 64, 128, 256, 512, 1024]);
-                let w = d.pick(&["always", "always", "madvise", "never"]);
+                let w = d.pick(&["always", "always", "madvise", "never", "inherit"]);
                 writeln!(
                     out,
                     "\"kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled\" = \"{w}\""
@@ -186,6 +210,17 @@ pub fn generate(bytes: &[u8]) -> String {
             if kernel == "7.3" && d.chance(50) {
                 khugepaged_knobs(&mut d, &mut out);
             }
+        }
+        // Shared anonymous mTHP (features.shmem_mthp, on by default on
+        // 6.12 and 7.3): one size's shmem_enabled.
+        if (kernel == "6.12" || kernel == "7.3") && d.chance(20) {
+            let kb = d.pick(&[16, 64, 128, 512, 2048]);
+            let w = d.pick(&["always", "inherit", "within_size", "advise", "never"]);
+            writeln!(
+                out,
+                "\"kernel/mm/transparent_hugepage/hugepages-{kb}kB/shmem_enabled\" = \"{w}\""
+            )
+            .unwrap();
         }
         // Anonymous THP is modelled as 6.1 has it.
         if kernel == "6.1" && d.chance(30) {
@@ -220,6 +255,21 @@ pub fn generate(bytes: &[u8]) -> String {
         out.push_str("[features]\n");
         writeln!(out, "batched_rmap_unmap = {}", d.chance(50)).unwrap();
         writeln!(out, "wp_reuse_swapcache = {}", d.chance(50)).unwrap();
+        writeln!(out, "madv_pageout_split = {}", d.chance(50)).unwrap();
+        // The later releases' large-folio mechanisms, each off as the
+        // release before it had them.
+        if kernel == "6.12" || kernel == "7.3" {
+            for f in [
+                "anon_mthp_swapout",
+                "anon_large_swapin",
+                "shmem_large_swapout",
+                "shmem_skip_swapcache",
+            ] {
+                if d.chance(30) {
+                    writeln!(out, "{f} = {}", d.chance(50)).unwrap();
+                }
+            }
+        }
     }
     let nswap = if d.chance(80) {
         1 + d.below(2) as usize
@@ -278,6 +328,7 @@ pub fn generate(bytes: &[u8]) -> String {
         ncg,
         next_region: 0,
         swapper: false,
+        traces,
     };
     for t in 0..1 + g.d.below(3) {
         writeln!(out, "[task.t{t}]").unwrap();
@@ -297,15 +348,36 @@ pub fn generate(bytes: &[u8]) -> String {
     out
 }
 
+/// Writes a trace file into `dir` named by its content's hash (FNV-1a),
+/// once: specs drawn on several threads may share a file, and the same
+/// bytes always name the same file.
+fn write_trace(dir: &Path, format: &str, content: &[u8]) -> PathBuf {
+    let hash = content.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let path = dir.join(format!("trace-{hash:016x}.{format}"));
+    if !path.exists() {
+        // Written aside and renamed, so a reader never sees part of it.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".trace-{}-{n}.tmp", std::process::id()));
+        std::fs::write(&tmp, content).expect("write a generated trace");
+        std::fs::rename(&tmp, &path).expect("rename a generated trace");
+    }
+    path
+}
+
 /// khugepaged's knobs, each drawn or left: scans often enough to run
 /// inside a short spec.
 fn khugepaged_knobs(d: &mut Draw, out: &mut String) {
-    let knobs: [(&str, &[u32]); 5] = [
+    let knobs: [(&str, &[u32]); 7] = [
         ("scan_sleep_millisecs", &[1, 4, 10, 100]),
         ("pages_to_scan", &[512, 4096, 65536]),
         ("max_ptes_none", &[0, 64, 511]),
         ("max_ptes_swap", &[0, 64, 511]),
         ("max_ptes_shared", &[0, 256, 511]),
+        ("alloc_sleep_millisecs", &[0, 10, 60000]),
+        ("defrag", &[0, 1]),
     ];
     for (name, values) in knobs {
         if d.chance(60) {
@@ -427,13 +499,94 @@ impl Gen<'_, '_> {
         )
     }
 
+    /// A `trace` step replaying into region `name` of `pages` pages: a
+    /// file of up to 4,096 requests in one of the three formats, its ids
+    /// inside the range or (with `map = "modulo"`) wider, written into
+    /// `dir` under a name its content decides.
+    fn trace(&mut self, dir: &Path, name: &str, pages: u64) -> String {
+        let format = self.d.pick(&["txt", "csv", "oracleGeneral"]);
+        let n = 1 + self.d.below(4096) as u64;
+        let modulo = self.d.chance(25);
+        let span = if modulo { pages * 4 } else { pages };
+        // The ids from a generator seeded by the bytes (a few bytes for a
+        // whole file), skewed towards low pages half the time.
+        let mut x = u64::from(self.d.below(1 << 24)) | 1;
+        let skewed = self.d.chance(50);
+        let write_col = format == "csv" && self.d.chance(50);
+        let mut ids = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let id = if skewed {
+                (x % span) * (x >> 40 & 0xff) / 256
+            } else {
+                x % span
+            };
+            ids.push((id, x >> 32 & 3 == 0));
+        }
+        let content: Vec<u8> = match format {
+            "oracleGeneral" => ids
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &(id, _))| {
+                    let mut r = Vec::with_capacity(24);
+                    r.extend_from_slice(&(i as u32).to_le_bytes());
+                    r.extend_from_slice(&id.to_le_bytes());
+                    r.extend_from_slice(&4096u32.to_le_bytes());
+                    r.extend_from_slice(&(-1i64).to_le_bytes());
+                    r
+                })
+                .collect(),
+            "csv" => {
+                let mut t = String::from("time,obj_id,op\n");
+                for (i, &(id, w)) in ids.iter().enumerate() {
+                    let op = if w { "set" } else { "get" };
+                    writeln!(t, "{i},{id},{op}").unwrap();
+                }
+                t.into_bytes()
+            }
+            _ => ids
+                .iter()
+                .map(|&(id, _)| format!("{id}\n"))
+                .collect::<String>()
+                .into_bytes(),
+        };
+        let path = write_trace(dir, format, &content);
+        let mut step = format!(
+            "{{ op = \"trace\", region = \"{name}\", file = \"{}\"",
+            path.display()
+        );
+        if format == "csv" {
+            step.push_str(", header = true, obj_id_col = 2");
+            if write_col {
+                step.push_str(", write_col = 3");
+            }
+        }
+        if !write_col {
+            let write = self.d.pick(&["0", "0.3", "1"]);
+            write!(step, ", write = {write}, seed = {}", self.d.below(1000)).unwrap();
+        }
+        if modulo {
+            step.push_str(", map = \"modulo\"");
+        }
+        if self.d.chance(20) {
+            write!(step, ", count = {}", 1 + self.d.below(n as u32)).unwrap();
+        }
+        step.push_str(" }");
+        step
+    }
+
     fn step(&mut self, regions: &mut Vec<Region>, depth: u32, may_map: bool) -> String {
         if may_map && (regions.is_empty() || self.d.chance(12)) {
             return self.mmap(regions);
         }
         let kind = self.d.below(20);
         match (kind, self.region_step(regions)) {
-            (0..=6, Some((name, pages, _))) => self.touch(&name, pages),
+            (0..=6, Some((name, pages, _))) => match self.traces {
+                Some(dir) if self.d.chance(15) => self.trace(dir, &name, pages),
+                _ => self.touch(&name, pages),
+            },
             (7, Some((name, pages, private_anon))) => self.madvise(&name, pages, private_anon),
             (8, Some(_)) if depth < 2 => {
                 let mut child = regions.clone();
@@ -511,7 +664,7 @@ impl Gen<'_, '_> {
     /// A `set` step: a cgroup's limit (reclaiming down to a lower one at
     /// once) or a sysctl or sysfs knob.
     fn set(&mut self) -> String {
-        let (key, value) = match self.d.below(5) {
+        let (key, value) = match self.d.below(6) {
             0 | 1 if self.ncg > 0 => {
                 let c = self.d.below(self.ncg);
                 let field = if self.d.chance(70) {
@@ -532,6 +685,17 @@ impl Gen<'_, '_> {
             3 => (
                 "'sysctl.\"vm.page-cluster\"'".into(),
                 self.d.below(5).to_string(),
+            ),
+            // The watermarks recomputed mid-run (a higher min_free_kbytes
+            // may wake kswapd at once, or leave a small machine out of
+            // memory: a clear error).
+            4 if self.d.chance(50) => (
+                "'sysctl.\"vm.watermark_scale_factor\"'".into(),
+                self.d.pick(&[1u32, 10, 100, 1000, 3000]).to_string(),
+            ),
+            4 if self.d.chance(50) => (
+                "'sysctl.\"vm.min_free_kbytes\"'".into(),
+                self.d.pick(&[128u32, 1024, 4096, 16384]).to_string(),
             ),
             _ => (
                 "'sysfs.\"kernel/mm/swap/vma_ra_enabled\"'".into(),

@@ -5,12 +5,22 @@
 //! generator draws, with small probabilities, what fuzzing found bugs in
 //! (a test below makes sure it still does): shared file mappings written
 //! on a small machine while the flusher runs, fork inside a memcg of a few
-//! MiB, swapoff on one CPU while another swaps, 2 to 4 CPUs.
+//! MiB, swapoff on one CPU while another swaps, 2 to 4 CPUs; and it draws
+//! every preset and what each models (the multi-gen LRU, anonymous THP and
+//! mTHP, khugepaged), `set` steps and `trace` steps.
 
 mod common;
-use mmsim_sim::specgen::{generate, judge, Verdict};
+use mmsim_sim::specgen::{generate_with_traces, judge, Verdict};
 use mmsim_sim::RunOptions;
 use proptest::prelude::*;
+use std::path::PathBuf;
+
+/// The generated trace files' folder (cargo's scratch space for tests).
+fn traces() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("generated-traces");
+    std::fs::create_dir_all(&dir).expect("a folder for the traces");
+    dir
+}
 
 /// Page operations one case may ask for (keeps each case to milliseconds).
 const MAX_WORK: u64 = 3_000_000;
@@ -35,7 +45,7 @@ proptest! {
 
     #[test]
     fn generated_specs_keep_every_invariant(bytes in prop::collection::vec(any::<u8>(), 8..1024)) {
-        let text = generate(&bytes);
+        let text = generate_with_traces(&bytes, &traces());
         if let Err(e) = run_case(&text) {
             panic!("{e}\n{text}");
         }
@@ -45,6 +55,7 @@ proptest! {
 /// Specs from fixed byte strings: deterministic, so the draws below are
 /// the same on every run.
 fn corpus(n: u32) -> Vec<String> {
+    let dir = traces();
     (0..n)
         .map(|i| {
             let mut x = 0x9e37_79b9_u32.wrapping_mul(i + 1);
@@ -56,7 +67,7 @@ fn corpus(n: u32) -> Vec<String> {
                     x as u8
                 })
                 .collect();
-            generate(&bytes)
+            generate_with_traces(&bytes, &dir)
         })
         .collect()
 }
@@ -114,6 +125,16 @@ fn the_generator_still_draws_what_fuzzing_found() {
     let many_cpus = count(&|s| s.machine.cpus >= 2);
     let mglru_walks = count(&|s| s.sysfs.lru_gen & 3 == 3);
     let mglru_rmap_only = count(&|s| s.sysfs.lru_gen & 3 == 1);
+    use mmsim_spec::{MthpAnon, Order, Preset, ThpEnabled};
+    let preset = |p: Preset| count(&|s| s.machine.kernel == p);
+    let thp = count(&|s| s.sysfs.thp_enabled != ThpEnabled::Never);
+    // Below 2 MiB (the PMD size's knob defaults to inherit).
+    let mthp = count(&|s| s.sysfs.anon_mthp[..7].iter().any(|&w| w != MthpAnon::Never));
+    let khugepaged = |p: Preset| {
+        count(&|s| s.machine.kernel == p && s.sysfs.khugepaged.scan_sleep_millisecs.is_some())
+    };
+    let set = count(&|s| any_step(s, &|o| matches!(o, Op::Set(_))));
+    let trace = count(&|s| any_step(s, &|o| matches!(o, Op::Touch(t) if t.order == Order::Trace)));
     for (what, n) in [
         (
             "shared file mappings written on a machine of 128 MiB or less",
@@ -127,6 +148,16 @@ fn the_generator_still_draws_what_fuzzing_found() {
         ("2 to 4 CPUs", many_cpus),
         ("the multi-gen LRU with page-table walks", mglru_walks),
         ("the multi-gen LRU aging by rmap only", mglru_rmap_only),
+        ("the 5.10 preset", preset(Preset::V5_10)),
+        ("the 6.1 preset", preset(Preset::V6_1)),
+        ("the 6.12 preset", preset(Preset::V6_12)),
+        ("the 7.3 preset", preset(Preset::V7_3)),
+        ("anonymous THP (6.1)", thp),
+        ("anonymous mTHP (6.12, 7.3)", mthp),
+        ("6.1's khugepaged with its knobs", khugepaged(Preset::V6_1)),
+        ("7.3's khugepaged with its knobs", khugepaged(Preset::V7_3)),
+        ("set steps", set),
+        ("trace steps", trace),
     ] {
         // Small probabilities, but not zero: a few in every 2000.
         assert!(n >= 5, "{what}: {n} of 2000 generated specs");
