@@ -63,23 +63,18 @@ pub fn change(baseline: f64, patched: f64) -> f64 {
 /// are 0; a fall to 0 or past it (a change of sign) is −∞; a rise from 0
 /// is +∞ (a fall from 0 to a negative value, −∞).
 pub fn log_change(baseline: f64, patched: f64) -> f64 {
-    if baseline == patched {
-        0.0
-    } else if baseline == 0.0 {
-        if patched > 0.0 {
-            f64::INFINITY
-        } else {
-            f64::NEG_INFINITY
-        }
+    // Equal values and a baseline of 0 are `change`'s cases: 0 and ±∞.
+    let r = change(baseline, patched);
+    if r == 0.0 || r.is_infinite() {
+        return r;
+    }
+    let q = patched / baseline;
+    if q > 0.0 {
+        q.ln()
+    } else if q.is_nan() {
+        f64::NAN
     } else {
-        let q = patched / baseline;
-        if q > 0.0 {
-            q.ln()
-        } else if q.is_nan() {
-            f64::NAN
-        } else {
-            f64::NEG_INFINITY
-        }
+        f64::NEG_INFINITY
     }
 }
 
