@@ -21,7 +21,7 @@ use super::folio::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
 use crate::cost::Fn;
 use crate::kernel::Kernel;
-use crate::vmstat::Vm;
+use crate::vmstat::{Mc, Vm};
 use std::cmp::Reverse;
 
 /// Largest merged request: 128 KiB, the common NVMe maximum data transfer
@@ -200,6 +200,9 @@ impl Kernel {
             return;
         }
         self.vm.add(Vm::Pswpin, f.nr_pages() as i64);
+        // count_memcg_folio_events: the folio's memcg, charged before the
+        // read.
+        self.memcg_stat(f.memcg, Mc::Pswpin, f.nr_pages() as i64);
         if f.order > 0 {
             self.vm.inc(crate::vmstat::mthp_item(
                 f.order,
