@@ -631,6 +631,10 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     WorkingsetNodereclaim = "workingset_nodereclaim",
     Pgscan = "pgscan",
     Pgsteal = "pgsteal",
+    // memcg_vm_event_stat's PSWPIN and PSWPOUT (after 6.12, 7.3 has them;
+    // memory_stat_absent hides them before): printed after pgsteal.
+    Pswpin = "pswpin",
+    Pswpout = "pswpout",
     PgscanKswapd = "pgscan_kswapd",
     PgscanDirect = "pgscan_direct",
     PgstealKswapd = "pgsteal_kswapd",
@@ -699,8 +703,14 @@ pub fn memory_stat_absent(preset: Preset) -> &'static [&'static str] {
             "pgsteal_direct",
             "swpin_zero",
             "swpout_zero",
+            "pswpin",
+            "pswpout",
         ],
-        Preset::V6_1 => &["swpin_zero", "swpout_zero"],
+        Preset::V6_1 => &["swpin_zero", "swpout_zero", "pswpin", "pswpout"],
+        // 6.12's memcg_vm_event_stat has no PSWPIN or PSWPOUT: the
+        // per-memcg swap-in and swap-out counts came after it (7.3 has
+        // them, counted by count_memcg_folio_events beside the vmstat).
+        Preset::V6_12 => &["pswpin", "pswpout"],
         _ => &[],
     }
 }

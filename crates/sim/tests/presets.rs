@@ -176,3 +176,22 @@ fn on_5_10_a_first_write_to_a_shared_page_is_retried() {
     let r = run_checked(&text);
     assert_eq!(phase_vm(&r, 0, "write", "pgfault"), 1024);
 }
+
+#[test]
+fn memory_stat_counts_swap_in_and_out_on_7_3_only() {
+    // memcg_vm_event_stat gained PSWPIN and PSWPOUT after 6.12: 7.3's
+    // memory.stat counts the pages its cgroup's folios read from and wrote
+    // to swap (here every swap I/O is the one cgroup's), 6.12's and
+    // 6.1's have no such lines.
+    let r = read_then_write("7.3", "zram");
+    let cg = &r.cgroups["w"];
+    assert!(vm(&r, "pswpout") > 0 && vm(&r, "pswpin") > 0);
+    assert_eq!(cg.memory_stat["pswpin"], vm(&r, "pswpin"));
+    assert_eq!(cg.memory_stat["pswpout"], vm(&r, "pswpout"));
+    for kernel in ["6.12", "6.1", "5.10"] {
+        let r = read_then_write(kernel, "zram");
+        let cg = &r.cgroups["w"];
+        assert!(!cg.memory_stat.contains_key("pswpin"), "{kernel}");
+        assert!(!cg.memory_stat.contains_key("pswpout"), "{kernel}");
+    }
+}

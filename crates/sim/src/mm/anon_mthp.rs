@@ -427,6 +427,8 @@ impl Kernel {
                 self.folios.version[(head + i) as usize] = version;
             }
             self.vm.add(Vm::Pswpin, nr as i64);
+            let memcg = self.folios.get(head).memcg;
+            self.memcg_stat(memcg, Mc::Pswpin, nr as i64);
         }
         // count_memcg_event_mm: the faulting mm's memcg.
         self.vm.inc(Vm::Pgmajfault);

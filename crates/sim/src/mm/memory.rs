@@ -691,6 +691,8 @@ impl Kernel {
         let version = self.zram_read_page(ty, off as u32);
         self.folios.version[pfn as usize] = version;
         self.vm.inc(Vm::Pswpin);
+        let memcg = self.folios.get(pfn).memcg;
+        self.memcg_stat(memcg, Mc::Pswpin, 1);
         Ok(pfn)
     }
 

@@ -21,7 +21,7 @@ use super::folio::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
 use crate::cost::Fn;
 use crate::kernel::Kernel;
-use crate::vmstat::Vm;
+use crate::vmstat::{Mc, Vm};
 use std::cmp::Reverse;
 
 /// Largest merged request: 128 KiB, the common NVMe maximum data transfer
@@ -200,6 +200,9 @@ impl Kernel {
             return;
         }
         self.vm.add(Vm::Pswpin, f.nr_pages() as i64);
+        // count_memcg_folio_events: the folio's memcg, charged before the
+        // read.
+        self.memcg_stat(f.memcg, Mc::Pswpin, f.nr_pages() as i64);
         if f.order > 0 {
             self.vm.inc(crate::vmstat::mthp_item(
                 f.order,
@@ -305,28 +308,24 @@ impl Kernel {
         let f = self.folios.get_mut(pfn);
         if f.test(PG_RECLAIM) {
             f.clear(PG_RECLAIM);
-            let f = *f;
-            if self.lru_gen_enabled() {
-                self.folio_rotate_reclaimable(pfn);
-            } else if f.test(PG_LRU) && !f.test(PG_ACTIVE) && !f.test(PG_UNEVICTABLE) {
-                // 6.1 rotates an active folio too (folio_rotate_reclaimable
-                // tests !locked && !dirty, lru_move_tail_fn clears
-                // PG_active); the classic model keeps its rotation of
-                // inactive folios only, as its recorded results were
-                // made with it.
-                self.lruvec_del_folio(pfn);
-                self.lruvec_add_folio_tail(pfn);
-                self.vm.add(Vm::Pgrotated, f.nr_pages() as i64);
-            }
+            self.folio_rotate_reclaimable(pfn);
         }
     }
 
     /// `folio_rotate_reclaimable` → `lru_move_tail_fn` (applied at once
-    /// rather than through the per-CPU rotate batch): a clean folio on the
-    /// LRU goes to the tail, inactive, to be reclaimed next. Under the
-    /// multi-gen LRU, the tail of the oldest generation (a folio leaving an
-    /// active generation gets PG_active from lru_gen_del_folio, cleared
-    /// here).
+    /// rather than through the per-CPU rotate batch): a folio on the LRU
+    /// that is neither locked nor dirty goes to the tail of its inactive
+    /// list, to be reclaimed next, whether it was active or not
+    /// (`lru_move_tail_fn` clears PG_active: an active folio that reclaim
+    /// wrote and someone referenced meanwhile goes back to the inactive
+    /// tail all the same). A folio redirtied while under writeback stays
+    /// where it is. Every preset's release does this: 5.10's
+    /// `rotate_reclaimable_page` / `pagevec_move_tail_fn` (since 5.5's
+    /// "move dirty pages out of the way until they're flushed"), 6.1's
+    /// and 6.12's `folio_rotate_reclaimable` with `lru_move_tail_fn` /
+    /// `lru_move_tail`, and 7.3's the same. Under the multi-gen LRU, the
+    /// tail of the oldest generation (a folio leaving an active
+    /// generation gets PG_active from lru_gen_del_folio, cleared here).
     fn folio_rotate_reclaimable(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         if f.test(PG_LOCKED) || f.test(PG_DIRTY) || f.test(PG_UNEVICTABLE) || !f.test(PG_LRU) {
@@ -336,5 +335,56 @@ impl Kernel {
         self.folios.get_mut(pfn).clear(PG_ACTIVE);
         self.lruvec_add_folio_tail(pfn);
         self.vm.add(Vm::Pgrotated, f.nr_pages() as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::page_alloc::Gfp;
+
+    fn kernel(preset: &str) -> Kernel {
+        let text =
+            format!("[machine]\nmemory = \"256M\"\nkernel = \"{preset}\"\n[task.t]\nsteps = []\n");
+        let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
+        Kernel::new(&spec, crate::costs::Costs::REFERENCE).expect("boot")
+    }
+
+    /// An anonymous folio on the LRU (`extra`: PG_active, PG_dirty),
+    /// under a write reclaim started (PG_writeback, PG_reclaim).
+    fn written(k: &mut Kernel, extra: u32) -> Pfn {
+        let pfn = k.alloc_page(Gfp::HighUserMovable).expect("a page");
+        k.folios
+            .get_mut(pfn)
+            .set(PG_SWAPBACKED | PG_UPTODATE | PG_LRU | extra);
+        k.lruvec_add_folio(pfn);
+        k.folios.get_mut(pfn).set(PG_WRITEBACK | PG_RECLAIM);
+        pfn
+    }
+
+    #[test]
+    fn the_end_of_a_reclaim_write_rotates_active_folios_too_but_not_dirty_ones() {
+        for preset in ["5.10", "6.1", "6.12", "7.3"] {
+            let mut k = kernel(preset);
+            let inactive = written(&mut k, 0);
+            let active = written(&mut k, PG_ACTIVE);
+            let redirtied = written(&mut k, PG_ACTIVE | PG_DIRTY);
+            let tail = |k: &Kernel, lru| k.lruvecs[0].lists[lru as usize].tail;
+            // Referenced while under writeback (activated), then written:
+            // lru_move_tail_fn takes it to the inactive tail all the same.
+            k.end_swap_bio_write(active);
+            let f = *k.folios.get(active);
+            assert!(!f.test(PG_ACTIVE | PG_RECLAIM | PG_WRITEBACK), "{preset}");
+            assert_eq!(tail(&k, LRU_INACTIVE_ANON), active, "{preset}");
+            k.end_swap_bio_write(inactive);
+            assert_eq!(tail(&k, LRU_INACTIVE_ANON), inactive, "{preset}");
+            assert_eq!(k.vm.get(Vm::Pgrotated), 2, "{preset}");
+            // Written again meanwhile: folio_rotate_reclaimable leaves it.
+            k.end_swap_bio_write(redirtied);
+            let f = *k.folios.get(redirtied);
+            assert!(f.test(PG_ACTIVE) && !f.test(PG_RECLAIM), "{preset}");
+            assert_eq!(tail(&k, LRU_ACTIVE_ANON), redirtied, "{preset}");
+            assert_eq!(k.vm.get(Vm::Pgrotated), 2, "{preset}");
+        }
     }
 }

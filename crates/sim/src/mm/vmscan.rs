@@ -1051,8 +1051,9 @@ impl Kernel {
         if self.swap_zeromap_folio(pfn) {
             return;
         }
-        // count_swpout_vm_event
+        // count_swpout_vm_event (and, 7.3, count_memcg_folio_events).
         self.vm.add(Vm::Pswpout, nr as i64);
+        self.memcg_stat(f.memcg, Mc::Pswpout, nr as i64);
         if f.order > 0 {
             // The per-size stats came in 6.10 (with the large shmem
             // swap-out of seed 001's kernels).
