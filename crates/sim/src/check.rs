@@ -8,13 +8,14 @@ use crate::mm::folio::*;
 use crate::mm::lru_gen::{
     folio_lru_gen, lru_gen_from_seq, LRU_GEN_BASE, MAX_NR_GENS, NR_GEN_LISTS, NR_ZONES,
 };
+use crate::mm::mmap::Vma;
 use crate::mm::pgtable::*;
 use crate::mm::swapfile::{swp_entry, SWAP_COUNT_MASK, SWAP_HAS_CACHE};
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;
 use std::collections::HashMap;
 
-fn fail(msg: String) -> Result<(), SimError> {
+fn fail<T>(msg: String) -> Result<T, SimError> {
     Err(SimError::Invariant(msg))
 }
 
@@ -91,8 +92,17 @@ fn check_io(k: &Kernel) -> Result<(), SimError> {
 /// Every frame is free, on exactly one LRU list, in a per-CPU batch, or
 /// the kernel's; list lengths and gauges agree.
 fn check_frames(k: &Kernel) -> Result<(), SimError> {
-    let n = k.folios.len();
-    let mut seen = vec![0u8; n];
+    let mut seen = vec![0u8; k.folios.len()];
+    check_free_blocks(k, &mut seen)?;
+    check_lru_lists(k, &mut seen)?;
+    check_pcp_and_batches(k, &mut seen)?;
+    check_frame_owners(k, &mut seen)?;
+    check_lru_gauges(k)
+}
+
+/// The buddy lists of every zone: aligned, clean, merged, and counted in
+/// nr_free.
+fn check_free_blocks(k: &Kernel, seen: &mut [u8]) -> Result<(), SimError> {
     for (zi, z) in k.zones.iter().enumerate() {
         let mut count = 0;
         for (head, order) in k.free_blocks(zi) {
@@ -161,6 +171,12 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
     if k.vm.get(Vm::NrFreePages) as u64 != k.nr_free_pages() {
         return fail("nr_free_pages disagrees with the zones".into());
     }
+    Ok(())
+}
+
+/// Every memcg's LRU lists (classic and multi-gen): linked both ways, each
+/// folio where its flags say, the lengths as walked.
+fn check_lru_lists(k: &Kernel, seen: &mut [u8]) -> Result<(), SimError> {
     for (m, lv) in k.lruvecs.iter().enumerate() {
         let ids = (0..NR_LRU_LISTS as u8).chain((0..NR_GEN_LISTS as u8).map(|i| LRU_GEN_BASE + i));
         for lru in ids {
@@ -195,6 +211,12 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Free pages on the per-CPU lists, and folios in the per-CPU lru_add
+/// batches.
+fn check_pcp_and_batches(k: &Kernel, seen: &mut [u8]) -> Result<(), SimError> {
     for z in &k.zones {
         for (c, pcp) in z.pcp.iter().enumerate() {
             for &p in &pcp.list {
@@ -219,6 +241,12 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             seen[p as usize] += 1;
         }
     }
+    Ok(())
+}
+
+/// With the kernel's own frames and large folios' tails added, every frame
+/// is accounted exactly once, and none is left isolated.
+fn check_frame_owners(k: &Kernel, seen: &mut [u8]) -> Result<(), SimError> {
     for (p, f) in live_frames(k) {
         if f.test(PG_KERNEL | PG_PGTABLE) {
             seen[p] += 1;
@@ -252,6 +280,11 @@ fn check_frames(k: &Kernel) -> Result<(), SimError> {
             return fail(format!("frame {p} still isolated at a quiescent point"));
         }
     }
+    Ok(())
+}
+
+/// The LRU size gauges against the lists' lengths.
+fn check_lru_gauges(k: &Kernel) -> Result<(), SimError> {
     let lists = [
         Vm::NrInactiveAnon,
         Vm::NrActiveAnon,
@@ -339,174 +372,151 @@ fn check_pmd_entry(
     Ok(())
 }
 
+/// What the page tables say, walked once: the PTEs mapping each frame,
+/// each mm's anon/swap, shmem and file RSS, and the PMDs mapping each
+/// folio (one reference each, however many pages).
+struct Mapped {
+    maps: Vec<u32>,
+    rss: Vec<(u64, u64)>,
+    rss_shmem: Vec<u64>,
+    rss_file: Vec<u64>,
+    pmds: HashMap<Pfn, u32>,
+}
+
 /// Mapcounts equal the PTEs that map each folio; refcounts equal the
 /// references the kernel holds; RSS counters and rmap gauges agree.
 fn check_mappings(k: &Kernel) -> Result<(), SimError> {
-    let mut maps = vec![0u32; k.folios.len()];
-    let mut rss = vec![(0u64, 0u64); k.mms.len()];
-    let mut rss_shmem = vec![0u64; k.mms.len()];
-    let mut rss_file = vec![0u64; k.mms.len()];
-    // PMDs mapping each folio: one reference each, however many pages.
-    let mut pmds: HashMap<Pfn, u32> = HashMap::new();
+    let mut w = Mapped {
+        maps: vec![0u32; k.folios.len()],
+        rss: vec![(0u64, 0u64); k.mms.len()],
+        rss_shmem: vec![0u64; k.mms.len()],
+        rss_file: vec![0u64; k.mms.len()],
+        pmds: HashMap::new(),
+    };
     for (vi, v) in k.vmas.iter().enumerate() {
         if !v.live {
             continue;
         }
         if v.inode != NIL {
-            let private = v.flags & crate::mm::mmap::VM_SHARED == 0;
-            for (idx, &pte) in v.ptes.iter().enumerate() {
-                if pte_none(pte) {
-                    continue;
-                }
-                if pte & PTE_PMD != 0 {
-                    check_pmd_entry(k, vi, idx, pte, &mut pmds)?;
-                }
-                if private && is_swap_pte(pte) {
-                    rss[v.mm as usize].1 += 1;
-                    continue;
-                }
-                let p = pte_pfn(pte);
-                let head = k.folios.head_of(p);
-                let f = k.folios.get(head);
-                let index = v.pgoff + idx as u64;
-                if private && pte_present(pte) && f.test(PG_ANON) {
-                    // A private file mapping's copy.
-                    if f.index as u64 != index
-                        || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32))
-                    {
-                        return fail(format!(
-                            "frame {p}'s rmap does not lead back to vma {vi} page {idx}"
-                        ));
-                    }
-                    maps[p as usize] += 1;
-                    rss[v.mm as usize].0 += 1;
-                    continue;
-                }
-                if !pte_present(pte)
-                    || !f.test(PG_PAGECACHE)
-                    || f.mapping != v.inode
-                    || f.index as u64 + (p - head) as u64 != index
-                    || k.filemap_folio_at(v.inode, index) != Some(head)
-                    || (private && pte & PTE_WRITE != 0)
-                {
-                    return fail(format!(
-                        "file vma {vi} page {idx}: PTE {pte:#x} does not map the inode's page {index}: {f:?}"
-                    ));
-                }
-                maps[p as usize] += 1;
-                if f.test(PG_SWAPBACKED) {
-                    rss_shmem[v.mm as usize] += 1;
-                } else {
-                    rss_file[v.mm as usize] += 1;
-                }
+            walk_file_vma(k, vi, v, &mut w)?;
+        } else {
+            walk_anon_vma(k, vi, v, &mut w)?;
+        }
+    }
+    check_folio_counts(k, &w)?;
+    check_rss(k, &w)
+}
+
+/// A file VMA's PTEs: page-cache pages of its inode at their index, and in
+/// a private mapping the anonymous copies and their swap entries.
+fn walk_file_vma(k: &Kernel, vi: usize, v: &Vma, w: &mut Mapped) -> Result<(), SimError> {
+    let private = v.flags & crate::mm::mmap::VM_SHARED == 0;
+    for (idx, &pte) in v.ptes.iter().enumerate() {
+        if pte_none(pte) {
+            continue;
+        }
+        if pte & PTE_PMD != 0 {
+            check_pmd_entry(k, vi, idx, pte, &mut w.pmds)?;
+        }
+        if private && is_swap_pte(pte) {
+            w.rss[v.mm as usize].1 += 1;
+            continue;
+        }
+        let p = pte_pfn(pte);
+        let head = k.folios.head_of(p);
+        let f = k.folios.get(head);
+        let index = v.pgoff + idx as u64;
+        if private && pte_present(pte) && f.test(PG_ANON) {
+            // A private file mapping's copy.
+            if f.index as u64 != index
+                || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32))
+            {
+                return fail(format!(
+                    "frame {p}'s rmap does not lead back to vma {vi} page {idx}"
+                ));
+            }
+            w.maps[p as usize] += 1;
+            w.rss[v.mm as usize].0 += 1;
+            continue;
+        }
+        if !pte_present(pte)
+            || !f.test(PG_PAGECACHE)
+            || f.mapping != v.inode
+            || f.index as u64 + (p - head) as u64 != index
+            || k.filemap_folio_at(v.inode, index) != Some(head)
+            || (private && pte & PTE_WRITE != 0)
+        {
+            return fail(format!(
+                "file vma {vi} page {idx}: PTE {pte:#x} does not map the inode's page {index}: {f:?}"
+            ));
+        }
+        w.maps[p as usize] += 1;
+        if f.test(PG_SWAPBACKED) {
+            w.rss_shmem[v.mm as usize] += 1;
+        } else {
+            w.rss_file[v.mm as usize] += 1;
+        }
+    }
+    Ok(())
+}
+
+/// An anonymous VMA's PTEs: huge zero PMDs, anon folios whose rmap leads
+/// back here, and swap entries.
+fn walk_anon_vma(k: &Kernel, vi: usize, v: &Vma, w: &mut Mapped) -> Result<(), SimError> {
+    for (idx, &pte) in v.ptes.iter().enumerate() {
+        if pte & PTE_PMD != 0 && pte & PTE_ZERO != 0 {
+            let (_, table) = crate::mm::huge_memory::pmd_block(v.start_vpn, idx);
+            let page = ((v.start_vpn + idx as u64) % HPAGE_PMD_NR) as u32;
+            if pte_pfn(pte) != k.huge_zero_pfn + page
+                || v.pte_tables[table] == NIL
+                || !k.mms[v.mm as usize].huge_zero
+            {
+                return fail(format!(
+                    "vma {vi} page {idx}: a huge zero PMD entry {pte:#x} without its deposit or the mm's reference"
+                ));
             }
             continue;
         }
-        for (idx, &pte) in v.ptes.iter().enumerate() {
-            if pte & PTE_PMD != 0 && pte & PTE_ZERO != 0 {
-                let (_, table) = crate::mm::huge_memory::pmd_block(v.start_vpn, idx);
-                let page = ((v.start_vpn + idx as u64) % HPAGE_PMD_NR) as u32;
-                if pte_pfn(pte) != k.huge_zero_pfn + page
-                    || v.pte_tables[table] == NIL
-                    || !k.mms[v.mm as usize].huge_zero
-                {
-                    return fail(format!(
-                        "vma {vi} page {idx}: a huge zero PMD entry {pte:#x} without its deposit or the mm's reference"
-                    ));
-                }
-                continue;
+        if pte & PTE_PMD != 0 {
+            check_pmd_entry(k, vi, idx, pte, &mut w.pmds)?;
+        }
+        if pte_present(pte) && pte & PTE_ZERO == 0 {
+            let p = pte_pfn(pte);
+            let head = k.folios.head_of(p);
+            let f = k.folios.get(head);
+            if f.test(PG_BUDDY) || !f.test(PG_ANON) {
+                return fail(format!(
+                    "vma {vi} page {idx} maps frame {p} which is not an anon folio: {f:?}"
+                ));
             }
-            if pte & PTE_PMD != 0 {
-                check_pmd_entry(k, vi, idx, pte, &mut pmds)?;
+            if f.index as u64 + (p - head) as u64 != v.pgoff + idx as u64
+                || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32))
+            {
+                return fail(format!(
+                    "frame {p}'s rmap does not lead back to vma {vi} page {idx}"
+                ));
             }
-            if pte_present(pte) && pte & PTE_ZERO == 0 {
-                let p = pte_pfn(pte);
-                let head = k.folios.head_of(p);
-                let f = k.folios.get(head);
-                if f.test(PG_BUDDY) || !f.test(PG_ANON) {
-                    return fail(format!(
-                        "vma {vi} page {idx} maps frame {p} which is not an anon folio: {f:?}"
-                    ));
-                }
-                if f.index as u64 + (p - head) as u64 != v.pgoff + idx as u64
-                    || !k.anon_vmas[f.mapping as usize].vmas.contains(&(vi as u32))
-                {
-                    return fail(format!(
-                        "frame {p}'s rmap does not lead back to vma {vi} page {idx}"
-                    ));
-                }
-                maps[p as usize] += 1;
-                rss[v.mm as usize].0 += 1;
-            } else if is_swap_pte(pte) {
-                rss[v.mm as usize].1 += 1;
-            }
+            w.maps[p as usize] += 1;
+            w.rss[v.mm as usize].0 += 1;
+        } else if is_swap_pte(pte) {
+            w.rss[v.mm as usize].1 += 1;
         }
     }
+    Ok(())
+}
+
+/// Every mapped folio's mapcounts and refcount against the walk, and the
+/// anon and THP gauges.
+fn check_folio_counts(k: &Kernel, w: &Mapped) -> Result<(), SimError> {
     let mut anon_mapped = 0;
     let mut anon_thps = 0;
     for (p, f) in live_frames(k) {
         if f.test(PG_BUDDY | PG_PCP | PG_KERNEL | PG_PGTABLE | PG_TAIL) {
             continue;
         }
-        let nr = f.nr_pages();
-        let mut total = 0;
-        for (i, &m) in maps[p..p + nr as usize].iter().enumerate() {
-            let c = k.folios.page_mapcount((p + i) as Pfn);
-            if c != m {
-                return fail(format!(
-                    "frame {} (folio {p}) mapcount {c} but {m} PTEs map it",
-                    p + i
-                ));
-            }
-            total += c;
-        }
-        if f.mapcount != total {
-            return fail(format!(
-                "folio {p} mapcount {} but its pages are mapped {total} times",
-                f.mapcount
-            ));
-        }
-        let pmd = pmds.get(&(p as Pfn)).copied().unwrap_or(0);
-        if k.folios.entire_mapcount(p as Pfn) != pmd {
-            return fail(format!(
-                "folio {p}: entire mapcount {} but {pmd} PMDs map it",
-                k.folios.entire_mapcount(p as Pfn)
-            ));
-        }
-        // The page cache holds a reference per page; a PMD holds one for
-        // its 512 mapped pages.
-        let expected = f.mapcount - pmd * (HPAGE_PMD_NR as u32 - 1)
-            + f.test(PG_SWAPCACHE) as u32 * nr
-            + f.test(PG_PAGECACHE) as u32 * nr
-            + f.test(PG_LRU_BATCH) as u32;
-        if f.refcount != expected {
-            return fail(format!(
-                "frame {p} refcount {} but expected {expected}: {f:?}",
-                f.refcount
-            ));
-        }
-        if f.refcount == 0 {
-            return fail(format!("frame {p} has no references but is not free"));
-        }
+        let pmd = check_folio(k, p, f, w)?;
         if f.test(PG_ANON) {
             anon_mapped += mapped_pages(k, p as Pfn);
-        }
-        if let Some(slots) = k.mm_ids(p as Pfn) {
-            // MM_ID: the slots count no more than the folio's mappings, a
-            // free slot counts none, and with the shared bit clear one
-            // slot holds every mapping.
-            let [(m0, c0), (m1, c1)] = slots;
-            let clear = !k.mm_ids_shared(p as Pfn);
-            if c0 + c1 > f.mapcount
-                || (m0 == NIL) != (c0 == 0)
-                || (m1 == NIL) != (c1 == 0)
-                || (clear && c0 != f.mapcount && c1 != f.mapcount)
-            {
-                return fail(format!(
-                    "folio {p}: MM_ID slots {slots:?} (shared {}) against {} mappings",
-                    !clear, f.mapcount
-                ));
-            }
         }
         if f.test(PG_ANON) && pmd > 0 {
             anon_thps += 1;
@@ -524,23 +534,91 @@ fn check_mappings(k: &Kernel) -> Result<(), SimError> {
             k.vm.get(Vm::NrAnonPages)
         ));
     }
+    Ok(())
+}
+
+/// One folio's page and entire mapcounts, refcount and MM_ID slots; the
+/// number of PMDs that map it.
+fn check_folio(k: &Kernel, p: usize, f: &Folio, w: &Mapped) -> Result<u32, SimError> {
+    let nr = f.nr_pages();
+    let mut total = 0;
+    for (i, &m) in w.maps[p..p + nr as usize].iter().enumerate() {
+        let c = k.folios.page_mapcount((p + i) as Pfn);
+        if c != m {
+            return fail(format!(
+                "frame {} (folio {p}) mapcount {c} but {m} PTEs map it",
+                p + i
+            ));
+        }
+        total += c;
+    }
+    if f.mapcount != total {
+        return fail(format!(
+            "folio {p} mapcount {} but its pages are mapped {total} times",
+            f.mapcount
+        ));
+    }
+    let pmd = w.pmds.get(&(p as Pfn)).copied().unwrap_or(0);
+    if k.folios.entire_mapcount(p as Pfn) != pmd {
+        return fail(format!(
+            "folio {p}: entire mapcount {} but {pmd} PMDs map it",
+            k.folios.entire_mapcount(p as Pfn)
+        ));
+    }
+    // The page cache holds a reference per page; a PMD holds one for
+    // its 512 mapped pages.
+    let expected = f.mapcount - pmd * (HPAGE_PMD_NR as u32 - 1)
+        + f.test(PG_SWAPCACHE) as u32 * nr
+        + f.test(PG_PAGECACHE) as u32 * nr
+        + f.test(PG_LRU_BATCH) as u32;
+    if f.refcount != expected {
+        return fail(format!(
+            "frame {p} refcount {} but expected {expected}: {f:?}",
+            f.refcount
+        ));
+    }
+    if f.refcount == 0 {
+        return fail(format!("frame {p} has no references but is not free"));
+    }
+    if let Some(slots) = k.mm_ids(p as Pfn) {
+        // MM_ID: the slots count no more than the folio's mappings, a
+        // free slot counts none, and with the shared bit clear one
+        // slot holds every mapping.
+        let [(m0, c0), (m1, c1)] = slots;
+        let clear = !k.mm_ids_shared(p as Pfn);
+        if c0 + c1 > f.mapcount
+            || (m0 == NIL) != (c0 == 0)
+            || (m1 == NIL) != (c1 == 0)
+            || (clear && c0 != f.mapcount && c1 != f.mapcount)
+        {
+            return fail(format!(
+                "folio {p}: MM_ID slots {slots:?} (shared {}) against {} mappings",
+                !clear, f.mapcount
+            ));
+        }
+    }
+    Ok(pmd)
+}
+
+/// Each mm's RSS counters against the PTEs the walk found.
+fn check_rss(k: &Kernel, w: &Mapped) -> Result<(), SimError> {
     for (i, mm) in k.mms.iter().enumerate() {
-        if mm.rss_file != rss_file[i] {
+        if mm.rss_file != w.rss_file[i] {
             return fail(format!(
                 "mm {i}: MM_FILEPAGES {} but PTEs map {}",
-                mm.rss_file, rss_file[i]
+                mm.rss_file, w.rss_file[i]
             ));
         }
-        if mm.rss_shmem != rss_shmem[i] {
+        if mm.rss_shmem != w.rss_shmem[i] {
             return fail(format!(
                 "mm {i}: MM_SHMEMPAGES {} but PTEs map {}",
-                mm.rss_shmem, rss_shmem[i]
+                mm.rss_shmem, w.rss_shmem[i]
             ));
         }
-        if (mm.rss_anon, mm.swapents) != rss[i] {
+        if (mm.rss_anon, mm.swapents) != w.rss[i] {
             return fail(format!(
                 "mm {i}: MM_ANONPAGES/MM_SWAPENTS {}/{} but PTEs say {:?}",
-                mm.rss_anon, mm.swapents, rss[i]
+                mm.rss_anon, mm.swapents, w.rss[i]
             ));
         }
     }
@@ -845,4 +923,144 @@ fn check_gen_sizes(k: &Kernel) -> Result<(), SimError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The checker must fail: a run that ends clean passes, and the same
+    //! kernel with one count, link or reference put wrong is caught with
+    //! the invariant that names it.
+    use super::*;
+
+    /// 24 MiB written under a 16 MiB memory.max with zram swap, then a
+    /// fork and a read of the first half: anon folios mapped twice, swap
+    /// entries, swap-cache folios and both LRU lists in use.
+    const SPEC: &str = r#"
+[machine]
+memory = "256M"
+[[swap]]
+device = "zram"
+size = "64M"
+[cgroup.w]
+memory_max = "16M"
+[task.main]
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "a", kind = "anon", size = "24M" },
+  { op = "touch", region = "a", order = "seq", write = 1.0 },
+  { op = "fork", steps = [ { op = "touch", region = "a", order = "seq", length = "12M", write = 0.0 } ] },
+  { op = "touch", region = "a", order = "seq", length = "12M", write = 0.0 },
+]
+"#;
+
+    /// Runs SPEC and calls `f` with the kernel as the last task ends,
+    /// before it exits: its mappings still in place. `f` must leave the
+    /// kernel as it found it.
+    fn at_end(f: impl Fn(&mut Kernel)) {
+        let spec = mmsim_spec::parse_str(SPEC, "check.toml", &[]).expect("spec");
+        let mut k = Kernel::new(&spec, crate::costs::Costs::default()).expect("kernel");
+        let mut sched = crate::sched::Scheduler::new(&spec, &mut k);
+        let mut called = false;
+        sched
+            .run(&mut k, |k| {
+                f(k);
+                called = true;
+            })
+            .expect("run");
+        assert!(called);
+    }
+
+    /// Puts one thing wrong with `corrupt`, expects the invariant that
+    /// names `what`, and puts it right with `repair`.
+    fn caught(corrupt: impl Fn(&mut Kernel), repair: impl Fn(&mut Kernel), what: &str) {
+        at_end(|k| {
+            check_all(k).expect("clean before");
+            corrupt(k);
+            match check_all(k) {
+                Err(SimError::Invariant(m)) => assert!(m.contains(what), "{m:?} lacks {what:?}"),
+                other => panic!("expected an invariant naming {what:?}, got {other:?}"),
+            }
+            repair(k);
+            check_all(k).expect("clean after");
+        });
+    }
+
+    /// The first mapped anon folio.
+    fn mapped_anon(k: &Kernel) -> Pfn {
+        live_frames(k)
+            .find(|(_, f)| f.test(PG_ANON) && !f.test(PG_TAIL) && f.mapcount > 0)
+            .map(|(p, _)| p as Pfn)
+            .expect("a mapped anon folio")
+    }
+
+    #[test]
+    fn a_clean_run_passes() {
+        at_end(|k| {
+            assert!(k.vm.get(Vm::Pswpout) > 0, "the spec must swap");
+            assert!(k.vm.get(Vm::Pswpin) > 0, "the spec must swap in");
+            check_all(k).expect("clean");
+        });
+    }
+
+    #[test]
+    fn a_wrong_rss_counter_is_caught() {
+        let mm = |k: &Kernel| k.vmas.iter().find(|v| v.live).expect("a vma").mm as usize;
+        caught(
+            |k| {
+                let m = mm(k);
+                k.mms[m].rss_anon += 1
+            },
+            |k| {
+                let m = mm(k);
+                k.mms[m].rss_anon -= 1
+            },
+            "MM_ANONPAGES",
+        );
+    }
+
+    #[test]
+    fn a_leaked_reference_is_caught() {
+        caught(
+            |k| k.folios.get_mut(mapped_anon(k)).refcount += 1,
+            |k| k.folios.get_mut(mapped_anon(k)).refcount -= 1,
+            "refcount",
+        );
+    }
+
+    #[test]
+    fn a_mapcount_without_its_pte_is_caught() {
+        caught(
+            |k| k.folios.get_mut(mapped_anon(k)).mapcount += 1,
+            |k| k.folios.get_mut(mapped_anon(k)).mapcount -= 1,
+            "mapcount",
+        );
+    }
+
+    #[test]
+    fn a_wrong_free_gauge_is_caught() {
+        caught(
+            |k| k.vm.add(Vm::NrFreePages, 1),
+            |k| k.vm.add(Vm::NrFreePages, -1),
+            "nr_free_pages",
+        );
+    }
+
+    #[test]
+    fn a_wrong_list_length_is_caught() {
+        let list = |k: &Kernel| {
+            let f = k.folios.get(mapped_anon(k));
+            (f.memcg as usize, f.lru as usize)
+        };
+        caught(
+            |k| {
+                let (m, lru) = list(k);
+                k.lruvecs[m].lists[lru].len += 1
+            },
+            |k| {
+                let (m, lru) = list(k);
+                k.lruvecs[m].lists[lru].len -= 1
+            },
+            "length",
+        );
+    }
 }

@@ -298,7 +298,7 @@ impl<'s> Scheduler<'s> {
     pub fn run(
         &mut self,
         k: &mut Kernel,
-        mut at_end: impl FnMut(&Kernel),
+        mut at_end: impl FnMut(&mut Kernel),
     ) -> Result<u64, SimError> {
         let mut last_end = 0;
         self.vruntime = vec![0; self.tasks.len()];
