@@ -508,6 +508,14 @@ pub struct Solved {
     pub residuals: BTreeMap<String, (f64, f64)>,
 }
 
+/// The distinct calibration sessions among the runs', in order.
+fn session_ids(sessions: &[String]) -> Vec<&String> {
+    let mut ids: Vec<&String> = sessions.iter().collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
 /// Solves the runs: every value from every run (fit.rs), its uncertainty
 /// the bootstrap's 95 % interval widened to take in each calibration
 /// session solved alone (runs of one session move together with the
@@ -522,9 +530,7 @@ pub fn solve_runs(
     let f = fit::fit(&rows, n, runs.len());
     let mut lo = f.interval.iter().map(|i| i[0]).collect::<Vec<_>>();
     let mut hi = f.interval.iter().map(|i| i[1]).collect::<Vec<_>>();
-    let mut ids: Vec<&String> = sessions.iter().collect();
-    ids.sort();
-    ids.dedup();
+    let ids = session_ids(sessions);
     if ids.len() > 1 {
         for id in ids {
             let own: Vec<usize> = (0..runs.len()).filter(|&i| sessions[i] == *id).collect();
@@ -582,10 +588,7 @@ pub fn profile(
     machine: MachineInfo,
     mut provenance: Provenance,
 ) -> Result<(MachineProfile, Solved), String> {
-    let mut ids: Vec<&String> = sessions.iter().collect();
-    ids.sort();
-    ids.dedup();
-    provenance.sessions = ids.len() as u32;
+    provenance.sessions = session_ids(sessions).len() as u32;
     let s = solve_runs(all, runs, sessions);
     let mut cost = BTreeMap::new();
     for &(field, unit) in Costs::FIELDS {
