@@ -229,6 +229,23 @@ fn spread((mean, sd): (f64, f64)) -> String {
     }
 }
 
+/// A row's figures as LKP prints them: base, its spread, the change
+/// (points for a percentage), new, its spread.
+pub fn cells(r: &Row) -> [String; 5] {
+    let cell = |v: Option<(f64, f64)>| match v {
+        Some(v) => (num(v.0), spread(v)),
+        None => ("-".to_string(), String::new()),
+    };
+    let (b, bs) = cell(r.base);
+    let (n, ns) = cell(r.new);
+    let change = match r.change() {
+        Some(c) if r.metric.ends_with('%') => format!("{c:+.1}"),
+        Some(c) => format!("{c:+.1}%"),
+        None => String::new(),
+    };
+    [b, bs, change, n, ns]
+}
+
 /// The table as text, headed by the two sides' labels and run counts.
 pub fn render(base_label: &str, new_label: &str, nb: usize, nn: usize, rows: &[Row]) -> String {
     let mut s = format!(
@@ -239,17 +256,7 @@ pub fn render(base_label: &str, new_label: &str, nb: usize, nn: usize, rows: &[R
     s += &format!("{:>16}     %change         %stddev\n", "%stddev");
     s += &format!("{:>16}          |                \\\n", "\\");
     for r in rows {
-        let cell = |v: Option<(f64, f64)>| match v {
-            Some(v) => (num(v.0), spread(v)),
-            None => ("-".to_string(), String::new()),
-        };
-        let (b, bs) = cell(r.base);
-        let (n, ns) = cell(r.new);
-        let change = match r.change() {
-            Some(c) if r.metric.ends_with('%') => format!("{c:+.1}"),
-            Some(c) => format!("{c:+.1}%"),
-            None => String::new(),
-        };
+        let [b, bs, change, n, ns] = cells(r);
         s += &format!(
             "{b:>10} {bs:>6} {change:>10} {n:>10} {ns:>6}  {}\n",
             r.metric

@@ -3,7 +3,6 @@
 mod calibrate;
 mod diff;
 mod fidelity;
-mod judge;
 mod oracle_cmd;
 mod progress;
 mod reproduce;

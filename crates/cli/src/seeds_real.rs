@@ -5,35 +5,12 @@
 //! report carries it.
 
 use crate::oracle_cmd::recorded;
+use mmsim_lab::experiment::RealAb;
+use mmsim_lab::report::Table;
 use mmsim_oracle::compare::median;
 use mmsim_sim::output::RunResult;
 use mmsim_spec::Preset;
-use serde::Deserialize;
-use std::fmt::Write as _;
 use std::path::Path;
-
-#[derive(Deserialize, Debug, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RealAb {
-    /// No packaged kernel lacks the seed's mechanism: why.
-    #[serde(default)]
-    pub none: Option<String>,
-    /// The presets of the releases before and after the mechanism.
-    #[serde(default)]
-    pub before: Option<String>,
-    #[serde(default)]
-    pub after: Option<String>,
-    /// Fidelity specs (paths from the repository root) recorded on both.
-    #[serde(default)]
-    pub specs: Vec<String>,
-    /// Whole-run /proc/vmstat counters compared.
-    #[serde(default)]
-    pub counters: Vec<String>,
-    /// A phase ("task/phase") whose time is compared as a ratio, after
-    /// over before: real times are QEMU TCG wall time (emulated).
-    #[serde(default)]
-    pub phase: Option<String>,
-}
 
 /// Both sides' relative change is "the same" within this.
 const SAME: f64 = 0.03;
@@ -99,17 +76,48 @@ fn simulate(path: &Path, p: Preset) -> Result<RunResult, String> {
     mmsim_sim::run(&spec, crate::sim_options()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The comparison as a text table, or why there is none.
-pub fn render(root: &Path, real: &RealAb) -> Result<String, String> {
+/// The comparison: what it is, and its table (none when no packaged
+/// kernel lacks the mechanism).
+pub struct Comparison {
+    pub note: String,
+    pub table: Option<Table>,
+}
+
+impl Comparison {
+    /// As the terminal prints it: the note, then the table in Markdown.
+    pub fn text(&self) -> String {
+        match &self.table {
+            Some(t) => format!("{}\n\n{}", self.note, t.markdown()),
+            None => format!("{}\n", self.note),
+        }
+    }
+}
+
+const HEADER: [&str; 9] = [
+    "spec",
+    "measure",
+    "real before",
+    "real after",
+    "real change",
+    "mmsim before",
+    "mmsim after",
+    "mmsim change",
+    "same way",
+];
+
+/// The comparison, or why there is none.
+pub fn compare(root: &Path, real: &RealAb) -> Result<Comparison, String> {
     if let Some(why) = &real.none {
-        return Ok(format!("Real kernels: none to compare. {why}\n"));
+        return Ok(Comparison {
+            note: format!("Real kernels: none to compare. {why}"),
+            table: None,
+        });
     }
     let (b, a) = (
         preset(&real.before, "before")?,
         preset(&real.after, "after")?,
     );
-    let mut out = String::new();
-    let mut rows: Vec<[String; 9]> = Vec::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
     let mut releases = (String::new(), String::new());
     for s in &real.specs {
         let path = root.join(s);
@@ -135,9 +143,9 @@ pub fn render(root: &Path, real: &RealAb) -> Result<String, String> {
             let agree = if real_sense(rb3, ra3) == sense(yb, ya) {
                 "yes"
             } else {
-                "**no**"
+                "no"
             };
-            rows.push([
+            rows.push(vec![
                 name.clone(),
                 what,
                 fmt(xb),
@@ -160,15 +168,13 @@ pub fn render(root: &Path, real: &RealAb) -> Result<String, String> {
             });
         }
     }
-    let _ = writeln!(
-        out,
-        "Real kernels: {} (before) against {} (after), 3 QEMU runs each (medians), beside mmsim's {b} and {a} presets. Same way: both sides go up, both down, or both stay (mmsim within 3%; the real kernel within its runs' range).\n",
+    let note = format!(
+        "Real kernels: {} (before) against {} (after), 3 QEMU runs each (medians), beside mmsim's {b} and {a} presets. Same way: both sides go up, both down, or both stay (mmsim within 3%; the real kernel within its runs' range).",
         releases.0, releases.1
     );
-    out += "| spec | measure | real before | real after | real change | mmsim before | mmsim after | mmsim change | same way |\n";
-    out += "|---|---|---|---|---|---|---|---|---|\n";
-    for r in rows {
-        let _ = writeln!(out, "| {} |", r.join(" | "));
-    }
-    Ok(out)
+    let left = [true, true, false, false, false, false, false, false, true];
+    Ok(Comparison {
+        note,
+        table: Some(Table::new(&HEADER, &left, rows).marked(8)),
+    })
 }

@@ -156,9 +156,10 @@ fn to_csv(t: &Table) -> Result<Vec<u8>, String> {
 }
 
 /// `--plot FILE.svg --x KEY --y COLUMN`: COLUMN against KEY, one line per
-/// combination of the other keys. KEY's values must be numbers.
+/// combination of the other keys (mmsim_lab's plot, in the units people
+/// read). KEY's values must be numbers, or sizes (16M), plotted in MiB.
 fn plot(t: &Table, dims: &[Dim], x: &str, y: &str, out: &Path) -> Result<(), String> {
-    use plotters::prelude::*;
+    use mmsim_lab::plot::{lines_svg, Axis, Series};
     let xi = dims
         .iter()
         .position(|d| d.key == x)
@@ -172,8 +173,21 @@ fn plot(t: &Table, dims: &[Dim], x: &str, y: &str, out: &Path) -> Result<(), Str
         s.parse::<f64>()
             .map_err(|_| format!("{what}: found {s:?}, expected a number to plot"))
     };
+    // A key of sizes ("16M") reads in MiB; any other must be numbers.
+    let sizes = dims[xi].values.iter().all(|v| v.parse::<f64>().is_err())
+        && dims[xi]
+            .values
+            .iter()
+            .all(|v| mmsim_spec::units::parse_size(v).is_ok());
+    let x_value = |s: &str| {
+        if sizes {
+            mmsim_spec::units::parse_size(s).map(|b| b as f64)
+        } else {
+            num(s, x)
+        }
+    };
     // One series per value of the other keys.
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
     // A failed point has no value to draw.
     for r in t
         .rows
@@ -186,64 +200,32 @@ fn plot(t: &Table, dims: &[Dim], x: &str, y: &str, out: &Path) -> Result<(), Str
             .filter(|&(i, _)| i != xi)
             .map(|(i, d)| format!("{}={}", d.key, r[i]))
             .collect();
-        let label = label.join(", ");
-        let pt = (num(&r[xi], x)?, num(&r[yi], y)?);
-        match series.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, pts)) => pts.push(pt),
-            None => series.push((label, vec![pt])),
+        let label = if label.is_empty() {
+            y.to_string()
+        } else {
+            label.join(", ")
+        };
+        let pt = (x_value(&r[xi])?, num(&r[yi], y)?);
+        match series.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push(pt),
+            None => series.push(Series {
+                label,
+                points: vec![pt],
+            }),
         }
     }
-    let all = series.iter().flat_map(|(_, p)| p.iter());
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
-    for &(a, b) in all {
-        x0 = x0.min(a);
-        x1 = x1.max(a);
-        y1 = y1.max(b);
-    }
-    if x0 == x1 {
-        x1 = x0 + 1.0;
-    }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{y} against {x}"), ("sans-serif", 18))
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
-            .build_cartesian_2d(x0..x1, 0f64..(y1 * 1.05).max(1.0))
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc(x)
-            .y_desc(y)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        for (i, (label, mut pts)) in series.into_iter().enumerate() {
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(if label.is_empty() {
-                    y.to_string()
-                } else {
-                    label
-                })
-                .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 20, b)], color));
-            chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-                .map_err(|e| e.to_string())?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
-    }
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    let x_axis = if sizes {
+        Axis::mib(x)
+    } else {
+        Axis::for_column(x, 0.0)
+    };
+    let y_axis = Axis::for_column(y, y_max);
+    let title = format!("{y} against {x}");
+    let svg = lines_svg(&title, &x_axis, &y_axis, &series)?;
     crate::write_atomically(out, svg.as_bytes()).map_err(|e| format!("{}: {e}", out.display()))
 }
 
@@ -325,7 +307,7 @@ fn sweep(a: &SweepArgs) -> Result<usize, (u8, String)> {
         .expect("static template")
         .progress_chars("=> "),
     );
-    let results = crate::reproduce::run_parallel(&specs, |s| {
+    let results = mmsim_lab::run::run_parallel(&specs, |s| {
         let r = mmsim_sim::run(s, crate::sim_options());
         bar.inc(1);
         r

@@ -98,6 +98,41 @@ fn each_csv_row_is_the_run_at_its_point_and_the_plot_is_drawn() {
 }
 
 #[test]
+fn the_plot_reads_in_human_units() {
+    let dir = tmp("units");
+    let svg = dir.join("u.svg");
+    let o = mmsim(&[
+        "sweep",
+        smoke().to_str().unwrap(),
+        "--grid",
+        "cgroup.w.memory_max=16M,32M",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--x",
+        "cgroup.w.memory_max",
+        "--y",
+        "elapsed_ns",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    // Sizes in MiB, times in ms or s, and ticks without a ".0".
+    assert!(svg.contains("cgroup.w.memory_max (MiB)"), "{svg}");
+    assert!(
+        svg.contains("elapsed (ms)") || svg.contains("elapsed (s)"),
+        "{svg}"
+    );
+    let ticks: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|t| t.rsplit('>').next())
+        .map(str::trim)
+        .filter(|t| t.parse::<f64>().is_ok())
+        .collect();
+    assert!(ticks.contains(&"16") && ticks.contains(&"32"), "{ticks:?}");
+    assert!(ticks.iter().all(|t| !t.ends_with(".0")), "{ticks:?}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
 fn bad_grids_are_refused_with_their_reason() {
     let spec = smoke();
     let spec = spec.to_str().unwrap();
@@ -108,7 +143,7 @@ fn bad_grids_are_refused_with_their_reason() {
         ("sysctl.\"vm.swappiness\"=60,900", &[], "grid point"),
         (swap, &["--plot", "x.svg"], "--x"),
         (
-            "cgroup.w.memory_max=16M",
+            "cgroup.w.memory_max=16M,max",
             &plot("cgroup.w.memory_max"),
             "number",
         ),

@@ -27,8 +27,6 @@
 //! - The direction is **right** when mmsim moves the figure the way the
 //!   seed did (lower, higher, or no change where the seed's expected
 //!   direction is "none"). An effect is **reproduced** when both hold.
-//!
-//! This file depends on nothing but `std`, so the tests can include it.
 
 /// A relative change under this, in magnitude, is no change.
 pub const NO_CHANGE: f64 = 0.03;
