@@ -15,7 +15,10 @@ steps = [
     );
     assert_eq!(
         e.to_string(),
-        format!("t.toml:5: key `task.main.steps[0].op`: found \"teleport\", expected one of {OPS}")
+        format!(
+            "t.toml:5: key `task.main.steps[0].op`: found \"teleport\", expected one of {}",
+            *OPS
+        )
     );
     let e = rejected("[machine]\nmemory = \"512M\"\n");
     assert_eq!(

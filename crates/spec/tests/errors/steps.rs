@@ -13,7 +13,7 @@ steps = [
 ]
 "#,
     );
-    check(&e, 5, "task.main.steps[0].op", &["missing", OPS]);
+    check(&e, 5, "task.main.steps[0].op", &["missing", &OPS]);
 }
 
 #[test]
@@ -28,7 +28,7 @@ steps = [
 ]
 "#,
     );
-    check(&e, 6, "task.main.steps[1].op", &["\"teleport\"", OPS]);
+    check(&e, 6, "task.main.steps[1].op", &["\"teleport\"", &OPS]);
 }
 
 #[test]
@@ -42,7 +42,7 @@ steps = [
 ]
 "#,
     );
-    check(&e, 5, "task.main.steps[0].op", &["found 3", OPS]);
+    check(&e, 5, "task.main.steps[0].op", &["found 3", &OPS]);
 }
 
 #[test]
