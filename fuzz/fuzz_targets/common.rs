@@ -1,9 +1,9 @@
 //! What both targets check of a spec that parses: the simulator ends with
 //! a result or a clear error, never a panic, an invariant violation or a
-//! lost page (`mmsim_sim::specgen::judge`); small limits keep each input to
+//! lost page (`mmsim_testkit::specgen::judge`); small limits keep each input to
 //! milliseconds.
 
-use mmsim_sim::specgen::{judge, Verdict};
+use mmsim_testkit::specgen::{judge, Verdict};
 use mmsim_sim::RunOptions;
 
 /// Page operations one input may ask for.

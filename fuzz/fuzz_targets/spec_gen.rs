@@ -1,4 +1,4 @@
-//! Bytes drive mmsim_sim::specgen, which writes a spec mixing every op
+//! Bytes drive mmsim_testkit::specgen, which writes a spec mixing every op
 //! (the generator the soak and the property tests use); the simulator runs
 //! it with the invariant checker on.
 #![no_main]
@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    let text = mmsim_sim::specgen::generate(data);
+    let text = mmsim_testkit::specgen::generate(data);
     if let Ok(spec) = mmsim_spec::parse_str(&text, "gen.toml", &[]) {
         common::run_checked(&spec);
     }

@@ -14,7 +14,9 @@
 mod cgroup;
 mod exec;
 mod native;
+mod ops;
 mod procfs;
+mod region;
 mod setup;
 mod shared;
 mod zram_bench;

@@ -13,7 +13,6 @@ pub mod kernel;
 pub mod mm;
 pub mod profile;
 pub mod sched;
-pub mod specgen;
 pub mod vmstat;
 
 use kernel::Kernel;

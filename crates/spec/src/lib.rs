@@ -6,6 +6,7 @@
 mod error;
 pub mod kv;
 pub mod model;
+mod ops;
 pub mod output;
 mod overrides;
 mod parse;
@@ -18,7 +19,8 @@ pub mod work;
 
 pub use error::SpecError;
 pub use model::*;
-pub use parse::{MAX_ACCESSES, MAX_MAP_BYTES, OPS, SYSCTLS};
+pub use ops::OPS;
+pub use parse::{MAX_ACCESSES, MAX_MAP_BYTES, SYSCTLS};
 pub use units::{Limit, PAGE_SIZE};
 
 /// Reads, overrides (`--set KEY=VALUE`) and validates a spec file.

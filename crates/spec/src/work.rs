@@ -64,7 +64,7 @@ pub fn work(spec: &Spec) -> Work {
 /// The same, for a run that checks the kernel's invariants at every phase
 /// mark (`--check`): each mark then also walks every frame of the machine.
 pub fn work_checked(spec: &Spec, checking: bool) -> Work {
-    let mut ctx = Ctx::new(spec);
+    let mut ctx = WorkCx::new(spec);
     if checking {
         ctx.phase = (spec.machine.memory / crate::PAGE_SIZE) as u128;
     }
@@ -172,22 +172,26 @@ fn walk_mmaps(steps: &[Step], n: u128, f: &mut impl FnMut(&Step, u64, u128)) {
     }
 }
 
-struct Ctx {
+/// The pages of the regions mapped so far, by name.
+pub(crate) type Sizes = HashMap<String, u64>;
+
+/// What the ops' counts (`StepOp::work`) need of the spec.
+pub(crate) struct WorkCx {
     /// What a phase mark costs (the invariant check's walk, if checking).
-    phase: u128,
-    file_pages: Vec<u64>,
-    all_file_pages: u64,
-    swap_slots: Vec<u64>,
+    pub phase: u128,
+    pub file_pages: Vec<u64>,
+    pub all_file_pages: u64,
+    pub swap_slots: Vec<u64>,
 }
 
-impl Ctx {
-    fn new(spec: &Spec) -> Ctx {
+impl WorkCx {
+    fn new(spec: &Spec) -> WorkCx {
         let file_pages: Vec<u64> = spec
             .files
             .iter()
             .map(|f| f.size / crate::PAGE_SIZE)
             .collect();
-        Ctx {
+        WorkCx {
             phase: 0,
             all_file_pages: file_pages.iter().sum(),
             file_pages,
@@ -199,70 +203,16 @@ impl Ctx {
         }
     }
 
-    fn steps(&self, steps: &[Step], sizes: &mut HashMap<String, u64>) -> u128 {
+    pub(crate) fn steps(&self, steps: &[Step], sizes: &mut Sizes) -> u128 {
         steps
             .iter()
             .map(|s| self.step(s, sizes))
             .fold(0u128, u128::saturating_add)
     }
 
-    /// The page operations of one step, `sizes` holding the pages of the
-    /// regions mapped so far by name.
-    fn step(&self, s: &Step, sizes: &mut HashMap<String, u64>) -> u128 {
-        let region = |sizes: &HashMap<String, u64>, r: &str| sizes.get(r).copied().unwrap_or(0);
-        let w: u128 = match &s.op {
-            Op::Mmap { name, pages, .. } => {
-                sizes.insert(name.clone(), *pages);
-                1
-            }
-            Op::Munmap { region: r } => region(sizes, r) as u128,
-            Op::Touch(t) => {
-                let len = t
-                    .length
-                    .unwrap_or(region(sizes, &t.region).saturating_sub(t.offset));
-                t.count
-                    .map_or((t.passes as u128).saturating_mul(len as u128), |c| {
-                        c as u128
-                    })
-            }
-            Op::Madvise {
-                region: r,
-                offset,
-                length,
-                ..
-            } => length.unwrap_or(region(sizes, r).saturating_sub(*offset)) as u128,
-            Op::Repeat { times, steps } => {
-                if does_nothing(steps) {
-                    0
-                } else {
-                    (*times as u128).saturating_mul(self.steps(steps, sizes))
-                }
-            }
-            Op::Fork { steps } => {
-                // copy_page_range over every region so far, then the child.
-                let mapped: u128 = sizes.values().map(|&p| p as u128).sum();
-                mapped.saturating_add(self.steps(steps, &mut sizes.clone()))
-            }
-            Op::Spawn { steps } => self.steps(steps, &mut HashMap::new()),
-            Op::Swapoff { device } => self.swap_slots.get(*device).copied().unwrap_or(0) as u128,
-            Op::KvStore(kv) => {
-                let value_pages = kv.value_size.div_ceil(crate::PAGE_SIZE).max(1) as u128;
-                (kv.requests as u128 + kv.keys as u128).saturating_mul(value_pages + 1)
-            }
-            Op::FileIo { length, .. } => *length as u128,
-            Op::Stream { length, work, .. } => {
-                (*length as u128).saturating_mul(1 + (*work / NS_PER_OP) as u128)
-            }
-            Op::Compute { ns } => (*ns / NS_PER_OP) as u128,
-            Op::Fsync { file } => self.file_pages.get(*file).copied().unwrap_or(0) as u128,
-            Op::DropCaches => self.all_file_pages as u128,
-            // Lowering a limit reclaims at most what the machine holds,
-            // counted by the steps that put it there.
-            Op::Set(_) => 0,
-            Op::Phase { .. } => self.phase,
-            Op::Sleep { .. } | Op::Wait | Op::Swapon { .. } => 0,
-        };
-        w.max(1)
+    /// The page operations of one step: its op's count, at least one.
+    fn step(&self, s: &Step, sizes: &mut Sizes) -> u128 {
+        crate::ops::of(&s.op).work(self, &s.op, sizes).max(1)
     }
 }
 

@@ -3,11 +3,11 @@
 //! breaks an invariant, loses a page's content or runs away.
 //!
 //! ```sh
-//! cargo run --release --example soak -- --ops 1000000000
-//! cargo run --release --example soak -- --specs 20000 --mutate examples --mutate fidelity
+//! cargo run --release -p mmsim-testkit --example soak -- --ops 1000000000
+//! cargo run --release -p mmsim-testkit --example soak -- --specs 20000 --mutate examples --mutate fidelity
 //! ```
 //!
-//! Specs come from `mmsim_sim::specgen` (fresh, `trace` steps included:
+//! Specs come from `mmsim_testkit::specgen` (fresh, `trace` steps included:
 //! their files go to a temporary folder the soak owns and removes at its
 //! end), or, with `--mutate DIR`, from the specs in DIR with a few random
 //! edits each (numbers, keys, lines). Each worker thread draws its specs from `--seed` and its
@@ -18,8 +18,8 @@
 //! still running after `--timeout` seconds counts as a hang: it is written
 //! out and the soak stops. Exit status 1 if anything failed.
 
-use mmsim_sim::specgen::{judge, Verdict};
 use mmsim_sim::RunOptions;
+use mmsim_testkit::specgen::{judge, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -335,7 +335,7 @@ fn main() {
                     let text = if pool.is_empty() {
                         let len = 16 + rng.below(1024) as usize;
                         let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-                        mmsim_sim::specgen::generate_with_traces(&bytes, &traces)
+                        mmsim_testkit::specgen::generate_with_traces(&bytes, &traces)
                     } else {
                         mutate(&pool[rng.below(pool.len() as u64) as usize], &mut rng)
                     };

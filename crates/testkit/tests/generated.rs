@@ -1,4 +1,4 @@
-//! Property test over `mmsim_sim::specgen`, the generator the fuzz target
+//! Property test over `mmsim_testkit::specgen`, the generator the fuzz target
 //! `spec_gen` and the soak command use: any spec it makes ends with a
 //! result whose invariants held all along and whose pages all read back
 //! what was written, or with a clear error of the spec's (exit 2). The
@@ -9,9 +9,8 @@
 //! every preset and what each models (the multi-gen LRU, anonymous THP and
 //! mTHP, khugepaged), `set` steps and `trace` steps.
 
-mod common;
-use mmsim_sim::specgen::{generate_with_traces, judge, Verdict};
 use mmsim_sim::RunOptions;
+use mmsim_testkit::specgen::{generate_with_traces, judge, Verdict};
 use proptest::prelude::*;
 use std::path::PathBuf;
 

@@ -17,7 +17,7 @@
 //! caller owns, named by a hash of its content, and the spec names it by
 //! its absolute path.
 
-use crate::{run, RunOptions, SimError};
+use mmsim_sim::{run, RunOptions, SimError};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 

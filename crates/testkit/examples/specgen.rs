@@ -1,9 +1,9 @@
-//! Prints the spec `mmsim_sim::specgen` makes from a file's bytes: how a
+//! Prints the spec `mmsim_testkit::specgen` makes from a file's bytes: how a
 //! `spec_gen` fuzz input (or any byte string) becomes a spec to run,
 //! minimise and keep as a reproducer.
 //!
 //! ```sh
-//! cargo run -p mmsim-sim --example specgen -- fuzz/artifacts/spec_gen/crash-… > repro.toml
+//! cargo run -p mmsim-testkit --example specgen -- fuzz/artifacts/spec_gen/crash-… > repro.toml
 //! ```
 
 fn main() {
@@ -12,7 +12,7 @@ fn main() {
         std::process::exit(2);
     };
     match std::fs::read(&path) {
-        Ok(bytes) => print!("{}", mmsim_sim::specgen::generate(&bytes)),
+        Ok(bytes) => print!("{}", mmsim_testkit::specgen::generate(&bytes)),
         Err(e) => {
             eprintln!("specgen: {path}: {e}");
             std::process::exit(2);

@@ -1,0 +1,104 @@
+//! `fork` and `spawn`: a child process that runs a body of steps beside
+//! this one and reports to it.
+
+use crate::exec::{Child, Forked};
+use mmsim_spec::Step;
+use std::io::Read;
+use std::os::fd::FromRawFd;
+
+impl Child<'_> {
+    /// fork(2): the child continues with a copy of this process's regions
+    /// and tokens (private regions copy-on-write, shared ones shared), runs
+    /// `steps`, reports and exits; this process goes on at once and reads
+    /// the child's report on a thread, so the child never blocks writing
+    /// it. For a `spawn` step the child then drops every region it
+    /// inherited, as exec would give it a fresh address space (the runner's
+    /// own memory stays: it does not exec).
+    pub(crate) fn fork(&mut self, steps: &[Step], line: usize, spawn: bool) -> Result<(), String> {
+        let (kind, k) = if spawn {
+            self.spawns += 1;
+            ("spawn", self.spawns - 1)
+        } else {
+            self.forks += 1;
+            ("fork", self.forks - 1)
+        };
+        let mut fds = [0; 2];
+        // SAFETY: fds is a two-element array.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(format!(
+                "line {line}: pipe: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: the child only runs this process's code and then _exit()s.
+        // Other threads (report readers) do not exist in the child; glibc's
+        // fork keeps malloc usable there.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: both ends are ours.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(fds[1]);
+            }
+            return Err(format!("line {line}: fork: {e}"));
+        }
+        if pid == 0 {
+            // Dies with its parent: a killed runner leaves no task behind
+            // holding swap or a cgroup the teardown must remove.
+            // SAFETY: prctl(PR_SET_PDEATHSIG) has no memory-safety preconditions.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            // The child: its own pipe to report on; the parent's pipe ends
+            // and its children's pipes are not its business.
+            // SAFETY: fds inherited from the parent, unused here.
+            unsafe {
+                libc::close(fds[0]);
+                libc::close(self.report_fd);
+                for f in &self.pending {
+                    libc::close(f.fd);
+                }
+            }
+            // The reader threads do not exist in this process.
+            std::mem::forget(std::mem::take(&mut self.pending));
+            self.report_fd = fds[1];
+            self.reports.clear();
+            self.name = format!("{}/{kind}{k}", self.name);
+            self.forks = 0;
+            self.spawns = 0;
+            if spawn {
+                self.unmap_all();
+            }
+            self.phases.clear();
+            self.open = None;
+            self.checked = 0;
+            self.violations = 0;
+            self.kv = None;
+            self.open_kv = None;
+            self.open_requests = 0;
+            let report =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.main(steps, None)));
+            match report {
+                Ok(r) => self.report_and_exit(&r),
+                // SAFETY: never unwind into the parent's frames.
+                Err(_) => unsafe { libc::_exit(101) },
+            }
+        }
+        // SAFETY: the parent's copy of the write end.
+        unsafe { libc::close(fds[1]) };
+        let fd = fds[0];
+        let reader = std::thread::spawn(move || {
+            // SAFETY: fd is the pipe's read end, owned by this thread.
+            let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+            let mut text = String::new();
+            let _ = f.read_to_string(&mut text);
+            text
+        });
+        self.pending.push(Forked {
+            pid,
+            fd,
+            line,
+            reader,
+        });
+        Ok(())
+    }
+}

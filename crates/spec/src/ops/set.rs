@@ -1,0 +1,143 @@
+//! `set`: a knob or a cgroup's limit changed at this point of the steps,
+//! as a workload does with `echo V > …` between its phases.
+
+use super::{StepCx, StepOp};
+use crate::error::{Reporter, SpecError};
+use crate::model::{Op, Setting};
+use crate::parse::fields::{integer, limit, string, type_error, Fields};
+use crate::parse::knobs::{kstrtobool, SYSCTLS, VMA_RA_ENABLED};
+use crate::parse::regions::{RegionCheck, Regions};
+use crate::tree::{self, Node, Val};
+use crate::work::{Sizes, WorkCx};
+
+pub(super) struct Set;
+
+impl StepOp for Set {
+    fn word(&self) -> &'static str {
+        "set"
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["op", "key", "value"]
+    }
+
+    fn required(&self) -> &'static [&'static str] {
+        &["key", "value"]
+    }
+
+    fn words(&self, field: &str) -> &'static str {
+        match field {
+            "key" => SET_KEYS,
+            "value" => "the value the key takes in the spec's own table",
+            _ => super::words(field),
+        }
+    }
+
+    fn build(&self, cx: &mut StepCx, f: &Fields) -> Result<Op, SpecError> {
+        Ok(Op::Set(setting(cx.rep, f, f.req("key"), f.req("value"))?))
+    }
+
+    fn owns(&self, op: &Op) -> bool {
+        matches!(op, Op::Set(_))
+    }
+
+    /// The cgroup whose limit it changes exists.
+    fn check(
+        &self,
+        cx: &mut RegionCheck,
+        key: &str,
+        op: &Op,
+        _regions: &mut Regions,
+    ) -> Result<(), SpecError> {
+        let Op::Set(Setting::MemoryMax { cgroup, .. } | Setting::MemoryHigh { cgroup, .. }) = op
+        else {
+            return Ok(());
+        };
+        if cx.cgroups.contains(cgroup) {
+            return Ok(());
+        }
+        Err(cx.err(
+            key,
+            "key",
+            format!(
+                "found the cgroup \"{}\", expected the NAME of a [cgroup.NAME] table: {}",
+                tree::quote(cgroup),
+                if cx.cgroups.is_empty() {
+                    "none is defined".to_string()
+                } else {
+                    cx.cgroups.join(", ")
+                }
+            ),
+        ))
+    }
+
+    /// Lowering a limit reclaims at most what the machine holds, counted
+    /// by the steps that put it there: the step itself counts one.
+    fn work(&self, _cx: &WorkCx, _op: &Op, _sizes: &mut Sizes) -> u128 {
+        1
+    }
+}
+
+/// What a `set` step's key may name, in words.
+pub(crate) const SET_KEYS: &str = "a string: a key path a set step can change, as --set writes it: cgroup.NAME.memory_max, cgroup.NAME.memory_high, sysctl.\"vm.swappiness\", sysctl.\"vm.watermark_scale_factor\", sysctl.\"vm.min_free_kbytes\", sysctl.\"vm.page-cluster\" or sysfs.\"kernel/mm/swap/vma_ra_enabled\"";
+
+/// A `set` step's key and value, checked as the spec's own table checks
+/// that key (the cgroup's existence is checked with the regions).
+fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setting, SpecError> {
+    let kpath = f.path("key");
+    let vpath = f.path("value");
+    let text = string(rep, key, &kpath, SET_KEYS)?;
+    let parts: Vec<String> = toml_edit::Key::parse(text)
+        .map(|ks| ks.iter().map(|k| k.get().to_string()).collect())
+        .unwrap_or_default();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let bad = || {
+        rep.at(
+            key.at,
+            kpath.clone(),
+            format!("found \"{}\", expected {SET_KEYS}", tree::quote(text)),
+        )
+    };
+    Ok(match parts.as_slice() {
+        ["cgroup", name, field @ ("memory_max" | "memory_high")] => {
+            let limit = limit(rep, value, &vpath)?;
+            let cgroup = name.to_string();
+            if *field == "memory_max" {
+                Setting::MemoryMax { cgroup, limit }
+            } else {
+                Setting::MemoryHigh { cgroup, limit }
+            }
+        }
+        ["sysctl", name] => {
+            let Some(&(_, lo, hi)) = SYSCTLS.iter().find(|(k, _, _)| k == name) else {
+                return Err(bad());
+            };
+            let n = integer(
+                rep,
+                value,
+                &vpath,
+                lo,
+                hi,
+                &format!("an integer from {lo} to {hi}"),
+            )?;
+            match *name {
+                "vm.swappiness" => Setting::Swappiness(n as u32),
+                "vm.watermark_scale_factor" => Setting::WatermarkScaleFactor(n as u32),
+                "vm.page-cluster" => Setting::PageCluster(n as u32),
+                _ => Setting::MinFreeKbytes(n as u64),
+            }
+        }
+        ["sysfs", VMA_RA_ENABLED] => {
+            let b = match &value.val {
+                Val::Bool(b) => Some(*b),
+                Val::Str(s) => kstrtobool(s),
+                Val::Int(n) => kstrtobool(&n.to_string()),
+                _ => None,
+            };
+            Setting::VmaRaEnabled(
+                b.ok_or_else(|| type_error(rep, value, &vpath, "a boolean (true or false)"))?,
+            )
+        }
+        _ => return Err(bad()),
+    })
+}

@@ -1,0 +1,170 @@
+//! TOML → validated [`Spec`]. Every error carries file, line and key.
+//!
+//! The file is parsed once into a [`tree`](crate::tree) that keeps where each
+//! key and value is written; validation walks it section by section, key by
+//! key, so an error names the exact key (`task.main.steps[1].write`) and the
+//! line of its value.
+
+//!
+//! One module per part of the spec; the steps' ops are in `crate::ops`.
+
+mod devices;
+mod fidelity;
+pub(crate) mod fields;
+pub(crate) mod knobs;
+mod machine;
+pub(crate) mod regions;
+mod syntax;
+pub(crate) mod tasks;
+
+use crate::error::{Reporter, SpecError};
+use crate::model::*;
+use crate::tree::{self, join, Node, Table, Val};
+use devices::{build_disks, build_files, build_swaps};
+use fidelity::build_fidelity;
+use fields::Fields;
+use knobs::{build_sysctl, build_sysfs};
+use machine::{build_features, build_machine};
+use syntax::toml_error;
+use tasks::{build_cgroup, build_task};
+
+pub use knobs::SYSCTLS;
+pub(crate) use syntax::escape_controls;
+pub(crate) use tasks::Locations;
+
+/// The most accesses one `touch` step may make (`count`, or `passes` ×
+/// pages): 2^48, far beyond any run, and small enough that every engine can
+/// count them in 64 bits.
+pub const MAX_ACCESSES: u64 = 1 << 48;
+
+/// The largest `mmap`: 128 TiB, x86-64's user address space with 4-level
+/// page tables.
+pub const MAX_MAP_BYTES: u64 = 1 << 47;
+
+/// Parses `text`, read from `file`, and applies `sets` (`--set KEY=VALUE`).
+pub fn parse(text: &str, file: &str, sets: &[String]) -> Result<Spec, SpecError> {
+    let mut rep = Reporter::new(file, text);
+    let doc = toml_edit::ImDocument::parse(text).map_err(|e| toml_error(&rep, text, &e))?;
+    let mut root = tree::from_document(&doc);
+    rep.sets = crate::overrides::apply(&mut root, sets)?;
+    build(&rep, &root)
+}
+
+/// The sections a spec may have.
+const SECTIONS: &[&str] = &[
+    "machine", "features", "sysctl", "sysfs", "swap", "disk", "file", "cgroup", "task", "fidelity",
+];
+
+fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
+    let top = Fields::of(rep, String::new(), root, "a table")?;
+    for (name, e) in &top.table.entries {
+        if !SECTIONS.contains(&name.as_str()) {
+            return Err(rep.at(
+                e.key_at,
+                join("", name),
+                format!(
+                    "found the section `{}`, which mmsim does not know; expected one of {}",
+                    tree::quote(name),
+                    SECTIONS.join(", ")
+                ),
+            ));
+        }
+    }
+    let machine = match top.get("machine") {
+        Some(m) => build_machine(rep, m)?,
+        None => {
+            return Err(rep.at(
+                root.at,
+                "machine",
+                "the spec is missing the required table [machine]; expected one with at least `memory`, e.g. [machine] memory = \"512M\"",
+            ))
+        }
+    };
+    let mut knobs = Vec::new();
+    let features = match top.get("features") {
+        Some(f) => build_features(rep, f, machine.kernel)?,
+        None => machine.kernel.features(),
+    };
+    let empty = Node {
+        val: Val::Table(Table::default()),
+        at: root.at,
+    };
+    let sysctl = build_sysctl(rep, top.get("sysctl").unwrap_or(&empty), &mut knobs)?;
+    let sysfs = build_sysfs(
+        rep,
+        top.get("sysfs").unwrap_or(&empty),
+        &mut knobs,
+        &features,
+        machine.kernel,
+    )?;
+    let swap = match top.get("swap") {
+        Some(s) => build_swaps(rep, s)?,
+        None => Vec::new(),
+    };
+    let disks = match top.get("disk") {
+        Some(d) => build_disks(rep, d)?,
+        None => Vec::new(),
+    };
+    let files = match top.get("file") {
+        Some(f) => build_files(rep, f, &disks, machine.kernel)?,
+        None => Vec::new(),
+    };
+    let mut cgroups = Vec::new();
+    if let Some(c) = top.get("cgroup") {
+        let f = Fields::of(
+            rep,
+            "cgroup".into(),
+            c,
+            "a table of cgroups, such as [cgroup.w]",
+        )?;
+        for (name, e) in &f.table.entries {
+            cgroups.push(build_cgroup(rep, name, &e.node)?);
+        }
+    }
+    let mut tasks = Vec::new();
+    if let Some(t) = top.get("task") {
+        let f = Fields::of(
+            rep,
+            "task".into(),
+            t,
+            "a table of tasks, such as [task.main]",
+        )?;
+        for (name, e) in &f.table.entries {
+            tasks.push(build_task(
+                rep,
+                name,
+                &e.node,
+                &cgroups,
+                swap.len(),
+                &files,
+            )?);
+        }
+    }
+    let fidelity = match top.get("fidelity") {
+        Some(f) => build_fidelity(rep, f)?,
+        None => Fidelity::default(),
+    };
+    if tasks.is_empty() {
+        return Err(SpecError {
+            file: rep.file.to_string(),
+            line: 0,
+            column: 0,
+            key: "task".into(),
+            message: "found no tasks, expected at least one [task.NAME] table".into(),
+        });
+    }
+    Ok(Spec {
+        file: rep.file.to_string(),
+        machine,
+        features,
+        sysctl,
+        sysfs,
+        knobs,
+        swap,
+        disks,
+        files,
+        cgroups,
+        tasks,
+        fidelity,
+    })
+}

@@ -1,0 +1,229 @@
+//! fork, spawn, wait, madvise, swapoff/swapon and kvstore steps.
+
+use super::*;
+
+#[test]
+fn fork_wait_madvise_swapoff_parse() {
+    let s = parse(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "1G"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "fork", steps = [
+      { op = "touch", region = "heap", write = 1.0 },
+      { op = "munmap", region = "heap" },
+  ] },
+  { op = "wait" },
+  { op = "madvise", region = "heap", advice = "pageout", offset = "4M", length = "1M" },
+  { op = "swapoff", device = 0 },
+  { op = "swapon", device = 0 },
+]
+"#,
+    )
+    .unwrap();
+    let ops = &s.tasks[0].steps;
+    assert!(matches!(&ops[1].op, Op::Fork { steps } if steps.len() == 2));
+    assert_eq!(ops[2].op, Op::Wait);
+    assert_eq!(
+        ops[3].op,
+        Op::Madvise {
+            region: "heap".into(),
+            advice: mmsim_spec::Advice::Pageout,
+            offset: 1024,
+            length: Some(256),
+        }
+    );
+    assert_eq!(ops[4].op, Op::Swapoff { device: 0 });
+    assert_eq!(ops[5].op, Op::Swapon { device: 0 });
+}
+
+#[test]
+fn forked_child_munmap_leaves_parent_region() {
+    // The child's munmap is its own: the parent still has the region.
+    parse(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "fork", steps = [ { op = "munmap", region = "heap" } ] },
+  { op = "touch", region = "heap" },
+]
+"#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn forked_child_region_unknown() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "fork", steps = [ { op = "touch", region = "heap" } ] },
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+]
+"#,
+    );
+    check(
+        &e,
+        5,
+        "task.main.steps[0].steps[0].region",
+        &["\"heap\"", "none mapped"],
+    );
+}
+
+#[test]
+fn madvise_advice_garbage() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "madvise", region = "heap", advice = "forget" },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].advice",
+        &["\"forget\"", "pageout, cold, dontneed, free, willneed"],
+    );
+}
+
+#[test]
+fn madvise_range_outside_region() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "madvise", region = "heap", advice = "cold", offset = "4M", length = "8M" },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].length",
+        &["1024..3072", "2048 pages"],
+    );
+}
+
+#[test]
+fn madvise_missing_advice() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+  { op = "madvise", region = "heap" },
+]
+"#,
+    );
+    check(&e, 6, "task.main.steps[1].advice", &["pageout"]);
+}
+
+#[test]
+fn swapoff_without_that_device() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "1G"
+[task.main]
+steps = [ { op = "swapoff", device = 1 } ]
+"#,
+    );
+    check(&e, 7, "task.main.steps[0].device", &["found 1", "0 to 0"]);
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [ { op = "swapon", device = 0 } ]
+"#,
+    );
+    check(
+        &e,
+        4,
+        "task.main.steps[0].device",
+        &["found 0", "none is defined"],
+    );
+}
+
+#[test]
+fn wait_takes_no_keys() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [ { op = "wait", for = "child" } ]
+"#,
+    );
+    check(&e, 4, "task.main.steps[0].for", &["for"]);
+}
+
+#[test]
+fn kvstore_parses_with_defaults() {
+    let s = parse(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "ram", kind = "anon", size = "64M" },
+  { op = "kvstore", region = "ram", keys = 1000, value_size = "2K", requests = 5000 },
+]
+"#,
+    )
+    .unwrap();
+    let Op::KvStore(kv) = &s.tasks[0].steps[1].op else {
+        panic!("not a kvstore");
+    };
+    assert_eq!((kv.sets, kv.gets, kv.pipeline, kv.seed), (1, 10, 1, 0));
+    assert_eq!(kv.value_size, 2048);
+}
+
+#[test]
+fn kvstore_region_too_small() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "ram", kind = "anon", size = "1M" },
+  { op = "kvstore", region = "ram", keys = 100000, value_size = "2K", requests = 110000 },
+]
+"#,
+    );
+    check(
+        &e,
+        6,
+        "task.main.steps[1].region",
+        &["256 pages", "hash table of 100000 keys"],
+    );
+}
+
+#[test]
+fn kvstore_bad_ratio() {
+    let e = rejected(
+        r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "ram", kind = "anon", size = "64M" },
+  { op = "kvstore", region = "ram", keys = 10, value_size = "2K", requests = 5, ratio = "0:0" },
+]
+"#,
+    );
+    check(&e, 6, "task.main.steps[1].ratio", &["\"0:0\"", "SETS:GETS"]);
+}
