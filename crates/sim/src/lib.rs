@@ -11,6 +11,7 @@ pub mod dev;
 pub mod histogram;
 pub mod kernel;
 pub mod mm;
+pub mod player;
 pub mod profile;
 pub mod sched;
 pub mod specgen;
@@ -293,7 +294,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         let total = mmsim_spec::work::work_checked(spec, opts.check).total;
         sched.total_work = u64::try_from(total).unwrap_or(u64::MAX);
     }
-    sched.check = opts.check;
+    sched.player.check = opts.check;
     let mut cgroups_at_end = BTreeMap::new();
     let mut check_err = None;
     let mut at_end_checks = 0;
@@ -312,14 +313,15 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         k.integrity.invariant_checks += at_end_checks + 1;
     }
     let tasks = sched
+        .player
         .output_order()
         .into_iter()
-        .map(|i| &sched.tasks[i])
+        .map(|i| &sched.player.tasks[i])
         .map(|t| TaskResult {
             name: t.name.clone(),
             cgroup: t.cgroup.clone(),
             start_ns: t.start,
-            end_ns: t.clock,
+            end_ns: t.end,
             phases: t
                 .phases
                 .iter()
