@@ -4,15 +4,15 @@
 //! "Output" describes. Layout follows the kernel: mm/memory.rs holds the
 //! fault paths, mm/vmscan.rs reclaim, and so on.
 
+pub mod call_paths;
 pub mod check;
-pub mod cost;
-pub mod costs;
+pub mod cost_model;
 pub mod dev;
 pub mod histogram;
 pub mod kernel;
+pub mod machine_profile;
 pub mod mm;
 pub mod player;
-pub mod profile;
 pub mod sched;
 pub mod specgen;
 pub mod vmstat;
@@ -119,8 +119,8 @@ pub struct RunOptions<'a> {
     /// (`mmsim_spec::work::host_bytes`); None: no limit.
     pub max_host_bytes: Option<u64>,
     /// The machine profile: what each primitive costs (default: the
-    /// committed profile, `costs::DEFAULT_PROFILE`).
-    pub costs: costs::CostProfile,
+    /// committed profile, `machine_profile::DEFAULT_PROFILE`).
+    pub costs: machine_profile::CostProfile,
 }
 
 /// The host's available memory (MemAvailable), the most a run's tables
@@ -338,9 +338,9 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             kv: t.kv_stats,
         })
         .collect();
-    let profile = cost::FN_NAMES
+    let profile = cost_model::FN_NAMES
         .iter()
-        .zip(k.profile.iter())
+        .zip(k.fn_time_ns.iter())
         .filter(|(_, &ns)| ns > 0)
         .map(|(n, &ns)| (n.to_string(), ns))
         .collect();
@@ -363,7 +363,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             invariant_checks: opts.check.then_some(k.integrity.invariant_checks),
         },
         profile,
-        profile_tree: k.prof.rows(k.user_access_ns),
+        profile_tree: k.call_paths.rows(k.user_access_ns),
         histograms: k
             .hist
             .named()
@@ -376,7 +376,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
 
 /// The spec's sysctl and sysfs knobs, every feature flag, and every
 /// cgroup limit: enough to tell two runs' settings apart.
-fn knobs_in_force(spec: &Spec, costs: &costs::CostProfile) -> BTreeMap<String, String> {
+fn knobs_in_force(spec: &Spec, costs: &machine_profile::CostProfile) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = spec.knobs.iter().cloned().collect();
     m.insert("mmsim:cost-profile".into(), costs.label.clone());
     for (name, on) in spec.features.list() {

@@ -16,7 +16,7 @@
 //! (`crate::player`); the two meet at `Slice`: the player asks it after
 //! each access whether the slice ends there, and tells it of forks.
 
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::mm::khugepaged::KhugepagedNext;
 use crate::mm::vmscan::KswapdNext;
@@ -201,7 +201,7 @@ impl<'s> Scheduler<'s> {
             self.rq.cur_cpu = cpu;
             self.rq.cur_start = start;
             k.cur_cpu = cpu;
-            k.prof.reset_to_root();
+            k.call_paths.reset_to_root();
             // Work items queued for other CPUs have run by now.
             for c in 0..self.rq.cpu_free_at.len() {
                 k.run_pending_stock_drain(c);
@@ -412,7 +412,7 @@ impl RunQueue {
     /// `place_entity` for a woken kswapd: a sleeper's vruntime is pulled up
     /// to at most half a latency period behind min_vruntime.
     fn place_woken_kswapd(&mut self, at: u64) {
-        let half_latency = cost::SCHED_LATENCY_NS * self.sched_factor() / 2;
+        let half_latency = cost_model::SCHED_LATENCY_NS * self.sched_factor() / 2;
         self.kswapd_vruntime = self
             .kswapd_vruntime
             .max(self.min_vruntime.saturating_sub(half_latency));
@@ -429,7 +429,7 @@ impl RunQueue {
             return false;
         }
         let curr = self.tasks[i].vruntime + now.saturating_sub(self.cur_start);
-        curr > self.kswapd_vruntime + cost::SCHED_WAKEUP_GRANULARITY_NS * self.sched_factor()
+        curr > self.kswapd_vruntime + cost_model::SCHED_WAKEUP_GRANULARITY_NS * self.sched_factor()
     }
 
     /// 1 + log2(cpus): the kernel's default scaling of its CFS tunables.
@@ -467,8 +467,8 @@ impl RunQueue {
     fn slice_end(&self, me: usize, cpu: usize, start: u64) -> u64 {
         let ncpu = self.cpu_free_at.len() as u64;
         let factor = self.sched_factor();
-        let latency = cost::SCHED_LATENCY_NS * factor;
-        let min_gran = cost::SCHED_MIN_GRANULARITY_NS * factor;
+        let latency = cost_model::SCHED_LATENCY_NS * factor;
+        let min_gran = cost_model::SCHED_MIN_GRANULARITY_NS * factor;
         let mut end = u64::MAX;
         let mut competing: u64 = 1;
         // Another CPU is idle at time t iff the earliest-free other CPU is.
@@ -480,7 +480,7 @@ impl RunQueue {
         for r in self.ready_times_except(me) {
             let other_cpu_idle = other_free <= r.max(start);
             if other_cpu_idle {
-                end = end.min(r.max(start).saturating_add(cost::QUANTUM_NS));
+                end = end.min(r.max(start).saturating_add(cost_model::QUANTUM_NS));
             } else if r <= start {
                 competing += 1;
             }

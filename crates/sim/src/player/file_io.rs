@@ -2,7 +2,7 @@
 //! file, page by page through the page cache (or tmpfs).
 
 use super::{after_access, Activity, Player};
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::mm::memory::FaultError;
 use crate::sched::{Slice, SliceEnd};
@@ -63,7 +63,7 @@ pub(super) fn run(
     let memcg = k.tasks[ktask].memcg;
     while io.next < io.end {
         if io.next == io.call_end {
-            k.charge_cost(cost::Fn::User, k.costs.syscall);
+            k.charge_cost(cost_model::Fn::User, k.costs.syscall);
             io.call_end = (io.next + io.chunk).min(io.end);
         }
         k.process_io_completions(k.now());

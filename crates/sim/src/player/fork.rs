@@ -2,7 +2,7 @@
 //! the task; `spawn` is fork then exec, with a fresh address space.
 
 use super::{new_ktask, Player, TaskRun};
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::{Slice, SliceEnd};
 use crate::SimError;
@@ -19,12 +19,12 @@ pub(super) fn start<'s>(
     steps: &'s [Step],
     spawn: bool,
 ) -> Result<Option<SliceEnd>, SimError> {
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let parent_ktask = p.tasks[i].ktask;
     let (mm, memcg) = (k.tasks[parent_ktask].mm, k.tasks[parent_ktask].memcg);
     let (child_mm, pairs) = if spawn {
         // fork, then exec: the new program's address space is fresh.
-        k.charge_cost(cost::Fn::CopyPageRange, k.costs.fork + k.costs.exec);
+        k.charge_cost(cost_model::Fn::CopyPageRange, k.costs.fork + k.costs.exec);
         let mm = k.mm_alloc(memcg);
         k.khugepaged_exec(mm);
         (mm, Vec::new())

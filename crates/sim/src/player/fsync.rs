@@ -1,13 +1,13 @@
 //! `fsync`: fsync(2) of a file.
 
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::SliceEnd;
 
 /// tmpfs has noop_fsync; a regular file's task sleeps until its pages
 /// are written.
 pub(super) fn start(k: &mut Kernel, file: usize) -> Option<SliceEnd> {
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     if k.inodes[file].is_shmem() {
         return None;
     }

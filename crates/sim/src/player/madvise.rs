@@ -1,7 +1,7 @@
 //! `madvise`: madvise(2) over a page range of a region.
 
 use super::{at_step, Player};
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::SliceEnd;
 use crate::SimError;
@@ -22,7 +22,7 @@ pub(super) fn start(
     else {
         unreachable!("madvise::start runs madvise steps")
     };
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let vma = p.region(i, step, region)?;
     let pages = k.vmas[vma as usize].pages;
     let n = length.unwrap_or(pages - offset);

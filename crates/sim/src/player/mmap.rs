@@ -1,7 +1,7 @@
 //! `mmap`: a new region of the task's address space.
 
 use super::Player;
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::SliceEnd;
 use crate::SimError;
@@ -25,7 +25,7 @@ pub(super) fn start(
         unreachable!("mmap::start runs mmap steps")
     };
     let mm = k.tasks[p.tasks[i].ktask].mm;
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let vma = match kind {
         MapKind::Anon => k.mmap_anon(mm, *pages),
         MapKind::Shmem => k.mmap_shmem(mm, file.expect("validated") as u32, *offset, *pages),

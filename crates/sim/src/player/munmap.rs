@@ -1,7 +1,7 @@
 //! `munmap`: a region goes, and with it any key-value server's data in it.
 
 use super::{unknown_region, Player};
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::SliceEnd;
 use crate::SimError;
@@ -14,7 +14,7 @@ pub(super) fn start(
     step: &Step,
     region: &str,
 ) -> Result<Option<SliceEnd>, SimError> {
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let t = &mut p.tasks[i];
     let vma = t
         .regions

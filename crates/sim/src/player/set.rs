@@ -1,7 +1,7 @@
 //! `set`: a sysctl or sysfs write in the middle of the run.
 
 use super::at_step;
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::SliceEnd;
 use crate::SimError;
@@ -12,7 +12,7 @@ pub(super) fn start(
     step: &Step,
     setting: &mmsim_spec::Setting,
 ) -> Result<Option<SliceEnd>, SimError> {
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     k.write_setting(setting).map_err(|e| at_step(step, e))?;
     Ok(None)
 }

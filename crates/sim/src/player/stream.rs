@@ -2,7 +2,7 @@
 //! hashed (user CPU time) after its access.
 
 use super::{after_access, Activity, Player};
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::{Slice, SliceEnd};
 use crate::SimError;
@@ -59,14 +59,14 @@ pub(super) fn run(
     loop {
         if sr.vma.is_none() || sr.pos == sr.pages {
             if let Some(v) = sr.vma.take() {
-                k.charge_cost(cost::Fn::User, k.costs.syscall);
+                k.charge_cost(cost_model::Fn::User, k.costs.syscall);
                 k.munmap(v);
             }
             if sr.next >= sr.end {
                 return Ok(None);
             }
             let n = sr.window.min(sr.end - sr.next);
-            k.charge_cost(cost::Fn::User, k.costs.syscall);
+            k.charge_cost(cost_model::Fn::User, k.costs.syscall);
             sr.vma = Some(k.mmap_file(mm, sr.inode, sr.next, n, true, false));
             (sr.pos, sr.pages) = (0, n);
             sr.next += n;

@@ -1,7 +1,7 @@
 //! `swapon` and `swapoff` of a `[[swap]]` device.
 
 use super::{at_step, Player};
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::mm::swapfile::SwapoffError;
 use crate::sched::SliceEnd;
@@ -14,7 +14,7 @@ pub(super) fn swapoff(
     step: &Step,
     device: usize,
 ) -> Result<Option<SliceEnd>, SimError> {
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let rotational = p.swap_devs[device].rotational();
     k.swapoff(device, rotational)
         .map_err(|e| swap_error(step, "swapoff", device, e))?;
@@ -27,7 +27,7 @@ pub(super) fn swapon(
     step: &Step,
     device: usize,
 ) -> Result<Option<SliceEnd>, SimError> {
-    k.charge_cost(cost::Fn::User, k.costs.syscall);
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     k.swapon(device, &p.swap_devs[device])
         .map_err(|e| swap_error(step, "swapon", device, e))?;
     Ok(None)
