@@ -10,14 +10,16 @@
 //! zram: time is linear in the costs). With as many homes as unknowns the
 //! system A·x = b is square and solved exactly, per run: nothing is fitted.
 //! Constants no stock-kernel path separates are solved as their sum (a
-//! bundle) and split in cost.rs's ratio. The user-space primitives and the
+//! bundle) and split in cost_model.rs's ratio. The user-space primitives and the
 //! zram device are measured directly (ubench.rs, the runner's zram bench)
 //! and enter the system as known values.
 
 pub mod fit;
 pub mod ubench;
 
-use mmsim_sim::costs::{Basis, CostEntry, Costs, MachineInfo, MachineProfile, Provenance};
+use mmsim_sim::machine_profile::{
+    Basis, CostEntry, Costs, MachineInfo, MachineProfile, Provenance,
+};
 use mmsim_sim::output::{RunResult, ZramBench};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,7 @@ const ZRAM_BENCH_PAGES: u64 = 16384;
 /// ratio that no stock-kernel path separates.
 pub struct Unknown {
     pub name: &'static str,
-    /// Its constants and their shares of it (cost.rs's ratio).
+    /// Its constants and their shares of it (cost_model.rs's ratio).
     pub fields: &'static [(&'static str, u64)],
     /// The phases that price it most directly, for the profile's method.
     pub method: &'static str,
@@ -192,7 +194,7 @@ fn spec_path(dir: &Path, name: &str) -> PathBuf {
 /// Each timed phase's time in the simulator with `costs`.
 fn sim_run(spec: &mmsim_spec::Spec, costs: Costs) -> Result<RunResult, String> {
     let opts = mmsim_sim::RunOptions {
-        costs: mmsim_sim::costs::CostProfile {
+        costs: mmsim_sim::machine_profile::CostProfile {
             costs,
             label: "calibrate".into(),
             cpu: None,

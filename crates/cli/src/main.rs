@@ -37,7 +37,7 @@ struct Cli {
 }
 
 /// The run's machine profile, chosen once by `--profile`.
-static COST_PROFILE: std::sync::OnceLock<mmsim_sim::costs::CostProfile> =
+static COST_PROFILE: std::sync::OnceLock<mmsim_sim::machine_profile::CostProfile> =
     std::sync::OnceLock::new();
 
 /// Simulator options with the chosen machine profile.
@@ -281,8 +281,8 @@ enum OracleCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let profile = match &cli.profile {
-        Some(p) => mmsim_sim::costs::CostProfile::load(p),
-        None => mmsim_sim::costs::CostProfile::from_env(),
+        Some(p) => mmsim_sim::machine_profile::CostProfile::load(p),
+        None => mmsim_sim::machine_profile::CostProfile::from_env(),
     };
     match profile {
         Ok(p) => {

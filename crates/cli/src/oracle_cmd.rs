@@ -194,7 +194,7 @@ pub fn oracle_run(path: &Path, sets: &[String], json: bool, a: &OracleArgs) -> E
 }
 
 /// The directory holding a spec's native results recorded on a CPU of
-/// the model `machine` (its `costs::machine_slug`):
+/// the model `machine` (its `machine_profile::machine_slug`):
 /// results-native/<machine>/<spec name>/ beside the spec. Each CPU
 /// model's recordings are kept apart, as its profile is.
 pub fn native_results_dir(spec: &Path, machine: &str) -> PathBuf {
@@ -288,7 +288,7 @@ pub fn oracle_record(specs: &[PathBuf], runs: usize, a: &OracleArgs) -> ExitCode
                 .get("native:cpu")
                 .cloned()
                 .unwrap_or_default();
-            native_results_dir(path, &mmsim_sim::costs::machine_slug(&cpu))
+            native_results_dir(path, &mmsim_sim::machine_profile::machine_slug(&cpu))
         } else {
             results_dir(path).join(&results[0].engine.version)
         };

@@ -22,7 +22,7 @@ pub struct PhaseTime {
     /// The fastest real run and the slowest, ns.
     pub real_min_ns: u64,
     pub real_max_ns: u64,
-    /// Simulated with the run's profile, and with cost.rs's reference
+    /// Simulated with the run's profile, and with cost_model.rs's reference
     /// values (the state before calibration).
     pub sim_ns: u64,
     pub reference_ns: u64,
@@ -45,7 +45,7 @@ impl PhaseTime {
 }
 
 /// A timing spec's native runs recorded on a CPU of model `machine` (a
-/// `costs::machine_slug`).
+/// `machine_profile::machine_slug`).
 pub fn recorded_native(spec: &Path, machine: &str) -> Vec<RunResult> {
     crate::oracle_cmd::recorded_in(&native_results_dir(spec, machine))
 }
@@ -55,7 +55,7 @@ pub fn recorded_native(spec: &Path, machine: &str) -> Vec<RunResult> {
 /// machine's; else the default profile's machine. Returns the machine's
 /// slug.
 pub fn machine(dir: &Path) -> String {
-    use mmsim_sim::costs::{cpu_model, machine_slug, CostProfile};
+    use mmsim_sim::machine_profile::{cpu_model, machine_slug, CostProfile};
     let has = |m: &str| dir.join("timing/results-native").join(m).is_dir();
     let candidates = [
         crate::sim_options().costs.cpu,
@@ -98,7 +98,7 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
     let reference = mmsim_sim::run(
         &spec,
         mmsim_sim::RunOptions {
-            costs: mmsim_sim::costs::CostProfile::reference(),
+            costs: mmsim_sim::machine_profile::CostProfile::reference(),
             ..Default::default()
         },
     )

@@ -2,7 +2,7 @@
 //! default profile is what its recorded measurements solve to, and says
 //! where it came from.
 
-use mmsim_sim::costs::{machine_slug, Basis, MachineProfile, PROFILES};
+use mmsim_sim::machine_profile::{machine_slug, Basis, MachineProfile, PROFILES};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -111,7 +111,7 @@ fn a_run_picks_the_profile_of_this_machines_cpu() {
     let label = doc["knobs"]["mmsim:cost-profile"]
         .as_str()
         .expect("a label");
-    let cpu = mmsim_sim::costs::cpu_model().unwrap_or_default();
+    let cpu = mmsim_sim::machine_profile::cpu_model().unwrap_or_default();
     match committed()
         .into_iter()
         .find(|(_, p, _)| p.machine.cpu == cpu)

@@ -238,7 +238,7 @@ fn calibrate_leaves_the_machine_as_it_found_it() {
     }
     assert_eq!(o.status.code(), Some(0), "{err}");
     let text = std::fs::read_to_string(&out).expect("the profile");
-    let p = mmsim_sim::costs::MachineProfile::parse(&text).expect("it loads");
+    let p = mmsim_sim::machine_profile::MachineProfile::parse(&text).expect("it loads");
     assert_eq!((p.provenance.runs, p.provenance.sessions), (3, 1));
     assert!(p.cost["touch"].value > 0 && p.cost["zram_compress"].value > 0);
     let o = Command::new(MMSIM)

@@ -75,7 +75,7 @@ fn one_machine(specs: &[PathBuf], slug: &str) {
             );
             assert!(!m.1.is_empty(), "{}: no CPU model", spec.display());
             assert_eq!(
-                mmsim_sim::costs::machine_slug(&m.1),
+                mmsim_sim::machine_profile::machine_slug(&m.1),
                 slug,
                 "{}",
                 spec.display()
@@ -153,8 +153,8 @@ const KNOWN_MISSES: &[(&str, &[&str])] = &[(
 #[test]
 fn docs_timing_shows_the_current_table_of_each_machine() {
     let doc = std::fs::read_to_string(root().join("docs/timing.md")).expect("docs/timing.md");
-    for (file, text) in mmsim_sim::costs::PROFILES {
-        let p = mmsim_sim::costs::MachineProfile::parse(text).expect("parses");
+    for (file, text) in mmsim_sim::machine_profile::PROFILES {
+        let p = mmsim_sim::machine_profile::MachineProfile::parse(text).expect("parses");
         let path = root().join("crates/sim/profiles").join(file);
         let out = Command::new(MMSIM)
             .current_dir(root())
@@ -167,7 +167,7 @@ fn docs_timing_shows_the_current_table_of_each_machine() {
             ])
             .output()
             .expect("run mmsim");
-        let slug = mmsim_sim::costs::machine_slug(&p.machine.cpu);
+        let slug = mmsim_sim::machine_profile::machine_slug(&p.machine.cpu);
         let err = String::from_utf8_lossy(&out.stderr);
         let known = KNOWN_MISSES
             .iter()

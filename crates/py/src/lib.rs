@@ -41,8 +41,8 @@ fn simulate(
 ) -> Result<String, Failure> {
     let spec = load(spec, is_path, sets).map_err(Failure::Spec)?;
     let costs = match profile {
-        Some(p) => mmsim_sim::costs::CostProfile::load(p).map_err(Failure::Profile)?,
-        None => mmsim_sim::costs::CostProfile::from_env().map_err(Failure::Profile)?,
+        Some(p) => mmsim_sim::machine_profile::CostProfile::load(p).map_err(Failure::Profile)?,
+        None => mmsim_sim::machine_profile::CostProfile::from_env().map_err(Failure::Profile)?,
     };
     let opts = mmsim_sim::RunOptions {
         check,

@@ -1,4 +1,4 @@
-//! Host microbenchmarks behind cost.rs's constants: clearing and copying a
+//! Host microbenchmarks behind cost_model.rs's constants: clearing and copying a
 //! 4 KiB page that is not in cache, and LZO1X-1 (de)compression of a page
 //! shaped like the ones mmsim and its native runner write (zero but for a
 //! 4-byte content token). Prints ns per operation.
@@ -61,15 +61,15 @@ fn main() {
     });
     println!("ns per operation: minimum and median of 7 rounds");
     println!(
-        "clear 4 KiB (cold)           {:6.0} {:6.0}   cost.rs CLEAR_PAGE_NS",
+        "clear 4 KiB (cold)           {:6.0} {:6.0}   cost_model.rs CLEAR_PAGE_NS",
         clear.0, clear.1
     );
     println!(
-        "copy 4 KiB (cold dst)        {:6.0} {:6.0}   cost.rs COPY_PAGE_NS",
+        "copy 4 KiB (cold dst)        {:6.0} {:6.0}   cost_model.rs COPY_PAGE_NS",
         copy.0, copy.1
     );
     println!(
-        "LZO1X-1 compress, token page {:6.0} {:6.0}   ({} bytes out)  cost.rs ZRAM_COMPRESS_NS",
+        "LZO1X-1 compress, token page {:6.0} {:6.0}   ({} bytes out)  cost_model.rs ZRAM_COMPRESS_NS",
         compress.0,
         compress.1,
         out.len()

@@ -1,7 +1,7 @@
 //! The simulated kernel's state: one struct, with the mechanisms in the
 //! files the kernel would put them in (`impl Kernel` blocks under mm/).
 
-use crate::cost::{self, NR_FNS};
+use crate::cost_model::{self, NR_FNS};
 use crate::mm::folio::*;
 use crate::mm::lruvec::Lruvec;
 use crate::mm::memcontrol::{Memcg, MemcgStock};
@@ -53,7 +53,7 @@ pub struct Integrity {
 
 pub struct Kernel {
     /// What each primitive costs (the run's machine profile).
-    pub costs: crate::costs::Costs,
+    pub costs: crate::machine_profile::Costs,
     pub features: Features,
     /// The release whose decisions the model follows where they are not
     /// a seed feature (`machine.kernel`).
@@ -105,10 +105,13 @@ pub struct Kernel {
     pub clock_base: u64,
     /// Set when a task wakes kswapd: the time of the wakeup.
     pub kswapd_wake_at: Option<u64>,
-    pub profile: [u64; NR_FNS],
-    /// The same time by call path (user accesses' time apart, below).
-    pub prof: crate::profile::Profile,
-    /// Time of user accesses, charged outside `prof` (`charge_user`).
+    /// Simulated time charged to each kernel function (`cost_model::Fn`),
+    /// flat: the output's `profile`.
+    pub fn_time_ns: [u64; NR_FNS],
+    /// The same time by call path (user accesses' time apart, below): the
+    /// output's `profile_tree`.
+    pub call_paths: crate::call_paths::CallPaths,
+    /// Time of user accesses, charged outside `call_paths` (`charge_user`).
     pub user_access_ns: u64,
     pub integrity: Integrity,
     pub hist: crate::histogram::Histograms,
@@ -284,7 +287,10 @@ const DMA32_END_BYTES: u64 = 3 << 30;
 impl Kernel {
     /// Boots the spec's machine. Err: the host cannot reserve the frame
     /// table's address space (the table is committed only as it is used).
-    pub fn new(spec: &Spec, costs: crate::costs::Costs) -> Result<Kernel, crate::SimError> {
+    pub fn new(
+        spec: &Spec,
+        costs: crate::machine_profile::Costs,
+    ) -> Result<Kernel, crate::SimError> {
         let memory = spec.machine.memory;
         let cpus = spec.machine.cpus as usize;
         let managed =
@@ -382,8 +388,8 @@ impl Kernel {
             clock_base: 0,
             kswapd_wake_at: None,
             costs,
-            profile: [0; NR_FNS],
-            prof: Default::default(),
+            fn_time_ns: [0; NR_FNS],
+            call_paths: Default::default(),
             user_access_ns: 0,
             integrity: Integrity::default(),
             hist: Default::default(),
@@ -452,8 +458,8 @@ impl Kernel {
         // enable_swap_slots_cache at the first swapon.
         k.swap_slot_cache_active = !k.swap.is_empty();
         k.pending_ns = 0;
-        k.profile = [0; NR_FNS];
-        k.prof = Default::default();
+        k.fn_time_ns = [0; NR_FNS];
+        k.call_paths = Default::default();
         k.user_access_ns = 0;
         k.vm = {
             // Boot allocations are not part of any run's counters.
@@ -550,10 +556,10 @@ impl Kernel {
 
     /// Accounts simulated CPU time to the current context and the profile.
     #[inline]
-    pub fn charge_cost(&mut self, f: cost::Fn, ns: u64) {
+    pub fn charge_cost(&mut self, f: cost_model::Fn, ns: u64) {
         self.pending_ns += ns;
-        self.profile[f as usize] += ns;
-        self.prof.charge(f, ns);
+        self.fn_time_ns[f as usize] += ns;
+        self.call_paths.charge(f, ns);
     }
 
     /// A user access's time: always at the root of the call tree, on the
@@ -562,16 +568,16 @@ impl Kernel {
     #[inline]
     pub fn charge_user(&mut self, ns: u64) {
         self.pending_ns += ns;
-        self.profile[cost::Fn::User as usize] += ns;
+        self.fn_time_ns[cost_model::Fn::User as usize] += ns;
         self.user_access_ns += ns;
     }
 
     /// Runs `body` as a call of kernel function `f` in the profile.
     #[inline]
-    pub fn traced<R>(&mut self, f: cost::Fn, body: impl FnOnce(&mut Self) -> R) -> R {
-        self.prof.enter(f);
+    pub fn traced<R>(&mut self, f: cost_model::Fn, body: impl FnOnce(&mut Self) -> R) -> R {
+        self.call_paths.enter(f);
         let r = body(self);
-        self.prof.leave();
+        self.call_paths.leave();
         r
     }
 

@@ -4,14 +4,15 @@
 //! "Output" describes. Layout follows the kernel: mm/memory.rs holds the
 //! fault paths, mm/vmscan.rs reclaim, and so on.
 
+pub mod call_paths;
 pub mod check;
-pub mod cost;
-pub mod costs;
+pub mod cost_model;
 pub mod dev;
 pub mod histogram;
 pub mod kernel;
+pub mod machine_profile;
 pub mod mm;
-pub mod profile;
+pub mod player;
 pub mod sched;
 pub mod vmstat;
 
@@ -117,8 +118,8 @@ pub struct RunOptions<'a> {
     /// (`mmsim_spec::work::host_bytes`); None: no limit.
     pub max_host_bytes: Option<u64>,
     /// The machine profile: what each primitive costs (default: the
-    /// committed profile, `costs::DEFAULT_PROFILE`).
-    pub costs: costs::CostProfile,
+    /// committed profile, `machine_profile::DEFAULT_PROFILE`).
+    pub costs: machine_profile::CostProfile,
 }
 
 /// The host's available memory (MemAvailable), the most a run's tables
@@ -292,7 +293,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         let total = mmsim_spec::work::work_checked(spec, opts.check).total;
         sched.total_work = u64::try_from(total).unwrap_or(u64::MAX);
     }
-    sched.check = opts.check;
+    sched.player.check = opts.check;
     let mut cgroups_at_end = BTreeMap::new();
     let mut check_err = None;
     let mut at_end_checks = 0;
@@ -311,14 +312,15 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         k.integrity.invariant_checks += at_end_checks + 1;
     }
     let tasks = sched
+        .player
         .output_order()
         .into_iter()
-        .map(|i| &sched.tasks[i])
+        .map(|i| &sched.player.tasks[i])
         .map(|t| TaskResult {
             name: t.name.clone(),
             cgroup: t.cgroup.clone(),
             start_ns: t.start,
-            end_ns: t.clock,
+            end_ns: t.end,
             phases: t
                 .phases
                 .iter()
@@ -335,9 +337,9 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             kv: t.kv_stats,
         })
         .collect();
-    let profile = cost::FN_NAMES
+    let profile = cost_model::FN_NAMES
         .iter()
-        .zip(k.profile.iter())
+        .zip(k.fn_time_ns.iter())
         .filter(|(_, &ns)| ns > 0)
         .map(|(n, &ns)| (n.to_string(), ns))
         .collect();
@@ -360,7 +362,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             invariant_checks: opts.check.then_some(k.integrity.invariant_checks),
         },
         profile,
-        profile_tree: k.prof.rows(k.user_access_ns),
+        profile_tree: k.call_paths.rows(k.user_access_ns),
         histograms: k
             .hist
             .named()
@@ -373,7 +375,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
 
 /// The spec's sysctl and sysfs knobs, every feature flag, and every
 /// cgroup limit: enough to tell two runs' settings apart.
-fn knobs_in_force(spec: &Spec, costs: &costs::CostProfile) -> BTreeMap<String, String> {
+fn knobs_in_force(spec: &Spec, costs: &machine_profile::CostProfile) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = spec.knobs.iter().cloned().collect();
     m.insert("mmsim:cost-profile".into(), costs.label.clone());
     for (name, on) in spec.features.list() {

@@ -117,7 +117,10 @@ fn histograms_count_every_fault_and_swapin() {
     assert_eq!(total("swapin_latency_ns"), common::vm(&r, "pswpin"));
     // A zram swap-in costs at least its decompression.
     let first = &r.histograms["swapin_latency_ns"][0];
-    assert!(first.hi > mmsim_sim::cost::ZRAM_DECOMPRESS_NS, "{first:?}");
+    assert!(
+        first.hi > mmsim_sim::cost_model::ZRAM_DECOMPRESS_NS,
+        "{first:?}"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@
 
 mod common;
 use common::*;
-use mmsim_sim::cost::COPY_PAGE_NS;
+use mmsim_sim::cost_model::COPY_PAGE_NS;
 use mmsim_sim::output::RunResult;
 
 /// 16 MiB = 4096 pages.

@@ -74,7 +74,7 @@ impl BlockDev {
             // (4096 B / 670 ns = 6113 MB/s). Never used for I/O: page_io
             // completes a RAM disk's bios in the submitting context.
             SwapKind::Ram => {
-                let mb_s = 4096 * 1000 / crate::cost::COPY_PAGE_NS;
+                let mb_s = 4096 * 1000 / crate::cost_model::COPY_PAGE_NS;
                 (0, 0, mb_s, mb_s, usize::MAX, false)
             }
             SwapKind::Zram => unreachable!("zram is not a bio device"),

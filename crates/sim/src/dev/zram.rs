@@ -6,10 +6,10 @@
 //! frames from the page allocator (`nr_zspages`). Simplification: every
 //! stored page costs the pool `costs.zram_stored_bytes` (measured on the
 //! real kernel for pages holding one content token, fragmentation
-//! included; cost::ZRAM_STORED_BYTES), and the pool grows and shrinks page
+//! included; cost_model::ZRAM_STORED_BYTES), and the pool grows and shrinks page
 //! by page.
 
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::mm::folio::{Pfn, PG_KERNEL};
 use crate::mm::page_alloc::Gfp;
@@ -41,7 +41,7 @@ impl Kernel {
     /// `zram_rw_page` write: compress and store. False if the pool could not
     /// grow (the write fails with -ENOMEM and the folio stays dirty).
     pub fn zram_write_page(&mut self, ty: usize, offset: u32, version: u32) -> bool {
-        self.charge_cost(cost::Fn::ZramWrite, self.costs.zram_compress);
+        self.charge_cost(cost_model::Fn::ZramWrite, self.costs.zram_compress);
         let stored_bytes = self.costs.zram_stored_bytes;
         let z = &mut self.swap[ty].zram;
         if !z.stored[offset as usize] {
@@ -78,7 +78,7 @@ impl Kernel {
 
     /// `zram_rw_page` read: decompress; returns the stored content token.
     pub fn zram_read_page(&mut self, ty: usize, offset: u32) -> u32 {
-        self.charge_cost(cost::Fn::ZramRead, self.costs.zram_decompress);
+        self.charge_cost(cost_model::Fn::ZramRead, self.costs.zram_decompress);
         self.count_zram_bio(crate::vmstat::Vm::Pgpgin);
         let z = &self.swap[ty].zram;
         debug_assert!(z.stored[offset as usize], "read of an empty zram slot");

@@ -15,7 +15,7 @@ use super::huge_anon::{PG_DEFERRED_SPLIT, PG_PARTIALLY_MAPPED};
 use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE, VM_WRITE};
 use super::pgtable::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAP_HAS_CACHE};
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{mthp_item, Mc, MthpStat, Vm};
 use mmsim_spec::{MthpAnon, Sysfs, ThpEnabled};

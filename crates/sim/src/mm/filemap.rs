@@ -21,7 +21,7 @@ use super::mmap::{VM_RAND_READ, VM_SEQ_READ, VM_SHARED};
 use super::page_alloc::Gfp;
 use super::pgtable::*;
 use super::readahead::FileRa;
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 

@@ -20,7 +20,7 @@ use super::folio::*;
 use super::huge_memory::{pmd_block, TAIL_FLAGS};
 use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
 use super::pgtable::*;
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{mthp_item, Mc, MthpStat, Vm};
 use mmsim_spec::{ThpDefrag, ThpEnabled};

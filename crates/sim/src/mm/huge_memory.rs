@@ -10,7 +10,7 @@
 
 use super::folio::*;
 use super::pgtable::*;
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 

@@ -26,7 +26,7 @@ use super::folio::*;
 use super::huge_memory::pmd_block;
 use super::mmap::{VM_EXEC, VM_HUGEPAGE, VM_NOHUGEPAGE, VM_WRITE};
 use super::pgtable::*;
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::mm::memory::FaultError;
 use crate::vmstat::{Mc, Vm};

@@ -12,7 +12,7 @@
 //! anonymous THP, so the enabled orders stop at 8.
 
 use super::Scan;
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::mm::folio::*;
 use crate::mm::pgtable::*;

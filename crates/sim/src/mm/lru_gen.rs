@@ -30,7 +30,7 @@ use super::mmap::{VM_LOCKED, VM_RAND_READ, VM_SEQ_READ};
 use super::page_alloc::{WMARK_HIGH, WMARK_LOW};
 use super::pgtable::*;
 use super::vmscan::{ReclaimStat, ScanControl, DEF_PRIORITY};
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 

@@ -6,7 +6,7 @@
 
 use super::folio::*;
 use super::pgtable::*;
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use mmsim_spec::Advice;

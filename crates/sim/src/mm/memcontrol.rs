@@ -132,7 +132,7 @@ impl Kernel {
             c.peak = c.peak.max(c.usage);
             cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
         }
-        self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.page_counter);
+        self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.page_counter);
         Ok(())
     }
 
@@ -274,7 +274,7 @@ impl Kernel {
             if retries == 0 {
                 return false;
             }
-            let freed = self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
+            let freed = self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
                 k.try_to_free_mem_cgroup_pages(memcg, usage - target)
             });
             if freed == 0 {
@@ -297,10 +297,10 @@ impl Kernel {
         // A charge the stock covers is a leaf of the caller in the profile
         // (merged with the traced slow path of the same name).
         if !self.is_root(memcg) && self.consume_stock(memcg, nr) {
-            self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
+            self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
             return Charge::Ok;
         }
-        self.traced(crate::cost::Fn::MemcgCharge, |k| {
+        self.traced(crate::cost_model::Fn::MemcgCharge, |k| {
             k.try_charge_memcg(memcg, nr, false)
         })
     }
@@ -310,10 +310,10 @@ impl Kernel {
     /// drain, then it fails.
     pub fn try_charge_noretry(&mut self, memcg: u16, nr: u64) -> Charge {
         if !self.is_root(memcg) && self.consume_stock(memcg, nr) {
-            self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
+            self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
             return Charge::Ok;
         }
-        self.traced(crate::cost::Fn::MemcgCharge, |k| {
+        self.traced(crate::cost_model::Fn::MemcgCharge, |k| {
             k.try_charge_memcg(memcg, nr, true)
         })
     }
@@ -335,7 +335,7 @@ impl Kernel {
     /// `try_charge_memcg` for a gfp that cannot block: the stock or the
     /// page counter, else it fails at once (no reclaim, no max event).
     pub fn try_charge_nowait(&mut self, memcg: u16, nr: u64) -> Charge {
-        self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
+        self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
         if self.is_root(memcg) || self.consume_stock(memcg, nr) {
             return Charge::Ok;
         }
@@ -350,7 +350,7 @@ impl Kernel {
     }
 
     fn try_charge_memcg(&mut self, memcg: u16, nr: u64, noretry: bool) -> Charge {
-        self.charge_cost(crate::cost::Fn::MemcgCharge, self.costs.memcg_charge);
+        self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
         if self.is_root(memcg) {
             return Charge::Ok;
         }
@@ -374,7 +374,7 @@ impl Kernel {
                 continue;
             }
             self.memcgs[over as usize].events.max += 1;
-            let reclaimed = self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
+            let reclaimed = self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
                 k.try_to_free_mem_cgroup_pages(over, nr)
             });
             if self.mem_cgroup_margin(over) >= nr {
@@ -469,7 +469,7 @@ impl Kernel {
                 continue;
             }
             self.memcgs[m as usize].events.high += 1;
-            reclaimed += self.traced(crate::cost::Fn::TryToFreeMemCgroupPages, |k| {
+            reclaimed += self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
                 k.try_to_free_mem_cgroup_pages(m, nr_pages)
             });
         }

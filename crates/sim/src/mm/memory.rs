@@ -7,7 +7,7 @@ use super::folio::*;
 use super::page_alloc::Gfp;
 use super::pgtable::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO};
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;

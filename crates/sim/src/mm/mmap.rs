@@ -3,7 +3,7 @@
 
 use super::folio::*;
 use super::pgtable::*;
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
@@ -164,7 +164,7 @@ impl Kernel {
             self.free_page(pfn);
             return Err(crate::SimError::Oom);
         }
-        self.charge_cost(cost::Fn::PageAlloc, self.costs.clear_page);
+        self.charge_cost(cost_model::Fn::PageAlloc, self.costs.clear_page);
         let f = self.folios.get_mut(pfn);
         f.flags = PG_PGTABLE | PG_PMD_YOUNG;
         f.memcg = memcg;
@@ -361,7 +361,7 @@ impl Kernel {
         parent: u32,
         memcg: u16,
     ) -> Result<(u32, Vec<(u32, u32)>), crate::SimError> {
-        self.charge_cost(cost::Fn::CopyPageRange, self.costs.fork);
+        self.charge_cost(cost_model::Fn::CopyPageRange, self.costs.fork);
         let child = self.mm_alloc(memcg);
         self.mms[child as usize].next_vpn = self.mms[parent as usize].next_vpn;
         let mut pairs = Vec::new();
@@ -372,12 +372,12 @@ impl Kernel {
             // child faults shared and unwritten file pages in itself.
             let v = &self.vmas[pv as usize];
             if v.inode == NIL || (v.flags & VM_SHARED == 0 && v.anon_used) {
-                self.traced(cost::Fn::CopyPageRange, |k| k.copy_page_range(pv, cv))?;
+                self.traced(cost_model::Fn::CopyPageRange, |k| k.copy_page_range(pv, cv))?;
             }
         }
         self.khugepaged_fork(child, parent);
         // flush_tlb_mm: the parent's PTEs were write-protected.
-        self.charge_cost(cost::Fn::CopyPageRange, self.costs.tlb_flush);
+        self.charge_cost(cost_model::Fn::CopyPageRange, self.costs.tlb_flush);
         Ok((child, pairs))
     }
 
@@ -442,7 +442,7 @@ impl Kernel {
     /// munmap of a whole VMA: `zap_pte_range` over every PTE, then the VMA
     /// goes away.
     pub fn munmap(&mut self, vma: u32) {
-        self.traced(cost::Fn::Unmap, |k| k.unmap_vma(vma));
+        self.traced(cost_model::Fn::Unmap, |k| k.unmap_vma(vma));
     }
 
     /// `unmap_vmas` → `zap_pte_range` over the whole VMA, then remove it.
@@ -458,11 +458,13 @@ impl Kernel {
             if pte & PTE_PMD != 0 {
                 // The block's first entry: the whole PMD goes.
                 if self.vmas[vma as usize].inode == NIL {
-                    self.traced(cost::Fn::ZapHugePmd, |k| {
+                    self.traced(cost_model::Fn::ZapHugePmd, |k| {
                         k.zap_huge_pmd_anon(vma, idx as usize)
                     });
                 } else {
-                    self.traced(cost::Fn::ZapHugePmd, |k| k.zap_huge_pmd(vma, idx as usize));
+                    self.traced(cost_model::Fn::ZapHugePmd, |k| {
+                        k.zap_huge_pmd(vma, idx as usize)
+                    });
                 }
                 continue;
             }
@@ -496,7 +498,7 @@ impl Kernel {
     /// mapped, and whether it was marked accessed (the caller starts each
     /// run of PTEs with None).
     pub fn zap_pte(&mut self, vma: u32, pte: Pte, batch: &mut Option<(Pfn, bool)>) {
-        self.charge_cost(cost::Fn::Unmap, self.costs.pte);
+        self.charge_cost(cost_model::Fn::Unmap, self.costs.pte);
         if self.zap_anon.is_some() && !self.zap_anon_continues(pte) {
             self.zap_anon_batch_flush();
         }
@@ -574,7 +576,7 @@ impl Kernel {
     /// folio, or of a PTE-mapped THP, which is then queued for a deferred
     /// split when the page is left unmapped).
     pub fn page_remove_rmap(&mut self, pfn: Pfn, vma: u32) {
-        self.charge_cost(cost::Fn::RemoveRmap, self.costs.rmap());
+        self.charge_cost(cost_model::Fn::RemoveRmap, self.costs.rmap());
         debug_assert!(self.folios.page_mapcount(pfn) > 0);
         let f = self.folios.get_mut(pfn);
         if f.flags & PG_TAIL == 0 && f.order == 0 {

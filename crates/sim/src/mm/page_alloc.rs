@@ -301,7 +301,7 @@ impl Kernel {
             refcount: 1,
             ..Folio::FREE
         };
-        self.charge_cost(crate::cost::Fn::PageAlloc, self.costs.alloc_page);
+        self.charge_cost(crate::cost_model::Fn::PageAlloc, self.costs.alloc_page);
         pfn
     }
 
@@ -427,7 +427,9 @@ impl Kernel {
         if let Some(p) = self.get_page_from_freelist(WMARK_LOW) {
             return Some(p);
         }
-        self.traced(crate::cost::Fn::PageAlloc, |k| k.alloc_pages_slowpath(gfp))
+        self.traced(crate::cost_model::Fn::PageAlloc, |k| {
+            k.alloc_pages_slowpath(gfp)
+        })
     }
 
     /// `__alloc_pages_slowpath`, entered once the fast path at the low
@@ -446,7 +448,9 @@ impl Kernel {
         const MAX_RECLAIM_RETRIES: u32 = 16;
         let mut no_progress = 0;
         while no_progress < MAX_RECLAIM_RETRIES {
-            let reclaimed = self.traced(crate::cost::Fn::TryToFreePages, |k| k.try_to_free_pages());
+            let reclaimed = self.traced(crate::cost_model::Fn::TryToFreePages, |k| {
+                k.try_to_free_pages()
+            });
             if let Some(p) = self.get_page_from_freelist(WMARK_MIN) {
                 return Some(p);
             }
@@ -480,7 +484,7 @@ impl Kernel {
         self.prep_compound(head, order);
         self.vm.add(alloc_counter(self.zones[zi].ztype), 1 << order);
         self.charge_cost(
-            crate::cost::Fn::PageAlloc,
+            crate::cost_model::Fn::PageAlloc,
             self.costs.alloc_page + self.costs.folio_tail * ((1 << order) - 1),
         );
         Some(head)
@@ -516,7 +520,7 @@ impl Kernel {
         }
         self.vm.add(Vm::Pgfree, 1 << order);
         self.charge_cost(
-            crate::cost::Fn::PageFree,
+            crate::cost_model::Fn::PageFree,
             self.costs.free_page + self.costs.folio_tail * ((1 << order) - 1),
         );
         let zi = self.zone_of(head);
@@ -527,7 +531,7 @@ impl Kernel {
     /// returns `nr_pcp_free` pages to the zone.
     pub fn free_page(&mut self, pfn: Pfn) {
         self.vm.inc(Vm::Pgfree);
-        self.charge_cost(crate::cost::Fn::PageFree, self.costs.free_page);
+        self.charge_cost(crate::cost_model::Fn::PageFree, self.costs.free_page);
         let zi = self.zone_of(pfn);
         let cpu = self.cur_cpu;
         *self.folios.get_mut(pfn) = Folio {
@@ -679,7 +683,7 @@ mod tests {
             &[],
         )
         .expect("spec");
-        Kernel::new(&spec, crate::costs::Costs::REFERENCE).expect("boot")
+        Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
     }
 
     fn blocks(k: &Kernel) -> Vec<Vec<(Pfn, usize)>> {

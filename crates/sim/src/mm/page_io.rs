@@ -19,7 +19,7 @@
 
 use super::folio::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use std::cmp::Reverse;
@@ -347,7 +347,7 @@ mod tests {
         let text =
             format!("[machine]\nmemory = \"256M\"\nkernel = \"{preset}\"\n[task.t]\nsteps = []\n");
         let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
-        Kernel::new(&spec, crate::costs::Costs::REFERENCE).expect("boot")
+        Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
     }
 
     /// An anonymous folio on the LRU (`extra`: PG_active, PG_dirty),

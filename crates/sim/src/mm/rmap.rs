@@ -4,7 +4,7 @@
 
 use super::folio::*;
 use super::pgtable::*;
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 
 impl Kernel {

@@ -14,7 +14,7 @@ use super::pgtable::*;
 use super::swapfile::{
     swp_offset, swp_type, SwpEntry, SWAP_COUNT_MASK, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO,
 };
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 

@@ -1,7 +1,7 @@
 //! mm/swap.c: the per-CPU lru_add batch, `lru_add_drain`, `lru_note_cost`.
 
 use super::folio::*;
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 
 /// PAGEVEC_SIZE: folios a per-CPU batch holds before it is flushed, to
@@ -24,7 +24,7 @@ impl Kernel {
     /// reference); a full batch is flushed onto the LRU lists. Until then
     /// the folio is invisible to reclaim, as in the kernel.
     pub fn folio_add_lru(&mut self, pfn: Pfn) {
-        self.charge_cost(cost::Fn::LruAdd, self.costs.lru_add);
+        self.charge_cost(cost_model::Fn::LruAdd, self.costs.lru_add);
         // A fault's folios start in the youngest generation. (The kernel
         // also excludes PF_MEMALLOC reclaimers; no reclaim path here adds
         // folios through folio_add_lru inside a fault.)

@@ -4,7 +4,7 @@
 
 use super::folio::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
-use crate::cost;
+use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
@@ -55,7 +55,7 @@ impl Kernel {
         self.vm.add(Vm::NrFilePages, -(nr as i64));
         self.vm.add(Vm::NrSwapcached, -(nr as i64));
         self.memcg_stat(memcg, Mc::Swapcached, -(nr as i64));
-        self.charge_cost(cost::Fn::AddToSwap, self.costs.swap_slot / 2);
+        self.charge_cost(cost_model::Fn::AddToSwap, self.costs.swap_slot / 2);
     }
 
     /// `delete_from_swap_cache`: remove, release the slots' cache bits,
@@ -320,7 +320,7 @@ impl Kernel {
 
     /// `shmem_swapin_cluster`: shmem always reads with cluster readahead.
     pub fn shmem_swapin_cluster(&mut self, entry: SwpEntry, memcg: u16) -> Option<Pfn> {
-        self.traced(crate::cost::Fn::SwapinReadahead, |k| {
+        self.traced(crate::cost_model::Fn::SwapinReadahead, |k| {
             k.swap_cluster_readahead(entry, memcg)
         })
     }
@@ -402,7 +402,7 @@ impl Kernel {
         idx: usize,
         memcg: u16,
     ) -> Option<Pfn> {
-        self.traced(crate::cost::Fn::SwapinReadahead, |k| {
+        self.traced(crate::cost_model::Fn::SwapinReadahead, |k| {
             if k.swap_use_vma_readahead() {
                 k.swap_vma_readahead(entry, vma, idx, memcg)
             } else {

@@ -648,7 +648,7 @@ impl Kernel {
         for cpu in 0..self.cpus.len() {
             self.drain_slots_cache(cpu);
         }
-        let r = self.traced(crate::cost::Fn::TryToUnuse, |k| k.try_to_unuse(ty));
+        let r = self.traced(crate::cost_model::Fn::TryToUnuse, |k| k.try_to_unuse(ty));
         self.swap_slot_cache_enabled = true;
         if let Err(e) = r {
             // The kernel puts the device back (reinsert_swap_info).
@@ -696,7 +696,7 @@ impl Kernel {
                 if m == 0 || m & SWAP_COUNT_MASK == 0x3f {
                     continue;
                 }
-                self.charge_cost(crate::cost::Fn::TryToUnuse, self.costs.pte);
+                self.charge_cost(crate::cost_model::Fn::TryToUnuse, self.costs.pte);
                 if let Some(pfn) = self.swap_folio_of(swp_entry(ty, off)) {
                     // find_get_page's reference, dropped after.
                     self.folios.get_mut(pfn).refcount += 1;
@@ -738,7 +738,7 @@ impl Kernel {
         let now = self.now();
         if t > now {
             self.io_wait_ns += t - now;
-            self.charge_cost(crate::cost::Fn::IoSchedule, t - now);
+            self.charge_cost(crate::cost_model::Fn::IoSchedule, t - now);
         }
         self.process_io_completions(t.max(now));
     }
@@ -750,7 +750,7 @@ impl Kernel {
         let n = self.vmas[vma as usize].pages as usize;
         let memcg = self.mms[self.vmas[vma as usize].mm as usize].memcg;
         for idx in 0..n {
-            self.charge_cost(crate::cost::Fn::TryToUnuse, self.costs.unuse_scan);
+            self.charge_cost(crate::cost_model::Fn::TryToUnuse, self.costs.unuse_scan);
             let pte = self.vmas[vma as usize].ptes[idx];
             if !super::pgtable::is_swap_pte(pte) {
                 continue;
@@ -793,7 +793,7 @@ impl Kernel {
     /// without the write, and drop the PTE's swap reference.
     fn unuse_pte(&mut self, vma: u32, idx: usize, entry: SwpEntry, pfn: Pfn) {
         use super::pgtable::*;
-        self.charge_cost(crate::cost::Fn::TryToUnuse, self.costs.pte);
+        self.charge_cost(crate::cost_model::Fn::TryToUnuse, self.costs.pte);
         let pte = self.vmas[vma as usize].ptes[idx];
         let exclusive = pte & PTE_SWP_EXCLUSIVE != 0;
         let mm = self.vmas[vma as usize].mm as usize;

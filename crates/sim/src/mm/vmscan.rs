@@ -13,7 +13,7 @@ use super::huge_anon::{PG_DEFERRED_SPLIT, PG_PARTIALLY_MAPPED};
 use super::memcontrol::ROOT_MEMCG;
 use super::page_alloc::WMARK_HIGH;
 use super::swapfile::{swp_offset, swp_type};
-use crate::cost::Fn;
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use mmsim_spec::Preset;
@@ -125,7 +125,7 @@ impl Kernel {
         };
         let reclaimed = self.do_try_to_free_pages(&mut sc);
         // The limit reclaim's own work per page it frees, beyond the
-        // constants its scan, unmap and swap-out charge (costs.rs
+        // constants its scan, unmap and swap-out charge (machine_profile.rs
         // `memcg_reclaim`; 0 in the reference values).
         self.charge_cost(
             Fn::TryToFreeMemCgroupPages,

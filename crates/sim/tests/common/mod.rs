@@ -20,8 +20,8 @@ pub fn try_run(text: &str) -> Result<RunResult, SimError> {
         RunOptions {
             check: true,
             // The documented costs, whatever the default profile: tests
-            // that assert times derive them from cost.rs's constants.
-            costs: mmsim_sim::costs::CostProfile::reference(),
+            // that assert times derive them from cost_model.rs's constants.
+            costs: mmsim_sim::machine_profile::CostProfile::reference(),
             ..Default::default()
         },
     )?;

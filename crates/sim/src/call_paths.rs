@@ -4,13 +4,13 @@
 //! Nodes are linked through indices (first child, next sibling), so the
 //! hot path — charging time — allocates nothing once a path exists.
 
-use crate::cost::{Fn, FN_NAMES, NR_FNS};
+use crate::cost_model::{Fn, FN_NAMES, NR_FNS};
 use mmsim_spec::output::ProfileRow;
 
 const NONE: u32 = u32::MAX;
 
 /// Every `Fn`, indexed by its number.
-const FNS: [Fn; NR_FNS] = crate::cost::ALL_FNS;
+const FNS: [Fn; NR_FNS] = crate::cost_model::ALL_FNS;
 
 #[derive(Clone, Copy)]
 struct Node {
@@ -24,7 +24,7 @@ struct Node {
 }
 
 #[derive(Clone)]
-pub struct Profile {
+pub struct CallPaths {
     nodes: Vec<Node>,
     cur: u32,
     /// Time charged to a function that was not entered as a call (a leaf
@@ -32,9 +32,9 @@ pub struct Profile {
     leaf_ns: Vec<u64>,
 }
 
-impl Default for Profile {
+impl Default for CallPaths {
     fn default() -> Self {
-        let mut p = Profile::empty();
+        let mut p = CallPaths::empty();
         // The root's "user" child always exists: user time is added to it
         // when rows are made (see `rows`).
         p.child(0, Fn::User);
@@ -42,9 +42,9 @@ impl Default for Profile {
     }
 }
 
-impl Profile {
+impl CallPaths {
     fn empty() -> Self {
-        Profile {
+        CallPaths {
             nodes: vec![Node {
                 parent: NONE,
                 func: u8::MAX,
@@ -59,7 +59,7 @@ impl Profile {
     }
 }
 
-impl Profile {
+impl CallPaths {
     #[inline]
     fn child(&mut self, of: u32, f: Fn) -> u32 {
         let last = self.nodes[of as usize].last_child;
@@ -125,7 +125,7 @@ impl Profile {
 
     /// A copy with every leaf charge made a node of its own (merged into
     /// an entered call of the same function, where there is one).
-    fn with_leaves(&self) -> Profile {
+    fn with_leaves(&self) -> CallPaths {
         let mut p = self.clone();
         let n = self.nodes.len();
         for id in 0..n {
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn nested_totals() {
-        let mut p = Profile::default();
+        let mut p = CallPaths::default();
         p.charge(Fn::User, 5);
         p.enter(Fn::HandleMmFault);
         p.charge(Fn::HandleMmFault, 10);

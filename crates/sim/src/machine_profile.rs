@@ -1,5 +1,5 @@
 //! The machine profile: what each kernel primitive costs, chosen at run
-//! time. `Costs::REFERENCE` holds cost.rs's documented values (each with its
+//! time. `Costs::REFERENCE` holds cost_model.rs's documented values (each with its
 //! derivation there); a profile file written by `mmsim calibrate` holds
 //! values measured on one machine, each with its method and spread.
 //!
@@ -7,7 +7,7 @@
 //! `u64`s held by value: one L1 load per charge, deterministic per (spec,
 //! profile). The scheduler's CFS parameters are not costs and stay `const`.
 
-use crate::cost;
+use crate::cost_model;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -19,7 +19,7 @@ macro_rules! costs {
         pub struct Costs { $(pub $field: u64,)* }
 
         impl Costs {
-            /// cost.rs's documented values.
+            /// cost_model.rs's documented values.
             pub const REFERENCE: Costs = Costs { $($field: $reference,)* };
             /// Every field's name and unit, in declaration order.
             pub const FIELDS: &'static [(&'static str, &'static str)] =
@@ -43,41 +43,41 @@ macro_rules! costs {
 }
 
 costs! {
-    touch: "ns" = cost::TOUCH_NS;
-    fault_entry: "ns" = cost::FAULT_ENTRY_NS;
-    clear_page: "ns" = cost::CLEAR_PAGE_NS;
-    copy_page: "ns" = cost::COPY_PAGE_NS;
-    alloc_page: "ns" = cost::ALLOC_PAGE_NS;
-    free_page: "ns" = cost::FREE_PAGE_NS;
-    split_tail: "ns" = cost::SPLIT_TAIL_NS;
-    folio_tail: "ns" = cost::FOLIO_TAIL_NS;
-    memcg_charge: "ns" = cost::MEMCG_CHARGE_NS;
-    page_counter: "ns" = cost::PAGE_COUNTER_NS;
-    lru_add: "ns" = cost::LRU_ADD_NS;
-    mapcount: "ns" = cost::MAPCOUNT_NS;
-    rmap_stat: "ns" = cost::RMAP_STAT_NS;
-    pte: "ns" = cost::PTE_NS;
-    tlb_flush: "ns" = cost::TLB_FLUSH_NS;
-    lru_move: "ns" = cost::LRU_MOVE_NS;
-    folio_referenced: "ns" = cost::FOLIO_REFERENCED_NS;
-    unmap_one: "ns" = cost::UNMAP_ONE_NS;
-    page_cache_add: "ns" = cost::PAGE_CACHE_ADD_NS;
-    swap_slot: "ns" = cost::SWAP_SLOT_NS;
-    zram_compress: "ns" = cost::ZRAM_COMPRESS_NS;
-    zram_decompress: "ns" = cost::ZRAM_DECOMPRESS_NS;
-    zram_stored_bytes: "bytes" = cost::ZRAM_STORED_BYTES;
-    shrink_folio: "ns" = cost::SHRINK_FOLIO_NS;
-    fork: "ns" = cost::FORK_NS;
-    exec: "ns" = cost::EXEC_NS;
-    copy_pte: "ns" = cost::COPY_PTE_NS;
-    unuse_scan: "ns" = cost::UNUSE_SCAN_NS;
-    kv_request: "ns" = cost::KV_REQUEST_NS;
-    syscall: "ns" = cost::SYSCALL_NS;
-    pagecache_lookup: "ns" = cost::PAGECACHE_LOOKUP_NS;
-    map_pages: "ns" = cost::MAP_PAGES_NS;
-    swap_read: "ns" = cost::SWAP_READ_NS;
-    shmem_swapin: "ns" = cost::SHMEM_SWAPIN_NS;
-    memcg_reclaim: "ns" = cost::MEMCG_RECLAIM_NS;
+    touch: "ns" = cost_model::TOUCH_NS;
+    fault_entry: "ns" = cost_model::FAULT_ENTRY_NS;
+    clear_page: "ns" = cost_model::CLEAR_PAGE_NS;
+    copy_page: "ns" = cost_model::COPY_PAGE_NS;
+    alloc_page: "ns" = cost_model::ALLOC_PAGE_NS;
+    free_page: "ns" = cost_model::FREE_PAGE_NS;
+    split_tail: "ns" = cost_model::SPLIT_TAIL_NS;
+    folio_tail: "ns" = cost_model::FOLIO_TAIL_NS;
+    memcg_charge: "ns" = cost_model::MEMCG_CHARGE_NS;
+    page_counter: "ns" = cost_model::PAGE_COUNTER_NS;
+    lru_add: "ns" = cost_model::LRU_ADD_NS;
+    mapcount: "ns" = cost_model::MAPCOUNT_NS;
+    rmap_stat: "ns" = cost_model::RMAP_STAT_NS;
+    pte: "ns" = cost_model::PTE_NS;
+    tlb_flush: "ns" = cost_model::TLB_FLUSH_NS;
+    lru_move: "ns" = cost_model::LRU_MOVE_NS;
+    folio_referenced: "ns" = cost_model::FOLIO_REFERENCED_NS;
+    unmap_one: "ns" = cost_model::UNMAP_ONE_NS;
+    page_cache_add: "ns" = cost_model::PAGE_CACHE_ADD_NS;
+    swap_slot: "ns" = cost_model::SWAP_SLOT_NS;
+    zram_compress: "ns" = cost_model::ZRAM_COMPRESS_NS;
+    zram_decompress: "ns" = cost_model::ZRAM_DECOMPRESS_NS;
+    zram_stored_bytes: "bytes" = cost_model::ZRAM_STORED_BYTES;
+    shrink_folio: "ns" = cost_model::SHRINK_FOLIO_NS;
+    fork: "ns" = cost_model::FORK_NS;
+    exec: "ns" = cost_model::EXEC_NS;
+    copy_pte: "ns" = cost_model::COPY_PTE_NS;
+    unuse_scan: "ns" = cost_model::UNUSE_SCAN_NS;
+    kv_request: "ns" = cost_model::KV_REQUEST_NS;
+    syscall: "ns" = cost_model::SYSCALL_NS;
+    pagecache_lookup: "ns" = cost_model::PAGECACHE_LOOKUP_NS;
+    map_pages: "ns" = cost_model::MAP_PAGES_NS;
+    swap_read: "ns" = cost_model::SWAP_READ_NS;
+    shmem_swapin: "ns" = cost_model::SHMEM_SWAPIN_NS;
+    memcg_reclaim: "ns" = cost_model::MEMCG_RECLAIM_NS;
 }
 
 impl Costs {
@@ -92,7 +92,7 @@ impl Costs {
     }
 
     /// `try_to_unmap_one`'s own work on a file folio besides its PTE flush
-    /// (cost::UNMAP_WALK_NS). A profile where the PTE flush costs more than
+    /// (cost_model::UNMAP_WALK_NS). A profile where the PTE flush costs more than
     /// the whole unmap is refused when loaded, so this never saturates.
     pub fn unmap_walk(&self) -> u64 {
         self.unmap_one.saturating_sub(self.ptep_clear_flush())
@@ -114,7 +114,7 @@ pub enum Basis {
     /// A share of a measured sum of constants no stock-kernel path
     /// separates, split in the documented ratio.
     Bundle,
-    /// Not measured: cost.rs's documented value, for the reason `method`
+    /// Not measured: cost_model.rs's documented value, for the reason `method`
     /// gives.
     Reference,
     /// Fitted, but the calibration runs cannot tell it from zero: the
@@ -325,12 +325,12 @@ impl MachineProfile {
 pub struct CostProfile {
     pub costs: Costs,
     pub label: String,
-    /// The CPU it was measured on (None: cost.rs's reference values).
+    /// The CPU it was measured on (None: cost_model.rs's reference values).
     pub cpu: Option<String>,
 }
 
 impl CostProfile {
-    /// cost.rs's documented values.
+    /// cost_model.rs's documented values.
     pub fn reference() -> CostProfile {
         CostProfile {
             costs: Costs::REFERENCE,
@@ -430,10 +430,10 @@ mod tests {
     #[test]
     fn reference_matches_the_documented_constants() {
         let c = Costs::REFERENCE;
-        assert_eq!(c.touch, cost::TOUCH_NS);
-        assert_eq!(c.rmap(), cost::RMAP_NS);
-        assert_eq!(c.ptep_clear_flush(), cost::PTEP_CLEAR_FLUSH_NS);
-        assert_eq!(c.unmap_walk(), cost::UNMAP_WALK_NS);
+        assert_eq!(c.touch, cost_model::TOUCH_NS);
+        assert_eq!(c.rmap(), cost_model::RMAP_NS);
+        assert_eq!(c.ptep_clear_flush(), cost_model::PTEP_CLEAR_FLUSH_NS);
+        assert_eq!(c.unmap_walk(), cost_model::UNMAP_WALK_NS);
         for (name, _) in Costs::FIELDS {
             assert!(c.get(name).is_some(), "{name}");
         }

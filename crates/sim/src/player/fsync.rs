@@ -1,0 +1,16 @@
+//! `fsync`: fsync(2) of a file.
+
+use crate::cost_model;
+use crate::kernel::Kernel;
+use crate::sched::SliceEnd;
+
+/// tmpfs has noop_fsync; a regular file's task sleeps until its pages
+/// are written.
+pub(super) fn start(k: &mut Kernel, file: usize) -> Option<SliceEnd> {
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
+    if k.inodes[file].is_shmem() {
+        return None;
+    }
+    let done = k.filemap_fsync(file as u32)?;
+    (done > k.now()).then_some(SliceEnd::Sleep(done))
+}

@@ -1,0 +1,464 @@
+//! The workload player: what each task does when the scheduler runs it.
+//!
+//! A task walks its spec steps; each op's execution is in the file named
+//! after it (one `match` in `Player::start_op` dispatches them). An op
+//! that takes time (a touch, a kvstore, a stream, a read or write, a
+//! compute) becomes the task's `Activity`, run access by access until it
+//! ends or the slice does: after each access the player asks the slice
+//! (`crate::sched::Slice::check`) whether it ends there.
+
+mod compute;
+mod drop_caches;
+mod file_io;
+mod fork;
+mod fsync;
+mod kvstore;
+mod madvise;
+mod mmap;
+mod munmap;
+mod phase;
+mod repeat;
+mod set;
+mod sleep;
+mod stream;
+mod swap;
+mod touch;
+mod wait;
+
+use crate::kernel::Kernel;
+use crate::sched::{Slice, SliceEnd};
+use crate::vmstat::VmStat;
+use crate::SimError;
+use mmsim_spec::output::KvResult;
+use mmsim_spec::{Op, Spec, Step};
+use std::collections::HashMap;
+
+/// One task instance being run.
+pub struct TaskRun<'s> {
+    pub name: String,
+    pub cgroup: String,
+    pub ktask: usize,
+    pub instance: u32,
+    /// When the task started and when it exited.
+    pub start: u64,
+    pub end: u64,
+    frames: Vec<Frame<'s>>,
+    regions: HashMap<String, u32>,
+    /// The op in progress, if it takes more than one step.
+    activity: Option<Activity<'s>>,
+    /// The client statistics of the task's finished kvstore steps.
+    pub kv_stats: Option<KvResult>,
+    /// Each region's key-value server data, kept between kvstore steps.
+    kv_dbs: HashMap<String, mmsim_spec::kv::KvDb>,
+    /// Started by a `spawn` step (its run time goes to the histogram), and
+    /// how many this task has spawned.
+    spawned: bool,
+    nspawns: u32,
+    pub phases: Vec<PhaseRun>,
+    open_phase: Option<usize>,
+    /// The task that forked this one, its children still running, and
+    /// every child it forked, in order (for the output's order).
+    pub parent: Option<usize>,
+    live_children: u32,
+    pub forks: Vec<usize>,
+}
+
+/// What a task is doing across accesses and slices.
+enum Activity<'s> {
+    Touch(touch::TouchRun<'s>),
+    KvStore(kvstore::KvRun<'s>),
+    Stream(stream::StreamRun),
+    FileIo(file_io::FileIoRun),
+    /// CPU time left of a `compute` step.
+    Compute(u64),
+}
+
+struct Frame<'s> {
+    steps: &'s [Step],
+    next: usize,
+    /// Further passes over `steps` after this one (repeat).
+    again: u64,
+}
+
+pub struct PhaseRun {
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    pub vm_start: VmStat,
+    pub vm_delta: VmStat,
+    pub kv: Option<KvResult>,
+    /// Requests replayed by the phase's `trace` steps.
+    pub trace_requests: u64,
+    /// The multi-gen LRU's generations at the phase's end.
+    pub lru_gen: Vec<mmsim_spec::output::LruGenLruvec>,
+}
+
+/// Every task's workload, and what the steps need of the spec.
+pub struct Player<'s> {
+    pub tasks: Vec<TaskRun<'s>>,
+    swap_devs: &'s [mmsim_spec::SwapDevice],
+    /// Page operations done so far (`mmsim_spec::work`): a touch's,
+    /// stream's, read's, write's or kvstore's accesses and a compute's
+    /// slices as they run, any other step's count when it starts
+    /// (`dispatch_work`).
+    done_work: u64,
+    /// Page frames of the machine: what a phase mark's check walks.
+    frames: u64,
+    /// Pages of each file, for what fsync and drop_caches count.
+    file_pages: Vec<u64>,
+    /// Run the invariant checker at every phase mark.
+    pub check: bool,
+}
+
+impl<'s> TaskRun<'s> {
+    fn new(name: String, cgroup: String, ktask: usize, instance: u32, steps: &'s [Step]) -> Self {
+        TaskRun {
+            name,
+            cgroup,
+            ktask,
+            instance,
+            start: 0,
+            end: 0,
+            frames: vec![Frame {
+                steps,
+                next: 0,
+                again: 0,
+            }],
+            regions: HashMap::new(),
+            activity: None,
+            kv_stats: None,
+            kv_dbs: HashMap::new(),
+            spawned: false,
+            nspawns: 0,
+            phases: Vec::new(),
+            open_phase: None,
+            parent: None,
+            live_children: 0,
+            forks: Vec::new(),
+        }
+    }
+}
+
+/// Kernel-side state of a new task in mm `mm` and cgroup `memcg`.
+fn new_ktask(mm: u32, memcg: u16) -> crate::kernel::KTask {
+    crate::kernel::KTask {
+        mm,
+        memcg,
+        nr_pages_over_high: 0,
+        fault_start: None,
+        fault_read: false,
+        fault_waited: false,
+        fault_attempts: 0,
+    }
+}
+
+impl<'s> Player<'s> {
+    /// The spec's tasks, each instance a process with its own mm.
+    pub fn new(spec: &'s Spec, k: &mut Kernel) -> Self {
+        let mut tasks = Vec::new();
+        for t in &spec.tasks {
+            let memcg = t.cgroup.map_or(0, |c| (c + 1) as u16);
+            let cgroup = t
+                .cgroup
+                .map_or(String::new(), |c| spec.cgroups[c].name.clone());
+            for i in 0..t.instances {
+                let mm = k.mm_alloc(memcg);
+                k.khugepaged_exec(mm);
+                k.tasks.push(new_ktask(mm, memcg));
+                let name = if t.instances == 1 {
+                    t.name.clone()
+                } else {
+                    format!("{}#{i}", t.name)
+                };
+                let ktask = k.tasks.len() - 1;
+                tasks.push(TaskRun::new(name, cgroup.clone(), ktask, i, &t.steps));
+            }
+        }
+        Player {
+            tasks,
+            swap_devs: &spec.swap,
+            done_work: 0,
+            frames: spec.machine.memory / 4096,
+            file_pages: spec.files.iter().map(|f| f.size / 4096).collect(),
+            check: false,
+        }
+    }
+
+    /// Page operations done so far.
+    pub fn done_work(&self) -> u64 {
+        self.done_work
+    }
+
+    /// Runs task `i` until its slice ends; how it ended.
+    pub fn run_slice(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice: &mut Slice,
+    ) -> Result<SliceEnd, SimError> {
+        loop {
+            if let Some(end) = self.step_task(i, k, slice)? {
+                return Ok(end);
+            }
+            // A step (MADV_HUGEPAGE, fork) may have woken khugepaged.
+            if slice.wake_khugepaged(k) && k.now() >= slice.end() {
+                return Ok(SliceEnd::Preempted);
+            }
+        }
+    }
+
+    /// Advances a task by one step (or a run of accesses). Some(_) ends the slice.
+    fn step_task(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice: &mut Slice,
+    ) -> Result<Option<SliceEnd>, SimError> {
+        if let Some(a) = self.tasks[i].activity.take() {
+            return self.continue_activity(i, k, slice, a);
+        }
+        let t = &mut self.tasks[i];
+        let Some(frame) = t.frames.last_mut() else {
+            if t.live_children > 0 {
+                // A task's end waits for its children (so all report).
+                return Ok(Some(SliceEnd::Wait));
+            }
+            close_phase(t, k);
+            return Ok(Some(SliceEnd::Done));
+        };
+        if frame.next == frame.steps.len() {
+            if frame.again > 0 {
+                frame.again -= 1;
+                frame.next = 0;
+            } else {
+                t.frames.pop();
+            }
+            return Ok(None);
+        }
+        let step = &frame.steps[frame.next];
+        frame.next += 1;
+        let phase_work = if self.check { self.frames } else { 1 };
+        self.done_work += dispatch_work(
+            &step.op,
+            &t.regions,
+            k,
+            phase_work,
+            &self.file_pages,
+            self.swap_devs,
+        );
+        self.start_op(i, k, step, slice)
+    }
+
+    /// The next part of the op in progress; it stays in progress unless
+    /// it ended (Ok(None)).
+    fn continue_activity(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        slice: &mut Slice,
+        a: Activity<'s>,
+    ) -> Result<Option<SliceEnd>, SimError> {
+        match a {
+            Activity::Touch(tr) => touch::run(self, i, k, slice, tr),
+            Activity::KvStore(kr) => kvstore::run(self, i, k, slice, kr),
+            Activity::Stream(sr) => stream::run(self, i, k, slice, sr),
+            Activity::FileIo(io) => file_io::run(self, i, k, slice, io),
+            Activity::Compute(left) => Ok(compute::run(self, i, k, slice, left)),
+        }
+    }
+
+    /// Starts step `step` of task `i`: the one place each op is told
+    /// apart (an op's execution is in its own file).
+    fn start_op(
+        &mut self,
+        i: usize,
+        k: &mut Kernel,
+        step: &'s Step,
+        slice: &mut Slice,
+    ) -> Result<Option<SliceEnd>, SimError> {
+        match &step.op {
+            Op::Mmap { .. } => mmap::start(self, i, k, step),
+            Op::Munmap { region } => munmap::start(self, i, k, step, region),
+            Op::Touch(touch) => touch::start(self, i, k, step, touch),
+            Op::Sleep { ns } => Ok(sleep::start(k, *ns)),
+            Op::Compute { ns } => Ok(compute::start(self, i, *ns)),
+            Op::Phase { name } => phase::start(self, i, k, name),
+            Op::Fork { steps } => fork::start(self, i, k, slice, steps, false),
+            Op::Spawn { steps } => fork::start(self, i, k, slice, steps, true),
+            Op::Wait => Ok(wait::start(self, i)),
+            Op::Swapoff { device } => swap::swapoff(self, k, step, *device),
+            Op::Swapon { device } => swap::swapon(self, k, step, *device),
+            Op::Set(setting) => set::start(k, step, setting),
+            Op::Madvise { .. } => madvise::start(self, i, k, step),
+            Op::FileIo { .. } => Ok(file_io::start(self, i, k, step)),
+            Op::Fsync { file } => Ok(fsync::start(k, *file)),
+            Op::Stream { .. } => Ok(stream::start(self, i, step)),
+            Op::DropCaches => Ok(drop_caches::start(k)),
+            Op::KvStore(kv) => kvstore::start(self, i, k, step, kv),
+            Op::Repeat { times, steps } => Ok(repeat::start(self, i, *times, steps)),
+        }
+    }
+
+    /// exit_mmap: every mapping goes. The parent to wake from wait(2),
+    /// if this was its last child.
+    pub fn exit_task(&mut self, i: usize, k: &mut Kernel) -> Option<usize> {
+        let t = &mut self.tasks[i];
+        let mut vmas: Vec<u32> = t.regions.drain().map(|(_, v)| v).collect();
+        vmas.sort_unstable();
+        // __mmput: khugepaged_exit, then exit_mmap.
+        k.khugepaged_exit(k.tasks[t.ktask].mm);
+        for v in vmas {
+            k.munmap(v);
+        }
+        let mm = k.tasks[t.ktask].mm;
+        k.lru_gen_del_mm(mm);
+        t.end = k.now();
+        if t.spawned {
+            k.hist.spawn_runtime_ns.record(t.end - t.start);
+        }
+        let p = t.parent?;
+        let parent = &mut self.tasks[p];
+        parent.live_children -= 1;
+        (parent.live_children == 0).then_some(p)
+    }
+
+    /// Task indices in output order: each task followed by its forks,
+    /// depth first.
+    pub fn output_order(&self) -> Vec<usize> {
+        fn visit(s: &Player, i: usize, out: &mut Vec<usize>) {
+            out.push(i);
+            for &c in &s.tasks[i].forks {
+                visit(s, c, out);
+            }
+        }
+        let mut out = Vec::new();
+        for i in 0..self.tasks.len() {
+            if self.tasks[i].parent.is_none() {
+                visit(self, i, &mut out);
+            }
+        }
+        out
+    }
+
+    /// An out-of-memory end of task `i`, told as what it is: the kernel
+    /// would run its OOM killer (the memcg's, or the global one), which
+    /// mmsim does not model, so the run cannot go on as the kernel's would.
+    /// Any other error of the spec's not yet tied to a line gets the line
+    /// of the step the task was running.
+    pub fn locate(&self, i: usize, k: &Kernel, e: SimError) -> SimError {
+        let t = &self.tasks[i];
+        let step = t
+            .frames
+            .last()
+            .and_then(|f| f.steps.get(f.next.saturating_sub(1)));
+        if e != SimError::Oom {
+            return match (e, step) {
+                (e @ (SimError::Unmodelled(_) | SimError::Spec(_)), Some(s)) => at_step(s, e),
+                (e, _) => e,
+            };
+        }
+        let usable = k.zones.iter().map(|z| z.managed).sum::<u64>() >> 8;
+        let swap = k.total_swap_pages >> 8;
+        let message = if t.cgroup.is_empty() {
+            format!(
+                "task {} ran out of memory (VM_FAULT_OOM) outside any cgroup: the kernel would invoke the global OOM killer, which mmsim does not model; found {usable} MiB of managed memory and {swap} MiB of swap on; expected a workload that fits (a larger `machine.memory`, more `[[swap]]`, or smaller regions)",
+                t.name
+            )
+        } else {
+            format!(
+                "task {} ran out of memory (VM_FAULT_OOM) in cgroup {}: the kernel would invoke the memcg OOM killer, which mmsim does not model; found {swap} MiB of swap on; expected a workload that fits (a larger `cgroup.{}.memory_max`, more `[[swap]]`, or smaller regions)",
+                t.name, t.cgroup, t.cgroup
+            )
+        };
+        match step {
+            Some(s) => at_step(s, SimError::Unmodelled(message)),
+            None => SimError::Unmodelled(message),
+        }
+    }
+
+    /// The VMA of region `region` of task `i`.
+    fn region(&self, i: usize, step: &Step, region: &str) -> Result<u32, SimError> {
+        self.tasks[i]
+            .regions
+            .get(region)
+            .copied()
+            .ok_or_else(|| unknown_region(step, region))
+    }
+}
+
+/// Back in user space after an access: settle memory.high debt, then ask
+/// the slice whether it ends here.
+#[inline]
+fn after_access(k: &mut Kernel, ktask: usize, slice: &mut Slice) -> Option<SliceEnd> {
+    let debt = std::mem::take(&mut k.tasks[ktask].nr_pages_over_high);
+    if debt > 0 {
+        let memcg = k.tasks[ktask].memcg;
+        let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
+        if sleep > 0 {
+            return Some(SliceEnd::Sleep(k.now().saturating_add(sleep)));
+        }
+    }
+    slice.check(k)
+}
+
+fn close_phase(t: &mut TaskRun, k: &Kernel) {
+    if let Some(p) = t.open_phase.take() {
+        let ph = &mut t.phases[p];
+        ph.end = k.now();
+        ph.vm_delta = k.vm.delta(&ph.vm_start);
+        ph.lru_gen = k.lru_gen_snapshot();
+    }
+}
+
+fn unknown_region(step: &Step, region: &str) -> SimError {
+    at_step(
+        step,
+        SimError::Spec(format!(
+            "found region \"{region}\", which is not mapped at this point; expected a region an earlier step mapped"
+        )),
+    )
+}
+
+/// `e`, told as an error of `step` (file:line: key `…`: …).
+fn at_step(step: &Step, e: SimError) -> SimError {
+    SimError::at(step.line, step.key.as_str(), e)
+}
+
+/// The page operations (`mmsim_spec::work`) a step counts when it
+/// starts: what munmap, madvise, fork, swapoff, fsync, drop_caches and a
+/// checked phase mark walk, 1 for any other step; none for the steps whose
+/// accesses or slices are counted as they run, or a repeat (its body's
+/// steps count).
+fn dispatch_work(
+    op: &Op,
+    regions: &HashMap<String, u32>,
+    k: &Kernel,
+    phase: u64,
+    file_pages: &[u64],
+    swap: &[mmsim_spec::SwapDevice],
+) -> u64 {
+    let pages = |r: &str| regions.get(r).map_or(0, |&v| k.vmas[v as usize].pages);
+    match op {
+        Op::Touch(_)
+        | Op::Stream { .. }
+        | Op::FileIo { .. }
+        | Op::KvStore(_)
+        | Op::Compute { .. }
+        | Op::Repeat { .. } => 0,
+        Op::Munmap { region } => pages(region).max(1),
+        Op::Madvise {
+            region,
+            offset,
+            length,
+            ..
+        } => length
+            .unwrap_or(pages(region).saturating_sub(*offset))
+            .max(1),
+        Op::Fork { .. } => regions.keys().map(|r| pages(r)).sum::<u64>().max(1),
+        Op::Swapoff { device } => swap.get(*device).map_or(1, |d| (d.size / 4096).max(1)),
+        Op::Fsync { file } => file_pages.get(*file).copied().unwrap_or(0).max(1),
+        Op::DropCaches => file_pages.iter().sum::<u64>().max(1),
+        Op::Phase { .. } => phase,
+        _ => 1,
+    }
+}

@@ -1,0 +1,18 @@
+//! `set`: a sysctl or sysfs write in the middle of the run.
+
+use super::at_step;
+use crate::cost_model;
+use crate::kernel::Kernel;
+use crate::sched::SliceEnd;
+use crate::SimError;
+use mmsim_spec::Step;
+
+pub(super) fn start(
+    k: &mut Kernel,
+    step: &Step,
+    setting: &mmsim_spec::Setting,
+) -> Result<Option<SliceEnd>, SimError> {
+    k.charge_cost(cost_model::Fn::User, k.costs.syscall);
+    k.write_setting(setting).map_err(|e| at_step(step, e))?;
+    Ok(None)
+}

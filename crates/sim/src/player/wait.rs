@@ -1,0 +1,8 @@
+//! `wait`: wait(2) until every child the task forked or spawned exits.
+
+use super::Player;
+use crate::sched::SliceEnd;
+
+pub(super) fn start(p: &Player, i: usize) -> Option<SliceEnd> {
+    (p.tasks[i].live_children > 0).then_some(SliceEnd::Wait)
+}
