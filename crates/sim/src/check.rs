@@ -958,7 +958,7 @@ steps = [
     /// kernel as it found it.
     fn at_end(f: impl Fn(&mut Kernel)) {
         let spec = mmsim_spec::parse_str(SPEC, "check.toml", &[]).expect("spec");
-        let mut k = Kernel::new(&spec, crate::costs::Costs::default()).expect("kernel");
+        let mut k = Kernel::new(&spec, crate::machine_profile::Costs::default()).expect("kernel");
         let mut sched = crate::sched::Scheduler::new(&spec, &mut k);
         let mut called = false;
         sched

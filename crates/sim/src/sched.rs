@@ -248,7 +248,7 @@ impl<'s> Scheduler<'s> {
         k: &mut Kernel,
         start: u64,
         switched: bool,
-        at_end: &mut impl FnMut(&Kernel),
+        at_end: &mut impl FnMut(&mut Kernel),
     ) -> Result<u64, SimError> {
         let cpu = self.rq.cur_cpu;
         k.cur_task = Some(self.player.tasks[entity].ktask);
