@@ -135,11 +135,8 @@ pub struct Kernel {
     /// Set by a fault that must wait (VM_FAULT_RETRY after waiting for a
     /// locked folio): the task sleeps until then and retries the access.
     pub blocked_until: Option<u64>,
-    /// Cluster swap readahead's global state (swap_state.c):
-    /// `swapin_readahead_hits`, `prev_offset`, `last_readahead_pages`.
-    pub swapin_readahead_hits: u32,
-    pub ra_prev_offset: u32,
-    pub last_readahead_pages: u32,
+    /// Cluster swap readahead's global state (swap_state.c's).
+    pub swap_ra: crate::mm::swap_state::Readahead,
     /// `nr_rotate_swap`: rotational swap devices on; VMA readahead is off
     /// while any is.
     pub nr_rotate_swap: u32,
@@ -406,9 +403,7 @@ impl Kernel {
             io_seq: 0,
             io_wait: HashMap::new(),
             blocked_until: None,
-            swapin_readahead_hits: 4,
-            ra_prev_offset: 0,
-            last_readahead_pages: 0,
+            swap_ra: Default::default(),
             nr_rotate_swap: 0,
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
