@@ -58,6 +58,9 @@ pub struct Kernel {
     /// The release whose decisions the model follows where they are not
     /// a seed feature (`machine.kernel`).
     pub preset: mmsim_spec::Preset,
+    /// What that release changes on the paths mmsim models (its table in
+    /// release.rs): the mm/ code asks it where the releases part.
+    pub release: crate::release::Release,
     /// `arch_has_hw_pte_young`: the MMU sets accessed bits (spec
     /// `machine.hw_pte_young`).
     pub hw_pte_young: bool,
@@ -132,11 +135,8 @@ pub struct Kernel {
     /// Set by a fault that must wait (VM_FAULT_RETRY after waiting for a
     /// locked folio): the task sleeps until then and retries the access.
     pub blocked_until: Option<u64>,
-    /// Cluster swap readahead's global state (swap_state.c):
-    /// `swapin_readahead_hits`, `prev_offset`, `last_readahead_pages`.
-    pub swapin_readahead_hits: u32,
-    pub ra_prev_offset: u32,
-    pub last_readahead_pages: u32,
+    /// Cluster swap readahead's global state (swap_state.c's).
+    pub swap_ra: crate::mm::swap_state::Readahead,
     /// `nr_rotate_swap`: rotational swap devices on; VMA readahead is off
     /// while any is.
     pub nr_rotate_swap: u32,
@@ -326,6 +326,7 @@ impl Kernel {
         let mut k = Kernel {
             features: spec.features,
             preset: spec.machine.kernel,
+            release: crate::release::Release::of(spec.machine.kernel),
             hw_pte_young: spec.machine.hw_pte_young,
             lru_algo: if spec.sysfs.lru_gen & crate::mm::lru_gen::LRU_GEN_CORE != 0 {
                 crate::mm::lruvec::LruAlgo::MultiGen
@@ -402,9 +403,7 @@ impl Kernel {
             io_seq: 0,
             io_wait: HashMap::new(),
             blocked_until: None,
-            swapin_readahead_hits: 4,
-            ra_prev_offset: 0,
-            last_readahead_pages: 0,
+            swap_ra: Default::default(),
             nr_rotate_swap: 0,
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
@@ -423,14 +422,9 @@ impl Kernel {
                 bdev: crate::dev::blockdev::BlockDev::of_kind(d.kind, 0),
                 ra_pages: d.read_ahead_kb / 4,
                 next_block: 0,
-                // XFS caches files in large folios since 5.18; 5.10's page
-                // cache is all order 0.
-                // ext4 (which mounts the ext2 disks) sets a regular
-                // file's mapping to large folios in 7.3
-                // (ext4_set_inode_mapping_order); 6.12's does not.
                 large_folios: match d.fs {
-                    mmsim_spec::Fs::Xfs => spec.machine.kernel >= Preset::V6_1,
-                    mmsim_spec::Fs::Ext2 => spec.machine.kernel >= Preset::V7_3,
+                    mmsim_spec::Fs::Xfs => k.release.xfs_large_folios,
+                    mmsim_spec::Fs::Ext2 => k.release.ext4_large_folios,
                 },
             });
         }

@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod machine_profile;
 pub mod mm;
 pub mod player;
+pub mod release;
 pub mod sched;
 pub mod vmstat;
 
@@ -492,7 +493,7 @@ fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
             CgroupResult {
                 memory_current: m.memory.usage * 4096,
                 // cgroup v2's memory.peak came in 5.19.
-                memory_peak: (k.preset >= mmsim_spec::Preset::V6_1).then_some(m.memory.peak * 4096),
+                memory_peak: k.release.memory_peak.then_some(m.memory.peak * 4096),
                 memory_swap_current: m.swap.usage * 4096,
                 memory_stat: stat
                     .lines()

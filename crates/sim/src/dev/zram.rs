@@ -71,7 +71,7 @@ impl Kernel {
     /// which counts each page in pgpgin or pgpgout (4 kB); through 6.12
     /// rw_page counted nothing.
     fn count_zram_bio(&mut self, item: crate::vmstat::Vm) {
-        if self.preset >= mmsim_spec::Preset::V7_3 {
+        if self.release.zram_submit_bio {
             self.vm.add(item, 4);
         }
     }

@@ -527,7 +527,7 @@ impl Kernel {
         for i in 0..nr as SwpEntry {
             self.swap_free(f.swap + i);
         }
-        let later = self.preset >= mmsim_spec::Preset::V7_3;
+        let later = self.release.large_swapin_exclusive_marker;
         let exclusive = if later {
             // 7.3: the swap PTE's marker alone; the cache is freed after
             // the mapping (below).

@@ -459,7 +459,7 @@ impl Kernel {
         {
             return;
         }
-        let (start, end) = if self.preset >= mmsim_spec::Preset::V7_3 {
+        let (start, end) = if self.release.fault_around_whole_folios {
             self.fault_around_whole_folios(vma, start, end)
         } else {
             (start, end)

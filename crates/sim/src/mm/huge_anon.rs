@@ -504,7 +504,7 @@ impl Kernel {
     pub fn split_huge_page_anon(&mut self, head: Pfn, list: Option<&mut Vec<Pfn>>) -> bool {
         let f = *self.folios.get(head);
         debug_assert!(f.order >= 2 && f.test(PG_ANON));
-        let later = self.preset >= mmsim_spec::Preset::V6_12;
+        let later = self.release.mthp_stats;
         if f.test(PG_WRITEBACK) {
             // -EBUSY before the counting.
             return false;
@@ -640,7 +640,7 @@ impl Kernel {
         // (skipped in the swap cache), which the split then undoes. On
         // 6.12 that needs a page unmapped while another is still mapped:
         // two pages mapped at least.
-        if self.preset >= mmsim_spec::Preset::V6_12 {
+        if self.release.deferred_split_partially_mapped {
             let nr = self.folios.get(head).nr_pages();
             let mapped = (0..nr)
                 .filter(|&i| self.folios.page_mapcount(head + i) > 0)

@@ -150,7 +150,7 @@ impl Kernel {
     /// `khugepaged_enter_vma`: registers the VMA's mm if THP is on and the
     /// VMA is one khugepaged would scan.
     pub fn khugepaged_enter_vma(&mut self, vma: u32) {
-        if self.preset >= mmsim_spec::Preset::V7_3 {
+        if self.release.khugepaged_mthp {
             return self.khugepaged_enter_vma_mthp(vma);
         }
         let mm = self.vmas[vma as usize].mm;
@@ -192,7 +192,7 @@ impl Kernel {
     /// process is still starting, before any region of the workload
     /// exists: it finds nothing and sleeps `scan_sleep_millisecs`.
     pub fn khugepaged_exec(&mut self, mm: u32) {
-        if self.preset < mmsim_spec::Preset::V7_3
+        if !self.release.khugepaged_register_at_exec
             || !self.hugepage_enabled()
             || self.mms[mm as usize].khugepaged_slot
         {
@@ -248,7 +248,7 @@ impl Kernel {
     /// THP `always` (or `madvise` and MADV_HUGEPAGE), that has an
     /// anon_vma (has had an anonymous fault).
     fn khugepaged_vma_check(&mut self, vma: u32) -> bool {
-        if self.preset >= mmsim_spec::Preset::V7_3 && self.vmas[vma as usize].inode == NIL {
+        if self.release.khugepaged_mthp && self.vmas[vma as usize].inode == NIL {
             return self.collapse_possible_orders(vma) != 0;
         }
         let v = &self.vmas[vma as usize];
@@ -425,7 +425,7 @@ impl Kernel {
                     let addr = self.khugepaged.scan_address;
                     // 6.1 counts a PMD's progress whole; 7.3 the PTEs it
                     // looked at (one for a PMD without a table).
-                    let (r, mmap_locked, scanned) = if self.preset >= mmsim_spec::Preset::V7_3 {
+                    let (r, mmap_locked, scanned) = if self.release.khugepaged_mthp {
                         self.collapse_scan_pmd(mm, vma, addr)
                     } else {
                         let (r, locked) = self.hpage_collapse_scan_pmd(mm, vma, addr);

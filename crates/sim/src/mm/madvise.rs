@@ -355,7 +355,7 @@ impl Kernel {
             }
             let pfn = pte_pfn(pte);
             let head = self.folios.head_of(pfn);
-            if self.folios.get(head).order > 0 && self.preset >= mmsim_spec::Preset::V6_12 {
+            if self.folios.get(head).order > 0 && self.release.madvise_free_large {
                 idx = self.madvise_free_large(vma, i, hi);
                 continue;
             }

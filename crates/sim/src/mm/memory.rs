@@ -11,7 +11,6 @@ use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;
-use mmsim_spec::Preset;
 
 /// Why a fault could not be satisfied.
 #[derive(Debug, PartialEq, Eq)]
@@ -200,7 +199,7 @@ impl Kernel {
             self.tasks[task].fault_read |= read;
             return r;
         }
-        if self.preset >= Preset::V6_12 && r.is_ok() {
+        if self.release.pgfault_completed_only && r.is_ok() {
             let memcg = self.vma_memcg(vma);
             self.count_pgfault(memcg);
         }
@@ -232,7 +231,7 @@ impl Kernel {
     /// VM_FAULT_COMPLETED there instead ("mm: avoid unnecessary page
     /// fault retires on shared memory types", 5.19).
     pub fn fault_dirty_shared_retry(&mut self, vma: u32, dirtied_or_mkwrite: bool) {
-        if self.preset >= Preset::V6_1
+        if self.release.fault_dirty_shared_completes
             || !dirtied_or_mkwrite
             || self.vmas[vma as usize].flags & super::mmap::VM_SHARED == 0
         {
@@ -252,7 +251,7 @@ impl Kernel {
             // To 6.1 handle_mm_fault counts every entry, so a retried
             // fault counts again; 6.12 counts completed faults only
             // (mm_account_fault, see handle_mm_fault).
-            if self.preset < Preset::V6_12 {
+            if !self.release.pgfault_completed_only {
                 self.count_pgfault(memcg);
             }
         }
@@ -510,7 +509,7 @@ impl Kernel {
                 let only_user = sync && si.swap_count(off) == 1;
                 if only_user
                     && self.features.anon_large_swapin
-                    && self.preset == Preset::V6_12
+                    && self.release.large_swapin_skip_swapcache
                     && self.thp.mthp.any()
                     && self.do_swap_page_mthp(vma, idx, pte, write).is_some()
                 {
@@ -518,7 +517,7 @@ impl Kernel {
                 }
                 let large = (sync
                     && self.features.anon_large_swapin
-                    && self.preset >= Preset::V7_3
+                    && self.release.swapin_sync
                     && self.thp.mthp.any())
                 .then(|| self.swapin_sync_mthp(vma, idx, pte))
                 .flatten();
@@ -526,7 +525,7 @@ impl Kernel {
                     (pfn, false)
                 } else if only_user {
                     (self.swapin_skip_swapcache(entry, memcg)?, true)
-                } else if sync && self.preset >= Preset::V7_3 {
+                } else if sync && self.release.swapin_sync {
                     let pfn = self.swapin_sync(entry, memcg).ok_or(FaultError::Oom)?;
                     (pfn, false)
                 } else {
@@ -546,7 +545,10 @@ impl Kernel {
             self.folio_put(pfn);
             return Err(FaultError::Retry(done));
         }
-        if self.preset >= Preset::V6_12 && !skip_swapcache && self.folios.get(pfn).order > 0 {
+        if self.release.swapin_map_large_swapcache
+            && !skip_swapcache
+            && self.folios.get(pfn).order > 0
+        {
             if let Some(first) = self.swapcache_mthp_range(vma, idx, pfn, entry) {
                 return self.map_swapcache_mthp(vma, first, pfn, pte, write);
             }
@@ -560,7 +562,7 @@ impl Kernel {
         // below: once the folio leaves the swap cache (swap half full) it
         // has no swap entry left to count the page from.
         let page = self.swap_cache_page(pfn, entry);
-        let reuse = if self.preset >= Preset::V6_1 {
+        let reuse = if self.release.pte_swp_exclusive {
             self.swapin_exclusive(pfn, entry, pte, skip_swapcache, write)
         } else {
             self.swapin_reuse_swap_page(pfn, entry, write)
@@ -573,7 +575,7 @@ impl Kernel {
             flags |= PTE_WRITE | PTE_DIRTY;
             write_pending = false;
         } else if reuse
-            && self.preset >= Preset::V6_12
+            && self.release.swapin_read_maps_writable
             && self.vmas[vma as usize].flags & super::mmap::VM_WRITE != 0
         {
             // 6.12 maps an exclusive page writable on a read fault too: a
@@ -613,9 +615,9 @@ impl Kernel {
         // should_try_to_free_swap; 7.3 frees a SWP_SYNCHRONOUS_IO
         // device's cache always, and on a write to an exclusive page.
         let f = *self.folios.get(pfn);
-        let free = if self.preset >= Preset::V7_3 {
+        let free = if self.release.free_swap_sync_device {
             self.swap[swp_type(entry)].flags & SWP_SYNCHRONOUS_IO != 0 || (write && exclusive)
-        } else if self.preset >= Preset::V6_12 {
+        } else if self.release.free_swap_large_refs {
             // 1 + folio_nr_pages: a large folio mapped one page at a time.
             write && f.refcount == 1 + f.nr_pages()
         } else {
@@ -706,7 +708,7 @@ impl Kernel {
         if self.wp_can_reuse_anon(pfn) {
             let large = self.folios.get(self.folios.head_of(pfn)).order > 0;
             if !self.folios.get(pfn).test(PG_ANON_EXCLUSIVE) && self.features.wp_reuse_swapcache {
-                if large && self.preset >= Preset::V7_3 {
+                if large && self.release.large_folio_mm_id {
                     // 7.3 makes only the page exclusive: a large folio
                     // keeps its anon_vma (no folio_move_anon_rmap).
                     self.folios.get_mut(pfn).set(PG_ANON_EXCLUSIVE);
@@ -739,10 +741,10 @@ impl Kernel {
         // 6.12's wp_can_reuse_anon_folio never reuses a large folio (it
         // gives it back sooner); 7.3 reuses one that only this mm maps;
         // 6.1 reuses one its last mapping holds.
-        if f.order > 0 && self.preset >= Preset::V7_3 {
+        if f.order > 0 && self.release.large_folio_mm_id {
             return self.wp_can_reuse_large_anon_folio(head);
         }
-        if f.order > 0 && self.preset >= Preset::V6_12 {
+        if f.order > 0 && self.release.wp_no_large_reuse {
             return false;
         }
         if f.refcount > 3 {

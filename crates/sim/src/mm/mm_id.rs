@@ -130,7 +130,7 @@ impl Kernel {
         if f.order == 0 {
             return f.mapcount > 1;
         }
-        if self.preset >= mmsim_spec::Preset::V7_3 && tracked(f) {
+        if self.release.large_folio_mm_id && tracked(f) {
             return self.mm_ids_shared(head);
         }
         self.folios.page_mapcount(head) > 1 || self.folio_mapcount(head) > f.nr_pages()

@@ -521,7 +521,7 @@ impl Kernel {
                 self.filemap_dirty_folio(head);
             }
             let young = pte & PTE_YOUNG != 0 && self.vmas[vma as usize].flags & VM_SEQ_READ == 0;
-            if self.preset >= mmsim_spec::Preset::V6_12 && self.folios.get(head).order > 0 {
+            if self.release.zap_present_ptes_batch && self.folios.get(head).order > 0 {
                 // 6.9's zap_present_ptes: the PTEs of one large folio go
                 // as a batch, marked accessed once if any was young (so a
                 // folio zapped whole is not activated by its own pages).
@@ -548,7 +548,7 @@ impl Kernel {
             return;
         }
         self.mms[mm].rss_anon -= 1;
-        if self.preset >= mmsim_spec::Preset::V6_12 && self.folios.get(head).order > 0 {
+        if self.release.zap_present_ptes_batch && self.folios.get(head).order > 0 {
             return self.zap_anon_large_pte(pfn, head, mm as u32);
         }
         self.page_remove_rmap(pfn, vma);
@@ -593,7 +593,7 @@ impl Kernel {
         let head = self.folios.head_of(pfn);
         let mm = self.vmas[vma as usize].mm;
         if self.page_unmap_large(pfn, head, mm) {
-            if self.preset < mmsim_spec::Preset::V6_12 {
+            if !self.release.deferred_split_partially_mapped {
                 self.deferred_split_huge_page(head);
             } else if self.folios.get(head).mapcount > 0 {
                 // 6.12's __folio_remove_rmap: partially mapped.
@@ -634,7 +634,7 @@ impl Kernel {
             // free_transhuge_page (6.12: free_tail_page_prepare's unqueue
             // and the per-size nr_anon).
             self.deferred_split_del(pfn);
-            if self.preset >= mmsim_spec::Preset::V6_12 {
+            if self.release.mthp_stats {
                 self.vm.add(
                     crate::vmstat::mthp_item(f.order, crate::vmstat::MthpStat::NrAnon),
                     -1,

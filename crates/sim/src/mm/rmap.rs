@@ -60,9 +60,7 @@ impl Kernel {
                     continue;
                 }
                 let page = pte_pfn(pte);
-                if self.preset >= mmsim_spec::Preset::V7_3
-                    && !self.folios.get(head).test(PG_SWAPBACKED)
-                {
+                if self.release.unmap_lazyfree_batch && !self.folios.get(head).test(PG_SWAPBACKED) {
                     match self.traced(Fn::TryToUnmap, |k| {
                         k.try_to_unmap_lazyfree_batch(head, v, idx)
                     }) {

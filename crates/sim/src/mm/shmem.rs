@@ -21,7 +21,6 @@ use crate::vmstat::{Mc, Vm};
 use super::filemap::{Inode, SLOT_FOLIO, SLOT_SWAP};
 use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
 use crate::vmstat::{mthp_item, MthpStat};
-use mmsim_spec::Preset;
 use mmsim_spec::{MthpShmem, ShmemEnabled, TmpfsHuge};
 
 /// Where a shmem slot's swap value keeps the order of its large entry.
@@ -246,7 +245,7 @@ impl Kernel {
             // 6.12 charges a large folio with the THP gfp, which at the
             // default defrag (madvise) may reclaim only for a
             // MADV_HUGEPAGE VMA; 6.1 charged with the mapping's gfp.
-            let may_reclaim = self.preset < Preset::V6_12
+            let may_reclaim = !self.release.shmem_large_charge_thp_gfp
                 || vma.is_some_and(|v| self.vmas[v as usize].flags & VM_HUGEPAGE != 0);
             if let Some(pfn) = self.shmem_alloc_large(inode, index, memcg, orders, may_reclaim) {
                 return Ok(pfn);
@@ -466,7 +465,7 @@ impl Kernel {
                 // 7.3's shmem_swap_alloc_folio falls back to order 0 on
                 // the same synchronous path (no readahead) when the large
                 // folio or its charge is not there.
-                if order > 0 && self.preset >= Preset::V7_3 {
+                if order > 0 && self.release.shmem_swapin_sync_fallback {
                     if let Some(r) = self.shmem_swapin_skip_swapcache(inode, index, entry, 0, memcg)
                     {
                         return r;
@@ -550,7 +549,7 @@ impl Kernel {
         }?;
         self.folios.get_mut(pfn).memcg = memcg;
         // 7.3 charges a large folio with the THP gfp: no reclaim.
-        let charged = if order > 0 && self.preset >= Preset::V7_3 {
+        let charged = if order > 0 && self.release.shmem_swapin_sync_fallback {
             self.try_charge_nowait(memcg, nr as u64)
         } else {
             self.try_charge(memcg, nr as u64)

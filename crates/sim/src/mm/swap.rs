@@ -13,7 +13,7 @@ pub const PAGEVEC_SIZE_6_12: usize = 31;
 impl Kernel {
     /// The preset's lru_add batch size.
     fn lru_add_batch(&self) -> usize {
-        if self.preset >= mmsim_spec::Preset::V6_12 {
+        if self.release.lru_add_batch_31 {
             PAGEVEC_SIZE_6_12
         } else {
             PAGEVEC_SIZE

@@ -8,6 +8,26 @@ use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
 
+/// Cluster swap readahead's global state, swap_state.c's statics:
+/// `swapin_readahead_hits`, and `swapin_nr_pages`' `prev_offset` and
+/// `last_readahead_pages`. Only this file reads or changes them.
+pub struct Readahead {
+    hits: u32,
+    prev_offset: u32,
+    last_pages: u32,
+}
+
+impl Default for Readahead {
+    /// `swapin_readahead_hits` starts at 4 (`ATOMIC_INIT(4)`).
+    fn default() -> Self {
+        Readahead {
+            hits: 4,
+            prev_offset: 0,
+            last_pages: 0,
+        }
+    }
+}
+
 impl Kernel {
     fn cache_slot(&mut self, entry: SwpEntry) -> &mut u64 {
         &mut self.swap[swp_type(entry)].cache[swp_offset(entry) as usize]
@@ -203,7 +223,7 @@ impl Kernel {
         if readahead {
             self.vm.inc(Vm::SwapRaHit);
             if at.is_none() || !vma_ra {
-                self.swapin_readahead_hits += 1;
+                self.swap_ra.hits += 1;
             }
         }
         Some(pfn)
@@ -271,18 +291,18 @@ impl Kernel {
         if max <= 1 {
             return 1;
         }
-        let hits = std::mem::take(&mut self.swapin_readahead_hits);
+        let hits = std::mem::take(&mut self.swap_ra.hits);
         let pages = self.swapin_window(
-            self.ra_prev_offset as u64,
+            self.swap_ra.prev_offset as u64,
             offset as u64,
             hits,
             max,
-            self.last_readahead_pages,
+            self.swap_ra.last_pages,
         );
         if hits == 0 {
-            self.ra_prev_offset = offset;
+            self.swap_ra.prev_offset = offset;
         }
-        self.last_readahead_pages = pages;
+        self.swap_ra.last_pages = pages;
         pages
     }
 

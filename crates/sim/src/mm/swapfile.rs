@@ -404,7 +404,7 @@ impl Kernel {
         let nr = 1u32 << order;
         let ty = *self.swap_avail().first()?;
         let solid = self.swap[ty].flags & SWP_SOLIDSTATE != 0;
-        if (!solid && self.preset < mmsim_spec::Preset::V7_3)
+        if (!solid && !self.release.swap_clusters_rotational)
             || self.swap[ty].pages - self.swap[ty].inuse_pages < nr
         {
             return None;
@@ -761,7 +761,7 @@ impl Kernel {
             }
             let looked = if !self.features.swapoff_readahead_stats {
                 None
-            } else if self.preset >= mmsim_spec::Preset::V7_3 {
+            } else if self.release.unuse_plain_lookup {
                 // 7.3's unuse_pte_range: a plain swap cache lookup, so
                 // the readahead it starts sees no hits and stays small.
                 self.swap_cache_get_folio(entry)

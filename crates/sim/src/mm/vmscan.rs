@@ -16,7 +16,6 @@ use super::swapfile::{swp_offset, swp_type};
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
-use mmsim_spec::Preset;
 
 pub const DEF_PRIORITY: i32 = 12;
 pub const SWAP_CLUSTER_MAX: u64 = 32;
@@ -522,7 +521,7 @@ impl Kernel {
             may_unmap: true,
             may_swap: true,
             target: None,
-            ignore_references: self.preset >= Preset::V6_12,
+            ignore_references: self.release.pageout_ignore_references,
             ..Default::default()
         };
         let mut stat = ReclaimStat::default();
@@ -551,7 +550,7 @@ impl Kernel {
     /// (`!cgroup_reclaim(sc)`); 7.3 counts them as node stats through
     /// mod_lruvec_state, cgroup reclaim included.
     fn count_reclaimer_events(&self, sc: &ScanControl) -> bool {
-        !sc.cgroup_reclaim() || self.preset >= Preset::V7_3
+        !sc.cgroup_reclaim() || self.release.reclaim_events_cgroup
     }
 
     fn shrink_active_list(&mut self, nr: u64, memcg: u16, sc: &mut ScanControl, lru: u8) {
@@ -914,7 +913,7 @@ impl Kernel {
     /// split and its head page tried alone (`thp_swpout_fallback`).
     /// False: no slot (the caller activates the folio).
     fn add_anon_to_swap(&mut self, pfn: Pfn, list: &mut Vec<Pfn>) -> bool {
-        let later = self.preset >= Preset::V6_12;
+        let later = self.release.swap_out_large_order;
         let f = *self.folios.get(pfn);
         if f.order > 0 {
             if !self.can_split_folio(pfn) {
@@ -957,7 +956,7 @@ impl Kernel {
         let order = self.folios.get(pfn).order;
         let entry = if order == 0 {
             self.folio_alloc_swap(memcg)
-        } else if self.preset < Preset::V6_12 {
+        } else if !self.release.swap_out_large_order {
             self.folio_alloc_swap_thp(memcg)
         } else if self.features.anon_mthp_swapout {
             // 6.10's per-order clusters.
@@ -1019,7 +1018,7 @@ impl Kernel {
     /// zeromap and not written (`swpout_zero`); any other folio clears the
     /// marks its slots may hold from an earlier one. True: done.
     fn swap_zeromap_folio(&mut self, pfn: Pfn) -> bool {
-        if self.preset < Preset::V6_12 {
+        if !self.release.swap_zeromap {
             return false;
         }
         let f = *self.folios.get(pfn);
@@ -1057,7 +1056,7 @@ impl Kernel {
         if f.order > 0 {
             // The per-size stats came in 6.10 (with the large shmem
             // swap-out of seed 001's kernels).
-            if self.preset >= mmsim_spec::Preset::V6_12 || self.features.shmem_large_swapout {
+            if self.release.mthp_stats || self.features.shmem_large_swapout {
                 self.vm.inc(crate::vmstat::mthp_item(
                     f.order,
                     crate::vmstat::MthpStat::Swpout,
@@ -1071,10 +1070,7 @@ impl Kernel {
             self.swap_writepage_bdev(pfn, entry);
             return;
         }
-        if f.order > 0
-            && self.preset == mmsim_spec::Preset::V6_1
-            && !self.features.shmem_large_swapout
-        {
+        if f.order > 0 && self.release.zram_thp_one_bio && !self.features.shmem_large_swapout {
             // 6.1's zram_rw_page refuses a THP, so __swap_writepage sends
             // it as one bio, which zram stores page by page at once; the
             // bio counts in pgpgout (kB), as order-0 rw_page writes do not.

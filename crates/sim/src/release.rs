@@ -1,0 +1,289 @@
+//! What each kernel release changes on the paths mmsim models, as one
+//! table per preset (`Release::V5_10` … `Release::V7_3`, each told as
+//! the release before it plus what it changes): the mm/ code
+//! asks `self.release.<behaviour>` where the releases part, and
+//! docs/model.md's per-release lists are generated from these tables
+//! (`model_md_section`; a test keeps the two in step).
+//!
+//! Each behaviour's doc comment says what the kernel does when it is on
+//! and names the function or commit that made the difference; it is also
+//! the line the generated list shows. The seed features (`Features`,
+//! chosen per preset by the spec crate and settable by a spec) are not
+//! here: they are the changes a seed proposes, this table the ones a
+//! release made.
+
+use mmsim_spec::Preset;
+
+/// Defines `Release` and `Release::behaviours` (each behaviour's name,
+/// doc text and value) from one list.
+macro_rules! behaviours {
+    ($($(#[doc = $doc:literal])+ $name:ident,)*) => {
+        /// The behaviours releases change, each on or off in a release.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct Release { $($(#[doc = $doc])+ pub $name: bool,)* }
+
+        impl Release {
+            /// Every behaviour off: what the releases' tables start from.
+            const NONE: Release = Release { $($name: false,)* };
+
+            /// Every behaviour: its name, its doc text and whether it is on.
+            pub fn behaviours(&self) -> Vec<(&'static str, &'static str, bool)> {
+                vec![$((stringify!($name), concat!($($doc, "\n",)+), self.$name),)*]
+            }
+        }
+    };
+}
+
+behaviours! {
+    /// fault_dirty_shared_page completes the fault after dirtying a page of
+    /// a shared mapping ("mm: avoid unnecessary page fault retires on shared
+    /// memory types", 5.19); before, it returns VM_FAULT_RETRY (always for a
+    /// file with `page_mkwrite`) and the retried fault counts pgfault again:
+    /// two per first write to a shmem page.
+    fault_dirty_shared_completes,
+    /// The swap PTE carries an exclusive marker (PTE_SWP_EXCLUSIVE, 5.19)
+    /// that do_swap_page's reuse follows; before, a write fault reuses the
+    /// page when `reuse_swap_page` finds no other user (its mappings plus
+    /// its slot's swap count at most 1) and takes it out of the swap cache,
+    /// and a read fault maps it read-only and leaves it in the swap cache
+    /// unless swap is half full.
+    pte_swp_exclusive,
+    /// cgroup v2's `memory.peak` (5.19).
+    memory_peak,
+    /// XFS caches files in large folios (5.18); before, the page cache is
+    /// all order 0.
+    xfs_large_folios,
+    /// ext4 (which mounts the ext2 disks) sets a regular file's mapping to
+    /// large folios (ext4_set_inode_mapping_order).
+    ext4_large_folios,
+    /// pgfault counts completed faults only (mm_account_fault); before, every
+    /// entry to handle_mm_fault counts, a retried fault twice.
+    pgfault_completed_only,
+    /// The lru_add batch holds 31 folios (PAGEVEC_SIZE 15 before).
+    lru_add_batch_31,
+    /// MADV_PAGEOUT's reclaim_pages skips the reference checks
+    /// (`ignore_references`).
+    pageout_ignore_references,
+    /// A large shmem folio is charged with the THP gfp, which under the
+    /// default defrag cannot reclaim outside a MADV_HUGEPAGE VMA: at the
+    /// memcg's limit the charge fails and the fault falls back to order 0
+    /// (shmem_alloc_and_add_folio; thp_file_fallback_charge).
+    shmem_large_charge_thp_gfp,
+    /// Zapping a large folio's PTEs is one batch, marked accessed once
+    /// (6.9's zap_present_ptes), so a folio unmapped whole is not activated
+    /// by its own pages.
+    zap_present_ptes_batch,
+    /// do_swap_page maps an exclusive page writable on a read fault in a
+    /// writable VMA, so a write after a read swap-in takes no fault and
+    /// counts no pgreuse.
+    swapin_read_maps_writable,
+    /// do_swap_page maps a large folio found in the swap cache whole when
+    /// its range of PTEs still holds its entries.
+    swapin_map_large_swapcache,
+    /// should_try_to_free_swap counts a large folio's references as 1 +
+    /// folio_nr_pages.
+    free_swap_large_refs,
+    /// wp_can_reuse_anon_folio never reuses a large folio.
+    wp_no_large_reuse,
+    /// Large anonymous folios in the deferred split queue only when
+    /// partially mapped (__folio_remove_rmap's partially mapped check,
+    /// free_tail_page_prepare's unqueue), and split stats per size.
+    deferred_split_partially_mapped,
+    /// Per-size THP stats (`hugepages-<size>kB/stats/*`, 6.10) for anon and
+    /// swap-out.
+    mthp_stats,
+    /// MADV_FREE handles a large folio's range as a whole
+    /// (madvise_free_pte_range's folio batch).
+    madvise_free_large,
+    /// Reclaim swaps a large anonymous folio out at its own order
+    /// (folio_alloc_swap, 6.10), splitting first one partly unmapped.
+    swap_out_large_order,
+    /// Zero-filled folios skip swap I/O (the zeromap, `swpout_zero`).
+    swap_zeromap,
+    /// zram_rw_page refuses a THP, so __swap_writepage sends it to zram as
+    /// one bio, which counts in pgpgout (6.1 only in the model).
+    zram_thp_one_bio,
+    /// A large anonymous swap-in from a synchronous device whose slot only
+    /// this page uses skips the swap cache (6.12's alloc_swap_folio on the
+    /// SWP_SYNCHRONOUS_IO path).
+    large_swapin_skip_swapcache,
+    /// Anonymous swap-in from a synchronous device always goes through the
+    /// swap cache without readahead (swapin_sync), whatever the swap count,
+    /// at the folio's order.
+    swapin_sync,
+    /// should_try_to_free_swap frees a SWP_SYNCHRONOUS_IO device's cache
+    /// always, and on a write to an exclusive page.
+    free_swap_sync_device,
+    /// Large anonymous folios carry MM_IDs (which mms map them): a write
+    /// fault reuses one only this mm maps (wp_can_reuse_anon_folio) and
+    /// makes just the page exclusive, keeping the folio's anon_vma.
+    large_folio_mm_id,
+    /// do_swap_page takes a large folio's exclusivity from the swap PTE's
+    /// marker alone, and frees its swap cache after mapping it.
+    large_swapin_exclusive_marker,
+    /// Fault-around maps whole large folios (filemap_map_pages' folio
+    /// ranges).
+    fault_around_whole_folios,
+    /// shmem_swap_alloc_folio falls back to order 0 on the synchronous
+    /// path when the large folio or its charge is not there, and charges a
+    /// large folio without reclaim.
+    shmem_swapin_sync_fallback,
+    /// Swap clusters on every device, a rotational one's in one shared
+    /// `global_cluster`, so large swap-out works on rotational swap too.
+    swap_clusters_rotational,
+    /// swapoff's unuse_pte_range looks the swap cache up plainly
+    /// (swap_cache_get_folio): no readahead hit is counted or fed back, so
+    /// its readahead stays at 1 or 2 pages.
+    unuse_plain_lookup,
+    /// khugepaged collapses into mTHP orders (collapse_scan_pmd,
+    /// mthp_collapse) and counts the PTEs it looked at as its progress.
+    khugepaged_mthp,
+    /// An mm registers with khugepaged when its process starts (a brk or a
+    /// stack VMA), waking the thread.
+    khugepaged_register_at_exec,
+    /// try_to_unmap_one batches a lazyfree anonymous folio's PTEs
+    /// (folio_unmap_pte_batch).
+    unmap_lazyfree_batch,
+    /// pgrefill and pgscan/pgsteal_{kswapd,direct} are node stats counted
+    /// for every reclaim, a memcg's limit reclaim included (before, for
+    /// global reclaim only).
+    reclaim_events_cgroup,
+    /// zram is reached through submit_bio (no rw_page), which counts
+    /// pgpgin and pgpgout, 4 per page.
+    zram_submit_bio,
+}
+
+impl Release {
+    /// 5.10: before 5.19's fault-retry and swap-PTE changes.
+    pub const V5_10: Release = Release::NONE;
+
+    /// 6.1, the reference.
+    pub const V6_1: Release = Release {
+        fault_dirty_shared_completes: true,
+        pte_swp_exclusive: true,
+        memory_peak: true,
+        xfs_large_folios: true,
+        zram_thp_one_bio: true,
+        ..Release::NONE
+    };
+
+    /// 6.12: folio batching, mTHP and the swap paths that came with them.
+    pub const V6_12: Release = Release {
+        pgfault_completed_only: true,
+        lru_add_batch_31: true,
+        pageout_ignore_references: true,
+        shmem_large_charge_thp_gfp: true,
+        zap_present_ptes_batch: true,
+        swapin_read_maps_writable: true,
+        swapin_map_large_swapcache: true,
+        free_swap_large_refs: true,
+        wp_no_large_reuse: true,
+        deferred_split_partially_mapped: true,
+        mthp_stats: true,
+        madvise_free_large: true,
+        swap_out_large_order: true,
+        swap_zeromap: true,
+        large_swapin_skip_swapcache: true,
+        zram_thp_one_bio: false,
+        ..Release::V6_1
+    };
+
+    /// 7.3: everything 6.12 changes, and what 7.3 changes on top.
+    pub const V7_3: Release = Release {
+        large_swapin_skip_swapcache: false,
+        swapin_sync: true,
+        free_swap_sync_device: true,
+        large_folio_mm_id: true,
+        large_swapin_exclusive_marker: true,
+        fault_around_whole_folios: true,
+        shmem_swapin_sync_fallback: true,
+        swap_clusters_rotational: true,
+        unuse_plain_lookup: true,
+        khugepaged_mthp: true,
+        khugepaged_register_at_exec: true,
+        unmap_lazyfree_batch: true,
+        reclaim_events_cgroup: true,
+        zram_submit_bio: true,
+        ext4_large_folios: true,
+        ..Release::V6_12
+    };
+
+    /// The table of `preset`.
+    pub const fn of(preset: Preset) -> Release {
+        match preset {
+            Preset::V5_10 => Release::V5_10,
+            Preset::V6_1 => Release::V6_1,
+            Preset::V6_12 => Release::V6_12,
+            Preset::V7_3 => Release::V7_3,
+        }
+    }
+}
+
+/// The presets whose lists docs/model.md carries, each with the release it
+/// is told against.
+const LISTED: [(Preset, &str, Preset, &str); 3] = [
+    (Preset::V5_10, "5.10", Preset::V6_1, "6.1"),
+    (Preset::V6_12, "6.12", Preset::V6_1, "6.1"),
+    (Preset::V7_3, "7.3", Preset::V6_12, "6.12"),
+];
+
+/// The marker lines around release `name`'s generated list in
+/// docs/model.md.
+pub fn model_md_markers(name: &str) -> (String, String) {
+    (
+        format!("<!-- release {name}: generated from crates/sim/src/release.rs -->"),
+        format!("<!-- end of release {name} -->"),
+    )
+}
+
+/// Release `name`'s list for docs/model.md: each behaviour it turns on
+/// or off against the release before it.
+pub fn model_md_section(preset: Preset, base: Preset, base_name: &str) -> String {
+    let mut s = format!("Behaviours changed against {base_name} (`release.rs`):\n\n");
+    let base = Release::of(base).behaviours();
+    for ((name, doc, on), (_, _, was)) in Release::of(preset).behaviours().into_iter().zip(base) {
+        if on == was {
+            continue;
+        }
+        let text = doc.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+        let state = if on { "on" } else { "off" };
+        s += &format!("- `{name}` {state}: {text}\n");
+    }
+    s
+}
+
+/// docs/model.md with every release's generated list replaced by the
+/// table's (None: a marker is missing).
+pub fn regenerate_model_md(text: &str) -> Option<String> {
+    let mut out = text.to_string();
+    for (preset, name, base, base_name) in LISTED {
+        let (begin, end) = model_md_markers(name);
+        let from = out.find(&begin)? + begin.len();
+        let to = from + out[from..].find(&end)?;
+        let body = format!("\n{}", model_md_section(preset, base, base_name));
+        out.replace_range(from..to, &body);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/model.md's per-release lists are the tables': run with
+    /// MMSIM_WRITE_MODEL_MD=1 to rewrite them after changing a table.
+    #[test]
+    fn model_md_lists_follow_the_tables() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/model.md");
+        let text = std::fs::read_to_string(path).expect("docs/model.md");
+        let want = regenerate_model_md(&text).expect("docs/model.md has every release's markers");
+        if std::env::var_os("MMSIM_WRITE_MODEL_MD").is_some() {
+            std::fs::write(path, &want).expect("writes docs/model.md");
+            return;
+        }
+        assert!(
+            text == want,
+            "docs/model.md's per-release lists differ from crates/sim/src/release.rs; rerun this test with MMSIM_WRITE_MODEL_MD=1"
+        );
+    }
+}
