@@ -12,6 +12,7 @@ mod overrides;
 mod parse;
 pub mod rng;
 pub mod stream;
+pub mod sysctls;
 pub mod trace;
 mod tree;
 pub mod units;
@@ -20,7 +21,8 @@ pub mod work;
 pub use error::SpecError;
 pub use model::*;
 pub use ops::OPS;
-pub use parse::{MAX_ACCESSES, MAX_MAP_BYTES, SYSCTLS};
+pub use parse::{MAX_ACCESSES, MAX_MAP_BYTES};
+pub use sysctls::SYSCTLS;
 pub use units::{Limit, PAGE_SIZE};
 
 /// Reads, overrides (`--set KEY=VALUE`) and validates a spec file.

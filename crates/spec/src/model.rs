@@ -278,9 +278,9 @@ impl Features {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sysctl {
-    /// vm.swappiness, 0..=200.
+    /// vm.swappiness (each sysctl's range and default: `crate::sysctls`).
     pub swappiness: u32,
-    /// vm.watermark_scale_factor, 1..=3000.
+    /// vm.watermark_scale_factor.
     pub watermark_scale_factor: u32,
     /// vm.min_free_kbytes; None = the kernel computes it from memory size.
     pub min_free_kbytes: Option<u64>,
@@ -965,16 +965,15 @@ impl Setting {
     pub fn knob(&self) -> Option<(String, String)> {
         let (k, v) = match self {
             Setting::MemoryMax { .. } | Setting::MemoryHigh { .. } => return None,
-            Setting::Swappiness(n) => ("sysctl:vm.swappiness", n.to_string()),
-            Setting::WatermarkScaleFactor(n) => ("sysctl:vm.watermark_scale_factor", n.to_string()),
-            Setting::MinFreeKbytes(n) => ("sysctl:vm.min_free_kbytes", n.to_string()),
-            Setting::PageCluster(n) => ("sysctl:vm.page-cluster", n.to_string()),
             Setting::VmaRaEnabled(b) => (
-                "sysfs:kernel/mm/swap/vma_ra_enabled",
+                "sysfs:kernel/mm/swap/vma_ra_enabled".to_string(),
                 if *b { "true" } else { "false" }.to_string(),
             ),
+            _ => crate::sysctls::SYSCTLS.iter().find_map(|k| {
+                (k.of_setting)(self).map(|v| (format!("sysctl:{}", k.name), v.to_string()))
+            })?,
         };
-        Some((k.to_string(), v))
+        Some((k, v))
     }
 }
 

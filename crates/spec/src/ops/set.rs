@@ -4,11 +4,13 @@
 use super::{StepCx, StepOp};
 use crate::error::{Reporter, SpecError};
 use crate::model::{Op, Setting};
-use crate::parse::fields::{integer, limit, string, type_error, Fields};
-use crate::parse::knobs::{kstrtobool, SYSCTLS, VMA_RA_ENABLED};
+use crate::parse::fields::{limit, string, type_error, Fields};
+use crate::parse::knobs::{kstrtobool, sysctl_value, VMA_RA_ENABLED};
 use crate::parse::regions::{RegionCheck, Regions};
+use crate::sysctls::{sysctl, SYSCTLS};
 use crate::tree::{self, Node, Val};
 use crate::work::{Sizes, WorkCx};
+use std::sync::LazyLock;
 
 pub(super) struct Set;
 
@@ -27,7 +29,7 @@ impl StepOp for Set {
 
     fn words(&self, field: &str) -> &'static str {
         match field {
-            "key" => SET_KEYS,
+            "key" => SET_KEYS.as_str(),
             "value" => "the value the key takes in the spec's own table",
             _ => super::words(field),
         }
@@ -78,15 +80,22 @@ impl StepOp for Set {
     }
 }
 
-/// What a `set` step's key may name, in words.
-pub(crate) const SET_KEYS: &str = "a string: a key path a set step can change, as --set writes it: cgroup.NAME.memory_max, cgroup.NAME.memory_high, sysctl.\"vm.swappiness\", sysctl.\"vm.watermark_scale_factor\", sysctl.\"vm.min_free_kbytes\", sysctl.\"vm.page-cluster\" or sysfs.\"kernel/mm/swap/vma_ra_enabled\"";
+/// What a `set` step's key may name, in words: the cgroup limits, every
+/// sysctl of the table, and vma_ra_enabled.
+static SET_KEYS: LazyLock<String> = LazyLock::new(|| {
+    let sysctls: String = SYSCTLS
+        .iter()
+        .map(|k| format!("sysctl.\"{}\", ", k.name))
+        .collect();
+    format!("a string: a key path a set step can change, as --set writes it: cgroup.NAME.memory_max, cgroup.NAME.memory_high, {}or sysfs.\"{VMA_RA_ENABLED}\"", sysctls)
+});
 
 /// A `set` step's key and value, checked as the spec's own table checks
 /// that key (the cgroup's existence is checked with the regions).
 fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setting, SpecError> {
     let kpath = f.path("key");
     let vpath = f.path("value");
-    let text = string(rep, key, &kpath, SET_KEYS)?;
+    let text = string(rep, key, &kpath, &SET_KEYS)?;
     let parts: Vec<String> = toml_edit::Key::parse(text)
         .map(|ks| ks.iter().map(|k| k.get().to_string()).collect())
         .unwrap_or_default();
@@ -95,7 +104,7 @@ fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setti
         rep.at(
             key.at,
             kpath.clone(),
-            format!("found \"{}\", expected {SET_KEYS}", tree::quote(text)),
+            format!("found \"{}\", expected {}", tree::quote(text), *SET_KEYS),
         )
     };
     Ok(match parts.as_slice() {
@@ -109,23 +118,10 @@ fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setti
             }
         }
         ["sysctl", name] => {
-            let Some(&(_, lo, hi)) = SYSCTLS.iter().find(|(k, _, _)| k == name) else {
+            let Some(k) = sysctl(name) else {
                 return Err(bad());
             };
-            let n = integer(
-                rep,
-                value,
-                &vpath,
-                lo,
-                hi,
-                &format!("an integer from {lo} to {hi}"),
-            )?;
-            match *name {
-                "vm.swappiness" => Setting::Swappiness(n as u32),
-                "vm.watermark_scale_factor" => Setting::WatermarkScaleFactor(n as u32),
-                "vm.page-cluster" => Setting::PageCluster(n as u32),
-                _ => Setting::MinFreeKbytes(n as u64),
-            }
+            (k.setting)(sysctl_value(rep, k, value, &vpath)?)
         }
         ["sysfs", VMA_RA_ENABLED] => {
             let b = match &value.val {

@@ -28,7 +28,6 @@ use machine::{build_features, build_machine};
 use syntax::toml_error;
 use tasks::{build_cgroup, build_task};
 
-pub use knobs::SYSCTLS;
 pub(crate) use syntax::escape_controls;
 pub(crate) use tasks::Locations;
 

@@ -419,8 +419,9 @@ steps = []
         ]
     );
     // Every sysctl the crate models is accepted at both ends of its range.
-    for &(name, lo, hi) in SYSCTLS {
-        for v in [lo, hi] {
+    for k in SYSCTLS {
+        let name = k.name;
+        for v in [k.min, k.max] {
             let s = parse_set(base, &[&format!("sysctl.\"{name}\"={v}")]).unwrap();
             assert!(
                 s.knobs.contains(&(format!("sysctl:{name}"), v.to_string())),
