@@ -291,37 +291,9 @@ impl Kernel {
         spec: &Spec,
         costs: crate::machine_profile::Costs,
     ) -> Result<Kernel, crate::SimError> {
-        let memory = spec.machine.memory;
         let cpus = spec.machine.cpus as usize;
-        let managed =
-            (memory - boot_reserved_bytes(memory, spec.machine.cpus, spec.machine.kernel)) / 4096;
-        let dma = DMA_MANAGED_PAGES.min(managed);
-        let dma32_end = (DMA32_END_BYTES.min(memory)
-            - boot_reserved_bytes(memory, spec.machine.cpus, spec.machine.kernel)
-                .min(DMA32_END_BYTES.min(memory)))
-            / 4096;
-        let dma32 = dma32_end.saturating_sub(dma).min(managed - dma);
-        let normal = managed - dma - dma32;
-        let mut zones = vec![
-            Zone::new(ZoneType::Dma, 0, dma as Pfn, cpus),
-            Zone::new(ZoneType::Dma32, dma as Pfn, (dma + dma32) as Pfn, cpus),
-        ];
-        if normal > 0 {
-            zones.push(Zone::new(
-                ZoneType::Normal,
-                (dma + dma32) as Pfn,
-                managed as Pfn,
-                cpus,
-            ));
-        }
-        let mut memcgs = vec![Memcg::new("", None)];
-        for cg in &spec.cgroups {
-            let mut m = Memcg::new(&cg.name, Some(0));
-            m.memory.max = cg.memory_max.pages();
-            m.memory.high = cg.memory_high.pages();
-            memcgs.push(m);
-        }
-        memcgs[0].has_children = memcgs.len() > 1;
+        let (zones, managed) = boot_zones(spec);
+        let memcgs = boot_memcgs(spec);
         let nmemcg = memcgs.len();
         let mut k = Kernel {
             features: spec.features,
@@ -417,38 +389,12 @@ impl Kernel {
             prealloc_pte: None,
         };
         k.free_all_at_boot(managed as Pfn);
-        for d in &spec.disks {
-            k.disks.push(crate::mm::filemap::Disk {
-                bdev: crate::dev::blockdev::BlockDev::of_kind(d.kind, 0),
-                ra_pages: d.read_ahead_kb / 4,
-                next_block: 0,
-                large_folios: match d.fs {
-                    mmsim_spec::Fs::Xfs => k.release.xfs_large_folios,
-                    mmsim_spec::Fs::Ext2 => k.release.ext4_large_folios,
-                },
-            });
-        }
-        // The spec's files are inodes 0.. in their order.
-        for f in &spec.files {
-            match f.on {
-                mmsim_spec::FileOn::Tmpfs => k.shmem_inode_create(f.size / 4096, false, f.huge),
-                mmsim_spec::FileOn::Disk(d) => k.disk_inode_create(f.size / 4096, d as u16),
-            };
-        }
+        k.boot_disks_and_files(spec);
         k.boot_watermarks(spec);
         k.boot_kernel_usage(boot_used_bytes(spec) / 4096);
         // The RAM disks' pages (brd), allocated while the oracle set them up.
         k.boot_kernel_usage(brd_pages(spec));
-        for s in &spec.swap {
-            let prio = k.swapon_priority(s.priority);
-            let si = SwapInfo::new(s, prio, cpus);
-            k.nr_swap_pages += si.pages as i64;
-            k.total_swap_pages += si.pages as i64;
-            if s.rotational() {
-                k.nr_rotate_swap += 1;
-            }
-            k.swap.push(si);
-        }
+        k.boot_swapon(spec);
         // enable_swap_slots_cache at the first swapon.
         k.swap_slot_cache_active = !k.swap.is_empty();
         k.pending_ns = 0;
@@ -588,5 +534,85 @@ impl Kernel {
 
     pub fn current_is_kswapd(&self) -> bool {
         self.cur_task.is_none()
+    }
+}
+
+/// The machine's zones after boot: DMA, DMA32 and (on a machine larger
+/// than 4 GiB) Normal, over the pages the kernel manages; and that count.
+fn boot_zones(spec: &Spec) -> (Vec<Zone>, u64) {
+    let memory = spec.machine.memory;
+    let cpus = spec.machine.cpus as usize;
+    let managed =
+        (memory - boot_reserved_bytes(memory, spec.machine.cpus, spec.machine.kernel)) / 4096;
+    let dma = DMA_MANAGED_PAGES.min(managed);
+    let dma32_end = (DMA32_END_BYTES.min(memory)
+        - boot_reserved_bytes(memory, spec.machine.cpus, spec.machine.kernel)
+            .min(DMA32_END_BYTES.min(memory)))
+        / 4096;
+    let dma32 = dma32_end.saturating_sub(dma).min(managed - dma);
+    let normal = managed - dma - dma32;
+    let mut zones = vec![
+        Zone::new(ZoneType::Dma, 0, dma as Pfn, cpus),
+        Zone::new(ZoneType::Dma32, dma as Pfn, (dma + dma32) as Pfn, cpus),
+    ];
+    if normal > 0 {
+        zones.push(Zone::new(
+            ZoneType::Normal,
+            (dma + dma32) as Pfn,
+            managed as Pfn,
+            cpus,
+        ));
+    }
+    (zones, managed)
+}
+
+/// The root memcg and one child per spec cgroup, with its limits.
+fn boot_memcgs(spec: &Spec) -> Vec<Memcg> {
+    let mut memcgs = vec![Memcg::new("", None)];
+    for cg in &spec.cgroups {
+        let mut m = Memcg::new(&cg.name, Some(0));
+        m.memory.max = cg.memory_max.pages();
+        m.memory.high = cg.memory_high.pages();
+        memcgs.push(m);
+    }
+    memcgs[0].has_children = memcgs.len() > 1;
+    memcgs
+}
+
+impl Kernel {
+    /// The spec's disks, then its files as inodes 0.. in their order.
+    fn boot_disks_and_files(&mut self, spec: &Spec) {
+        for d in &spec.disks {
+            self.disks.push(crate::mm::filemap::Disk {
+                bdev: crate::dev::blockdev::BlockDev::of_kind(d.kind, 0),
+                ra_pages: d.read_ahead_kb / 4,
+                next_block: 0,
+                large_folios: match d.fs {
+                    mmsim_spec::Fs::Xfs => self.release.xfs_large_folios,
+                    mmsim_spec::Fs::Ext2 => self.release.ext4_large_folios,
+                },
+            });
+        }
+        // The spec's files are inodes 0.. in their order.
+        for f in &spec.files {
+            match f.on {
+                mmsim_spec::FileOn::Tmpfs => self.shmem_inode_create(f.size / 4096, false, f.huge),
+                mmsim_spec::FileOn::Disk(d) => self.disk_inode_create(f.size / 4096, d as u16),
+            };
+        }
+    }
+
+    /// swapon of every spec swap device, in order.
+    fn boot_swapon(&mut self, spec: &Spec) {
+        for s in &spec.swap {
+            let prio = self.swapon_priority(s.priority);
+            let si = SwapInfo::new(s, prio, spec.machine.cpus as usize);
+            self.nr_swap_pages += si.pages as i64;
+            self.total_swap_pages += si.pages as i64;
+            if s.rotational() {
+                self.nr_rotate_swap += 1;
+            }
+            self.swap.push(si);
+        }
     }
 }

@@ -143,9 +143,8 @@ pub fn generate_with_traces(bytes: &[u8], dir: &Path) -> String {
     generate_in(bytes, Some(dir))
 }
 
-fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
-    let mut d = Draw::new(bytes);
-    let mut out = String::new();
+/// `[machine]`: its size, CPUs, young bits and release preset.
+fn draw_machine(d: &mut Draw, out: &mut String) -> (u64, &'static str) {
     let small = d.chance(30);
     let memory = if small {
         d.pick(&[64u64, 80, 96, 128])
@@ -164,6 +163,11 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
         "6.1"
     };
     writeln!(out, "kernel = \"{kernel}\"").unwrap();
+    (memory, kernel)
+}
+
+/// `[sysctl]`, sometimes.
+fn draw_sysctls(d: &mut Draw, out: &mut String) {
     if d.chance(40) {
         out.push_str("[sysctl]\n");
         if d.chance(50) {
@@ -178,6 +182,11 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
             writeln!(out, "\"vm.page-cluster\" = {}", d.below(6)).unwrap();
         }
     }
+}
+
+/// `[sysfs]`: readahead, the multi-gen LRU, THP and mTHP as the release
+/// has them.
+fn draw_sysfs(d: &mut Draw, out: &mut String, kernel: &str) {
     // 5.10's shmem THP is not modelled (refused).
     let thp = d.chance(15) && kernel != "5.10";
     if d.chance(30) || thp {
@@ -208,7 +217,7 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
             }
             // 7.3's khugepaged collapses into those sizes.
             if kernel == "7.3" && d.chance(50) {
-                khugepaged_knobs(&mut d, &mut out);
+                khugepaged_knobs(d, out);
             }
         }
         // Shared anonymous mTHP (features.shmem_mthp, on by default on
@@ -239,7 +248,7 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
                 .unwrap();
             }
             if d.chance(40) {
-                khugepaged_knobs(&mut d, &mut out);
+                khugepaged_knobs(d, out);
             }
         }
         if thp {
@@ -251,6 +260,11 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
             .unwrap();
         }
     }
+}
+
+/// `[features]`: the seeds' mechanisms and the later releases' large-folio
+/// ones, each on or off.
+fn draw_features(d: &mut Draw, out: &mut String, kernel: &str) {
     if d.chance(15) {
         out.push_str("[features]\n");
         writeln!(out, "batched_rmap_unmap = {}", d.chance(50)).unwrap();
@@ -271,6 +285,10 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
             }
         }
     }
+}
+
+/// `[[swap]]` devices: none, one or two.
+fn draw_swaps(d: &mut Draw, out: &mut String) -> usize {
     let nswap = if d.chance(80) {
         1 + d.below(2) as usize
     } else {
@@ -281,6 +299,12 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
         let size = d.pick(&[8u64, 32, 64, 256]);
         writeln!(out, "[[swap]]\ndevice = \"{dev}\"\nsize = \"{size}M\"").unwrap();
     }
+    nswap
+}
+
+/// A disk sometimes, and up to two files on tmpfs or on it: (name, pages,
+/// on tmpfs).
+fn draw_files(d: &mut Draw, out: &mut String, memory: u64) -> Vec<(String, u64, bool)> {
     let mut files = Vec::new();
     let disk = d.chance(40);
     if disk {
@@ -313,6 +337,11 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
         .unwrap();
         files.push((format!("f{i}"), pages, tmpfs));
     }
+    files
+}
+
+/// Up to two memory cgroups with their limits.
+fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
     let ncg = d.below(3);
     for c in 0..ncg {
         let max = d.pick(&[4u64, 6, 8, 16, 32, 64]);
@@ -321,6 +350,19 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
             writeln!(out, "memory_high = \"{}M\"", max * 3 / 4 + 1).unwrap();
         }
     }
+    ncg
+}
+
+fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
+    let mut d = Draw::new(bytes);
+    let mut out = String::new();
+    let (memory, kernel) = draw_machine(&mut d, &mut out);
+    draw_sysctls(&mut d, &mut out);
+    draw_sysfs(&mut d, &mut out, kernel);
+    draw_features(&mut d, &mut out, kernel);
+    let nswap = draw_swaps(&mut d, &mut out);
+    let files = draw_files(&mut d, &mut out, memory);
+    let ncg = draw_cgroups(&mut d, &mut out);
     let mut g = Gen {
         d: &mut d,
         files,
