@@ -19,6 +19,17 @@ pub(super) fn start<'s>(
     steps: &'s [Step],
     spawn: bool,
 ) -> Result<Option<SliceEnd>, SimError> {
+    // fork counts the PTEs of every region (what copy_page_range
+    // visits); spawn's fresh address space, one.
+    let ptes: u64 = match spawn {
+        false => p.tasks[i]
+            .regions
+            .keys()
+            .map(|r| p.region_pages(i, k, r))
+            .sum(),
+        true => 1,
+    };
+    p.done_work += ptes.max(1);
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let parent_ktask = p.tasks[i].ktask;
     let (mm, memcg) = (k.tasks[parent_ktask].mm, k.tasks[parent_ktask].memcg);

@@ -22,6 +22,9 @@ pub(super) fn start(
     else {
         unreachable!("madvise::start runs madvise steps")
     };
+    // Counts the PTEs of its range.
+    let range = length.unwrap_or(p.region_pages(i, k, region).saturating_sub(*offset));
+    p.done_work += range.max(1);
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let vma = p.region(i, step, region)?;
     let pages = k.vmas[vma as usize].pages;

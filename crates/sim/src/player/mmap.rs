@@ -13,6 +13,7 @@ pub(super) fn start(
     k: &mut Kernel,
     step: &Step,
 ) -> Result<Option<SliceEnd>, SimError> {
+    p.done_work += 1;
     let Op::Mmap {
         name,
         pages,

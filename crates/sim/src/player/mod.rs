@@ -99,8 +99,9 @@ pub struct Player<'s> {
     swap_devs: &'s [mmsim_spec::SwapDevice],
     /// Page operations done so far (`mmsim_spec::work`): a touch's,
     /// stream's, read's, write's or kvstore's accesses and a compute's
-    /// slices as they run, any other step's count when it starts
-    /// (`dispatch_work`).
+    /// slices as they run, any other step's count when it starts (each
+    /// op's `start` adds it: what munmap, madvise, fork, swapoff, fsync,
+    /// drop_caches and a checked phase mark walk, 1 for the others).
     done_work: u64,
     /// Page frames of the machine: what a phase mark's check walks.
     frames: u64,
@@ -237,15 +238,6 @@ impl<'s> Player<'s> {
         }
         let step = &frame.steps[frame.next];
         frame.next += 1;
-        let phase_work = if self.check { self.frames } else { 1 };
-        self.done_work += dispatch_work(
-            &step.op,
-            &t.regions,
-            k,
-            phase_work,
-            &self.file_pages,
-            self.swap_devs,
-        );
         self.start_op(i, k, step, slice)
     }
 
@@ -280,7 +272,7 @@ impl<'s> Player<'s> {
             Op::Mmap { .. } => mmap::start(self, i, k, step),
             Op::Munmap { region } => munmap::start(self, i, k, step, region),
             Op::Touch(touch) => touch::start(self, i, k, step, touch),
-            Op::Sleep { ns } => Ok(sleep::start(k, *ns)),
+            Op::Sleep { ns } => Ok(sleep::start(self, k, *ns)),
             Op::Compute { ns } => Ok(compute::start(self, i, *ns)),
             Op::Phase { name } => phase::start(self, i, k, name),
             Op::Fork { steps } => fork::start(self, i, k, slice, steps, false),
@@ -288,12 +280,12 @@ impl<'s> Player<'s> {
             Op::Wait => Ok(wait::start(self, i)),
             Op::Swapoff { device } => swap::swapoff(self, k, step, *device),
             Op::Swapon { device } => swap::swapon(self, k, step, *device),
-            Op::Set(setting) => set::start(k, step, setting),
+            Op::Set(setting) => set::start(self, k, step, setting),
             Op::Madvise { .. } => madvise::start(self, i, k, step),
             Op::FileIo { .. } => Ok(file_io::start(self, i, k, step)),
-            Op::Fsync { file } => Ok(fsync::start(k, *file)),
+            Op::Fsync { file } => Ok(fsync::start(self, k, *file)),
             Op::Stream { .. } => Ok(stream::start(self, i, step)),
-            Op::DropCaches => Ok(drop_caches::start(k)),
+            Op::DropCaches => Ok(drop_caches::start(self, k)),
             Op::KvStore(kv) => kvstore::start(self, i, k, step, kv),
             Op::Repeat { times, steps } => Ok(repeat::start(self, i, *times, steps)),
         }
@@ -384,6 +376,14 @@ impl<'s> Player<'s> {
             .copied()
             .ok_or_else(|| unknown_region(step, region))
     }
+
+    /// The pages of a region of task `i`, 0 if it has none of that name.
+    fn region_pages(&self, i: usize, k: &Kernel, region: &str) -> u64 {
+        self.tasks[i]
+            .regions
+            .get(region)
+            .map_or(0, |&v| k.vmas[v as usize].pages)
+    }
 }
 
 /// Back in user space after an access: settle memory.high debt, then ask
@@ -422,43 +422,4 @@ fn unknown_region(step: &Step, region: &str) -> SimError {
 /// `e`, told as an error of `step` (file:line: key `…`: …).
 fn at_step(step: &Step, e: SimError) -> SimError {
     SimError::at(step.line, step.key.as_str(), e)
-}
-
-/// The page operations (`mmsim_spec::work`) a step counts when it
-/// starts: what munmap, madvise, fork, swapoff, fsync, drop_caches and a
-/// checked phase mark walk, 1 for any other step; none for the steps whose
-/// accesses or slices are counted as they run, or a repeat (its body's
-/// steps count).
-fn dispatch_work(
-    op: &Op,
-    regions: &HashMap<String, u32>,
-    k: &Kernel,
-    phase: u64,
-    file_pages: &[u64],
-    swap: &[mmsim_spec::SwapDevice],
-) -> u64 {
-    let pages = |r: &str| regions.get(r).map_or(0, |&v| k.vmas[v as usize].pages);
-    match op {
-        Op::Touch(_)
-        | Op::Stream { .. }
-        | Op::FileIo { .. }
-        | Op::KvStore(_)
-        | Op::Compute { .. }
-        | Op::Repeat { .. } => 0,
-        Op::Munmap { region } => pages(region).max(1),
-        Op::Madvise {
-            region,
-            offset,
-            length,
-            ..
-        } => length
-            .unwrap_or(pages(region).saturating_sub(*offset))
-            .max(1),
-        Op::Fork { .. } => regions.keys().map(|r| pages(r)).sum::<u64>().max(1),
-        Op::Swapoff { device } => swap.get(*device).map_or(1, |d| (d.size / 4096).max(1)),
-        Op::Fsync { file } => file_pages.get(*file).copied().unwrap_or(0).max(1),
-        Op::DropCaches => file_pages.iter().sum::<u64>().max(1),
-        Op::Phase { .. } => phase,
-        _ => 1,
-    }
 }

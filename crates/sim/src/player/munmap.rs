@@ -14,6 +14,8 @@ pub(super) fn start(
     step: &Step,
     region: &str,
 ) -> Result<Option<SliceEnd>, SimError> {
+    // Counts the PTEs it visits.
+    p.done_work += p.region_pages(i, k, region).max(1);
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let t = &mut p.tasks[i];
     let vma = t

@@ -13,6 +13,8 @@ pub(super) fn start(
     k: &mut Kernel,
     name: &str,
 ) -> Result<Option<SliceEnd>, SimError> {
+    // Counts what a check walks: every frame of the machine.
+    p.done_work += if p.check { p.frames } else { 1 };
     if p.check {
         crate::check::check_all(k)?;
         k.integrity.invariant_checks += 1;

@@ -9,11 +9,16 @@ use crate::SimError;
 use mmsim_spec::Step;
 
 pub(super) fn swapoff(
-    p: &Player,
+    p: &mut Player,
     k: &mut Kernel,
     step: &Step,
     device: usize,
 ) -> Result<Option<SliceEnd>, SimError> {
+    // Counts the device's slots (what try_to_unuse scans).
+    p.done_work += p
+        .swap_devs
+        .get(device)
+        .map_or(1, |d| (d.size / 4096).max(1));
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let rotational = p.swap_devs[device].rotational();
     k.swapoff(device, rotational)
@@ -22,11 +27,12 @@ pub(super) fn swapoff(
 }
 
 pub(super) fn swapon(
-    p: &Player,
+    p: &mut Player,
     k: &mut Kernel,
     step: &Step,
     device: usize,
 ) -> Result<Option<SliceEnd>, SimError> {
+    p.done_work += 1;
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     k.swapon(device, &p.swap_devs[device])
         .map_err(|e| swap_error(step, "swapon", device, e))?;

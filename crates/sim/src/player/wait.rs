@@ -3,6 +3,7 @@
 use super::Player;
 use crate::sched::SliceEnd;
 
-pub(super) fn start(p: &Player, i: usize) -> Option<SliceEnd> {
+pub(super) fn start(p: &mut Player, i: usize) -> Option<SliceEnd> {
+    p.done_work += 1;
     (p.tasks[i].live_children > 0).then_some(SliceEnd::Wait)
 }
