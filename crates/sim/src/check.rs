@@ -467,7 +467,7 @@ fn walk_anon_vma(k: &Kernel, vi: usize, v: &Vma, w: &mut Mapped) -> Result<(), S
         if pte & PTE_PMD != 0 && pte & PTE_ZERO != 0 {
             let (_, table) = crate::mm::huge_memory::pmd_block(v.start_vpn, idx);
             let page = ((v.start_vpn + idx as u64) % HPAGE_PMD_NR) as u32;
-            if pte_pfn(pte) != k.huge_zero_pfn + page
+            if pte_pfn(pte) != k.huge.huge_zero_pfn() + page
                 || v.pte_tables[table] == NIL
                 || !k.mms[v.mm as usize].huge_zero
             {
@@ -693,10 +693,10 @@ fn check_swap(k: &Kernel) -> Result<(), SimError> {
             ));
         }
     }
-    if free != k.nr_swap_pages {
+    if free != k.swapfile.nr_swap_pages() {
         return fail(format!(
             "nr_swap_pages {} but {free} slots free",
-            k.nr_swap_pages
+            k.swapfile.nr_swap_pages()
         ));
     }
     let shmem_folios = || {

@@ -72,20 +72,8 @@ pub struct Kernel {
     pub memcgs: Vec<Memcg>,
     pub lruvecs: Vec<Lruvec>,
     pub swap: Vec<SwapInfo>,
-    /// Free swap slots; negative while swapoff has taken a device's pages
-    /// away before freeing them, as in the kernel.
-    pub nr_swap_pages: i64,
-    pub total_swap_pages: i64,
-    pub swap_slot_cache_active: bool,
-    /// `swap_slot_cache_enabled`: off while swapoff runs.
-    pub swap_slot_cache_enabled: bool,
-    /// Orders requeues of equal-priority swap devices.
-    pub swap_requeue_seq: u64,
-    /// `least_priority`: the last default (negative) swapon priority.
-    pub least_priority: i32,
-    /// `init_mm.mmlist`: every mm that ever held a swap entry, most recent
-    /// first (the order try_to_unuse visits them).
-    pub mmlist: Vec<u32>,
+    /// swapfile.c's globals (free and total slots, the mmlist …).
+    pub swapfile: crate::mm::swapfile::Globals,
     /// Time syscalls spent waiting for I/O inside a step (swapoff).
     pub io_wait_ns: u64,
     pub mms: Vec<Mm>,
@@ -132,21 +120,14 @@ pub struct Kernel {
     /// Completion time of each locked folio whose read is in flight.
     /// Consulted only on the fault path when a folio is locked.
     pub io_wait: HashMap<Pfn, u64>,
-    /// Set by a fault that must wait (VM_FAULT_RETRY after waiting for a
-    /// locked folio): the task sleeps until then and retries the access.
-    pub blocked_until: Option<u64>,
+    /// What the fault or zap in progress carries between its functions.
+    pub fault: crate::mm::memory::FaultCtx,
     /// Cluster swap readahead's global state (swap_state.c's).
     pub swap_ra: crate::mm::swap_state::Readahead,
-    /// `nr_rotate_swap`: rotational swap devices on; VMA readahead is off
-    /// while any is.
-    pub nr_rotate_swap: u32,
     /// Some shmem can get large folios (a tmpfs `huge=` other than never,
     /// shmem_enabled above never, or a per-size knob on): shmem faults
     /// then leave the PTE table to `finish_fault`.
     pub shmem_thp_possible: bool,
-    /// `vmf->prealloc_pte`: the PTE table a shmem read fault allocated
-    /// before fault-around, until a mapping installs it or the fault ends.
-    pub prealloc_pte: Option<Pfn>,
     /// The reclaim algorithm, chosen at boot (`lru_gen_enabled()`).
     pub lru_algo: crate::mm::lruvec::LruAlgo,
     /// The multi-gen LRU's capabilities, min_ttl and reclaimer walk.
@@ -155,32 +136,20 @@ pub struct Kernel {
     /// table (PG_PMD_YOUNG): only the multi-gen LRU's page-table walk with
     /// non-leaf young bits (0x0006 on an MMU with accessed bits) reads it.
     pub track_pmd_young: bool,
-    /// `current->in_lru_fault`: a fault of a VMA not read sequentially or
-    /// at random is running (lru_gen_enter_fault).
-    pub in_lru_fault: bool,
     /// Set where the kernel would do what mmsim does not model outside a
     /// task's own call chain (kswapd's min_ttl OOM kill): the run stops
     /// with it.
     pub unmodelled: Option<String>,
     /// Anonymous THP's sysfs flags in force.
     pub thp: crate::mm::huge_anon::ThpCtl,
-    /// The huge zero page, once allocated (NIL before).
-    pub huge_zero_pfn: Pfn,
-    /// The deferred split queue: partly unmapped THPs, oldest first.
-    /// Simplification: one list; the kernel keeps one per memcg, and its
-    /// shrinker takes each memcg's in turn.
-    pub deferred_split: Vec<Pfn>,
-    /// The deferred split shrinker's `nr_deferred`, per memcg.
-    pub deferred_split_nr_deferred: Vec<i64>,
+    /// huge_memory.c's globals: the huge zero page, the deferred split
+    /// queue.
+    pub huge: crate::mm::huge_anon::HugeState,
     /// The khugepaged thread's list of mms and scan cursor.
     pub khugepaged: crate::mm::khugepaged::Khugepaged,
-    /// Set when an mm's registration wakes khugepaged: the time.
-    pub khugepaged_wake_at: Option<u64>,
     /// A private anonymous fault may allocate a large folio (THP or mTHP):
     /// regions start 2 MiB-aligned.
     pub anon_large_possible: bool,
-    /// 6.12's zap of a large anonymous folio's PTEs as one batch, open.
-    pub zap_anon: Option<crate::mm::anon_mthp::ZapAnonBatch>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -317,17 +286,12 @@ impl Kernel {
                 let all = LRU_GEN_CORE | LRU_GEN_MM_WALK | LRU_GEN_NONLEAF_YOUNG;
                 spec.sysfs.lru_gen & all == all
             },
-            in_lru_fault: false,
             unmodelled: None,
             // boot_watermarks sets it once the machine's size is known.
             thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true, spec.features.anon_mthp),
-            huge_zero_pfn: NIL,
-            deferred_split: Vec::new(),
-            deferred_split_nr_deferred: Vec::new(),
+            huge: Default::default(),
             khugepaged: Default::default(),
-            khugepaged_wake_at: None,
             anon_large_possible: spec.sysfs.anon_large_possible(spec.features.anon_mthp),
-            zap_anon: None,
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32).map_err(|e| {
@@ -340,13 +304,7 @@ impl Kernel {
             memcgs,
             lruvecs: vec![Lruvec::default(); nmemcg],
             swap: Vec::new(),
-            nr_swap_pages: 0,
-            total_swap_pages: 0,
-            swap_slot_cache_active: false,
-            swap_slot_cache_enabled: true,
-            least_priority: -1,
-            swap_requeue_seq: 0,
-            mmlist: Vec::new(),
+            swapfile: Default::default(),
             io_wait_ns: 0,
             mms: Vec::new(),
             vmas: Vec::new(),
@@ -374,9 +332,8 @@ impl Kernel {
             io_events: BinaryHeap::new(),
             io_seq: 0,
             io_wait: HashMap::new(),
-            blocked_until: None,
             swap_ra: Default::default(),
-            nr_rotate_swap: 0,
+            fault: Default::default(),
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
             }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large())
@@ -386,7 +343,6 @@ impl Kernel {
                         .shmem_mthp
                         .iter()
                         .any(|&w| w != mmsim_spec::MthpShmem::Never)),
-            prealloc_pte: None,
         };
         k.free_all_at_boot(managed as Pfn);
         k.boot_disks_and_files(spec);
@@ -394,9 +350,9 @@ impl Kernel {
         k.boot_kernel_usage(boot_used_bytes(spec) / 4096);
         // The RAM disks' pages (brd), allocated while the oracle set them up.
         k.boot_kernel_usage(brd_pages(spec));
-        k.boot_swapon(spec);
-        // enable_swap_slots_cache at the first swapon.
-        k.swap_slot_cache_active = !k.swap.is_empty();
+        for s in &spec.swap {
+            k.swapon_at_boot(s);
+        }
         k.pending_ns = 0;
         k.fn_time_ns = [0; NR_FNS];
         k.call_paths = Default::default();
@@ -599,20 +555,6 @@ impl Kernel {
                 mmsim_spec::FileOn::Tmpfs => self.shmem_inode_create(f.size / 4096, false, f.huge),
                 mmsim_spec::FileOn::Disk(d) => self.disk_inode_create(f.size / 4096, d as u16),
             };
-        }
-    }
-
-    /// swapon of every spec swap device, in order.
-    fn boot_swapon(&mut self, spec: &Spec) {
-        for s in &spec.swap {
-            let prio = self.swapon_priority(s.priority);
-            let si = SwapInfo::new(s, prio, spec.machine.cpus as usize);
-            self.nr_swap_pages += si.pages as i64;
-            self.total_swap_pages += si.pages as i64;
-            if s.rotational() {
-                self.nr_rotate_swap += 1;
-            }
-            self.swap.push(si);
         }
     }
 }

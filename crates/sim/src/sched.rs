@@ -135,7 +135,7 @@ impl Slice<'_> {
             // kswapd waits for this CPU, or runs beside us on an idle one.
             self.end = self.end.min(self.rq.slice_end_now(self.me));
         }
-        if k.khugepaged_wake_at.is_some() {
+        if k.khugepaged.wakeup_pending() {
             self.wake_khugepaged(k);
         }
         (k.now() >= self.end).then_some(SliceEnd::Preempted)
@@ -144,7 +144,7 @@ impl Slice<'_> {
     /// A registration woke khugepaged: at nice 19 it does not preempt;
     /// it runs beside this task on an idle CPU, or waits its turn.
     pub fn wake_khugepaged(&mut self, k: &mut Kernel) -> bool {
-        let Some(w) = k.khugepaged_wake_at.take() else {
+        let Some(w) = k.khugepaged.take_wakeup() else {
             return false;
         };
         self.rq.khugepaged_ready = Some(w);
@@ -171,7 +171,7 @@ impl<'s> Scheduler<'s> {
             kswapd_ready: None,
             // A process's start may have registered its mm (7.3): the
             // thread's first sleep ends then.
-            khugepaged_ready: k.khugepaged_wake_at.take(),
+            khugepaged_ready: k.khugepaged.take_wakeup(),
             kswapd_vruntime: 0,
             min_vruntime: 0,
             cur_cpu: 0,
@@ -223,7 +223,7 @@ impl<'s> Scheduler<'s> {
             if let Some(t) = k.kswapd_wake_at.take() {
                 self.rq.place_woken_kswapd(t);
             }
-            if let Some(t) = k.khugepaged_wake_at.take() {
+            if let Some(t) = k.khugepaged.take_wakeup() {
                 self.rq.khugepaged_ready = Some(t);
             }
             self.rq.update_min_vruntime();

@@ -256,7 +256,7 @@ impl Kernel {
         }
         if !f.test(PG_DEFERRED_SPLIT) {
             self.folios.get_mut(head).set(PG_DEFERRED_SPLIT);
-            self.deferred_split.push(head);
+            self.huge.queue_deferred_split(head);
         }
     }
 
@@ -294,8 +294,8 @@ impl Kernel {
     }
 
     /// Whether zapping `pte` continues the open batch.
-    pub fn zap_anon_continues(&self, pte: Pte) -> bool {
-        let b = self.zap_anon.expect("a batch is open");
+    pub fn zap_anon_continues(&mut self, pte: Pte) -> bool {
+        let b = self.fault.zap_anon().expect("a batch is open");
         pte_present(pte)
             && pte & PTE_ZERO == 0
             && pte_pfn(pte) == b.next
@@ -306,7 +306,7 @@ impl Kernel {
     /// mapping goes at once, the partial-mapping test and the references
     /// when the batch ends.
     pub fn zap_anon_large_pte(&mut self, page: Pfn, head: Pfn, mm: u32) {
-        let b = self.zap_anon.get_or_insert(ZapAnonBatch {
+        let b = self.fault.zap_anon().get_or_insert(ZapAnonBatch {
             head,
             next: page,
             last: 0,
@@ -316,14 +316,14 @@ impl Kernel {
         b.nr += 1;
         self.charge_cost(Fn::RemoveRmap, self.costs.mapcount);
         if self.page_unmap_large(page, head, mm) {
-            self.zap_anon.as_mut().expect("open").last += 1;
+            self.fault.zap_anon().as_mut().expect("open").last += 1;
         }
     }
 
     /// The end of a zap batch: `folio_remove_rmap_ptes`'s partial-mapping
     /// test, then the TLB gather's `free_swap_cache` and references.
     pub fn zap_anon_batch_flush(&mut self) {
-        let Some(b) = self.zap_anon.take() else {
+        let Some(b) = self.fault.zap_anon().take() else {
             return;
         };
         self.charge_cost(Fn::RemoveRmap, self.costs.rmap_stat);

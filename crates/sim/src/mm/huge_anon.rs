@@ -44,6 +44,43 @@ pub enum ThpCharge {
     Reclaim,
 }
 
+/// huge_memory.c's globals besides its flags (`ThpCtl`), private to the
+/// THP code: the rest of mm queues a folio with `queue_deferred_split`
+/// and finds the huge zero page with `huge_zero_pfn`.
+#[derive(Debug)]
+pub struct HugeState {
+    /// The huge zero page, once allocated (NIL before).
+    huge_zero_pfn: Pfn,
+    /// The deferred split queue: partly unmapped THPs, oldest first.
+    /// Simplification: one list; the kernel keeps one per memcg, and its
+    /// shrinker takes each memcg's in turn.
+    deferred_split: Vec<Pfn>,
+    /// The deferred split shrinker's `nr_deferred`, per memcg.
+    nr_deferred: Vec<i64>,
+}
+
+impl Default for HugeState {
+    fn default() -> Self {
+        HugeState {
+            huge_zero_pfn: NIL,
+            deferred_split: Vec::new(),
+            nr_deferred: Vec::new(),
+        }
+    }
+}
+
+impl HugeState {
+    /// The huge zero page's head (NIL until allocated).
+    pub fn huge_zero_pfn(&self) -> Pfn {
+        self.huge_zero_pfn
+    }
+
+    /// A folio marked PG_DEFERRED_SPLIT joins the queue's tail.
+    pub(crate) fn queue_deferred_split(&mut self, head: Pfn) {
+        self.deferred_split.push(head);
+    }
+}
+
 /// `transparent_hugepage_flags`, as the spec and the machine's size set
 /// them at boot.
 #[derive(Debug, Clone, Copy)]
@@ -238,7 +275,7 @@ impl Kernel {
     /// allocated it stays (the kernel's shrinker frees it when no mm
     /// holds it, which matters only to a later `thp_zero_page_alloc`).
     fn mm_get_huge_zero_page(&mut self, mm: u32) -> bool {
-        if self.huge_zero_pfn == NIL {
+        if self.huge.huge_zero_pfn == NIL {
             let Some(p) = self.alloc_large_folio(9) else {
                 self.vm.inc(Vm::ThpZeroPageAllocFailed);
                 return false;
@@ -246,7 +283,7 @@ impl Kernel {
             self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * HPAGE_PMD_NR);
             self.folios.get_mut(p).set(PG_KERNEL);
             self.vm.inc(Vm::ThpZeroPageAlloc);
-            self.huge_zero_pfn = p;
+            self.huge.huge_zero_pfn = p;
         }
         self.mms[mm as usize].huge_zero = true;
         true
@@ -257,7 +294,7 @@ impl Kernel {
     fn set_huge_zero_page(&mut self, vma: u32, first: usize, table: Pfn) {
         let t = self.pmd_table(vma, first);
         self.vmas[vma as usize].pte_tables[t] = table;
-        let zero = self.huge_zero_pfn;
+        let zero = self.huge.huge_zero_pfn;
         let nr = HPAGE_PMD_NR as usize;
         for (i, pte) in self.vmas[vma as usize].ptes[first..first + nr]
             .iter_mut()
@@ -456,7 +493,7 @@ impl Kernel {
             return;
         }
         f.set(PG_DEFERRED_SPLIT);
-        self.deferred_split.push(head);
+        self.huge.deferred_split.push(head);
         self.vm.inc(Vm::ThpDeferredSplitPage);
     }
 
@@ -467,7 +504,7 @@ impl Kernel {
         let f = self.folios.get_mut(head);
         if f.test(PG_DEFERRED_SPLIT) {
             f.clear(PG_DEFERRED_SPLIT);
-            self.deferred_split.retain(|&p| p != head);
+            self.huge.deferred_split.retain(|&p| p != head);
         }
         let f = self.folios.get_mut(head);
         if f.test(PG_PARTIALLY_MAPPED) {
@@ -665,7 +702,7 @@ impl Kernel {
     /// the deferred split queue's (`deferred_split_shrinker`, memcg-aware;
     /// the kernel's slab caches are not modelled). Returns what it freed.
     pub fn shrink_slab(&mut self, memcg: u16, priority: i32) -> u64 {
-        if self.deferred_split.is_empty() {
+        if self.huge.deferred_split.is_empty() {
             return 0;
         }
         self.do_shrink_slab_deferred_split(memcg, priority)
@@ -682,10 +719,10 @@ impl Kernel {
             return 0;
         }
         let m = memcg as usize;
-        if self.deferred_split_nr_deferred.len() <= m {
-            self.deferred_split_nr_deferred.resize(m + 1, 0);
+        if self.huge.nr_deferred.len() <= m {
+            self.huge.nr_deferred.resize(m + 1, 0);
         }
-        let nr = std::mem::take(&mut self.deferred_split_nr_deferred[m]);
+        let nr = std::mem::take(&mut self.huge.nr_deferred[m]);
         let delta = ((freeable as u64 >> priority) * 4 / DEFAULT_SEEKS) as i64;
         let mut total_scan = ((nr >> priority) + delta).min(2 * freeable);
         let (mut freed, mut scanned) = (0, 0);
@@ -699,13 +736,14 @@ impl Kernel {
             scanned += nr_to_scan;
         }
         let next = (nr + delta - scanned).max(0).min(2 * freeable);
-        self.deferred_split_nr_deferred[m] += next;
+        self.huge.nr_deferred[m] += next;
         freed
     }
 
     /// `deferred_split_count`: THPs queued for `memcg`.
     fn deferred_split_count(&self, memcg: u16) -> usize {
-        self.deferred_split
+        self.huge
+            .deferred_split
             .iter()
             .filter(|&&p| self.folios.get(p).memcg == memcg)
             .count()
@@ -718,6 +756,7 @@ impl Kernel {
     /// empty.
     fn deferred_split_scan(&mut self, memcg: u16, nr: usize) -> Option<u64> {
         let picked: Vec<Pfn> = self
+            .huge
             .deferred_split
             .iter()
             .copied()
@@ -741,8 +780,8 @@ impl Kernel {
             .into_iter()
             .filter(|&p| self.folios.get(p).test(PG_DEFERRED_SPLIT))
             .collect();
-        self.deferred_split.retain(|p| !left.contains(p));
-        self.deferred_split.extend_from_slice(&left);
+        self.huge.deferred_split.retain(|p| !left.contains(p));
+        self.huge.deferred_split.extend_from_slice(&left);
         if split == 0 && self.deferred_split_count(memcg) == 0 {
             return None;
         }

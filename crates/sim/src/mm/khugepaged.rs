@@ -138,6 +138,25 @@ pub struct Khugepaged {
     /// sysfs khugepaged/pages_collapsed and full_scans.
     pub pages_collapsed: u64,
     pub full_scans: u64,
+    /// Set when an mm's registration (or the end of an empty scan) wakes
+    /// the thread (`khugepaged_wait`): the time, until the scheduler
+    /// takes it.
+    wake_at: Option<u64>,
+}
+
+impl Khugepaged {
+    /// Whether a wakeup waits for the scheduler.
+    #[inline]
+    pub fn wakeup_pending(&self) -> bool {
+        self.wake_at.is_some()
+    }
+
+    /// The pending wakeup's time, once: the scheduler makes the thread
+    /// runnable then.
+    #[inline]
+    pub fn take_wakeup(&mut self) -> Option<u64> {
+        self.wake_at.take()
+    }
 }
 
 /// `msecs_to_jiffies` in ns: whole jiffies, rounded up.
@@ -204,7 +223,7 @@ impl Kernel {
             // The wake-up's empty scan is over: the next one comes after a
             // sleep.
             self.khugepaged.full_scans += 1;
-            self.khugepaged_wake_at =
+            self.khugepaged.wake_at =
                 Some(self.now() + jiffies_ns(self.thp.khugepaged.scan_sleep_ms));
         }
     }
@@ -226,7 +245,7 @@ impl Kernel {
         self.khugepaged.mm_head.push(mm);
         if wakeup && self.khugepaged.state == State::Waiting {
             self.khugepaged.state = State::Start;
-            self.khugepaged_wake_at = Some(self.now());
+            self.khugepaged.wake_at = Some(self.now());
         }
     }
 

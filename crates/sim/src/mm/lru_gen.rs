@@ -1505,7 +1505,7 @@ impl Kernel {
         };
         self.vm.add(rf, delta);
         self.memcg_stat(f.memcg, mrf, delta);
-        if self.in_lru_fault || refs >= (1 << LRU_REFS_WIDTH) - 1 {
+        if self.fault.in_lru_fault() || refs >= (1 << LRU_REFS_WIDTH) - 1 {
             self.folios.get_mut(pfn).flags |= LRU_REFS_MASK | PG_WORKINGSET;
             self.vm.add(rest, delta);
             self.memcg_stat(f.memcg, mrest, delta);
@@ -1516,7 +1516,8 @@ impl Kernel {
     /// runs start in the youngest generation, unless the VMA is read
     /// sequentially or at random.
     pub(crate) fn lru_gen_enter_fault(&mut self, vma: u32) {
-        self.in_lru_fault = self.vmas[vma as usize].flags & (VM_SEQ_READ | VM_RAND_READ) == 0;
+        let on = self.vmas[vma as usize].flags & (VM_SEQ_READ | VM_RAND_READ) == 0;
+        self.fault.set_in_lru_fault(on);
     }
 
     /// The generations of every lruvec, as /sys/kernel/debug/lru_gen

@@ -51,6 +51,62 @@ type Fault = Result<(), FaultError>;
 /// unless the pages it waits for are reclaimed as fast as they come in.
 pub const MAX_FAULT_ATTEMPTS: u32 = 10_000;
 
+/// What a fault, or a zap, carries between the functions it calls: the
+/// kernel keeps it in `struct vm_fault`, in `current` and on the zap's
+/// stack. One context serves the machine because one simulated CPU runs
+/// at a time and a fault or zap never spans a context switch; the files
+/// that set a part read it back through the methods below.
+#[derive(Debug, Default)]
+pub struct FaultCtx {
+    /// A fault that must wait (VM_FAULT_RETRY after waiting for a locked
+    /// folio) sets when: the task sleeps until then and retries.
+    blocked_until: Option<u64>,
+    /// `vmf->prealloc_pte`: the PTE table a shmem read fault allocated
+    /// before fault-around, until a mapping installs it or the fault ends.
+    prealloc_pte: Option<Pfn>,
+    /// `current->in_lru_fault`: a fault of a VMA not read sequentially or
+    /// at random is running (lru_gen_enter_fault).
+    in_lru_fault: bool,
+    /// 6.12's zap of a large anonymous folio's PTEs as one batch, open.
+    zap_anon: Option<super::anon_mthp::ZapAnonBatch>,
+}
+
+impl FaultCtx {
+    /// The time the last access's fault must wait until, once: the
+    /// player puts the task to sleep and retries the access then.
+    #[inline]
+    pub fn take_blocked_until(&mut self) -> Option<u64> {
+        self.blocked_until.take()
+    }
+
+    /// The fault's preallocated PTE table, taken by the mapping that
+    /// installs it or freed at the fault's end.
+    #[inline]
+    pub(crate) fn take_prealloc_pte(&mut self) -> Option<Pfn> {
+        self.prealloc_pte.take()
+    }
+
+    pub(crate) fn set_prealloc_pte(&mut self, table: Pfn) {
+        debug_assert!(self.prealloc_pte.is_none());
+        self.prealloc_pte = Some(table);
+    }
+
+    #[inline]
+    pub(crate) fn in_lru_fault(&self) -> bool {
+        self.in_lru_fault
+    }
+
+    pub(crate) fn set_in_lru_fault(&mut self, on: bool) {
+        self.in_lru_fault = on;
+    }
+
+    /// The open zap batch (anon_mthp.rs's).
+    #[inline]
+    pub(crate) fn zap_anon(&mut self) -> &mut Option<super::anon_mthp::ZapAnonBatch> {
+        &mut self.zap_anon
+    }
+}
+
 impl Kernel {
     /// A user access to page `idx` of `vma`: the MMU's view first (young
     /// and dirty bits set in hardware), a fault when the PTE does not
@@ -70,13 +126,13 @@ impl Kernel {
                 Ok(()) => {}
                 Err(FaultError::Retry(until)) => {
                     // The task sleeps; the scheduler retries the access.
-                    self.blocked_until = Some(until);
+                    self.fault.blocked_until = Some(until);
                     return Ok(());
                 }
                 Err(FaultError::Wait(until)) => {
                     let t = self.cur_task.expect("faults come from tasks");
                     self.tasks[t].fault_waited = true;
-                    self.blocked_until = Some(until);
+                    self.fault.blocked_until = Some(until);
                     return Ok(());
                 }
                 Err(e) => return Err(e.into()),
@@ -187,7 +243,7 @@ impl Kernel {
         let reads = self.vm.get(Vm::Pswpin);
         self.lru_gen_enter_fault(vma);
         let r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
-        self.in_lru_fault = false;
+        self.fault.in_lru_fault = false;
         let major = was_major || self.vm.get(Vm::Pgmajfault) > majors;
         let read = self.vm.get(Vm::Pswpin) > reads;
         if let Err(FaultError::Retry(_) | FaultError::Wait(_)) = r {

@@ -134,7 +134,7 @@ impl Kernel {
         debug_assert!(v.ptes[idx] & PTE_PMD == 0, "a PMD maps the block");
         self.pmd_alloc(vma, idx)?;
         // pmd_install of the fault's preallocated table, if it has one.
-        let p = match self.prealloc_pte.take() {
+        let p = match self.fault.take_prealloc_pte() {
             Some(p) => p,
             None => self.alloc_pgtable(vma)?,
         };
@@ -177,8 +177,8 @@ impl Kernel {
     /// (and charged) before fault-around looks at the page cache, so that
     /// no reclaim runs between its lookups and its mappings.
     pub fn prealloc_pte_table(&mut self, vma: u32) -> Result<(), crate::SimError> {
-        debug_assert!(self.prealloc_pte.is_none());
-        self.prealloc_pte = Some(self.alloc_pgtable(vma)?);
+        let table = self.alloc_pgtable(vma)?;
+        self.fault.set_prealloc_pte(table);
         Ok(())
     }
 
@@ -186,7 +186,7 @@ impl Kernel {
     /// went in instead) is freed (`pte_free`).
     #[inline]
     pub fn free_prealloc_pte(&mut self) {
-        if let Some(p) = self.prealloc_pte.take() {
+        if let Some(p) = self.fault.take_prealloc_pte() {
             self.pte_free(p);
         }
     }
@@ -499,7 +499,7 @@ impl Kernel {
     /// run of PTEs with None).
     pub fn zap_pte(&mut self, vma: u32, pte: Pte, batch: &mut Option<(Pfn, bool)>) {
         self.charge_cost(cost_model::Fn::Unmap, self.costs.pte);
-        if self.zap_anon.is_some() && !self.zap_anon_continues(pte) {
+        if self.fault.zap_anon().is_some() && !self.zap_anon_continues(pte) {
             self.zap_anon_batch_flush();
         }
         let mm = self.vmas[vma as usize].mm as usize;

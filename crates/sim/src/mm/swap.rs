@@ -28,7 +28,9 @@ impl Kernel {
         // A fault's folios start in the youngest generation. (The kernel
         // also excludes PF_MEMALLOC reclaimers; no reclaim path here adds
         // folios through folio_add_lru inside a fault.)
-        if self.lru_gen_enabled() && self.in_lru_fault && !self.folios.get(pfn).test(PG_UNEVICTABLE)
+        if self.lru_gen_enabled()
+            && self.fault.in_lru_fault()
+            && !self.folios.get(pfn).test(PG_UNEVICTABLE)
         {
             self.folios.get_mut(pfn).set(PG_ACTIVE);
         }

@@ -148,7 +148,7 @@ impl Kernel {
             if let Some(pfn) = self.swap_folio_of(entry) {
                 // __try_to_reclaim_swap: with a reference of its own.
                 let f = self.folios.get_mut(pfn);
-                if f.mapcount == 0 || self.nr_swap_pages * 2 < self.total_swap_pages {
+                if f.mapcount == 0 || self.swapfile.vm_swap_full() {
                     f.refcount += 1;
                     self.folio_free_swap(pfn);
                     self.folio_put(pfn);
@@ -199,7 +199,7 @@ const SWAP_RA_HITS_MAX: u32 = 0x3f;
 impl Kernel {
     /// `swap_use_vma_readahead`.
     pub fn swap_use_vma_readahead(&self) -> bool {
-        self.sysfs.vma_ra_enabled && self.nr_rotate_swap == 0
+        self.sysfs.vma_ra_enabled && self.swapfile.nr_rotate_swap() == 0
     }
 
     /// `lookup_swap_cache` (6.1; `swap_cache_get_folio` later): the cached

@@ -305,10 +305,92 @@ impl SwapInfo {
     }
 }
 
-impl Kernel {
+/// swapfile.c's and swap_slots.c's globals, which the kernel keeps static
+/// to those files: only this file changes them; the rest of mm reads what
+/// swap.h exports of them (`get_nr_swap_pages`, `total_swap_pages`,
+/// `nr_rotate_swap`) through the accessors below.
+#[derive(Debug)]
+pub struct Globals {
+    /// Free swap slots; negative while swapoff has taken a device's pages
+    /// away before freeing them, as in the kernel.
+    nr_swap_pages: i64,
+    total_swap_pages: i64,
+    /// `swap_slot_cache_active`: the per-CPU slot caches are in use.
+    slot_cache_active: bool,
+    /// `swap_slot_cache_enabled`: off while swapoff runs.
+    slot_cache_enabled: bool,
+    /// Orders requeues of equal-priority swap devices (`plist_requeue`).
+    requeue_seq: u64,
+    /// `least_priority`: the last default (negative) swapon priority.
+    least_priority: i32,
+    /// `init_mm.mmlist`: every mm that ever held a swap entry, most recent
+    /// first (the order try_to_unuse visits them).
+    mmlist: Vec<u32>,
+    /// `nr_rotate_swap`: rotational swap devices on.
+    nr_rotate_swap: u32,
+}
+
+impl Default for Globals {
+    fn default() -> Self {
+        Globals {
+            nr_swap_pages: 0,
+            total_swap_pages: 0,
+            slot_cache_active: false,
+            slot_cache_enabled: true,
+            requeue_seq: 0,
+            least_priority: -1,
+            mmlist: Vec::new(),
+            nr_rotate_swap: 0,
+        }
+    }
+}
+
+impl Globals {
     /// `vm_swap_full`: less than half of all swap space is free.
+    #[inline]
     pub fn vm_swap_full(&self) -> bool {
         self.nr_swap_pages * 2 < self.total_swap_pages
+    }
+
+    /// `get_nr_swap_pages`: free swap slots (negative during swapoff).
+    #[inline]
+    pub fn nr_swap_pages(&self) -> i64 {
+        self.nr_swap_pages
+    }
+
+    /// `total_swap_pages`: the slots of every device on.
+    #[inline]
+    pub fn total_swap_pages(&self) -> i64 {
+        self.total_swap_pages
+    }
+
+    /// `nr_rotate_swap`: rotational devices on (VMA readahead is off
+    /// while any is).
+    #[inline]
+    pub fn nr_rotate_swap(&self) -> u32 {
+        self.nr_rotate_swap
+    }
+}
+
+impl Kernel {
+    /// swapon of a spec device at boot, before any task runs: as
+    /// `swapon`, without the requeue (the devices come in spec order) and
+    /// with the slot caches enabled at the first (`enable_swap_slots_cache`).
+    pub(crate) fn swapon_at_boot(&mut self, dev: &mmsim_spec::SwapDevice) {
+        let prio = self.swapon_priority(dev.priority);
+        let si = SwapInfo::new(dev, prio, self.cpus.len());
+        self.swapfile.nr_swap_pages += si.pages as i64;
+        self.swapfile.total_swap_pages += si.pages as i64;
+        if dev.rotational() {
+            self.swapfile.nr_rotate_swap += 1;
+        }
+        self.swap.push(si);
+        self.swapfile.slot_cache_active = true;
+    }
+
+    /// `vm_swap_full`: less than half of all swap space is free.
+    pub fn vm_swap_full(&self) -> bool {
+        self.swapfile.vm_swap_full()
     }
 
     /// `get_swap_pages`: up to `n` slots from the highest-priority device
@@ -318,12 +400,12 @@ impl Kernel {
     fn get_swap_pages(&mut self, n: usize, out: &mut Vec<SwpEntry>) {
         let cpu = self.cur_cpu;
         for ty in self.swap_avail() {
-            self.swap_requeue_seq += 1;
+            self.swapfile.requeue_seq += 1;
             let si = &mut self.swap[ty];
-            si.requeued = self.swap_requeue_seq;
+            si.requeued = self.swapfile.requeue_seq;
             let mut offs = Vec::with_capacity(n);
             si.scan_swap_map_slots(cpu, n, &mut offs);
-            self.nr_swap_pages -= offs.len() as i64;
+            self.swapfile.nr_swap_pages -= offs.len() as i64;
             out.extend(offs.into_iter().map(|o| swp_entry(ty, o)));
             if !out.is_empty() {
                 return;
@@ -344,22 +426,22 @@ impl Kernel {
     /// `check_cache_active`: the slot caches run only while free swap is
     /// plentiful (more than 5×64 slots per CPU on, below 2×64 off).
     fn check_cache_active(&mut self) -> bool {
-        if !self.swap_slot_cache_enabled {
+        if !self.swapfile.slot_cache_enabled {
             return false;
         }
         let cpus = self.cpus.len() as i64;
         let size = SWAP_SLOTS_CACHE_SIZE as i64;
-        if !self.swap_slot_cache_active {
-            if self.nr_swap_pages > cpus * 5 * size {
-                self.swap_slot_cache_active = true;
+        if !self.swapfile.slot_cache_active {
+            if self.swapfile.nr_swap_pages > cpus * 5 * size {
+                self.swapfile.slot_cache_active = true;
             }
-        } else if self.nr_swap_pages < cpus * 2 * size {
-            self.swap_slot_cache_active = false;
+        } else if self.swapfile.nr_swap_pages < cpus * 2 * size {
+            self.swapfile.slot_cache_active = false;
             for cpu in 0..self.cpus.len() {
                 self.drain_slots_cache(cpu);
             }
         }
-        self.swap_slot_cache_active
+        self.swapfile.slot_cache_active
     }
 
     /// Returns every slot a CPU's caches hold to the devices.
@@ -429,7 +511,7 @@ impl Kernel {
     ) -> Option<SwpEntry> {
         let nr = 1u32 << order;
         let off = self.swap[ty].alloc_large(cpu, order)?;
-        self.nr_swap_pages -= nr as i64;
+        self.swapfile.nr_swap_pages -= nr as i64;
         for o in off..off + nr {
             self.swap[ty].cgroup[o as usize] = memcg;
         }
@@ -444,12 +526,12 @@ impl Kernel {
     /// solid-state device keeps a list of. None: the caller splits.
     pub fn folio_alloc_swap_thp(&mut self, memcg: u16) -> Option<SwpEntry> {
         const NR: u32 = SWAPFILE_CLUSTER;
-        if self.nr_swap_pages < NR as i64 {
+        if self.swapfile.nr_swap_pages < NR as i64 {
             return None;
         }
         let ty = *self.swap_avail().first()?;
-        self.swap_requeue_seq += 1;
-        self.swap[ty].requeued = self.swap_requeue_seq;
+        self.swapfile.requeue_seq += 1;
+        self.swap[ty].requeued = self.swapfile.requeue_seq;
         if self.swap[ty].flags & SWP_SOLIDSTATE == 0 {
             return None;
         }
@@ -506,7 +588,7 @@ impl Kernel {
     /// together when it is full (or at once with the caches off).
     fn free_swap_slot(&mut self, entry: SwpEntry) {
         let cpu = self.cur_cpu;
-        if self.swap_slot_cache_active && self.swap_slot_cache_enabled {
+        if self.swapfile.slot_cache_active && self.swapfile.slot_cache_enabled {
             if self.cpus[cpu].slots.slots_ret.len() >= SWAP_SLOTS_CACHE_SIZE {
                 let ret = std::mem::take(&mut self.cpus[cpu].slots.slots_ret);
                 self.swapcache_free_entries(&ret);
@@ -537,7 +619,7 @@ impl Kernel {
             if si.cache[off as usize] & 1 == 1 {
                 si.cache[off as usize] = 0;
             }
-            self.nr_swap_pages += 1;
+            self.swapfile.nr_swap_pages += 1;
             if self.swap[ty].bdev.is_none() {
                 self.zram_slot_free_notify(ty, off);
             }
@@ -588,8 +670,8 @@ impl Kernel {
     /// negative default (`--least_priority`, from -2).
     pub fn swapon_priority(&mut self, prio: Option<i32>) -> i32 {
         prio.unwrap_or_else(|| {
-            self.least_priority -= 1;
-            self.least_priority
+            self.swapfile.least_priority -= 1;
+            self.swapfile.least_priority
         })
     }
 
@@ -601,12 +683,12 @@ impl Kernel {
         let prio = self.swapon_priority(dev.priority);
         let mut si = SwapInfo::new(dev, prio, self.cpus.len());
         // plist_add: behind the devices already on at this priority.
-        self.swap_requeue_seq += 1;
-        si.requeued = self.swap_requeue_seq;
-        self.nr_swap_pages += si.pages as i64;
-        self.total_swap_pages += si.pages as i64;
+        self.swapfile.requeue_seq += 1;
+        si.requeued = self.swapfile.requeue_seq;
+        self.swapfile.nr_swap_pages += si.pages as i64;
+        self.swapfile.total_swap_pages += si.pages as i64;
         if dev.rotational() {
-            self.nr_rotate_swap += 1;
+            self.swapfile.nr_rotate_swap += 1;
         }
         self.swap[ty] = si;
         Ok(())
@@ -614,8 +696,8 @@ impl Kernel {
 
     /// `add_to_mmlist`: the mm holds a swap entry; swapoff must visit it.
     pub fn add_to_mmlist(&mut self, mm: u32) {
-        if !self.mmlist.contains(&mm) {
-            self.mmlist.insert(0, mm);
+        if !self.swapfile.mmlist.contains(&mm) {
+            self.swapfile.mmlist.insert(0, mm);
         }
     }
 
@@ -632,8 +714,8 @@ impl Kernel {
         // The device's pages leave the totals up front: with one device
         // nr_swap_pages goes negative, vm_swap_full() holds and reclaim
         // cannot take anon pages while swapoff runs.
-        self.nr_swap_pages -= pages;
-        self.total_swap_pages -= pages;
+        self.swapfile.nr_swap_pages -= pages;
+        self.swapfile.total_swap_pages -= pages;
         if prio < 0 {
             // Devices below a removed default priority move up one.
             for s in self.swap.iter_mut() {
@@ -641,26 +723,26 @@ impl Kernel {
                     s.prio += 1;
                 }
             }
-            self.least_priority += 1;
+            self.swapfile.least_priority += 1;
         }
         // disable_swap_slots_cache_lock: drain every CPU's cached slots.
-        self.swap_slot_cache_enabled = false;
+        self.swapfile.slot_cache_enabled = false;
         for cpu in 0..self.cpus.len() {
             self.drain_slots_cache(cpu);
         }
         let r = self.traced(crate::cost_model::Fn::TryToUnuse, |k| k.try_to_unuse(ty));
-        self.swap_slot_cache_enabled = true;
+        self.swapfile.slot_cache_enabled = true;
         if let Err(e) = r {
             // The kernel puts the device back (reinsert_swap_info).
             let si = &mut self.swap[ty];
             si.flags |= SWP_WRITEOK;
-            self.nr_swap_pages += pages;
-            self.total_swap_pages += pages;
+            self.swapfile.nr_swap_pages += pages;
+            self.swapfile.total_swap_pages += pages;
             return Err(e);
         }
         debug_assert_eq!(self.swap[ty].inuse_pages, 0);
         if rotational {
-            self.nr_rotate_swap -= 1;
+            self.swapfile.nr_rotate_swap -= 1;
         }
         // exit_swap_address_space: shadows go with the cache.
         let si = &mut self.swap[ty];
@@ -685,7 +767,7 @@ impl Kernel {
             if !self.shmem_unuse(ty) {
                 return Err(SwapoffError::NoMemory);
             }
-            let mms = self.mmlist.clone();
+            let mms = self.swapfile.mmlist.clone();
             for mm in mms {
                 for vma in self.mms[mm as usize].vmas.clone() {
                     self.unuse_vma(ty, vma)?;

@@ -395,7 +395,7 @@ impl Kernel {
         }
         self.blk_finish_plug();
         sc.nr_reclaimed += nr_reclaimed;
-        if self.total_swap_pages > 0 && self.inactive_is_low(memcg, LRU_INACTIVE_ANON) {
+        if self.swapfile.total_swap_pages() > 0 && self.inactive_is_low(memcg, LRU_INACTIVE_ANON) {
             self.traced(Fn::ShrinkActiveList, |k| {
                 k.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc, LRU_ACTIVE_ANON)
             });
@@ -1224,7 +1224,9 @@ impl Kernel {
     /// The classic `kswapd_age_node`: keep the inactive anon list from
     /// running low.
     pub(crate) fn kswapd_age_node_classic(&mut self, sc: &mut ScanControl) {
-        if self.total_swap_pages == 0 || !self.inactive_is_low(ROOT_MEMCG, LRU_INACTIVE_ANON) {
+        if self.swapfile.total_swap_pages() == 0
+            || !self.inactive_is_low(ROOT_MEMCG, LRU_INACTIVE_ANON)
+        {
             return;
         }
         for m in 0..self.memcgs.len() as u16 {

@@ -105,7 +105,7 @@ impl Kernel {
     /// `mem_cgroup_get_nr_swap_pages`: swap the memcg may still use (no
     /// memory.swap.max is modelled, so the global free swap).
     pub fn mem_cgroup_get_nr_swap_pages(&self, _memcg: u16) -> u64 {
-        self.nr_swap_pages.max(0) as u64
+        self.swapfile.nr_swap_pages().max(0) as u64
     }
 }
 

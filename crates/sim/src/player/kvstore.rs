@@ -147,7 +147,7 @@ fn kv_loop(
         kr.pos += 1;
         p.done_work += 1;
         k.user_access(kr.vma, access_page(a) as usize, access_is_write(a))?;
-        if let Some(until) = k.blocked_until.take() {
+        if let Some(until) = k.fault.take_blocked_until() {
             kr.pos -= 1;
             p.done_work -= 1;
             return Ok(Some(SliceEnd::Sleep(until)));

@@ -350,7 +350,7 @@ impl<'s> Player<'s> {
             };
         }
         let usable = k.zones.iter().map(|z| z.managed).sum::<u64>() >> 8;
-        let swap = k.total_swap_pages >> 8;
+        let swap = k.swapfile.total_swap_pages() >> 8;
         let message = if t.cgroup.is_empty() {
             format!(
                 "task {} ran out of memory (VM_FAULT_OOM) outside any cgroup: the kernel would invoke the global OOM killer, which mmsim does not model; found {usable} MiB of managed memory and {swap} MiB of swap on; expected a workload that fits (a larger `machine.memory`, more `[[swap]]`, or smaller regions)",

@@ -74,7 +74,7 @@ pub(super) fn run(
         let vma = sr.vma.expect("a window is mapped");
         p.done_work += 1;
         k.user_access(vma, sr.pos as usize, false)?;
-        if let Some(until) = k.blocked_until.take() {
+        if let Some(until) = k.fault.take_blocked_until() {
             p.done_work -= 1;
             p.tasks[i].activity = Some(Activity::Stream(sr));
             return Ok(Some(SliceEnd::Sleep(until)));

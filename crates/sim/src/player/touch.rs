@@ -97,7 +97,7 @@ fn touch_loop(
         tr.pos += 1;
         p.done_work += 1;
         k.user_access(tr.vma, access_page(a) as usize, access_is_write(a))?;
-        if let Some(until) = k.blocked_until.take() {
+        if let Some(until) = k.fault.take_blocked_until() {
             // The fault waits for I/O; the access runs again after.
             tr.pos -= 1;
             p.done_work -= 1;
@@ -123,7 +123,7 @@ fn resident_run(
     tr: &mut TouchRun,
 ) -> Option<SliceEnd> {
     if k.kswapd_wake_at.is_some()
-        || k.khugepaged_wake_at.is_some()
+        || k.khugepaged.wakeup_pending()
         || k.tasks[ktask].nr_pages_over_high != 0
     {
         return None;
