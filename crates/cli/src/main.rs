@@ -29,7 +29,7 @@ struct Cli {
     /// The machine profile: what each kernel primitive costs. `auto`
     /// (the committed profile measured on this machine's CPU model, else
     /// `default`), a profile file written by `mmsim calibrate`, `default`
-    /// (crates/sim/profiles/default.toml) or `reference` (cost.rs's
+    /// (crates/sim/profiles/default.toml) or `reference` (cost_model.rs's
     /// documented values). Without it: $MMSIM_PROFILE, else `auto`. The
     /// run's knobs say which (`mmsim:cost-profile`).
     #[arg(long, global = true, value_name = "FILE")]

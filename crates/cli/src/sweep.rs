@@ -224,7 +224,8 @@ fn plot(t: &Table, dims: &[Dim], x: &str, y: &str, out: &Path) -> Result<(), Str
         Axis::for_column(x, 0.0)
     };
     let y_axis = Axis::for_column(y, y_max);
-    let title = format!("{y} against {x}");
+    // In the axes' words and units, not the raw column names.
+    let title = format!("{} against {}", y_axis.label, x_axis.label);
     let svg = lines_svg(&title, &x_axis, &y_axis, &series)?;
     crate::write_atomically(out, svg.as_bytes()).map_err(|e| format!("{}: {e}", out.display()))
 }

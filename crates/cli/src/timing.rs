@@ -186,6 +186,9 @@ pub fn markdown(rows: &[PhaseTime]) -> String {
     s += "\n";
     s += &summary(&PhaseTime::ratio, "the run's profile");
     s += "\n";
-    s += &summary(&PhaseTime::reference_ratio, "cost.rs's reference values");
+    s += &summary(
+        &PhaseTime::reference_ratio,
+        "the reference profile's values",
+    );
     s
 }

@@ -207,16 +207,6 @@ pub(crate) fn knob_path(knob: &str) -> Option<String> {
     knob.strip_prefix("sysfs:").map(|p| format!("/sys/{p}"))
 }
 
-/// Knobs some releases lack, by path prefix, with the release that
-/// brought each: named when a spec asks this kernel for one it has not.
-const KNOB_SINCE: &[(&str, &str)] = &[
-    ("/sys/kernel/mm/lru_gen/", "the multi-gen LRU came in 6.1"),
-    (
-        "/sys/kernel/mm/transparent_hugepage/hugepages-",
-        "per-size THP came in 6.8 (anonymous) and 6.11 (shmem)",
-    ),
-];
-
 /// The value a knob of a mechanism the kernel was built without already
 /// has: writing it there is nothing to do.
 fn off_value(value: &str) -> bool {
@@ -253,10 +243,11 @@ pub fn refuse_missing_knobs(spec: &Spec, release: &str) -> Result<(), String> {
         if std::path::Path::new(&path).exists() || off_value(value) {
             continue;
         }
-        let why = KNOB_SINCE
-            .iter()
-            .find(|(prefix, _)| path.starts_with(prefix))
-            .map_or("this release does not have it", |(_, w)| w);
+        // The release that brought the knob, from the spec's table of them.
+        let why = path
+            .strip_prefix("/sys/")
+            .and_then(mmsim_spec::sysfs_since)
+            .unwrap_or("this release does not have it");
         return Err(format!(
             "found the knob {knob}, but this kernel ({release}) has no {path} ({why}); expected a spec this release can run, or a kernel that has the knob (--kernel)"
         ));

@@ -280,7 +280,7 @@ impl MachineProfile {
             let reference = Costs::REFERENCE.get(name).unwrap_or_default();
             if e.basis == Basis::Reference && e.value != reference {
                 return Err(format!(
-                    "key cost.{name}.value: found {}, expected {reference} (basis \"reference\" is cost.rs's value)",
+                    "key cost.{name}.value: found {}, expected {reference} (basis \"reference\" is cost_model.rs's value)",
                     e.value
                 ));
             }
@@ -457,7 +457,7 @@ mod tests {
                         unit: u.to_string(),
                         spread: [v, v],
                         basis: Basis::Reference,
-                        method: "cost.rs".into(),
+                        method: "cost_model.rs".into(),
                     };
                     (n.to_string(), e)
                 })

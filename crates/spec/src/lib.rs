@@ -21,6 +21,7 @@ pub mod work;
 pub use error::SpecError;
 pub use model::*;
 pub use ops::OPS;
+pub use parse::sysfs::sysfs_since;
 pub use parse::{MAX_ACCESSES, MAX_MAP_BYTES};
 pub use sysctls::SYSCTLS;
 pub use units::{Limit, PAGE_SIZE};

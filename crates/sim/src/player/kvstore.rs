@@ -144,14 +144,12 @@ fn kv_loop(
             check_heap(k, kr)?;
         }
         let a = kr.buf[kr.pos];
-        kr.pos += 1;
-        p.done_work += 1;
-        k.user_access(kr.vma, access_page(a) as usize, access_is_write(a))?;
-        if let Some(until) = k.fault.take_blocked_until() {
-            kr.pos -= 1;
-            p.done_work -= 1;
+        if let Some(until) =
+            p.play_access(k, kr.vma, access_page(a) as usize, access_is_write(a))?
+        {
             return Ok(Some(SliceEnd::Sleep(until)));
         }
+        kr.pos += 1;
         if let Some(end) = after_access(k, ktask, slice) {
             return Ok(Some(end));
         }

@@ -377,6 +377,25 @@ impl<'s> Player<'s> {
             .ok_or_else(|| unknown_region(step, region))
     }
 
+    /// One access of a user page, counted as done unless its fault must
+    /// wait for I/O: then the time it waits until, and the op makes the
+    /// access again when the task wakes.
+    #[inline]
+    fn play_access(
+        &mut self,
+        k: &mut Kernel,
+        vma: u32,
+        page: usize,
+        write: bool,
+    ) -> Result<Option<u64>, SimError> {
+        k.user_access(vma, page, write)?;
+        let until = k.fault.take_blocked_until();
+        if until.is_none() {
+            self.done_work += 1;
+        }
+        Ok(until)
+    }
+
     /// The pages of a region of task `i`, 0 if it has none of that name.
     fn region_pages(&self, i: usize, k: &Kernel, region: &str) -> u64 {
         self.tasks[i]

@@ -72,10 +72,7 @@ pub(super) fn run(
             sr.next += n;
         }
         let vma = sr.vma.expect("a window is mapped");
-        p.done_work += 1;
-        k.user_access(vma, sr.pos as usize, false)?;
-        if let Some(until) = k.fault.take_blocked_until() {
-            p.done_work -= 1;
+        if let Some(until) = p.play_access(k, vma, sr.pos as usize, false)? {
             p.tasks[i].activity = Some(Activity::Stream(sr));
             return Ok(Some(SliceEnd::Sleep(until)));
         }

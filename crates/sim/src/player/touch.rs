@@ -94,15 +94,12 @@ fn touch_loop(
             continue;
         }
         let a = tr.buf[tr.pos];
-        tr.pos += 1;
-        p.done_work += 1;
-        k.user_access(tr.vma, access_page(a) as usize, access_is_write(a))?;
-        if let Some(until) = k.fault.take_blocked_until() {
-            // The fault waits for I/O; the access runs again after.
-            tr.pos -= 1;
-            p.done_work -= 1;
+        if let Some(until) =
+            p.play_access(k, tr.vma, access_page(a) as usize, access_is_write(a))?
+        {
             return Ok(Some(SliceEnd::Sleep(until)));
         }
+        tr.pos += 1;
         if let Some(end) = after_access(k, ktask, slice) {
             return Ok(Some(end));
         }

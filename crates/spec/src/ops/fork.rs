@@ -1,18 +1,37 @@
-//! `fork`: a child process with a copy-on-write copy of the address space
-//! runs a body of steps beside its parent, then exits.
+//! `fork` and `spawn`: a child process runs a body of steps beside its
+//! parent, then exits. A fork's child starts with a copy-on-write copy of
+//! the address space; a spawn's (fork and exec) with a fresh one, in the
+//! task's cgroup.
 
 use super::{StepCx, StepOp};
 use crate::error::SpecError;
-use crate::model::Op;
+use crate::model::{Op, Step};
 use crate::parse::fields::Fields;
 use crate::parse::regions::{RegionCheck, Regions};
 use crate::work::{Sizes, WorkCx};
 
-pub(super) struct Fork;
+/// `fork` (exec false) or `spawn` (exec true).
+pub(super) struct Fork {
+    pub exec: bool,
+}
+
+impl Fork {
+    /// The body of a step this module built.
+    fn body<'a>(&self, op: &'a Op) -> &'a [Step] {
+        match (op, self.exec) {
+            (Op::Fork { steps }, false) | (Op::Spawn { steps }, true) => steps,
+            _ => unreachable!("not a {}", self.word()),
+        }
+    }
+}
 
 impl StepOp for Fork {
     fn word(&self) -> &'static str {
-        "fork"
+        if self.exec {
+            "spawn"
+        } else {
+            "fork"
+        }
     }
 
     fn keys(&self) -> &'static [&'static str] {
@@ -31,11 +50,20 @@ impl StepOp for Fork {
     }
 
     fn build(&self, cx: &mut StepCx, f: &Fields) -> Result<Op, SpecError> {
-        Ok(Op::Fork { steps: cx.body(f)? })
+        let steps = cx.body(f)?;
+        Ok(if self.exec {
+            Op::Spawn { steps }
+        } else {
+            Op::Fork { steps }
+        })
     }
 
     fn owns(&self, op: &Op) -> bool {
-        matches!(op, Op::Fork { .. })
+        match op {
+            Op::Fork { .. } => !self.exec,
+            Op::Spawn { .. } => self.exec,
+            _ => false,
+        }
     }
 
     fn check(
@@ -45,19 +73,23 @@ impl StepOp for Fork {
         op: &Op,
         regions: &mut Regions,
     ) -> Result<(), SpecError> {
-        let Op::Fork { steps } = op else {
-            unreachable!("not a fork")
+        // A fork's child starts with a copy of the parent's regions, a new
+        // program with none.
+        let mut child = if self.exec {
+            Regions::new()
+        } else {
+            regions.clone()
         };
-        // The child starts with a copy of the parent's regions.
-        let mut child = regions.clone();
-        cx.body(&format!("{key}.steps"), steps, &mut child)
+        cx.body(&format!("{key}.steps"), self.body(op), &mut child)
     }
 
-    /// copy_page_range over every region so far, then the child's steps.
+    /// fork: copy_page_range over every region so far, then the child's
+    /// steps; spawn: the new program's steps.
     fn work(&self, cx: &WorkCx, op: &Op, sizes: &mut Sizes) -> u128 {
-        let Op::Fork { steps } = op else {
-            unreachable!("not a fork")
-        };
+        let steps = self.body(op);
+        if self.exec {
+            return cx.steps(steps, &mut Sizes::new());
+        }
         let mapped: u128 = sizes.values().map(|&p| p as u128).sum();
         mapped.saturating_add(cx.steps(steps, &mut sizes.clone()))
     }

@@ -29,7 +29,6 @@ mod phase;
 mod repeat;
 mod set;
 mod sleep;
-mod spawn;
 mod stream;
 mod swap;
 mod touch;
@@ -48,8 +47,8 @@ const ALL: &[&dyn StepOp] = &[
     &compute::Compute,
     &phase::Phase,
     &repeat::Repeat,
-    &fork::Fork,
-    &spawn::Spawn,
+    &fork::Fork { exec: false },
+    &fork::Fork { exec: true },
     &wait::Wait,
     &swap::Swap { on: false },
     &swap::Swap { on: true },

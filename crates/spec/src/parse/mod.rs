@@ -15,6 +15,7 @@ pub(crate) mod knobs;
 mod machine;
 pub(crate) mod regions;
 mod syntax;
+pub(crate) mod sysfs;
 pub(crate) mod tasks;
 
 use crate::error::{Reporter, SpecError};
@@ -23,9 +24,10 @@ use crate::tree::{self, join, Node, Table, Val};
 use devices::{build_disks, build_files, build_swaps};
 use fidelity::build_fidelity;
 use fields::Fields;
-use knobs::{build_sysctl, build_sysfs};
+use knobs::build_sysctl;
 use machine::{build_features, build_machine};
 use syntax::toml_error;
+use sysfs::build_sysfs;
 use tasks::{build_cgroup, build_task};
 
 pub(crate) use syntax::escape_controls;
