@@ -2,7 +2,7 @@
 
 use super::{Activity, Player};
 use crate::kernel::Kernel;
-use crate::sched::{Slice, SliceEnd};
+use crate::sched::rq::{Slice, SliceEnd};
 
 pub(super) fn start(p: &mut Player, i: usize, ns: u64) -> Option<SliceEnd> {
     if ns > 0 {

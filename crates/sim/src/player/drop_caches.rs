@@ -3,7 +3,7 @@
 use super::Player;
 use crate::cost_model;
 use crate::kernel::Kernel;
-use crate::sched::SliceEnd;
+use crate::sched::rq::SliceEnd;
 
 /// Counts every file's pages (what it may visit).
 pub(super) fn start(p: &mut Player, k: &mut Kernel) -> Option<SliceEnd> {

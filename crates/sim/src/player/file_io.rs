@@ -5,7 +5,7 @@ use super::{after_access, Activity, Player};
 use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::mm::memory::FaultError;
-use crate::sched::{Slice, SliceEnd};
+use crate::sched::rq::{Slice, SliceEnd};
 use crate::SimError;
 use mmsim_spec::{Op, Step};
 

@@ -4,7 +4,7 @@
 use super::{new_ktask, Player, TaskRun};
 use crate::cost_model;
 use crate::kernel::Kernel;
-use crate::sched::{Slice, SliceEnd};
+use crate::sched::rq::{Slice, SliceEnd};
 use crate::SimError;
 use mmsim_spec::Step;
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 use super::Player;
 use crate::cost_model;
 use crate::kernel::Kernel;
-use crate::sched::SliceEnd;
+use crate::sched::rq::SliceEnd;
 
 /// tmpfs has noop_fsync; a regular file's task sleeps until its pages
 /// are written. Counts the pages it may visit.

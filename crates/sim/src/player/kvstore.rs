@@ -3,7 +3,7 @@
 
 use super::{after_access, at_step, Activity, Player};
 use crate::kernel::Kernel;
-use crate::sched::{Slice, SliceEnd};
+use crate::sched::rq::{Slice, SliceEnd};
 use crate::SimError;
 use mmsim_spec::kv::{KvDb, KvRequest, KvStream};
 use mmsim_spec::output::KvResult;

@@ -5,7 +5,7 @@
 //! that takes time (a touch, a kvstore, a stream, a read or write, a
 //! compute) becomes the task's `Activity`, run access by access until it
 //! ends or the slice does: after each access the player asks the slice
-//! (`crate::sched::Slice::check`) whether it ends there.
+//! (`crate::sched::rq::Slice::check`) whether it ends there.
 
 mod compute;
 mod drop_caches;
@@ -26,7 +26,7 @@ mod touch;
 mod wait;
 
 use crate::kernel::Kernel;
-use crate::sched::{Slice, SliceEnd};
+use crate::sched::rq::{Slice, SliceEnd};
 use crate::vmstat::VmStat;
 use crate::SimError;
 use mmsim_spec::output::KvResult;

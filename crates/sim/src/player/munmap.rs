@@ -3,7 +3,7 @@
 use super::{unknown_region, Player};
 use crate::cost_model;
 use crate::kernel::Kernel;
-use crate::sched::SliceEnd;
+use crate::sched::rq::SliceEnd;
 use crate::SimError;
 use mmsim_spec::Step;
 

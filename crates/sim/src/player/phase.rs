@@ -3,7 +3,7 @@
 
 use super::{close_phase, PhaseRun, Player};
 use crate::kernel::Kernel;
-use crate::sched::SliceEnd;
+use crate::sched::rq::SliceEnd;
 use crate::vmstat::VmStat;
 use crate::SimError;
 

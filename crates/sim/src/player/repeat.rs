@@ -1,7 +1,7 @@
 //! `repeat`: the body's steps, `times` passes over them.
 
 use super::{Frame, Player};
-use crate::sched::SliceEnd;
+use crate::sched::rq::SliceEnd;
 use mmsim_spec::Step;
 
 pub(super) fn start<'s>(

@@ -2,7 +2,7 @@
 
 use super::Player;
 use crate::kernel::Kernel;
-use crate::sched::SliceEnd;
+use crate::sched::rq::SliceEnd;
 
 pub(super) fn start(p: &mut Player, k: &Kernel, ns: u64) -> Option<SliceEnd> {
     p.done_work += 1;

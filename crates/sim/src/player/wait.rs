@@ -1,7 +1,7 @@
 //! `wait`: wait(2) until every child the task forked or spawned exits.
 
 use super::Player;
-use crate::sched::SliceEnd;
+use crate::sched::rq::SliceEnd;
 
 pub(super) fn start(p: &mut Player, i: usize) -> Option<SliceEnd> {
     p.done_work += 1;
