@@ -824,7 +824,14 @@ pub enum Op {
     Fork {
         steps: Vec<Step>,
     },
-    /// Wait until every child this task forked or spawned has exited.
+    /// A thread (clone with CLONE_VM): runs `steps` beside its creator in
+    /// the same address space and cgroup, on the creator's regions, then
+    /// exits.
+    Thread {
+        steps: Vec<Step>,
+    },
+    /// Wait until every child this task forked or spawned, and every
+    /// thread it started, has exited.
     Wait,
     /// Start a new program (fork and exec): a process with a fresh address
     /// space, in the task's cgroup, runs `steps` beside the task and exits.
@@ -977,12 +984,26 @@ impl Setting {
     }
 }
 
-/// Every op of `steps`, those inside repeat, fork and spawn included, in
+impl Op {
+    /// The steps an op runs as a body of its own (a repeat's, a fork's, a
+    /// spawn's, a thread's).
+    pub fn body(&self) -> Option<&[Step]> {
+        match self {
+            Op::Repeat { steps, .. }
+            | Op::Fork { steps }
+            | Op::Spawn { steps }
+            | Op::Thread { steps } => Some(steps),
+            _ => None,
+        }
+    }
+}
+
+/// Every op of `steps`, those inside repeat, fork, spawn and thread bodies included, in
 /// spec order.
 pub fn for_each_op_in<'a>(steps: &'a [Step], f: &mut impl FnMut(&'a Op)) {
     for s in steps {
         f(&s.op);
-        if let Op::Repeat { steps, .. } | Op::Fork { steps } | Op::Spawn { steps } = &s.op {
+        if let Some(steps) = s.op.body() {
             for_each_op_in(steps, f);
         }
     }

@@ -410,10 +410,11 @@ pub fn sources(spec: &crate::model::Spec) -> Vec<&TraceSource> {
         for s in steps {
             match &s.op {
                 Op::Touch(t) => out.extend(t.trace.as_deref()),
-                Op::Fork { steps } | Op::Spawn { steps } | Op::Repeat { steps, .. } => {
-                    walk(steps, out)
+                op => {
+                    if let Some(steps) = op.body() {
+                        walk(steps, out)
+                    }
                 }
-                _ => {}
             }
         }
     }

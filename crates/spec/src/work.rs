@@ -167,6 +167,8 @@ fn walk_mmaps(steps: &[Step], n: u128, f: &mut impl FnMut(&Step, u64, u128)) {
                 walk_mmaps(steps, n * forks, f)
             }
             Op::Fork { steps } | Op::Spawn { steps } => walk_mmaps(steps, n.saturating_mul(2), f),
+            // A thread's mappings are its process's: once per process.
+            Op::Thread { steps } => walk_mmaps(steps, n, f),
             _ => {}
         }
     }

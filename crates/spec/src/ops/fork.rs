@@ -80,7 +80,7 @@ impl StepOp for Fork {
         } else {
             regions.clone()
         };
-        cx.body(&format!("{key}.steps"), self.body(op), &mut child)
+        cx.process_body(&format!("{key}.steps"), self.body(op), &mut child)
     }
 
     /// fork: copy_page_range over every region so far, then the child's

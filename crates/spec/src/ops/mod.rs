@@ -31,6 +31,7 @@ mod set;
 mod sleep;
 mod stream;
 mod swap;
+mod thread;
 mod touch;
 mod trace;
 mod wait;
@@ -49,6 +50,7 @@ const ALL: &[&dyn StepOp] = &[
     &repeat::Repeat,
     &fork::Fork { exec: false },
     &fork::Fork { exec: true },
+    &thread::Thread,
     &wait::Wait,
     &swap::Swap { on: false },
     &swap::Swap { on: true },

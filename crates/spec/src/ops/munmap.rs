@@ -42,9 +42,11 @@ impl StepOp for Munmap {
         let Op::Munmap { region } = op else {
             unreachable!("not a munmap")
         };
-        if regions.shift_remove(region).is_none() {
+        if !regions.contains_key(region) {
             return Err(cx.unknown_region(key, region, regions));
         }
+        cx.may_unmap(key, region)?;
+        regions.shift_remove(region);
         Ok(())
     }
 

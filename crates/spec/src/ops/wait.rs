@@ -1,10 +1,11 @@
-//! `wait`: the task waits until every child it forked or spawned has
-//! exited.
+//! `wait`: the task waits until every child it forked or spawned, and
+//! every thread it started, has exited.
 
 use super::{StepCx, StepOp};
 use crate::error::SpecError;
 use crate::model::Op;
 use crate::parse::fields::Fields;
+use crate::parse::regions::{RegionCheck, Regions};
 
 pub(super) struct Wait;
 
@@ -27,5 +28,17 @@ impl StepOp for Wait {
 
     fn owns(&self, op: &Op) -> bool {
         matches!(op, Op::Wait)
+    }
+
+    /// The threads have exited: the task may unmap what they shared.
+    fn check(
+        &self,
+        cx: &mut RegionCheck,
+        _key: &str,
+        _op: &Op,
+        _regions: &mut Regions,
+    ) -> Result<(), SpecError> {
+        cx.shared_with_threads.clear();
+        Ok(())
     }
 }

@@ -27,6 +27,14 @@ pub(crate) struct RegionCheck<'a> {
     pub nswap: usize,
     /// The `[cgroup.NAME]`s (a set step names one).
     pub cgroups: Vec<String>,
+    /// Regions the steps being walked share with a thread and may not
+    /// unmap: in a thread's body, those it inherited from its creator
+    /// (`inherited`); in the creator's, those it had when it started a
+    /// thread it has not waited for since (`shared_with_threads`). A
+    /// region unmapped under a thread that uses it would leave the thread
+    /// touching memory that is gone.
+    pub inherited: Vec<String>,
+    pub shared_with_threads: Vec<String>,
 }
 
 impl<'a> RegionCheck<'a> {
@@ -55,6 +63,8 @@ impl<'a> RegionCheck<'a> {
             seen: HashMap::new(),
             nswap,
             cgroups: cgroups.iter().map(|c| c.name.clone()).collect(),
+            inherited: Vec::new(),
+            shared_with_threads: Vec::new(),
         }
     }
 
@@ -84,6 +94,9 @@ impl<'a> RegionCheck<'a> {
     ) -> Result<(), SpecError> {
         let mut state: Vec<(String, u64)> = regions.iter().map(|(k, v)| (k.clone(), *v)).collect();
         state.sort_unstable();
+        // The thread locks are part of the state a body starts from.
+        let locks = (self.inherited.iter()).chain(&self.shared_with_threads);
+        state.extend(locks.map(|n| (format!("\0{n}"), 0)));
         let memo = (steps.as_ptr() as usize, state);
         if let Some(after) = self.seen.get(&memo) {
             *regions = after.clone();
@@ -118,6 +131,35 @@ impl<'a> RegionCheck<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// Refuses the unmapping of a region a thread shares (`inherited`,
+    /// `shared_with_threads`).
+    pub(crate) fn may_unmap(&self, key: &str, region: &str) -> Result<(), SpecError> {
+        let why = if self.inherited.iter().any(|n| n == region) {
+            "which this thread shares with the task that started it; expected a region the thread mapped itself"
+        } else if self.shared_with_threads.iter().any(|n| n == region) {
+            "which a thread this task started still shares; expected a wait step before it"
+        } else {
+            return Ok(());
+        };
+        Err(self.err(key, "region", format!("found \"{region}\" unmapped, {why}")))
+    }
+
+    /// Walks a body that runs as a process of its own (a fork's or a
+    /// spawn's child): no thread of the creator shares its copies.
+    pub(crate) fn process_body(
+        &mut self,
+        prefix: &str,
+        steps: &[Step],
+        regions: &mut Regions,
+    ) -> Result<(), SpecError> {
+        let inherited = std::mem::take(&mut self.inherited);
+        let shared = std::mem::take(&mut self.shared_with_threads);
+        let r = self.body(prefix, steps, regions);
+        self.inherited = inherited;
+        self.shared_with_threads = shared;
+        r
     }
 
     pub(crate) fn unknown_region(&self, key: &str, region: &str, regions: &Regions) -> SpecError {
