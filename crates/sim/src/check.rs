@@ -27,6 +27,31 @@ pub fn check_all(k: &Kernel) -> Result<(), SimError> {
     check_pgtables(k)?;
     check_io(k)?;
     check_gen_sizes(k)?;
+    check_cpumasks(k)?;
+    Ok(())
+}
+
+/// mm_cpumask: a CPU is in an mm's mask exactly when it has that mm
+/// loaded (switch_mm_irqs_off keeps the two together).
+fn check_cpumasks(k: &Kernel) -> Result<(), SimError> {
+    for (m, mm) in k.mms.iter().enumerate() {
+        for c in mm.cpumask.iter() {
+            if k.cpus.get(c).and_then(|cpu| cpu.loaded_mm) != Some(m as u32) {
+                return fail(format!(
+                    "mm {m}'s cpumask has CPU {c}, which has another mm loaded"
+                ));
+            }
+        }
+    }
+    for (c, cpu) in k.cpus.iter().enumerate() {
+        if let Some(m) = cpu.loaded_mm {
+            if !k.mms[m as usize].cpumask.test(c) {
+                return fail(format!(
+                    "CPU {c} has mm {m} loaded, and is not in its cpumask"
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -991,6 +1016,22 @@ steps = [
             .find(|(_, f)| f.test(PG_ANON) && !f.test(PG_TAIL) && f.mapcount > 0)
             .map(|(p, _)| p as Pfn)
             .expect("a mapped anon folio")
+    }
+
+    #[test]
+    fn a_cpu_missing_from_its_mms_cpumask_is_caught() {
+        let loaded = |k: &Kernel| k.cpus[0].loaded_mm.expect("CPU 0 ran a task") as usize;
+        caught(
+            |k| {
+                let m = loaded(k);
+                k.mms[m].cpumask.clear(0)
+            },
+            |k| {
+                let m = loaded(k);
+                k.mms[m].cpumask.set(0)
+            },
+            "has mm",
+        );
     }
 
     #[test]

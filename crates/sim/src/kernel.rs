@@ -22,6 +22,9 @@ pub struct Cpu {
     /// there; it runs before the CPU's next scheduled entity.
     pub stock_drain_pending: bool,
     pub slots: SwapSlotsCache,
+    /// `cpu_tlbstate.loaded_mm`: the user mm whose page tables the CPU
+    /// has loaded (None: only the kernel's, before any task ran there).
+    pub loaded_mm: Option<u32>,
 }
 
 /// Kernel-side state of a task (what `task_struct` carries for mm).

@@ -128,6 +128,9 @@ struct Gen<'a, 'b> {
     swapper: bool,
     /// Where `trace` steps' files go; None: no trace step is drawn.
     traces: Option<&'b Path>,
+    /// The steps being drawn belong to a task with a thread it has not
+    /// waited for: they may unmap nothing (the thread shares the regions).
+    threads_live: bool,
 }
 
 /// A spec from `bytes` (any bytes make some spec text), without `trace`
@@ -371,6 +374,7 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
         next_region: 0,
         swapper: false,
         traces,
+        threads_live: false,
     };
     for t in 0..1 + g.d.below(3) {
         writeln!(out, "[task.t{t}]").unwrap();
@@ -630,10 +634,22 @@ impl Gen<'_, '_> {
                 _ => self.touch(&name, pages),
             },
             (7, Some((name, pages, private_anon))) => self.madvise(&name, pages, private_anon),
+            (8, Some(_)) if depth < 2 && self.d.chance(30) => {
+                // A thread on the task's regions: it maps and unmaps
+                // nothing of its own, and the task unmaps nothing until
+                // its next wait.
+                self.threads_live = false;
+                let n = 1 + self.d.below(4);
+                let body = self.steps(&mut regions.clone(), n, depth + 1, false);
+                self.threads_live = true;
+                format!("{{ op = \"thread\", steps = [\n{body}] }}")
+            }
             (8, Some(_)) if depth < 2 => {
                 let mut child = regions.clone();
                 let n = 1 + self.d.below(4);
+                let live = std::mem::take(&mut self.threads_live);
                 let body = self.steps(&mut child, n, depth + 1, true);
+                self.threads_live = live;
                 format!("{{ op = \"fork\", steps = [\n{body}] }}")
             }
             (9, _) if depth < 2 => {
@@ -644,7 +660,9 @@ impl Gen<'_, '_> {
             }
             (10, _) if depth < 2 => {
                 let n = 1 + self.d.below(3);
+                let live = std::mem::take(&mut self.threads_live);
                 let body = self.steps(&mut Vec::new(), n, depth + 1, true);
+                self.threads_live = live;
                 format!("{{ op = \"spawn\", steps = [\n{body}] }}")
             }
             (11, _) if self.nswap > 0 && self.swapper && depth == 0 => {
@@ -677,7 +695,7 @@ impl Gen<'_, '_> {
                     _ => "{ op = \"drop_caches\" }".to_string(),
                 }
             }
-            (15, Some((name, _, _))) if may_map && self.d.chance(50) => {
+            (15, Some((name, _, _))) if may_map && !self.threads_live && self.d.chance(50) => {
                 regions.retain(|r| r.name != name);
                 format!("{{ op = \"munmap\", region = \"{name}\" }}")
             }
@@ -694,7 +712,10 @@ impl Gen<'_, '_> {
                 1 + self.d.below(500)
             ),
             (18, _) => format!("{{ op = \"phase\", name = \"p{}\" }}", self.d.below(4)),
-            (19, _) => "{ op = \"wait\" }".to_string(),
+            (19, _) => {
+                self.threads_live = false;
+                "{ op = \"wait\" }".to_string()
+            }
             (_, Some((name, pages, _))) => self.touch(&name, pages),
             (_, None) => format!(
                 "{{ op = \"compute\", duration = \"{}us\" }}",

@@ -54,6 +54,8 @@ pub struct Mm {
     pub khugepaged_slot: bool,
     /// Its last task has exited (mm_users is 0).
     pub exited: bool,
+    /// `mm_cpumask`: the CPUs that have it loaded (tlb.rs).
+    pub cpumask: super::tlb::CpuMask,
 }
 
 impl Mm {
@@ -229,6 +231,7 @@ impl Kernel {
             huge_zero: false,
             khugepaged_slot: false,
             exited: false,
+            cpumask: Default::default(),
         });
         let mm = (self.mms.len() - 1) as u32;
         self.lru_gen_add_mm(mm);

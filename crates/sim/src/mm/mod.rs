@@ -21,5 +21,6 @@ pub mod shmem;
 pub mod swap;
 pub mod swap_state;
 pub mod swapfile;
+pub mod tlb;
 pub mod vmscan;
 pub mod workingset;

@@ -47,7 +47,10 @@ pub(super) fn start<'s>(
     let (kind, nth) = if spawn {
         ("spawn", parent.nspawns)
     } else {
-        ("fork", parent.forks.len() as u32 - parent.nspawns)
+        (
+            "fork",
+            parent.forks.len() as u32 - parent.nspawns - parent.nthreads,
+        )
     };
     let name = format!("{}/{kind}{nth}", parent.name);
     let mut child = TaskRun::new(

@@ -22,6 +22,7 @@ mod set;
 mod sleep;
 mod stream;
 mod swap;
+mod thread;
 mod touch;
 mod wait;
 
@@ -61,6 +62,13 @@ pub struct TaskRun<'s> {
     pub parent: Option<usize>,
     live_children: u32,
     pub forks: Vec<usize>,
+    /// A thread of its creator's process (`parent`), sharing its mm.
+    thread: bool,
+    /// `thread` steps this task has run (names its threads thread0, …).
+    nthreads: u32,
+    /// Mappings its threads made and left to the process at their exit:
+    /// they go when the process exits.
+    thread_vmas: Vec<u32>,
 }
 
 /// What a task is doing across accesses and slices.
@@ -136,6 +144,9 @@ impl<'s> TaskRun<'s> {
             parent: None,
             live_children: 0,
             forks: Vec::new(),
+            thread: false,
+            nthreads: 0,
+            thread_vmas: Vec::new(),
         }
     }
 }
@@ -277,6 +288,7 @@ impl<'s> Player<'s> {
             Op::Phase { name } => phase::start(self, i, k, name),
             Op::Fork { steps } => fork::start(self, i, k, slice, steps, false),
             Op::Spawn { steps } => fork::start(self, i, k, slice, steps, true),
+            Op::Thread { steps } => thread::start(self, i, k, slice, steps),
             Op::Wait => Ok(wait::start(self, i)),
             Op::Swapoff { device } => swap::swapoff(self, k, step, *device),
             Op::Swapon { device } => swap::swapon(self, k, step, *device),
@@ -291,11 +303,16 @@ impl<'s> Player<'s> {
         }
     }
 
-    /// exit_mmap: every mapping goes. The parent to wake from wait(2),
-    /// if this was its last child.
+    /// exit_mmap: every mapping goes (a thread's exit leaves them to its
+    /// process). The parent to wake from wait(2), if this was its last
+    /// child.
     pub fn exit_task(&mut self, i: usize, k: &mut Kernel) -> Option<usize> {
+        if self.tasks[i].thread {
+            return self.exit_thread(i, k);
+        }
         let t = &mut self.tasks[i];
         let mut vmas: Vec<u32> = t.regions.drain().map(|(_, v)| v).collect();
+        vmas.append(&mut t.thread_vmas);
         vmas.sort_unstable();
         // __mmput: khugepaged_exit, then exit_mmap.
         k.khugepaged_exit(k.tasks[t.ktask].mm);
@@ -310,6 +327,22 @@ impl<'s> Player<'s> {
         }
         let p = t.parent?;
         let parent = &mut self.tasks[p];
+        parent.live_children -= 1;
+        (parent.live_children == 0).then_some(p)
+    }
+
+    /// A thread's exit: the mm stays with its process, which takes over
+    /// the mappings the thread made (the creator's own are shared, and the
+    /// spec check keeps the thread from unmapping them).
+    fn exit_thread(&mut self, i: usize, k: &Kernel) -> Option<usize> {
+        let p = self.tasks[i].parent.expect("a thread has a creator");
+        let t = &mut self.tasks[i];
+        t.end = k.now();
+        let mut own: Vec<u32> = t.regions.drain().map(|(_, v)| v).collect();
+        own.append(&mut t.thread_vmas);
+        let parent = &mut self.tasks[p];
+        own.retain(|v| !parent.regions.values().any(|pv| pv == v));
+        parent.thread_vmas.append(&mut own);
         parent.live_children -= 1;
         (parent.live_children == 0).then_some(p)
     }

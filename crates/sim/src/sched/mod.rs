@@ -128,6 +128,7 @@ impl<'s> Scheduler<'s> {
     ) -> Result<u64, SimError> {
         let cpu = self.rq.cur_cpu;
         k.cur_task = Some(self.player.tasks[entity].ktask);
+        k.switch_mm(cpu, k.tasks[self.player.tasks[entity].ktask].mm);
         self.lru_gen_use_mm(k, entity, start, switched);
         // Tasks the slice may fork come after these.
         let before = self.rq.tasks.len();

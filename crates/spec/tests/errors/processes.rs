@@ -227,3 +227,75 @@ steps = [
     );
     check(&e, 6, "task.main.steps[1].ratio", &["\"0:0\"", "SETS:GETS"]);
 }
+
+const THREAD_HEAD: &str = r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "8M" },
+"#;
+
+#[test]
+fn a_thread_runs_on_its_creators_regions() {
+    let s = parse(&format!(
+        r#"{THREAD_HEAD}  {{ op = "thread", steps = [
+      {{ op = "touch", region = "heap", write = 1.0 }},
+      {{ op = "mmap", name = "own", kind = "anon", size = "1M" }},
+      {{ op = "munmap", region = "own" }},
+  ] }},
+  {{ op = "wait" }},
+  {{ op = "munmap", region = "heap" }},
+]
+"#
+    ))
+    .unwrap();
+    let ops = &s.tasks[0].steps;
+    assert!(matches!(&ops[1].op, Op::Thread { steps } if steps.len() == 3));
+}
+
+#[test]
+fn a_thread_may_not_unmap_what_it_shares_with_its_creator() {
+    let e = rejected(&format!(
+        r#"{THREAD_HEAD}  {{ op = "thread", steps = [
+      {{ op = "munmap", region = "heap" }},
+  ] }},
+]
+"#
+    ));
+    check(
+        &e,
+        7,
+        "task.main.steps[1].steps[0].region",
+        &["\"heap\"", "shares with the task that started it"],
+    );
+}
+
+#[test]
+fn a_creator_may_unmap_a_shared_region_only_after_wait() {
+    let e = rejected(&format!(
+        r#"{THREAD_HEAD}  {{ op = "thread", steps = [ {{ op = "touch", region = "heap" }} ] }},
+  {{ op = "repeat", times = 2, steps = [ {{ op = "munmap", region = "heap" }} ] }},
+]
+"#
+    ));
+    check(
+        &e,
+        7,
+        "task.main.steps[2].steps[0].region",
+        &[
+            "\"heap\"",
+            "a thread this task started still shares",
+            "wait",
+        ],
+    );
+    // A forked child is a process of its own: the creator's threads do
+    // not share its copies.
+    parse(&format!(
+        r#"{THREAD_HEAD}  {{ op = "thread", steps = [ {{ op = "touch", region = "heap" }} ] }},
+  {{ op = "fork", steps = [ {{ op = "munmap", region = "heap" }} ] }},
+  {{ op = "wait" }},
+]
+"#
+    ))
+    .unwrap();
+}

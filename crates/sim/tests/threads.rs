@@ -1,0 +1,125 @@
+//! Threads: tasks that share their creator's mm, regions and cgroup
+//! (clone with CLONE_VM), the creator's wait joining them, and mm_cpumask
+//! following the CPUs the mm is loaded on (the invariant checker holds it
+//! to each CPU's loaded mm at every phase mark and after the run).
+
+mod common;
+use common::*;
+
+fn two_cpus(steps: &str) -> String {
+    format!(
+        r#"
+[machine]
+memory = "512M"
+cpus = 2
+[task.main]
+steps = [
+  {{ op = "mmap", name = "buf", kind = "anon", size = "8M" }},
+  {steps}
+]
+"#
+    )
+}
+
+#[test]
+fn two_threads_write_and_dontneed_their_own_halves() {
+    // Each half is 1024 pages; every pass write-faults each page once
+    // (MADV_DONTNEED left it unmapped), 8 passes per half, then the
+    // creator reads the whole region (1024 + 1024 zero-page faults after
+    // the last DONTNEED), and the thread's own 256-page region is written
+    // once.
+    let r = run_checked(&two_cpus(
+        r#"{ op = "phase", name = "loops" },
+  { op = "thread", steps = [
+      { op = "repeat", times = 8, steps = [
+        { op = "touch", region = "buf", length = "4M", write = 1.0 },
+        { op = "madvise", region = "buf", advice = "dontneed", length = "4M" },
+      ] },
+      { op = "mmap", name = "own", kind = "anon", size = "1M" },
+      { op = "touch", region = "own", write = 1.0 },
+  ] },
+  { op = "repeat", times = 8, steps = [
+    { op = "touch", region = "buf", offset = "4M", write = 1.0 },
+    { op = "madvise", region = "buf", advice = "dontneed", offset = "4M" },
+  ] },
+  { op = "wait" },
+  { op = "phase", name = "read" },
+  { op = "touch", region = "buf" },"#,
+    ));
+    let names: Vec<&str> = r.tasks.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["main", "main/thread0"]);
+    assert_eq!(vm(&r, "pgfault"), 8 * 2048 + 256 + 2048);
+    assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 2048);
+    // One address space: nothing is copied.
+    assert_eq!(vm(&r, "pgreuse"), 0);
+    // The two loops ran side by side on the two CPUs: the thread started
+    // as its creator's loop did and ended before the creator's did alone
+    // twice over.
+    let (main, thread) = (&r.tasks[0], &r.tasks[1]);
+    let creator_loop = r.tasks[0].phases[0].end_ns - r.tasks[0].phases[0].start_ns;
+    assert!(thread.start_ns < main.phases[0].start_ns + creator_loop / 10);
+    assert!(thread.end_ns - thread.start_ns < creator_loop * 3 / 2);
+}
+
+#[test]
+fn a_threads_writes_land_in_its_creators_pages() {
+    // The creator writes 512 pages; its thread writes them again through
+    // the same PTEs (no copy-on-write, no fault) and the creator reads the
+    // thread's data back: 512 faults in all; each read checks the token
+    // the thread wrote (a copy would leave the creator the old ones).
+    let r = run_checked(&two_cpus(
+        r#"{ op = "touch", region = "buf", length = "2M", write = 1.0 },
+  { op = "thread", steps = [ { op = "touch", region = "buf", length = "2M", write = 1.0 } ] },
+  { op = "wait" },
+  { op = "touch", region = "buf", length = "2M" },"#,
+    ));
+    assert_eq!(vm(&r, "pgfault"), 512);
+    assert_eq!(vm(&r, "pgreuse"), 0);
+    assert_eq!(r.integrity.pages_checked, 512);
+}
+
+#[test]
+fn a_fork_after_threads_copies_the_whole_address_space() {
+    // A thread maps its own region and exits; the process forks: the
+    // child's copy holds both mappings, so the child's write of the
+    // shared region copies each page (the thread's region stays mapped
+    // in the process until it exits, then goes with it).
+    let r = run_checked(&two_cpus(
+        r#"{ op = "touch", region = "buf", length = "1M", write = 1.0 },
+  { op = "thread", steps = [
+      { op = "mmap", name = "own", kind = "anon", size = "1M" },
+      { op = "touch", region = "own", write = 1.0 },
+      { op = "thread", steps = [ { op = "touch", region = "own" } ] },
+  ] },
+  { op = "wait" },
+  { op = "fork", steps = [ { op = "touch", region = "buf", length = "1M", write = 1.0 } ] },
+  { op = "wait" },"#,
+    ));
+    let names: Vec<&str> = r.tasks.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["main", "main/thread0", "main/thread0/thread0", "main/fork0"]
+    );
+    // 256 + 256 first writes; the child's 256 writes copy (the parent
+    // still maps every page).
+    assert_eq!(vm(&r, "pgfault"), 3 * 256);
+    assert_eq!(vm(&r, "pgreuse"), 0);
+}
+
+#[test]
+fn threads_run_the_same_twice() {
+    let s = two_cpus(
+        r#"{ op = "thread", steps = [ { op = "touch", region = "buf", order = "zipf", count = 20000, write = 0.5, seed = 3 } ] },
+  { op = "thread", steps = [ { op = "touch", region = "buf", order = "uniform", count = 20000, write = 0.5, seed = 4 } ] },
+  { op = "touch", region = "buf", order = "shuffle", write = 0.5 },
+  { op = "wait" },"#,
+    );
+    let (a, b) = (run_checked(&s), run_checked(&s));
+    assert_eq!(
+        serde_json::to_string(&a.vmstat).unwrap(),
+        serde_json::to_string(&b.vmstat).unwrap()
+    );
+    let ends =
+        |r: &mmsim_spec::output::RunResult| r.tasks.iter().map(|t| t.end_ns).collect::<Vec<_>>();
+    assert_eq!(ends(&a), ends(&b));
+}
