@@ -214,10 +214,12 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
         zones: procfs::zoneinfo(),
     };
     let before = procfs::vmstat();
+    let tlb_before = procfs::tlb_shootdowns();
     let t0 = Instant::now();
     let reports = exec::run_tasks(spec, &setup.devices, &setup.files, t0);
     let elapsed = t0.elapsed().as_nanos() as u64;
     let after = procfs::vmstat();
+    let tlb = procfs::tlb_shootdowns().saturating_sub(tlb_before);
     setup.teardown();
     let reports = reports?;
     if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {
@@ -259,5 +261,9 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
         profile: BTreeMap::new(),
         histograms: BTreeMap::new(),
         profile_tree: Vec::new(),
+        interrupts: match tlb {
+            0 => BTreeMap::new(),
+            n => BTreeMap::from([("TLB".to_string(), n)]),
+        },
     })
 }

@@ -61,6 +61,26 @@ pub fn delta(
 }
 
 /// A /proc/meminfo field in bytes.
+/// The TLB-shootdown IPIs every CPU has taken: /proc/interrupts' `TLB:`
+/// row, summed over its per-CPU columns (0 where the row is missing).
+pub fn tlb_shootdowns() -> u64 {
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    interrupt_row(&text, "TLB")
+}
+
+/// The per-CPU counts of row `name` in /proc/interrupts text, summed.
+pub fn interrupt_row(text: &str, name: &str) -> u64 {
+    let head = format!("{name}:");
+    text.lines()
+        .map(str::trim_start)
+        .find_map(|l| l.strip_prefix(head.as_str()))
+        .map_or(0, |rest| {
+            rest.split_whitespace()
+                .map_while(|w| w.parse::<u64>().ok())
+                .sum()
+        })
+}
+
 pub fn meminfo(field: &str) -> u64 {
     let m = parse_pairs(&fs::read_to_string("/proc/meminfo").unwrap_or_default());
     m.get(field).copied().unwrap_or(0) as u64 * 1024
@@ -182,6 +202,13 @@ pub fn lru_gen() -> Vec<mmsim_spec::output::LruGenLruvec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tlb_row_is_summed_over_the_cpus() {
+        let text = "           CPU0       CPU1\n  0:         40          0   IO-APIC   2-edge      timer\n TLB:    3456056    3770948   TLB shootdowns\n";
+        assert_eq!(interrupt_row(text, "TLB"), 3456056 + 3770948);
+        assert_eq!(interrupt_row(text, "NMI"), 0);
+    }
 
     #[test]
     fn pairs() {

@@ -25,6 +25,11 @@ pub struct Cpu {
     /// `cpu_tlbstate.loaded_mm`: the user mm whose page tables the CPU
     /// has loaded (None: only the kernel's, before any task ran there).
     pub loaded_mm: Option<u32>,
+    /// `cpu_tlbstate_shared.is_lazy`: a kernel thread or the idle task
+    /// runs there on the loaded mm (tlb.rs).
+    pub is_lazy: bool,
+    /// `irq_tlb_count`: TLB-shootdown IPIs this CPU has taken.
+    pub irq_tlb_count: u64,
 }
 
 /// Kernel-side state of a task (what `task_struct` carries for mm).
@@ -123,6 +128,9 @@ pub struct Kernel {
     /// Completion time of each locked folio whose read is in flight.
     /// Consulted only on the fault path when a folio is locked.
     pub io_wait: HashMap<Pfn, u64>,
+    /// `current->tlb_ubc`'s CPUs: those reclaim's deferred flush goes to
+    /// (tlb.rs).
+    pub tlb_ubc: crate::mm::tlb::CpuMask,
     /// What the fault or zap in progress carries between its functions.
     pub fault: crate::mm::memory::FaultCtx,
     /// Cluster swap readahead's global state (swap_state.c's).
@@ -337,6 +345,7 @@ impl Kernel {
             io_wait: HashMap::new(),
             swap_ra: Default::default(),
             fault: Default::default(),
+            tlb_ubc: Default::default(),
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
             }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large())

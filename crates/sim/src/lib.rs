@@ -371,6 +371,10 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             .filter(|(_, h)| h.count() > 0)
             .map(|(n, h)| (n.to_string(), h.buckets()))
             .collect(),
+        interrupts: match k.tlb_shootdowns() {
+            0 => BTreeMap::new(),
+            n => BTreeMap::from([("TLB".to_string(), n)]),
+        },
     })
 }
 

@@ -28,6 +28,11 @@ pub struct RunResult {
     /// Event histograms by site (docs/output.md); empty for a real kernel.
     #[serde(default)]
     pub histograms: BTreeMap<String, Vec<HistBucket>>,
+    /// /proc/interrupts rows' differences over the whole run, summed over
+    /// the CPUs, by row name (`TLB`: TLB-shootdown IPIs taken); rows that
+    /// did not move are left out (so is the whole map when none did).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub interrupts: BTreeMap<String, u64>,
 }
 
 /// One call path of the profile: `path` is the functions from the

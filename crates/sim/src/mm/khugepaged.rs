@@ -640,6 +640,7 @@ impl Kernel {
         }
         // pmdp_collapse_flush.
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);
+        self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
         let mut compound = self.take_scratch();
         let r = self.collapse_huge_page_isolate(vma, first, &mut compound);
         if r != Scan::Succeed {

@@ -202,6 +202,7 @@ impl Kernel {
             }
             // tlb_finish_mmu's flush of the young bits cleared.
             self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
+            self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
             if pageout && !list.is_empty() {
                 self.reclaim_pages(&mut list);
             }
@@ -240,6 +241,7 @@ impl Kernel {
         // tlb_finish_mmu flushes only a range the zap gathered: one with a
         // present PTE or PMD cleared (swap entries and holes add none).
         let mut gathered = false;
+        let mut tlb = self.tlb_gather_mmu(self.vmas[vma as usize].mm);
         let mut batch = None;
         for idx in first..first + n {
             let pte = self.vmas[vma as usize].ptes[idx];
@@ -256,6 +258,16 @@ impl Kernel {
                 continue;
             }
             gathered |= pte_present(pte);
+            if pte_present(pte) {
+                // A PMD gathers its folio once, at its first entry here.
+                let first_of_pmd = pte & PTE_PMD == 0
+                    || super::huge_memory::pmd_block(self.vmas[vma as usize].start_vpn, idx).0
+                        == idx
+                    || idx == first;
+                if first_of_pmd {
+                    self.tlb_remove_tlb_entry(&mut tlb, pte & PTE_ZERO == 0);
+                }
+            }
             let anon = self.vmas[vma as usize].inode == NIL;
             if pte & PTE_PMD != 0 {
                 // zap_pmd_range: a block wholly in the range is zapped,
@@ -284,6 +296,7 @@ impl Kernel {
         if gathered {
             self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
         }
+        self.tlb_finish_mmu(tlb);
     }
 
     /// `madvise_free_pte_range`: swap entries are dropped (the page reads
@@ -300,6 +313,7 @@ impl Kernel {
             self.madvise_free_pte_range(vma, lo, hi);
         }
         self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
+        self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
     }
 
     /// `madvise_free_huge_pmd` for the PMD over pages `[lo, lo + n)`:

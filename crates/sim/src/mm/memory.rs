@@ -875,6 +875,8 @@ impl Kernel {
             Some(o) => (self.costs.copy_page, self.folios.version[o as usize]),
         };
         self.charge_cost(Fn::DoWpPage, work + self.costs.pte + self.costs.tlb_flush);
+        // ptep_clear_flush_notify of the old PTE.
+        self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
         self.folios.version[new as usize] = version;
         self.page_add_anon_rmap(new, vma, idx, true);
         self.folio_add_lru(new);

@@ -203,7 +203,8 @@ impl Kernel {
     }
 
     /// `free_pgtables`: a VMA's tables, uncharged and freed.
-    fn free_pgtables(&mut self, vma: u32) {
+    /// Whether any was freed (the zap's `freed_tables`).
+    fn free_pgtables(&mut self, vma: u32) -> bool {
         let v = &mut self.vmas[vma as usize];
         let tables: Vec<Pfn> = v
             .pte_tables
@@ -211,9 +212,11 @@ impl Kernel {
             .chain(v.pmd_tables.drain(..))
             .filter(|&p| p != NIL)
             .collect();
+        let freed = !tables.is_empty();
         for p in tables {
             self.pte_free(p);
         }
+        freed
     }
 
     pub fn mm_alloc(&mut self, memcg: u16) -> u32 {
@@ -381,6 +384,7 @@ impl Kernel {
         self.khugepaged_fork(child, parent);
         // flush_tlb_mm: the parent's PTEs were write-protected.
         self.charge_cost(cost_model::Fn::CopyPageRange, self.costs.tlb_flush);
+        self.flush_tlb_mm_range(parent, false);
         Ok((child, pairs))
     }
 
@@ -451,12 +455,17 @@ impl Kernel {
     /// `unmap_vmas` → `zap_pte_range` over the whole VMA, then remove it.
     fn unmap_vma(&mut self, vma: u32) {
         let n = self.vmas[vma as usize].pages;
+        let mut tlb = self.tlb_gather_mmu(self.vmas[vma as usize].mm);
         let mut batch = None;
         for idx in 0..n {
             let pte = self.vmas[vma as usize].ptes[idx as usize];
             if pte_none(pte) {
                 batch = None;
                 continue;
+            }
+            if pte_present(pte) {
+                // A PMD (met at its block's first entry) gathers one folio.
+                self.tlb_remove_tlb_entry(&mut tlb, pte & PTE_ZERO == 0);
             }
             if pte & PTE_PMD != 0 {
                 // The block's first entry: the whole PMD goes.
@@ -475,7 +484,8 @@ impl Kernel {
             self.zap_pte(vma, pte, &mut batch);
         }
         self.zap_anon_batch_flush();
-        self.free_pgtables(vma);
+        tlb.freed_tables = self.free_pgtables(vma);
+        self.tlb_finish_mmu(tlb);
         let v = &mut self.vmas[vma as usize];
         v.live = false;
         v.ptes = Vec::new();

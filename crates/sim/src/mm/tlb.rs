@@ -4,7 +4,16 @@
 //! kernel thread (kswapd, khugepaged) or the idle task borrows the
 //! previous mm (lazy TLB mode), so the CPU stays in its mask. The mask is
 //! what a TLB flush of the mm (`flush_tlb_mm_range`) sends its IPIs to:
-//! every CPU in it but the flushing one.
+//! every CPU in it but the flushing one, except those in lazy TLB mode
+//! when no page table was freed (`native_flush_tlb_multi`); a lazy CPU
+//! that gets one leaves the mm for init_mm (`flush_tlb_func`). Each IPI
+//! counts on the CPU that takes it (`irq_tlb_count`: /proc/interrupts'
+//! TLB row). Reclaim gathers the CPUs of the mms it unmaps from and
+//! flushes them once per list (`try_to_unmap_flush`).
+//!
+//! Only the IPIs are counted here; what a flush costs is charged where
+//! the callers charged it before (`costs.tlb_flush`), and what an IPI
+//! costs its sender and its receiver is not modelled yet.
 
 use crate::kernel::Kernel;
 
@@ -46,11 +55,30 @@ impl CpuMask {
     }
 }
 
+/// The pages one `struct mmu_gather` holds before a zap must flush
+/// (`__tlb_remove_page_size` returns true): its bundle of
+/// MMU_GATHER_BUNDLE (8) and MAX_GATHER_BATCH_COUNT (10000 / 510 = 19)
+/// batch pages of MAX_GATHER_BATCH ((4096 − 16) / 8 = 510) entries.
+pub const MMU_GATHER_PAGES: u32 = 8 + 19 * 510;
+
+/// A zap's `struct mmu_gather`: what it cleared and gathered since its
+/// last flush.
+pub struct MmuGather {
+    mm: u32,
+    /// Pages gathered for freeing after the flush.
+    pages: u32,
+    /// A present PTE or PMD was cleared (`cleared_ptes`, `cleared_pmds`).
+    cleared: bool,
+    /// Page tables were freed (`freed_tables`).
+    pub freed_tables: bool,
+}
+
 impl Kernel {
     /// `switch_mm_irqs_off`: CPU `cpu` switches to a task of `mm`; the mm
     /// it had loaded (a user mm, possibly borrowed by a kernel thread
-    /// since) leaves its mask.
+    /// since) leaves its mask. The CPU leaves lazy TLB mode.
     pub fn switch_mm(&mut self, cpu: usize, mm: u32) {
+        self.cpus[cpu].is_lazy = false;
         let prev = self.cpus[cpu].loaded_mm;
         if prev == Some(mm) {
             return;
@@ -60,6 +88,113 @@ impl Kernel {
         }
         self.mms[mm as usize].cpumask.set(cpu);
         self.cpus[cpu].loaded_mm = Some(mm);
+    }
+
+    /// `enter_lazy_tlb`: a kernel thread or the idle task runs on `cpu`,
+    /// borrowing the mm it had loaded.
+    pub fn enter_lazy_tlb(&mut self, cpu: usize) {
+        self.cpus[cpu].is_lazy = true;
+    }
+
+    /// `tlb_gather_mmu` for a zap of `mm`'s PTEs.
+    pub fn tlb_gather_mmu(&self, mm: u32) -> MmuGather {
+        MmuGather {
+            mm,
+            pages: 0,
+            cleared: false,
+            freed_tables: false,
+        }
+    }
+
+    /// A present PTE (or PMD) cleared by the zap; `page`: it mapped a page
+    /// the gather frees after the flush (not the zero page). A full
+    /// gather flushes at once. Simplification: that mid-zap flush is not
+    /// charged time (one per 9,698 pages; the zap's final flush is, where
+    /// the caller charges it).
+    pub fn tlb_remove_tlb_entry(&mut self, tlb: &mut MmuGather, page: bool) {
+        tlb.cleared = true;
+        if page {
+            tlb.pages += 1;
+            if tlb.pages == MMU_GATHER_PAGES {
+                self.tlb_flush_mmu(tlb);
+            }
+        }
+    }
+
+    /// `tlb_finish_mmu`: the last flush, if anything was cleared or freed.
+    pub fn tlb_finish_mmu(&mut self, mut tlb: MmuGather) {
+        if tlb.cleared || tlb.freed_tables {
+            self.tlb_flush_mmu(&mut tlb);
+        }
+    }
+
+    /// `tlb_flush_mmu`: flush the gathered range, free the gathered pages.
+    fn tlb_flush_mmu(&mut self, tlb: &mut MmuGather) {
+        self.flush_tlb_mm_range(tlb.mm, tlb.freed_tables);
+        tlb.pages = 0;
+        tlb.cleared = false;
+    }
+
+    /// `flush_tlb_mm_range` from the current CPU: an IPI to every other
+    /// CPU in the mm's mask that has it loaded and is not lazy, and to the
+    /// lazy ones too when page tables were freed.
+    pub fn flush_tlb_mm_range(&mut self, mm: u32, freed_tables: bool) {
+        let me = self.cur_cpu;
+        let mask = &self.mms[mm as usize].cpumask;
+        if mask.weight() <= mask.test(me) as u32 {
+            return;
+        }
+        let others: Vec<usize> = mask.iter().filter(|&c| c != me).collect();
+        for c in others {
+            self.flush_tlb_ipi(c, freed_tables);
+        }
+    }
+
+    /// One flush IPI to `cpu`, unless it is lazy and no table was freed
+    /// (`should_flush_tlb`). A lazy CPU that takes one switches to
+    /// init_mm, leaving the mask.
+    fn flush_tlb_ipi(&mut self, cpu: usize, freed_tables: bool) {
+        let lazy = self.cpus[cpu].is_lazy;
+        if lazy && !freed_tables {
+            return;
+        }
+        self.cpus[cpu].irq_tlb_count += 1;
+        if lazy {
+            if let Some(m) = self.cpus[cpu].loaded_mm.take() {
+                self.mms[m as usize].cpumask.clear(cpu);
+            }
+        }
+    }
+
+    /// `set_tlb_ubc_flush_pending`: reclaim unmapped a page of `mm`; if
+    /// another CPU has it loaded (`should_defer_flush`), the flush waits
+    /// for the list's `try_to_unmap_flush` and goes to its CPUs then (a
+    /// flush of this CPU alone is done at once: no IPI).
+    pub fn tlb_ubc_add(&mut self, mm: u32) {
+        let me = self.cur_cpu;
+        for c in self.mms[mm as usize].cpumask.iter() {
+            if c != me {
+                self.tlb_ubc.set(c);
+            }
+        }
+    }
+
+    /// `try_to_unmap_flush` (`arch_tlbbatch_flush`): one IPI to each
+    /// gathered CPU that is not lazy (the flush names no mm).
+    pub fn try_to_unmap_flush(&mut self) {
+        let cpus: Vec<usize> = self.tlb_ubc.iter().collect();
+        self.tlb_ubc = CpuMask::default();
+        for c in cpus {
+            if !self.cpus[c].is_lazy {
+                self.cpus[c].irq_tlb_count += 1;
+            }
+        }
+    }
+
+    /// TLB-shootdown IPIs taken by every CPU so far (/proc/interrupts'
+    /// TLB row, summed).
+    pub fn tlb_shootdowns(&self) -> u64 {
+        self.cpus.iter().map(|c| c.irq_tlb_count).sum()
     }
 }
 

@@ -745,6 +745,7 @@ impl Kernel {
         if unmapped_any {
             // try_to_unmap_flush: one batched TLB shootdown for the list.
             self.charge_cost(Fn::TryToUnmapFlush, self.costs.tlb_flush);
+            self.try_to_unmap_flush();
         }
         let act = stat.nr_activate[0] + stat.nr_activate[1];
         self.vm.add(Vm::Pgactivate, act as i64);

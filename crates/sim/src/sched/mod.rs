@@ -139,6 +139,10 @@ impl<'s> Scheduler<'s> {
             TaskState::Ready => Some(entity),
             _ => None,
         };
+        if self.rq.last_on_cpu[cpu].is_none() {
+            // The CPU goes idle: the idle task borrows the mm.
+            k.enter_lazy_tlb(cpu);
+        }
         self.rq.tasks[entity].vruntime += end.saturating_sub(start);
         if self.rq.tasks[entity].state == TaskState::Done {
             // The last task of those before the slice ends (no other task

@@ -152,6 +152,7 @@ impl RunQueue {
     /// khugepaged's slice: scans until it sleeps or the slice ends.
     pub(super) fn run_khugepaged(&mut self, k: &mut Kernel, start: u64) -> Result<u64, SimError> {
         k.cur_task = None;
+        k.enter_lazy_tlb(self.cur_cpu);
         let slice_end = self.slice_end(self.khugepaged_entity(), self.cur_cpu, start);
         self.khugepaged_ready = loop {
             match k.khugepaged_step() {
@@ -172,6 +173,7 @@ impl RunQueue {
     /// or sleeps.
     pub(super) fn run_kswapd(&mut self, k: &mut Kernel, start: u64) -> Result<u64, SimError> {
         k.cur_task = None;
+        k.enter_lazy_tlb(self.cur_cpu);
         let slice_end = self.slice_end(self.tasks.len(), self.cur_cpu, start);
         self.kswapd_ready = loop {
             match k.kswapd_step() {
