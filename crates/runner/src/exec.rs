@@ -3,16 +3,22 @@
 //! exactly the order the simulator uses, with content tokens checked on
 //! every access and /proc/vmstat snapshotted at every phase mark. A `fork`
 //! step forks a real child process, which runs its steps on its copy of the
-//! address space and reports like a task of its own.
+//! address space and reports like a task of its own. A `thread` step starts
+//! a real thread of the process (std::thread, in a scope the task process
+//! runs in), which runs its steps on the same regions and reports like a
+//! forked child; `wait` and the task's end join threads as they wait for
+//! children, and their reports keep the order the two were started in.
 //!
 //! Private anonymous regions keep their tokens in the process (copied on
-//! fork like the memory). Shared regions — a file (on tmpfs or a disk)
-//! mapped MAP_SHARED, a MAP_SHARED|MAP_ANONYMOUS region — keep them in
-//! shared memory (`SharedTokens`), one per page of the shared object, so a
-//! process checks what any process last wrote there. A MAP_PRIVATE mapping
-//! of a disk file reads the file's tokens until the process writes a page,
-//! and its own (copied on fork) from then on.
+//! fork like the memory), as atomics its threads share. Shared regions — a
+//! file (on tmpfs or a disk) mapped MAP_SHARED, a MAP_SHARED|MAP_ANONYMOUS
+//! region — keep them in shared memory (`SharedTokens`), one per page of
+//! the shared object, so a process checks what any process last wrote
+//! there. A MAP_PRIVATE mapping of a disk file reads the file's tokens
+//! until the process writes a page, and its own (copied on fork, shared
+//! with its threads) from then on.
 
+use crate::ops::{Spawner, Threaded};
 use crate::procfs;
 use crate::region::{unmap_region, Region};
 use crate::setup::{cgroup_dir, SharedFile, SwapNode};
@@ -35,7 +41,8 @@ pub struct Report {
     /// Every spec cgroup, read when this task finished its steps.
     pub cgroups: BTreeMap<String, CgroupResult>,
     pub error: Option<String>,
-    /// The reports of the processes this one forked, in fork order.
+    /// The reports of the processes this one forked or spawned and of the
+    /// threads it started, in the order they were started.
     #[serde(default)]
     pub forks: Vec<Report>,
 }
@@ -50,6 +57,14 @@ pub(crate) struct Forked {
     pub(crate) reader: JoinHandle<String>,
 }
 
+/// A child process or a thread started and not yet waited for.
+pub(crate) enum Started<'s> {
+    Process(Forked),
+    Thread(Threaded<'s>),
+}
+
+/// A task process, a process a `fork` or `spawn` step made, or a thread a
+/// `thread` step started: what it runs its steps with, and what it reports.
 pub(crate) struct Child<'s> {
     pub(crate) spec: &'s Spec,
     pub(crate) swaps: &'s [SwapNode],
@@ -67,11 +82,24 @@ pub(crate) struct Child<'s> {
     pub(crate) forks: u32,
     /// `spawn` steps this process has run (names its children spawn0, …).
     pub(crate) spawns: u32,
-    pub(crate) pending: Vec<Forked>,
-    /// Reports of the children waited for, in fork order.
+    /// `thread` steps it has run (names its threads thread0, …).
+    pub(crate) threads: u32,
+    /// Children and threads started and not yet waited for, in start order.
+    pub(crate) pending: Vec<Started<'s>>,
+    /// Reports of the children and threads waited for, in start order.
     pub(crate) reports: Vec<Report>,
-    /// The write end of the pipe this process reports on.
+    /// The write end of the pipe this process reports on (-1 in a thread,
+    /// which hands its report back when it is joined).
     pub(crate) report_fd: libc::c_int,
+    /// Starts threads in the scope the task process runs in (None in unit
+    /// tests that start none).
+    pub(crate) spawner: Option<&'s dyn Spawner<'s>>,
+    /// The regions of the threads joined so far that they mapped
+    /// themselves: they stay mapped until the process exits.
+    pub(crate) left: Vec<Region>,
+    /// Regions whose key-value server a thread not yet joined has taken,
+    /// with the line of its `thread` step.
+    pub(crate) kv_lent: HashMap<String, usize>,
     /// The client statistics of finished kvstore steps.
     pub(crate) kv: Option<KvResult>,
     /// Each region's key-value server data, kept between kvstore steps
@@ -83,19 +111,59 @@ pub(crate) struct Child<'s> {
     pub(crate) open_requests: u64,
 }
 
-impl Child<'_> {
+impl<'s> Child<'s> {
+    /// A process of `spec` that has run nothing yet, with no regions, as
+    /// instance 0 of an unnamed task outside any cgroup, with no pipe.
+    pub(crate) fn new(
+        spec: &'s Spec,
+        swaps: &'s [SwapNode],
+        files: &'s [SharedFile],
+        t0: Instant,
+        spawner: Option<&'s dyn Spawner<'s>>,
+    ) -> Child<'s> {
+        Child {
+            spec,
+            swaps,
+            files,
+            t0,
+            instance: 0,
+            name: String::new(),
+            cgroup: String::new(),
+            regions: HashMap::new(),
+            phases: Vec::new(),
+            open: None,
+            checked: 0,
+            violations: 0,
+            forks: 0,
+            spawns: 0,
+            threads: 0,
+            pending: Vec::new(),
+            reports: Vec::new(),
+            report_fd: -1,
+            spawner,
+            left: Vec::new(),
+            kv_lent: HashMap::new(),
+            kv: None,
+            kv_dbs: HashMap::new(),
+            open_kv: None,
+            open_requests: 0,
+        }
+    }
+
     pub(crate) fn now(&self) -> u64 {
         self.t0.elapsed().as_nanos() as u64
     }
 
-    /// Runs `steps`, waits for every child, and returns the report.
-    pub(crate) fn main(&mut self, steps: &[Step], mut error: Option<String>) -> Report {
+    /// Runs `steps`, waits for every child and thread, and returns the
+    /// report.
+    pub(crate) fn main(&mut self, steps: &'s [Step], mut error: Option<String>) -> Report {
         let start = self.now();
         if error.is_none() {
             error = self.run(steps).err();
         }
-        // A process waits for its children before it reports, so that
-        // every child's report is part of its own.
+        // A process waits for its children and threads before it reports,
+        // so that every child's report is part of its own, and no thread
+        // touches a region after its process (or creating thread) is done.
         if let Err(e) = self.wait_all() {
             error.get_or_insert(e);
         }
@@ -132,7 +200,7 @@ impl Child<'_> {
     /// Builds the key-value servers of the task's kvstore steps with
     /// their bookkeeping present, before the task joins its cgroup (see
     /// KvDb::prefault): charged outside the cgroup, never reclaimed.
-    fn prefault_kv_dbs(&mut self, steps: &[mmsim_spec::Step]) {
+    pub(crate) fn prefault_kv_dbs(&mut self, steps: &[mmsim_spec::Step]) {
         mmsim_spec::for_each_op_in(steps, &mut |op| {
             if let Op::KvStore(kv) = op {
                 self.kv_dbs.entry(kv.region.clone()).or_insert_with(|| {
@@ -156,42 +224,58 @@ impl Child<'_> {
     }
 
     /// Runs `steps` in order, each by its op's module (`crate::ops`).
-    pub(crate) fn run(&mut self, steps: &[Step]) -> Result<(), String> {
+    pub(crate) fn run(&mut self, steps: &'s [Step]) -> Result<(), String> {
         for s in steps {
             crate::ops::run_step(self, s)?;
         }
         Ok(())
     }
 
-    /// Unmaps every region (a spawned program starts without them).
+    /// Unmaps every region, those its joined threads left too (a spawned
+    /// program starts without them).
     pub(crate) fn unmap_all(&mut self) {
         self.kv_dbs.clear();
+        self.kv_lent.clear();
         for (_, r) in std::mem::take(&mut self.regions) {
+            unmap_region(r);
+        }
+        for r in std::mem::take(&mut self.left) {
             unmap_region(r);
         }
     }
 
-    /// wait(2) for every child forked so far, collecting their reports.
+    /// wait(2) for every child forked so far and joins every thread
+    /// started so far, in start order, collecting their reports.
     pub(crate) fn wait_all(&mut self) -> Result<(), String> {
         let mut error = None;
-        for f in std::mem::take(&mut self.pending) {
-            let text = f.reader.join().unwrap_or_default();
-            let mut status = 0;
-            // SAFETY: pid is our child.
-            unsafe { libc::waitpid(f.pid, &mut status, 0) };
-            match serde_json::from_str::<Report>(&text) {
-                Ok(r) => self.reports.push(r),
-                Err(e) => {
-                    error.get_or_insert(format!(
-                        "line {}: the process forked here (pid {}) sent no report ({e}); {}",
-                        f.line,
-                        f.pid,
-                        describe_status(status)
-                    ));
-                }
+        for s in std::mem::take(&mut self.pending) {
+            let r = match s {
+                Started::Process(f) => self.wait_process(f),
+                Started::Thread(t) => self.join_thread(t),
+            };
+            if let Err(e) = r {
+                error.get_or_insert(e);
             }
         }
         error.map_or(Ok(()), Err)
+    }
+
+    /// wait(2) for a forked child, and its report.
+    fn wait_process(&mut self, f: Forked) -> Result<(), String> {
+        let text = f.reader.join().unwrap_or_default();
+        let mut status = 0;
+        // SAFETY: pid is our child.
+        unsafe { libc::waitpid(f.pid, &mut status, 0) };
+        let r = serde_json::from_str::<Report>(&text).map_err(|e| {
+            format!(
+                "line {}: the process forked here (pid {}) sent no report ({e}); {}",
+                f.line,
+                f.pid,
+                describe_status(status)
+            )
+        })?;
+        self.reports.push(r);
+        Ok(())
     }
 
     pub(crate) fn close_phase(&mut self) {
@@ -230,8 +314,8 @@ fn describe_status(status: libc::c_int) -> String {
 }
 
 /// Runs every task instance in its own process; returns their reports,
-/// each task followed by the processes it forked (depth first, in fork
-/// order).
+/// each task followed by the processes it forked or spawned and the threads
+/// it started (depth first, in start order).
 pub fn run_tasks(
     spec: &Spec,
     swaps: &[SwapNode],
@@ -271,39 +355,27 @@ pub fn run_tasks(
                 unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
                 // SAFETY: the read end is the runner's.
                 unsafe { libc::close(fds[0]) };
-                let mut c = Child {
-                    spec,
-                    swaps,
-                    files,
-                    t0,
-                    instance: i,
-                    name,
-                    cgroup,
-                    regions: HashMap::new(),
-                    phases: Vec::new(),
-                    open: None,
-                    checked: 0,
-                    violations: 0,
-                    forks: 0,
-                    spawns: 0,
-                    pending: Vec::new(),
-                    reports: Vec::new(),
-                    report_fd: fds[1],
-                    kv: None,
-                    kv_dbs: HashMap::new(),
-                    open_kv: None,
-                    open_requests: 0,
-                };
-                let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    c.prefault_kv_dbs(&task.steps);
-                    let error = join_cgroup(&c.cgroup).err();
-                    c.main(&task.steps, error)
-                }));
-                match report {
-                    Ok(r) => c.report_and_exit(&r),
-                    // SAFETY: never unwind into the runner's frames.
-                    Err(_) => unsafe { libc::_exit(101) },
-                }
+                // The task's threads run in this scope, which outlives them
+                // all. It never returns: the process exits inside it.
+                std::thread::scope(|scope| -> std::convert::Infallible {
+                    let mut c = Child {
+                        instance: i,
+                        name,
+                        cgroup,
+                        report_fd: fds[1],
+                        ..Child::new(spec, swaps, files, t0, Some(scope))
+                    };
+                    let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        c.prefault_kv_dbs(&task.steps);
+                        let error = join_cgroup(&c.cgroup).err();
+                        c.main(&task.steps, error)
+                    }));
+                    match report {
+                        Ok(r) => c.report_and_exit(&r),
+                        // SAFETY: never unwind into the runner's frames.
+                        Err(_) => unsafe { libc::_exit(101) },
+                    }
+                });
             }
             // SAFETY: the parent's copy of the write end.
             unsafe { libc::close(fds[1]) };
@@ -345,7 +417,7 @@ pub fn run_tasks(
     Ok(flat)
 }
 
-/// A report, then its forks' reports, depth first.
+/// A report, then its children's and threads' reports, depth first.
 fn flatten(mut r: Report, out: &mut Vec<Report>) {
     let forks = std::mem::take(&mut r.forks);
     out.push(r);
@@ -379,17 +451,17 @@ fn kill_all(children: &[(libc::pid_t, libc::c_int)]) {
 mod tests {
     use super::*;
     use crate::ops::file_io;
-    use crate::region::{touch, Tokens, PAGE, PRIVATE_TOKEN_BIT};
+    use crate::region::{touch, PageTokens, Tokens, PAGE, PRIVATE_TOKEN_BIT};
     use crate::shared::SharedTokens;
     use mmsim_spec::MapKind;
+    use std::sync::Arc;
 
     fn region(pages: usize) -> (Region, Vec<u32>) {
         let mut mem = vec![0u32; pages * PAGE / 4];
         let r = Region {
             addr: mem.as_mut_ptr() as *mut u8,
             pages: pages as u64,
-            tokens: Tokens::Private(vec![0; pages]),
-            lazy: Vec::new(),
+            tokens: Tokens::Private(Arc::new(PageTokens::new(pages))),
         };
         (r, mem)
     }
@@ -417,7 +489,6 @@ mod tests {
                 base: 0,
                 owned: true,
             },
-            lazy: Vec::new(),
         }
     }
 
@@ -438,7 +509,6 @@ mod tests {
                 base: 2,
                 owned: false,
             },
-            lazy: Vec::new(),
         };
         assert_eq!(touch(&mut a, 3, true), (0, 0));
         assert_eq!(touch(&mut b, 1, false), (1, 0));
@@ -527,7 +597,6 @@ mod tests {
                 base: 0,
                 owned: false,
             },
-            lazy: Vec::new(),
         };
         assert_ne!(r.addr as *mut libc::c_void, libc::MAP_FAILED);
         assert_eq!(touch(&mut r, 4, false), (1, 0));
@@ -581,29 +650,7 @@ mod tests {
 
     /// A process of `spec`'s first task that has run nothing yet.
     fn test_child<'s>(spec: &'s mmsim_spec::Spec, files: &'s [SharedFile]) -> Child<'s> {
-        Child {
-            spec,
-            swaps: &[],
-            files,
-            t0: Instant::now(),
-            instance: 0,
-            name: String::new(),
-            cgroup: String::new(),
-            regions: HashMap::new(),
-            phases: Vec::new(),
-            open: None,
-            checked: 0,
-            violations: 0,
-            forks: 0,
-            spawns: 0,
-            pending: Vec::new(),
-            reports: Vec::new(),
-            report_fd: -1,
-            kv: None,
-            kv_dbs: HashMap::new(),
-            open_kv: None,
-            open_requests: 0,
-        }
+        Child::new(spec, &[], files, Instant::now(), None)
     }
 
     #[test]
@@ -671,7 +718,7 @@ mod tests {
         let Tokens::FilePrivate { own, .. } = &r.tokens else {
             unreachable!()
         };
-        assert_eq!(own[1], PRIVATE_TOKEN_BIT | 1);
+        assert_eq!(own.get(1), PRIVATE_TOKEN_BIT | 1);
         // A later write to the file no longer shows in the copied page,
         // still in the others.
         assert_eq!(file_io(&f, true, 2, 4, 1), Ok((0, 0)));
@@ -719,7 +766,7 @@ mod tests {
         let Tokens::FilePrivate { own, .. } = &r.tokens else {
             unreachable!()
         };
-        assert_eq!(own[..2], [PRIVATE_TOKEN_BIT | 1, 0]);
+        assert_eq!([own.get(0), own.get(1)], [PRIVATE_TOKEN_BIT | 1, 0]);
         unmap_region(r);
         f.tokens.unmap();
         std::fs::remove_file(&f.path).unwrap();
@@ -750,23 +797,79 @@ mod tests {
         for p in [0, 1, 100] {
             touch(&mut r, p, true);
         }
-        r.set_lazy(0..130, true);
-        assert!(r.is_lazy(100) && r.is_lazy(129));
+        let Tokens::Private(t) = &r.tokens else {
+            unreachable!()
+        };
+        let t = Arc::clone(t);
+        t.set_lazy(0..130, true);
+        assert!(t.is_lazy(100) && t.is_lazy(129));
         // Not yet discarded: the old token.
         assert_eq!(touch(&mut r, 0, false), (1, 0));
         // Discarded: zeros, and from then on only zeros.
         mem[PAGE / 4] = 0;
         assert_eq!(touch(&mut r, 1, false), (1, 0));
-        assert!(!r.is_lazy(1));
+        assert!(!t.is_lazy(1));
         mem[PAGE / 4] = 1;
         assert_eq!(touch(&mut r, 1, false), (1, 1));
         // Written again: the new token only.
         touch(&mut r, 100, true);
-        assert!(!r.is_lazy(100));
+        assert!(!t.is_lazy(100));
         mem[100 * PAGE / 4] = 0;
         assert_eq!(touch(&mut r, 100, false), (1, 1));
         // A page never written reads zero either way.
         assert_eq!(touch(&mut r, 129, false), (1, 0));
         drop(mem);
+    }
+
+    #[test]
+    fn a_task_process_reports_its_threads_after_it_in_start_order() {
+        let spec = mmsim_spec::parse_str(
+            r#"[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "r", kind = "anon", size = "64K" },
+  { op = "thread", steps = [ { op = "touch", region = "r", write = 1 } ] },
+  { op = "wait" },
+  { op = "fork", steps = [ { op = "thread", steps = [ { op = "touch", region = "r" } ] } ] },
+  { op = "thread", steps = [ { op = "touch", region = "r" } ] },
+  { op = "touch", region = "r" },
+]
+"#,
+            "t.toml",
+            &[],
+        )
+        .unwrap();
+        let reports = run_tasks(&spec, &[], &[], Instant::now()).unwrap();
+        let names: Vec<&str> = reports.iter().map(|r| r.task.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "main",
+                "main/thread0",
+                "main/fork0",
+                "main/fork0/thread0",
+                "main/thread1"
+            ]
+        );
+        let checked: Vec<(u64, u64)> = (reports.iter())
+            .map(|r| (r.pages_checked, r.violations))
+            .collect();
+        assert_eq!(checked, [(16, 0), (0, 0), (0, 0), (16, 0), (16, 0)]);
+        assert!(reports.iter().all(|r| r.error.is_none()));
+    }
+
+    #[test]
+    fn lazy_ranges_set_and_clear_whole_and_partial_words() {
+        let t = PageTokens::new(200);
+        assert!(!t.is_lazy(5));
+        t.set_lazy(3..140, true);
+        let lazy: Vec<usize> = (0..200).filter(|&p| t.is_lazy(p)).collect();
+        assert_eq!(lazy, (3..140).collect::<Vec<_>>());
+        t.clear(60..130);
+        let lazy: Vec<usize> = (0..200).filter(|&p| t.is_lazy(p)).collect();
+        assert_eq!(lazy, (3..60).chain(130..140).collect::<Vec<_>>());
+        t.set_lazy(0..200, false);
+        assert!((0..200).all(|p| !t.is_lazy(p)));
     }
 }

@@ -1,11 +1,14 @@
 //! The regions a task process maps, with the content tokens each page is
-//! checked against: private ones in the process, shared ones in shared
-//! memory (`SharedTokens`), one per page of the shared object.
+//! checked against: private ones in the process (atomics its threads
+//! share, `PageTokens`), shared ones in shared memory (`SharedTokens`), one
+//! per page of the shared object.
 
 use crate::exec::Child;
 use crate::setup::SharedFile;
 use crate::shared::SharedTokens;
 use mmsim_spec::MapKind;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 pub(crate) const PAGE: usize = 4096;
 
@@ -13,18 +16,21 @@ pub(crate) struct Region {
     pub(crate) addr: *mut u8,
     pub(crate) pages: u64,
     pub(crate) tokens: Tokens,
-    /// One bit per page: freed by MADV_FREE and not written since, so it
-    /// reads either its last token or zero (if reclaim discarded it). Empty
-    /// until the region's first MADV_FREE (which only private anonymous
-    /// regions take).
-    pub(crate) lazy: Vec<u64>,
 }
+
+// SAFETY: a Region is a handle to a mapping of this process and to token
+// arrays of atomics (`PageTokens`, `SharedTokens`), which a thread may hold
+// beside its creator (`share`). The mapping outlives every handle a thread
+// uses: the spec check refuses the unmapping of a region a thread shares
+// until the creator's `wait` has joined the thread, and the regions a
+// thread maps itself go to its creator when it is joined, still mapped.
+unsafe impl Send for Region {}
 
 /// The content tokens a region's pages are checked against.
 pub(crate) enum Tokens {
     /// Private anonymous: what this process last wrote to each page (0 =
     /// never written, or dropped by MADV_DONTNEED).
-    Private(Vec<u32>),
+    Private(Arc<PageTokens>),
     /// Shared: the shared object's token array, the region's page `i`
     /// being the object's page `base + i`; `owned` for a shared anonymous
     /// region's own array (unmapped with the region), not for a file's
@@ -38,14 +44,14 @@ pub(crate) enum Tokens {
     /// (its page-cache page, whatever any process last wrote to the file)
     /// until this process writes it through the mapping; the write fault
     /// copies the page (copy-on-write) and from then on it reads the
-    /// process's own token in `own[i]` (0 = not copied). The file's array
+    /// process's own token in `own` (0 = not copied). The file's array
     /// is never changed through such a mapping. A forked child inherits
     /// `own` with the memory, copy-on-write like a private anonymous
     /// region.
     FilePrivate {
         file: SharedTokens,
         base: usize,
-        own: Vec<u32>,
+        own: Arc<PageTokens>,
     },
 }
 
@@ -55,70 +61,214 @@ pub(crate) enum Tokens {
 pub(crate) const PRIVATE_TOKEN_BIT: u32 = 1 << 31;
 
 impl Region {
-    /// A private region's tokens.
-    #[inline]
-    pub(crate) fn versions(&mut self) -> &mut [u32] {
-        match &mut self.tokens {
-            Tokens::Private(v) => v,
-            Tokens::Shared { .. } | Tokens::FilePrivate { .. } => {
-                unreachable!("only a private anonymous region has versions")
-            }
-        }
-    }
-
-    pub(crate) fn is_lazy(&self, page: usize) -> bool {
-        self.lazy
-            .get(page / 64)
-            .is_some_and(|w| w & (1 << (page % 64)) != 0)
-    }
-
-    pub(crate) fn set_lazy(&mut self, pages: std::ops::Range<usize>, on: bool) {
-        if self.lazy.is_empty() {
-            if !on {
-                return;
-            }
-            self.lazy = vec![0; (self.pages as usize).div_ceil(64)];
-        }
-        for p in pages {
-            if on {
-                self.lazy[p / 64] |= 1 << (p % 64);
-            } else {
-                self.lazy[p / 64] &= !(1 << (p % 64));
-            }
+    /// Another handle to this region for a thread of this process: the
+    /// same mapping, the same tokens (so each side checks what the other
+    /// last wrote). A shared anonymous region's own token array stays its
+    /// creator's to unmap.
+    pub(crate) fn share(&self) -> Region {
+        let tokens = match &self.tokens {
+            Tokens::Private(t) => Tokens::Private(Arc::clone(t)),
+            Tokens::Shared { tokens, base, .. } => Tokens::Shared {
+                tokens: *tokens,
+                base: *base,
+                owned: false,
+            },
+            Tokens::FilePrivate { file, base, own } => Tokens::FilePrivate {
+                file: *file,
+                base: *base,
+                own: Arc::clone(own),
+            },
+        };
+        Region {
+            addr: self.addr,
+            pages: self.pages,
+            tokens,
         }
     }
 }
 
-/// A private region's token array, locked in memory: the harness's
-/// bookkeeping (one u32 per page of the region) must not be reclaimed and
-/// faulted back in. A token page swapped out and read back by a read of
-/// the region, then written by a write, would count a pgreuse (and a
-/// pswpin) the simulator, which has no such array, does not see. mlock
-/// charges the pages as the kernel would anyway (1/1024 of the region)
-/// and only keeps them off the LRU.
-pub(crate) fn locked_tokens(pages: usize) -> Vec<u32> {
-    let v = vec![0u32; pages];
-    if !v.is_empty() {
-        // The array stays out of THPs (under THP "always" mlock would
-        // fault it in as huge pages and show in the workload's THP
-        // counters): MADV_NOHUGEPAGE over its pages, from the page that
-        // holds its first byte. A kernel without THP refuses (EINVAL);
-        // the result is not needed.
-        let start = v.as_ptr() as usize & !(PAGE - 1);
-        let end = (v.as_ptr() as usize + v.len() * 4).next_multiple_of(PAGE);
-        // SAFETY: advice over pages of v's own allocation.
-        unsafe {
-            libc::madvise(
-                start as *mut libc::c_void,
-                end - start,
-                libc::MADV_NOHUGEPAGE,
-            )
-        };
-        // SAFETY: the range is v's own buffer; a failed mlock (no
-        // CAP_IPC_LOCK outside the guest) leaves it unlocked and harmless.
-        unsafe { libc::mlock(v.as_ptr() as *const libc::c_void, v.len() * 4) };
+/// A private mapping's tokens, one per page, and its lazily freed pages,
+/// which the process's threads share (`Region::share`): atomics, so that a
+/// thread and its creator may store and check them at once. Relaxed loads
+/// and stores compile to the plain moves of an unshared array; a page two
+/// threads write at the same moment may end up with either token, which
+/// shows as a violation, as two processes racing on a shared page do. A
+/// forked child gets a copy with the memory.
+pub(crate) struct PageTokens {
+    tokens: Vec<AtomicU32>,
+    lazy: LazyBits,
+}
+
+impl PageTokens {
+    /// `pages` zero tokens.
+    pub(crate) fn new(pages: usize) -> PageTokens {
+        PageTokens {
+            tokens: zeroed(pages),
+            lazy: LazyBits::new(pages),
+        }
     }
-    v
+
+    /// A private anonymous region's tokens, locked in memory: the
+    /// harness's bookkeeping (one u32 per page of the region) must not be
+    /// reclaimed and faulted back in. A token page swapped out and read
+    /// back by a read of the region, then written by a write, would count
+    /// a pgreuse (and a pswpin) the simulator, which has no such array,
+    /// does not see. mlock charges the pages as the kernel would anyway
+    /// (1/1024 of the region) and only keeps them off the LRU.
+    pub(crate) fn locked(pages: usize) -> PageTokens {
+        let v = zeroed(pages);
+        if !v.is_empty() {
+            // The array stays out of THPs (under THP "always" mlock would
+            // fault it in as huge pages and show in the workload's THP
+            // counters): MADV_NOHUGEPAGE over its pages, from the page
+            // that holds its first byte. A kernel without THP refuses
+            // (EINVAL); the result is not needed.
+            let start = v.as_ptr() as usize & !(PAGE - 1);
+            let end = (v.as_ptr() as usize + v.len() * 4).next_multiple_of(PAGE);
+            // SAFETY: advice over pages of v's own allocation.
+            unsafe {
+                libc::madvise(
+                    start as *mut libc::c_void,
+                    end - start,
+                    libc::MADV_NOHUGEPAGE,
+                )
+            };
+            // SAFETY: the range is v's own buffer; a failed mlock (no
+            // CAP_IPC_LOCK outside the guest) leaves it unlocked and
+            // harmless.
+            unsafe { libc::mlock(v.as_ptr() as *const libc::c_void, v.len() * 4) };
+        }
+        PageTokens {
+            tokens: v,
+            lazy: LazyBits::new(pages),
+        }
+    }
+
+    /// The token page `page` should hold.
+    #[inline]
+    pub(crate) fn get(&self, page: usize) -> u32 {
+        self.tokens[page].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set(&self, page: usize, token: u32) {
+        self.tokens[page].store(token, Ordering::Relaxed)
+    }
+
+    /// Pages dropped (MADV_DONTNEED): they read zeros next.
+    pub(crate) fn clear(&self, pages: std::ops::Range<usize>) {
+        for p in pages.clone() {
+            self.set(p, 0);
+        }
+        self.set_lazy(pages, false);
+    }
+
+    /// Freed by MADV_FREE and not written since, so the page reads either
+    /// its last token or zero (if reclaim discarded it).
+    #[inline]
+    pub(crate) fn is_lazy(&self, page: usize) -> bool {
+        self.lazy
+            .words()
+            .is_some_and(|w| w[page / 64].load(Ordering::Relaxed) & (1 << (page % 64)) != 0)
+    }
+
+    pub(crate) fn set_lazy(&self, pages: std::ops::Range<usize>, on: bool) {
+        let words = match (on, self.lazy.words()) {
+            (false, None) => return,
+            (false, Some(w)) => w,
+            (true, _) => self.lazy.words_or_alloc(),
+        };
+        // A word's worth of pages at a time.
+        let mut p = pages.start;
+        while p < pages.end {
+            let end = (p / 64 * 64 + 64).min(pages.end);
+            let n = end - p;
+            let mask = if n == 64 {
+                !0
+            } else {
+                ((1u64 << n) - 1) << (p % 64)
+            };
+            let w = &words[p / 64];
+            if on {
+                w.fetch_or(mask, Ordering::Relaxed);
+            } else {
+                w.fetch_and(!mask, Ordering::Relaxed);
+            }
+            p = end;
+        }
+    }
+}
+
+/// `len` zero tokens allocated zeroed (calloc), as the plain arrays were:
+/// a large array's pages stay untouched until first used, so the atomics
+/// change neither when the harness's bookkeeping faults nor what it
+/// charges.
+fn zeroed(len: usize) -> Vec<AtomicU32> {
+    const { assert!(std::mem::align_of::<u32>() == std::mem::align_of::<AtomicU32>()) };
+    let mut v = std::mem::ManuallyDrop::new(vec![0u32; len]);
+    // SAFETY: AtomicU32 has u32's size and bit validity and (asserted
+    // above) its alignment, so v's allocation, zeroed, is a valid
+    // Vec<AtomicU32> of the same length and capacity, with the same layout
+    // to free; v itself is never used again.
+    unsafe { Vec::from_raw_parts(v.as_mut_ptr() as *mut AtomicU32, v.len(), v.capacity()) }
+}
+
+/// One bit per page of a region, none until the region's first MADV_FREE
+/// (which only private anonymous regions take). Whichever thread needs them
+/// first makes them, installed by a compare-and-swap rather than under a
+/// lock: a process forked while another of its threads held a lock would
+/// find it held for ever.
+struct LazyBits {
+    words: AtomicPtr<AtomicU64>,
+    len: usize,
+}
+
+impl LazyBits {
+    fn new(pages: usize) -> LazyBits {
+        LazyBits {
+            words: AtomicPtr::new(std::ptr::null_mut()),
+            len: pages.div_ceil(64),
+        }
+    }
+
+    fn words(&self) -> Option<&[AtomicU64]> {
+        let p = self.words.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer is the boxed slice of `len` words
+        // `words_or_alloc` installed, freed only when this is dropped.
+        (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, self.len) })
+    }
+
+    fn words_or_alloc(&self) -> &[AtomicU64] {
+        if let Some(w) = self.words() {
+            return w;
+        }
+        let fresh: Box<[AtomicU64]> = (0..self.len).map(|_| AtomicU64::new(0)).collect();
+        let mine = Box::into_raw(fresh) as *mut AtomicU64;
+        let null = std::ptr::null_mut();
+        let p = match (self.words).compare_exchange(null, mine, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => mine,
+            Err(theirs) => {
+                // SAFETY: the box just made, never shared: another thread
+                // installed its own first.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(mine, self.len)) });
+                theirs
+            }
+        };
+        // SAFETY: the installed box of `len` words, freed only on drop.
+        unsafe { std::slice::from_raw_parts(p, self.len) }
+    }
+}
+
+impl Drop for LazyBits {
+    fn drop(&mut self) {
+        let p = *self.words.get_mut();
+        if !p.is_null() {
+            // SAFETY: the box `words_or_alloc` installed; `&mut self` means
+            // no one else can reach it.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, self.len)) });
+        }
+    }
 }
 
 impl Child<'_> {
@@ -142,7 +292,7 @@ impl Child<'_> {
         let (flags, tokens) = match kind {
             MapKind::Anon => (
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                Tokens::Private(locked_tokens(pages as usize)),
+                Tokens::Private(Arc::new(PageTokens::locked(pages as usize))),
             ),
             MapKind::Shmem | MapKind::File | MapKind::FilePrivate => {
                 let f = file
@@ -175,7 +325,7 @@ impl Child<'_> {
                         Tokens::FilePrivate {
                             file: f.tokens,
                             base: offset as usize,
-                            own: vec![0; pages as usize],
+                            own: Arc::new(PageTokens::new(pages as usize)),
                         },
                     )
                 } else {
@@ -247,7 +397,6 @@ impl Child<'_> {
             addr: addr as *mut u8,
             pages,
             tokens,
-            lazy: Vec::new(),
         })
     }
 }
@@ -311,59 +460,63 @@ pub(crate) fn unmap_region(r: Region) {
 /// to the page. Two processes writing one page at the same moment race
 /// between the two stores (the page may end up with the older token), and
 /// a read racing with a write may see the page and the array disagree:
-/// either shows as a violation. Specs that share pages between concurrent
-/// tasks should order their accesses (e.g. with `sleep` or `wait`).
+/// either shows as a violation. A thread and its creator touching one page
+/// at once race the same way, on any region. Specs that share pages
+/// between concurrent tasks or threads should order their accesses (e.g.
+/// with `sleep` or `wait`).
 #[inline]
 pub(crate) fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
     // SAFETY: page < r.pages, inside the mapping.
     let p = unsafe { r.addr.add(page * PAGE) } as *mut u32;
-    if let Tokens::FilePrivate { file, base, own } = &mut r.tokens {
-        if write {
-            let next = own[page].wrapping_add(1) | PRIVATE_TOKEN_BIT;
-            own[page] = next;
+    let t = match &r.tokens {
+        Tokens::Private(t) => t,
+        Tokens::Shared { tokens, base, .. } => {
+            if write {
+                let next = tokens.next(base + page);
+                // SAFETY: aligned, mapped, ours.
+                unsafe { std::ptr::write_volatile(p, next) };
+                return (0, 0);
+            }
             // SAFETY: aligned, mapped, ours.
-            unsafe { std::ptr::write_volatile(p, next) };
-            return (0, 0);
+            let found = unsafe { std::ptr::read_volatile(p) };
+            return (1, (found != tokens.get(base + page)) as u64);
         }
-        let expected = match own[page] {
-            0 => file.get(*base + page),
-            t => t,
-        };
-        // SAFETY: aligned, mapped, ours.
-        let found = unsafe { std::ptr::read_volatile(p) };
-        return (1, (found != expected) as u64);
-    }
-    if let Tokens::Shared { tokens, base, .. } = &r.tokens {
-        if write {
-            let next = tokens.next(base + page);
+        Tokens::FilePrivate { file, base, own } => {
+            if write {
+                let next = own.get(page).wrapping_add(1) | PRIVATE_TOKEN_BIT;
+                own.set(page, next);
+                // SAFETY: aligned, mapped, ours.
+                unsafe { std::ptr::write_volatile(p, next) };
+                return (0, 0);
+            }
+            let expected = match own.get(page) {
+                0 => file.get(*base + page),
+                t => t,
+            };
             // SAFETY: aligned, mapped, ours.
-            unsafe { std::ptr::write_volatile(p, next) };
-            return (0, 0);
+            let found = unsafe { std::ptr::read_volatile(p) };
+            return (1, (found != expected) as u64);
         }
-        // SAFETY: aligned, mapped, ours.
-        let found = unsafe { std::ptr::read_volatile(p) };
-        return (1, (found != tokens.get(base + page)) as u64);
-    }
+    };
     if write {
-        let next = r.versions()[page].wrapping_add(1).max(1);
-        r.versions()[page] = next;
+        let next = t.get(page).wrapping_add(1).max(1);
+        t.set(page, next);
         // SAFETY: aligned, mapped, ours.
         unsafe { std::ptr::write_volatile(p, next) };
-        if !r.lazy.is_empty() {
-            r.set_lazy(page..page + 1, false);
+        if t.is_lazy(page) {
+            t.set_lazy(page..page + 1, false);
         }
         return (0, 0);
     }
     // SAFETY: aligned, mapped, ours.
     let found = unsafe { std::ptr::read_volatile(p) };
-    if found == r.versions()[page] {
+    if found == t.get(page) {
         return (1, 0);
     }
-    if found == 0 && r.is_lazy(page) {
+    if found == 0 && t.is_lazy(page) {
         // Reclaim discarded the lazily freed page: it reads zeros from now
         // on, until written.
-        r.versions()[page] = 0;
-        r.set_lazy(page..page + 1, false);
+        t.clear(page..page + 1);
         return (1, 0);
     }
     (1, 1)

@@ -16,6 +16,14 @@ pub struct SharedTokens {
     len: usize,
 }
 
+// SAFETY: the handle only reaches atomics, in a mapping that stays until
+// `unmap`, which the runner calls when no thread of the process can use the
+// array any more (a region's own array with its region, which no thread
+// shares then; a file's at the teardown).
+unsafe impl Send for SharedTokens {}
+// SAFETY: as for Send: every access through a shared handle is atomic.
+unsafe impl Sync for SharedTokens {}
+
 impl SharedTokens {
     /// A zeroed array of `len` tokens, its pages faulted in now (by this
     /// process, so they are charged to this process's memory cgroup).

@@ -1,20 +1,26 @@
 //! `fork` and `spawn`: a child process that runs a body of steps beside
 //! this one and reports to it.
 
-use crate::exec::{Child, Forked};
+use crate::exec::{Child, Forked, Started};
 use mmsim_spec::Step;
 use std::io::Read;
 use std::os::fd::FromRawFd;
 
-impl Child<'_> {
+impl<'s> Child<'s> {
     /// fork(2): the child continues with a copy of this process's regions
     /// and tokens (private regions copy-on-write, shared ones shared), runs
     /// `steps`, reports and exits; this process goes on at once and reads
     /// the child's report on a thread, so the child never blocks writing
     /// it. For a `spawn` step the child then drops every region it
     /// inherited, as exec would give it a fresh address space (the runner's
-    /// own memory stays: it does not exec).
-    pub(crate) fn fork(&mut self, steps: &[Step], line: usize, spawn: bool) -> Result<(), String> {
+    /// own memory stays: it does not exec). Only the forking thread goes
+    /// on in the child; the others' regions stay mapped there, unused.
+    pub(crate) fn fork(
+        &mut self,
+        steps: &'s [Step],
+        line: usize,
+        spawn: bool,
+    ) -> Result<(), String> {
         let (kind, k) = if spawn {
             self.spawns += 1;
             ("spawn", self.spawns - 1)
@@ -31,8 +37,9 @@ impl Child<'_> {
             ));
         }
         // SAFETY: the child only runs this process's code and then _exit()s.
-        // Other threads (report readers) do not exist in the child; glibc's
-        // fork keeps malloc usable there.
+        // Other threads (report readers, the task's threads) do not exist in
+        // the child; glibc's fork keeps malloc usable there, and the runner
+        // takes no lock of its own that one of them could hold at the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             let e = std::io::Error::last_os_error();
@@ -54,17 +61,23 @@ impl Child<'_> {
             unsafe {
                 libc::close(fds[0]);
                 libc::close(self.report_fd);
-                for f in &self.pending {
-                    libc::close(f.fd);
+                for s in &self.pending {
+                    if let Started::Process(f) = s {
+                        libc::close(f.fd);
+                    }
                 }
             }
-            // The reader threads do not exist in this process.
+            // The reader threads and the task's threads do not exist in this
+            // process. Its own threads start in the copy of the task's scope,
+            // which it never leaves (it exits inside `fork`), so the scope's
+            // count of the threads that are not here is never waited on.
             std::mem::forget(std::mem::take(&mut self.pending));
             self.report_fd = fds[1];
             self.reports.clear();
             self.name = format!("{}/{kind}{k}", self.name);
             self.forks = 0;
             self.spawns = 0;
+            self.threads = 0;
             if spawn {
                 self.unmap_all();
             }
@@ -93,12 +106,12 @@ impl Child<'_> {
             let _ = f.read_to_string(&mut text);
             text
         });
-        self.pending.push(Forked {
+        self.pending.push(Started::Process(Forked {
             pid,
             fd,
             line,
             reader,
-        });
+        }));
         Ok(())
     }
 }

@@ -40,21 +40,18 @@ pub(super) fn run(
             first + n,
         ));
     }
-    match (advice, &mut r.tokens) {
+    match (advice, &r.tokens) {
         // Private anonymous pages are dropped: zero-fill next.
-        (Advice::Dontneed, Tokens::Private(versions)) => {
-            versions[first..first + n].fill(0);
-            r.set_lazy(first..first + n, false);
-        }
+        (Advice::Dontneed, Tokens::Private(t)) => t.clear(first..first + n),
         // Shared pages are only unmapped here: the data stays in the
         // shared object (page cache or swap).
         (Advice::Dontneed, Tokens::Shared { .. }) => {}
         // Private copies are dropped: the file's page is read again next.
-        (Advice::Dontneed, Tokens::FilePrivate { own, .. }) => {
-            own[first..first + n].fill(0);
-        }
+        (Advice::Dontneed, Tokens::FilePrivate { own, .. }) => own.clear(first..first + n),
         // Lazily freed: either value until written again.
-        (Advice::Free, _) => r.set_lazy(first..first + n, true),
+        (Advice::Free, Tokens::Private(t)) => t.set_lazy(first..first + n, true),
+        // The kernel took MADV_FREE only on private anonymous memory.
+        (Advice::Free, Tokens::Shared { .. } | Tokens::FilePrivate { .. }) => {}
         (
             Advice::Pageout
             | Advice::Cold

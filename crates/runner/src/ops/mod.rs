@@ -16,17 +16,19 @@ mod repeat;
 mod set;
 mod stream;
 mod swap;
+mod thread;
 mod time;
 mod touch;
 
 #[cfg(test)]
 pub(crate) use file_io::file_io;
+pub(crate) use thread::{Spawner, Threaded};
 
 use crate::exec::Child;
 use mmsim_spec::{Op, Step};
 
 /// Runs one step in process `c`.
-pub(crate) fn run_step(c: &mut Child, s: &Step) -> Result<(), String> {
+pub(crate) fn run_step<'s>(c: &mut Child<'s>, s: &'s Step) -> Result<(), String> {
     // What an op reports of itself is prefixed with its step's line.
     let at = |e: String| format!("line {}: {e}", s.line);
     match &s.op {
@@ -69,11 +71,12 @@ pub(crate) fn run_step(c: &mut Child, s: &Step) -> Result<(), String> {
         Op::Sleep { ns } => time::sleep(*ns),
         Op::Compute { ns } => time::compute(*ns),
         Op::Phase { name } => phase::run(c, name),
-        // These name their lines themselves: a fork's or spawn's own, the
-        // line of the fork whose child failed for a wait, that of the step
-        // that failed in a repeat's body.
+        // These name their lines themselves: a fork's, spawn's or thread's
+        // own, the line of the fork or thread whose child failed for a
+        // wait, that of the step that failed in a repeat's body.
         Op::Fork { steps } => c.fork(steps, s.line, false),
         Op::Spawn { steps } => c.fork(steps, s.line, true),
+        Op::Thread { steps } => c.thread(steps, s.line),
         Op::Wait => c.wait_all(),
         Op::Repeat { times, steps } => repeat::run(c, *times, steps),
     }

@@ -3,7 +3,7 @@
 use crate::exec::Child;
 use mmsim_spec::Step;
 
-pub(super) fn run(c: &mut Child, times: u64, steps: &[Step]) -> Result<(), String> {
+pub(super) fn run<'s>(c: &mut Child<'s>, times: u64, steps: &'s [Step]) -> Result<(), String> {
     // A repeat of nothing is skipped, as in the simulator.
     if mmsim_spec::work::does_nothing(steps) {
         return Ok(());
