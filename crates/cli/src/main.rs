@@ -671,6 +671,9 @@ pub(crate) fn summary(r: &RunResult) -> String {
         "\nintegrity: {verdict} ({} pages checked, {} violations)\n",
         r.integrity.pages_checked, r.integrity.violations
     );
+    for (row, n) in &r.interrupts {
+        s += &format!("interrupts {row}: {n} (/proc/interrupts, all CPUs)\n");
+    }
     for (name, buckets) in &r.histograms {
         s += &format!("\n@{name}:\n{}", hist_table(buckets));
     }

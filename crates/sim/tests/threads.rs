@@ -123,3 +123,63 @@ fn threads_run_the_same_twice() {
         |r: &mmsim_spec::output::RunResult| r.tasks.iter().map(|t| t.end_ns).collect::<Vec<_>>();
     assert_eq!(ends(&a), ends(&b));
 }
+
+/// A thread that computes (or sleeps) while its creator writes and
+/// MADV_DONTNEEDs `size` `passes` times; the TLB-shootdown IPIs counted.
+fn shootdowns(thread: &str, size: &str, passes: u32) -> u64 {
+    let r = run_checked(&format!(
+        r#"
+[machine]
+memory = "512M"
+cpus = 2
+[task.main]
+steps = [
+  {{ op = "mmap", name = "buf", kind = "anon", size = "{size}" }},
+  {{ op = "thread", steps = [ {{ op = "{thread}", duration = "2s" }} ] }},
+  {{ op = "repeat", times = {passes}, steps = [
+    {{ op = "touch", region = "buf", write = 1.0 }},
+    {{ op = "madvise", region = "buf", advice = "dontneed" }},
+  ] }},
+  {{ op = "wait" }},
+]
+"#
+    ));
+    r.interrupts.get("TLB").copied().unwrap_or(0)
+}
+
+#[test]
+fn a_zap_interrupts_the_other_cpu_only_while_it_runs_the_mm() {
+    // Each MADV_DONTNEED of 1024 pages flushes once, an IPI to the CPU
+    // running the computing thread; the exit's unmap frees page tables,
+    // one more IPI to that CPU, idle by then (lazy TLB) but still holding
+    // the mm.
+    assert_eq!(shootdowns("compute", "4M", 3), 3 + 1);
+    // A sleeping thread's CPU is idle, lazy: the zaps skip it (it flushes
+    // at its next switch); only the freed tables reach it.
+    assert_eq!(shootdowns("sleep", "4M", 3), 1);
+}
+
+#[test]
+fn a_large_zap_flushes_each_time_its_gather_fills() {
+    // 12,288 pages overflow one mmu_gather (9,698 pages): two flushes per
+    // MADV_DONTNEED.
+    assert_eq!(shootdowns("compute", "48M", 2), 2 * 2 + 1);
+}
+
+#[test]
+fn one_cpu_takes_no_shootdowns() {
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+[task.main]
+steps = [
+  { op = "mmap", name = "buf", kind = "anon", size = "4M" },
+  { op = "thread", steps = [ { op = "touch", region = "buf", write = 1.0 } ] },
+  { op = "madvise", region = "buf", advice = "dontneed" },
+  { op = "wait" },
+]
+"#,
+    );
+    assert!(r.interrupts.is_empty(), "{:?}", r.interrupts);
+}

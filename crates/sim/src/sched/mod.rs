@@ -127,6 +127,12 @@ impl<'s> Scheduler<'s> {
         at_end: &mut impl FnMut(&mut Kernel),
     ) -> Result<u64, SimError> {
         let cpu = self.rq.cur_cpu;
+        // A task that moved here left its last CPU idle.
+        for c in 0..self.rq.last_on_cpu.len() {
+            if c != cpu && self.rq.last_on_cpu[c] == Some(entity) {
+                k.enter_lazy_tlb(c);
+            }
+        }
         k.cur_task = Some(self.player.tasks[entity].ktask);
         k.switch_mm(cpu, k.tasks[self.player.tasks[entity].ktask].mm);
         self.lru_gen_use_mm(k, entity, start, switched);

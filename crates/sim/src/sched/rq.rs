@@ -132,6 +132,17 @@ impl Slice<'_> {
         let vruntime = self.rq.min_vruntime;
         self.rq.tasks.push(Entity::new(now, vruntime));
     }
+
+    /// A thread started now: as a fork, and `wake_up_new_task` puts it on
+    /// an idle CPU at once, where it runs beside its creator (the slice
+    /// ends where the two would part by more than the scheduler's
+    /// quantum). Simplification: a forked child still waits for the end
+    /// of its parent's slice, as the recorded multi-CPU fidelity runs
+    /// have been held to; the scheduler work on many CPUs revisits it.
+    pub fn start_thread(&mut self, now: u64) {
+        self.fork(now);
+        self.end = self.end.min(self.rq.slice_end_now(self.me));
+    }
 }
 
 impl RunQueue {
