@@ -131,6 +131,8 @@ struct Gen<'a, 'b> {
     /// The steps being drawn belong to a task with a thread it has not
     /// waited for: they may unmap nothing (the thread shares the regions).
     threads_live: bool,
+    /// The steps being drawn are a thread's: its regions are shared.
+    in_thread: bool,
 }
 
 /// A spec from `bytes` (any bytes make some spec text), without `trace`
@@ -375,6 +377,7 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
         swapper: false,
         traces,
         threads_live: false,
+        in_thread: false,
     };
     for t in 0..1 + g.d.below(3) {
         writeln!(out, "[task.t{t}]").unwrap();
@@ -640,7 +643,9 @@ impl Gen<'_, '_> {
                 // its next wait.
                 self.threads_live = false;
                 let n = 1 + self.d.below(4);
+                let in_thread = std::mem::replace(&mut self.in_thread, true);
                 let body = self.steps(&mut regions.clone(), n, depth + 1, false);
+                self.in_thread = in_thread;
                 self.threads_live = true;
                 format!("{{ op = \"thread\", steps = [\n{body}] }}")
             }
@@ -648,8 +653,10 @@ impl Gen<'_, '_> {
                 let mut child = regions.clone();
                 let n = 1 + self.d.below(4);
                 let live = std::mem::take(&mut self.threads_live);
+                let in_thread = std::mem::take(&mut self.in_thread);
                 let body = self.steps(&mut child, n, depth + 1, true);
                 self.threads_live = live;
+                self.in_thread = in_thread;
                 format!("{{ op = \"fork\", steps = [\n{body}] }}")
             }
             (9, _) if depth < 2 => {
@@ -661,8 +668,10 @@ impl Gen<'_, '_> {
             (10, _) if depth < 2 => {
                 let n = 1 + self.d.below(3);
                 let live = std::mem::take(&mut self.threads_live);
+                let in_thread = std::mem::take(&mut self.in_thread);
                 let body = self.steps(&mut Vec::new(), n, depth + 1, true);
                 self.threads_live = live;
+                self.in_thread = in_thread;
                 format!("{{ op = \"spawn\", steps = [\n{body}] }}")
             }
             (11, _) if self.nswap > 0 && self.swapper && depth == 0 => {
@@ -699,7 +708,10 @@ impl Gen<'_, '_> {
                 regions.retain(|r| r.name != name);
                 format!("{{ op = \"munmap\", region = \"{name}\" }}")
             }
-            (16, Some((name, pages, _))) if pages >= 256 => {
+            // No kvstore on a region a thread shares.
+            (16, Some((name, pages, _)))
+                if pages >= 256 && !self.in_thread && !self.threads_live =>
+            {
                 // One server shape per region: later steps must match it.
                 let requests = 1 + self.d.below(2000);
                 format!(

@@ -55,6 +55,19 @@ impl StepOp for KvStore {
         let Some(&pages) = regions.get(&kv.region) else {
             return Err(cx.unknown_region(key, &kv.region, regions));
         };
+        let shared = cx.inherited.iter().chain(&cx.shared_with_threads);
+        if shared.into_iter().any(|n| *n == kv.region) {
+            // One server's data driven from two tasks at once is not
+            // modelled: each engine would keep it its own way.
+            return Err(cx.err(
+                key,
+                "region",
+                format!(
+                    "found a kvstore on region \"{}\", which a thread shares (a thread with the task that started it, or the task with a thread it has not waited for); expected a region of the thread's own, or a wait step before it",
+                    kv.region
+                ),
+            ));
+        }
         let max_sets = (kv.requests / (kv.sets + kv.gets)) * kv.sets
             + (kv.requests % (kv.sets + kv.gets)).min(kv.sets);
         let table = (kv.keys.next_power_of_two() * 8).div_ceil(4096);

@@ -182,7 +182,7 @@ mod tests {
     fn messages_list_the_ops_in_their_order() {
         assert_eq!(
             OPS.as_str(),
-            "mmap, munmap, touch, trace, madvise, sleep, compute, phase, repeat, fork, spawn, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream, set"
+            "mmap, munmap, touch, trace, madvise, sleep, compute, phase, repeat, fork, spawn, thread, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream, set"
         );
     }
 
@@ -199,6 +199,7 @@ mod tests {
              { op = \"repeat\", times = 2, steps = [] },\n\
              { op = \"fork\", steps = [] },\n\
              { op = \"spawn\", steps = [] },\n\
+             { op = \"thread\", steps = [] },\n\
              { op = \"wait\" },\n\
              { op = \"swapoff\", device = 0 },\n\
              { op = \"swapon\", device = 0 },\n\

@@ -299,3 +299,32 @@ fn a_creator_may_unmap_a_shared_region_only_after_wait() {
     ))
     .unwrap();
 }
+
+#[test]
+fn a_kvstore_on_a_region_a_thread_shares_is_refused() {
+    let e = rejected(&format!(
+        r#"{THREAD_HEAD}  {{ op = "thread", steps = [
+      {{ op = "kvstore", region = "heap", keys = 100, value_size = "1K", requests = 10 }},
+  ] }},
+]
+"#
+    ));
+    check(
+        &e,
+        7,
+        "task.main.steps[1].steps[0].region",
+        &["kvstore", "\"heap\"", "thread shares"],
+    );
+    // The thread's own region is its own server's.
+    parse(&format!(
+        r#"{THREAD_HEAD}  {{ op = "thread", steps = [
+      {{ op = "mmap", name = "db", kind = "anon", size = "4M" }},
+      {{ op = "kvstore", region = "db", keys = 100, value_size = "1K", requests = 10 }},
+  ] }},
+  {{ op = "wait" }},
+  {{ op = "kvstore", region = "heap", keys = 100, value_size = "1K", requests = 10 }},
+]
+"#
+    ))
+    .unwrap();
+}
