@@ -51,7 +51,22 @@ impl CpuMask {
 
     /// The CPUs in it, lowest first.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.bits.len() * 64).filter(|&c| self.test(c))
+        self.bits.iter().enumerate().flat_map(|(w, &word)| {
+            let mut left = word;
+            std::iter::from_fn(move || {
+                (left != 0).then(|| {
+                    let bit = left.trailing_zeros() as usize;
+                    left &= left - 1;
+                    w * 64 + bit
+                })
+            })
+        })
+    }
+
+    /// Whether a CPU other than `cpu` is in it (`cpumask_any_but`).
+    #[inline]
+    pub fn any_but(&self, cpu: usize) -> bool {
+        self.weight() > self.test(cpu) as u32
     }
 }
 
@@ -111,6 +126,7 @@ impl Kernel {
     /// gather flushes at once. Simplification: that mid-zap flush is not
     /// charged time (one per 9,698 pages; the zap's final flush is, where
     /// the caller charges it).
+    #[inline]
     pub fn tlb_remove_tlb_entry(&mut self, tlb: &mut MmuGather, page: bool) {
         tlb.cleared = true;
         if page {
@@ -138,13 +154,17 @@ impl Kernel {
     /// `flush_tlb_mm_range` from the current CPU: an IPI to every other
     /// CPU in the mm's mask that has it loaded and is not lazy, and to the
     /// lazy ones too when page tables were freed.
+    #[inline]
     pub fn flush_tlb_mm_range(&mut self, mm: u32, freed_tables: bool) {
         let me = self.cur_cpu;
-        let mask = &self.mms[mm as usize].cpumask;
-        if mask.weight() <= mask.test(me) as u32 {
+        if self.cpus.len() == 1 || !self.mms[mm as usize].cpumask.any_but(me) {
             return;
         }
-        let others: Vec<usize> = mask.iter().filter(|&c| c != me).collect();
+        let others: Vec<usize> = self.mms[mm as usize]
+            .cpumask
+            .iter()
+            .filter(|&c| c != me)
+            .collect();
         for c in others {
             self.flush_tlb_ipi(c, freed_tables);
         }
@@ -170,7 +190,15 @@ impl Kernel {
     /// another CPU has it loaded (`should_defer_flush`), the flush waits
     /// for the list's `try_to_unmap_flush` and goes to its CPUs then (a
     /// flush of this CPU alone is done at once: no IPI).
+    #[inline]
     pub fn tlb_ubc_add(&mut self, mm: u32) {
+        // One CPU: no other can hold the mm.
+        if self.cpus.len() > 1 && self.mms[mm as usize].cpumask.any_but(self.cur_cpu) {
+            self.tlb_ubc_gather(mm);
+        }
+    }
+
+    fn tlb_ubc_gather(&mut self, mm: u32) {
         let me = self.cur_cpu;
         for c in self.mms[mm as usize].cpumask.iter() {
             if c != me {
@@ -182,6 +210,9 @@ impl Kernel {
     /// `try_to_unmap_flush` (`arch_tlbbatch_flush`): one IPI to each
     /// gathered CPU that is not lazy (the flush names no mm).
     pub fn try_to_unmap_flush(&mut self) {
+        if self.tlb_ubc.weight() == 0 {
+            return;
+        }
         let cpus: Vec<usize> = self.tlb_ubc.iter().collect();
         self.tlb_ubc = CpuMask::default();
         for c in cpus {
