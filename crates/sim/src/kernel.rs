@@ -131,6 +131,8 @@ pub struct Kernel {
     /// `current->tlb_ubc`'s CPUs: those reclaim's deferred flush goes to
     /// (tlb.rs).
     pub tlb_ubc: crate::mm::tlb::CpuMask,
+    /// `tlb_ubc->writable`: a dirty PTE is among those it holds.
+    pub tlb_ubc_writable: bool,
     /// What the fault or zap in progress carries between its functions.
     pub fault: crate::mm::memory::FaultCtx,
     /// Cluster swap readahead's global state (swap_state.c's).
@@ -346,6 +348,7 @@ impl Kernel {
             swap_ra: Default::default(),
             fault: Default::default(),
             tlb_ubc: Default::default(),
+            tlb_ubc_writable: false,
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
             }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large())

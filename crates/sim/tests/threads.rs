@@ -183,3 +183,32 @@ steps = [
     );
     assert!(r.interrupts.is_empty(), "{:?}", r.interrupts);
 }
+
+#[test]
+fn reclaim_flushes_before_each_dirty_page_is_written_out() {
+    // The creator pages out 1,024 pages it wrote while its thread computes
+    // on the other CPU: reclaim defers each unmap's flush, but a dirty
+    // PTE makes it due before the page's write-out
+    // (try_to_unmap_flush_dirty): one IPI per page; then the madvise
+    // walk's own flush and the exit's unmap.
+    let r = run_checked(
+        r#"
+[machine]
+memory = "512M"
+cpus = 2
+[[swap]]
+device = "zram"
+size = "64M"
+[task.main]
+steps = [
+  { op = "mmap", name = "buf", kind = "anon", size = "4M" },
+  { op = "thread", steps = [ { op = "compute", duration = "2s" } ] },
+  { op = "touch", region = "buf", write = 1.0 },
+  { op = "madvise", region = "buf", advice = "pageout" },
+  { op = "wait" },
+]
+"#,
+    );
+    assert_eq!(vm(&r, "pswpout"), 1024);
+    assert_eq!(r.interrupts["TLB"], 1024 + 1 + 1);
+}

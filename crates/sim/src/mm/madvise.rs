@@ -121,7 +121,9 @@ impl Kernel {
     /// deactivates them, MADV_PAGEOUT isolates them and reclaims each
     /// table's batch at once (`reclaim_pages`).
     fn madvise_cold_or_pageout(&mut self, vma: u32, first: usize, n: usize, pageout: bool) {
+        let mut walked = false;
         for (lo, hi) in self.pmd_ranges(vma, first, n) {
+            walked = true;
             let mut list = self.take_scratch();
             let walk_ptes = self.vmas[vma as usize].ptes[lo] & PTE_PMD == 0
                 || self.madvise_cold_or_pageout_pmd(
@@ -201,12 +203,16 @@ impl Kernel {
                 }
             }
             // tlb_finish_mmu's flush of the young bits cleared.
+            // Simplification: charged per PTE table walked; the flush
+            // itself (its IPIs) is one, at the walk's end, below.
             self.charge_cost(Fn::Madvise, self.costs.tlb_flush);
-            self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
             if pageout && !list.is_empty() {
                 self.reclaim_pages(&mut list);
             }
             self.give_scratch(list);
+        }
+        if walked {
+            self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
         }
     }
 

@@ -163,7 +163,7 @@ impl Kernel {
     /// stops the walk.
     fn try_to_unmap_one(&mut self, pfn: Pfn, page: Pfn, vma: u32, idx: usize, pte: Pte) -> bool {
         self.charge_cost(Fn::TryToUnmap, self.costs.unmap_one);
-        self.tlb_ubc_add(self.vmas[vma as usize].mm);
+        self.tlb_ubc_add(self.vmas[vma as usize].mm, pte & PTE_DIRTY != 0);
         // The dirty bit moves to the folio as the PTE is cleared.
         if pte & PTE_DIRTY != 0 {
             self.folios.get_mut(pfn).set(PG_DIRTY);

@@ -190,15 +190,18 @@ impl Kernel {
     /// another CPU has it loaded (`should_defer_flush`), the flush waits
     /// for the list's `try_to_unmap_flush` and goes to its CPUs then (a
     /// flush of this CPU alone is done at once: no IPI).
+    /// A dirty PTE (`writable`) makes the flush due before the folio's
+    /// write-out starts (`try_to_unmap_flush_dirty`).
     #[inline]
-    pub fn tlb_ubc_add(&mut self, mm: u32) {
+    pub fn tlb_ubc_add(&mut self, mm: u32, writable: bool) {
         // One CPU: no other can hold the mm.
         if self.cpus.len() > 1 && self.mms[mm as usize].cpumask.any_but(self.cur_cpu) {
-            self.tlb_ubc_gather(mm);
+            self.tlb_ubc_gather(mm, writable);
         }
     }
 
-    fn tlb_ubc_gather(&mut self, mm: u32) {
+    fn tlb_ubc_gather(&mut self, mm: u32, writable: bool) {
+        self.tlb_ubc_writable |= writable;
         let me = self.cur_cpu;
         for c in self.mms[mm as usize].cpumask.iter() {
             if c != me {
@@ -210,6 +213,7 @@ impl Kernel {
     /// `try_to_unmap_flush` (`arch_tlbbatch_flush`): one IPI to each
     /// gathered CPU that is not lazy (the flush names no mm).
     pub fn try_to_unmap_flush(&mut self) {
+        self.tlb_ubc_writable = false;
         if self.tlb_ubc.weight() == 0 {
             return;
         }
@@ -219,6 +223,15 @@ impl Kernel {
             if !self.cpus[c].is_lazy {
                 self.cpus[c].irq_tlb_count += 1;
             }
+        }
+    }
+
+    /// `try_to_unmap_flush_dirty`: the batched flush now, if a PTE it
+    /// holds was dirty (a folio about to be written out).
+    #[inline]
+    pub fn try_to_unmap_flush_dirty(&mut self) {
+        if self.tlb_ubc_writable {
+            self.try_to_unmap_flush();
         }
     }
 

@@ -881,6 +881,9 @@ impl Kernel {
             if references == FolioRef::ReclaimClean || !sc.may_writepage {
                 return false;
             }
+            // No CPU may write it through a stale TLB entry once its I/O
+            // starts.
+            self.try_to_unmap_flush_dirty();
             match self.traced(Fn::Pageout, |k| k.pageout(pfn, list)) {
                 PageOut::Keep => return false,
                 PageOut::Activate => return self.activate_locked(pfn, stat),
