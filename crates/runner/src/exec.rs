@@ -97,9 +97,6 @@ pub(crate) struct Child<'s> {
     /// The regions of the threads joined so far that they mapped
     /// themselves: they stay mapped until the process exits.
     pub(crate) left: Vec<Region>,
-    /// Regions whose key-value server a thread not yet joined has taken,
-    /// with the line of its `thread` step.
-    pub(crate) kv_lent: HashMap<String, usize>,
     /// The client statistics of finished kvstore steps.
     pub(crate) kv: Option<KvResult>,
     /// Each region's key-value server data, kept between kvstore steps
@@ -142,7 +139,6 @@ impl<'s> Child<'s> {
             report_fd: -1,
             spawner,
             left: Vec::new(),
-            kv_lent: HashMap::new(),
             kv: None,
             kv_dbs: HashMap::new(),
             open_kv: None,
@@ -235,7 +231,6 @@ impl<'s> Child<'s> {
     /// program starts without them).
     pub(crate) fn unmap_all(&mut self) {
         self.kv_dbs.clear();
-        self.kv_lent.clear();
         for (_, r) in std::mem::take(&mut self.regions) {
             unmap_region(r);
         }

@@ -8,12 +8,6 @@ use mmsim_spec::stream::{access_is_write, access_page};
 use std::time::Instant;
 
 pub(super) fn run(c: &mut Child, kv: &mmsim_spec::KvStore) -> Result<(), String> {
-    if let Some(line) = c.kv_lent.get(&kv.region) {
-        return Err(format!(
-            "kvstore on region {}, whose key-value server the thread started at line {line} has until it is joined; expected a wait step before this one",
-            kv.region
-        ));
-    }
     let r = c
         .regions
         .get_mut(&kv.region)

@@ -44,8 +44,6 @@ impl<'s> Spawner<'s> for Scope<'s, '_> {
 pub(crate) struct Threaded<'s> {
     /// The `thread` step's line.
     line: usize,
-    /// The shared regions whose key-value servers it took.
-    lent: Vec<String>,
     handle: ScopedJoinHandle<'s, ThreadEnd>,
 }
 
@@ -54,8 +52,6 @@ pub(crate) struct ThreadEnd {
     report: Report,
     /// The regions it mapped itself (and those its own threads left).
     left: Vec<Region>,
-    /// The key-value servers of the regions it shares, which it took.
-    kv_dbs: HashMap<String, KvDb>,
 }
 
 impl<'s> Child<'s> {
@@ -66,7 +62,7 @@ impl<'s> Child<'s> {
         let spawner = self
             .spawner
             .ok_or_else(|| format!("line {line}: thread: no scope to start the thread in"))?;
-        let (kv_dbs, lent) = self.lend_kv_dbs(steps, line)?;
+        let kv_dbs = self.give_kv_dbs(steps);
         let k = self.threads;
         self.threads += 1;
         let shared: Vec<String> = self.regions.keys().cloned().collect();
@@ -84,25 +80,17 @@ impl<'s> Child<'s> {
         let handle = spawner
             .spawn(name, Box::new(move || t.run_thread(steps, line, &shared)))
             .map_err(|e| format!("line {line}: cannot start a thread: {e}"))?;
-        for n in &lent {
-            self.kv_lent.insert(n.clone(), line);
-        }
         self.pending
-            .push(Started::Thread(Threaded { line, lent, handle }));
+            .push(Started::Thread(Threaded { line, handle }));
         Ok(())
     }
 
-    /// Takes the key-value servers of the regions the thread's kvstore
-    /// steps (nested bodies included) drive. A server's data lives in its
-    /// region, so a region the thread shares has one server, which the
-    /// thread has until it is joined (the names of those are returned with
-    /// the servers); a region of that name the thread maps itself gets the
-    /// server prefaulted for the name, as a forked child would.
-    fn lend_kv_dbs(
-        &mut self,
-        steps: &[Step],
-        line: usize,
-    ) -> Result<(HashMap<String, KvDb>, Vec<String>), String> {
+    /// Gives the thread the key-value servers prefaulted for the regions
+    /// its kvstore steps (nested bodies included) drive: regions it maps
+    /// itself, as a forked child's would be (the spec refuses a kvstore on
+    /// a region a thread shares, so no server is ever driven from two
+    /// tasks).
+    fn give_kv_dbs(&mut self, steps: &[Step]) -> HashMap<String, KvDb> {
         let mut names: Vec<String> = Vec::new();
         mmsim_spec::for_each_op_in(steps, &mut |op| {
             if let Op::KvStore(kv) = op {
@@ -111,18 +99,9 @@ impl<'s> Child<'s> {
                 }
             }
         });
-        if let Some((n, at)) = (names.iter()).find_map(|n| self.kv_lent.get(n).map(|at| (n, at))) {
-            return Err(format!(
-                "line {line}: the thread's kvstore steps drive the key-value server of region {n}, which the thread started at line {at} has until it is joined; expected a wait step before this one"
-            ));
-        }
-        let taken = (names.iter())
+        (names.iter())
             .filter_map(|n| self.kv_dbs.remove_entry(n))
-            .collect();
-        let lent = (names.into_iter())
-            .filter(|n| self.regions.contains_key(n))
-            .collect();
-        Ok((taken, lent))
+            .collect()
     }
 
     /// The thread: its steps, its own threads and children joined (after
@@ -148,20 +127,12 @@ impl<'s> Child<'s> {
                 left.push(r);
             }
         }
-        self.kv_dbs.retain(|n, _| shared.contains(n));
-        ThreadEnd {
-            report,
-            left,
-            kv_dbs: std::mem::take(&mut self.kv_dbs),
-        }
+        ThreadEnd { report, left }
     }
 
     /// Joins a thread: its report joins this one's, the regions it mapped
     /// stay mapped (until the process exits), its servers come back.
     pub(crate) fn join_thread(&mut self, t: Threaded<'s>) -> Result<(), String> {
-        for n in &t.lent {
-            self.kv_lent.remove(n);
-        }
         let end = t.handle.join().map_err(|p| {
             format!(
                 "line {}: the thread started here panicked while reporting: {}",
@@ -171,7 +142,6 @@ impl<'s> Child<'s> {
         })?;
         self.reports.push(end.report);
         self.left.extend(end.left);
-        self.kv_dbs.extend(end.kv_dbs);
         Ok(())
     }
 }
@@ -407,7 +377,6 @@ mod tests {
         with_task(&spec, |c, spec| {
             c.prefault_kv_dbs(&spec.tasks[0].steps);
             c.run(&spec.tasks[0].steps).unwrap();
-            assert!(c.kv_lent.is_empty());
             assert_eq!(c.reports.len(), 1);
             assert_eq!(c.reports[0].error, None);
             assert_eq!(c.reports[0].violations, 0);
