@@ -128,11 +128,8 @@ pub struct Kernel {
     /// Completion time of each locked folio whose read is in flight.
     /// Consulted only on the fault path when a folio is locked.
     pub io_wait: HashMap<Pfn, u64>,
-    /// `current->tlb_ubc`'s CPUs: those reclaim's deferred flush goes to
-    /// (tlb.rs).
-    pub tlb_ubc: crate::mm::tlb::CpuMask,
-    /// `tlb_ubc->writable`: a dirty PTE is among those it holds.
-    pub tlb_ubc_writable: bool,
+    /// `current->tlb_ubc`: reclaim's deferred flush (tlb.rs).
+    pub tlb_ubc: crate::mm::tlb::TlbUbc,
     /// What the fault or zap in progress carries between its functions.
     pub fault: crate::mm::memory::FaultCtx,
     /// Cluster swap readahead's global state (swap_state.c's).
@@ -348,7 +345,6 @@ impl Kernel {
             swap_ra: Default::default(),
             fault: Default::default(),
             tlb_ubc: Default::default(),
-            tlb_ubc_writable: false,
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
             }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large())

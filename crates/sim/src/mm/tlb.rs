@@ -76,6 +76,14 @@ impl CpuMask {
 /// batch pages of MAX_GATHER_BATCH ((4096 − 16) / 8 = 510) entries.
 pub const MMU_GATHER_PAGES: u32 = 8 + 19 * 510;
 
+/// `struct tlbflush_unmap_batch`: the CPUs reclaim's deferred flush
+/// goes to, and whether a PTE it holds was dirty (`writable`).
+#[derive(Debug, Default)]
+pub struct TlbUbc {
+    cpumask: CpuMask,
+    writable: bool,
+}
+
 /// A zap's `struct mmu_gather`: what it cleared and gathered since its
 /// last flush.
 pub struct MmuGather {
@@ -201,11 +209,11 @@ impl Kernel {
     }
 
     fn tlb_ubc_gather(&mut self, mm: u32, writable: bool) {
-        self.tlb_ubc_writable |= writable;
+        self.tlb_ubc.writable |= writable;
         let me = self.cur_cpu;
         for c in self.mms[mm as usize].cpumask.iter() {
             if c != me {
-                self.tlb_ubc.set(c);
+                self.tlb_ubc.cpumask.set(c);
             }
         }
     }
@@ -213,12 +221,11 @@ impl Kernel {
     /// `try_to_unmap_flush` (`arch_tlbbatch_flush`): one IPI to each
     /// gathered CPU that is not lazy (the flush names no mm).
     pub fn try_to_unmap_flush(&mut self) {
-        self.tlb_ubc_writable = false;
-        if self.tlb_ubc.weight() == 0 {
+        let batch = std::mem::take(&mut self.tlb_ubc);
+        if batch.cpumask.weight() == 0 {
             return;
         }
-        let cpus: Vec<usize> = self.tlb_ubc.iter().collect();
-        self.tlb_ubc = CpuMask::default();
+        let cpus: Vec<usize> = batch.cpumask.iter().collect();
         for c in cpus {
             if !self.cpus[c].is_lazy {
                 self.cpus[c].irq_tlb_count += 1;
@@ -230,7 +237,7 @@ impl Kernel {
     /// holds was dirty (a folio about to be written out).
     #[inline]
     pub fn try_to_unmap_flush_dirty(&mut self) {
-        if self.tlb_ubc_writable {
+        if self.tlb_ubc.writable {
             self.try_to_unmap_flush();
         }
     }
