@@ -78,6 +78,8 @@ pub struct Kernel {
     pub zones: Vec<Zone>,
     pub vm: VmStat,
     pub memcgs: Vec<Memcg>,
+    /// Reclaim's batched uncharges and when other CPUs see them.
+    pub uncharge_list: crate::mm::memcontrol::UnchargeList,
     pub lruvecs: Vec<Lruvec>,
     pub swap: Vec<SwapInfo>,
     /// swapfile.c's globals (free and total slots, the mmlist …).
@@ -345,6 +347,7 @@ impl Kernel {
             swap_ra: Default::default(),
             fault: Default::default(),
             tlb_ubc: Default::default(),
+            uncharge_list: Default::default(),
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never
             }) || spec.sysfs.shmem_enabled.is_some_and(|w| w.allows_large())

@@ -133,3 +133,61 @@ steps = [
     // After munmap everything is uncharged but the per-CPU stocks.
     assert!(r.cgroups["w"].memory_current <= 2 * 64 * 4096);
 }
+
+/// Two tasks on two CPUs in one memcg that holds half their pages, each
+/// writing its own region twice: every page of the second passes must
+/// come back from swap, and the limit reclaim that makes room for them
+/// runs in both tasks. A reclaim pass frees its folios together at its
+/// end (`mem_cgroup_uncharge_list`), so a task on the other CPU that
+/// charges while the pass runs finds the memcg still full and reclaims
+/// too; the two share the work and end together, and every page written
+/// beyond the limit is written out. (Seeing the pass's frees at its start
+/// let one task ride on the other's reclaim: it ended first, and its exit
+/// left the other the whole memcg.)
+/// With any costs: the reference values and the measured default profile.
+#[test]
+fn two_reclaimers_in_one_memcg_share_the_work() {
+    use mmsim_sim::machine_profile::CostProfile;
+    let text = r#"
+[machine]
+memory = "1G"
+cpus = 2
+[[swap]]
+device = "zram"
+size = "512M"
+[cgroup.w]
+memory_max = "128M"
+[task.t]
+instances = 2
+cgroup = "w"
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "128M" },
+  { op = "touch", region = "heap", write = 1.0, passes = 2 },
+]
+"#;
+    for costs in [CostProfile::reference(), CostProfile::default_profile()] {
+        let opts = mmsim_sim::RunOptions {
+            check: true,
+            costs,
+            ..Default::default()
+        };
+        let r = mmsim_sim::run(&spec(text), opts).unwrap_or_else(|e| panic!("{e}"));
+        share_the_work(&r);
+    }
+}
+
+fn share_the_work(r: &mmsim_sim::output::RunResult) {
+    let (limit, region) = (32768, 32768);
+    assert_eq!(
+        vm(r, "pswpin"),
+        2 * region,
+        "every second-pass page refaults"
+    );
+    // Every page written beyond what the limit holds is written out but
+    // those freed at the exits: the limit's at the last one, and, at the
+    // first, at most half of it when the two end together.
+    let out = vm(r, "pswpout");
+    assert!(out >= 4 * region - limit - limit / 2, "pswpout {out}");
+    let (a, b) = (r.tasks[0].end_ns as f64, r.tasks[1].end_ns as f64);
+    assert!((a / b - 1.0).abs() < 0.1, "ends {a} and {b}");
+}

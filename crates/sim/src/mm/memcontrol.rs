@@ -70,6 +70,62 @@ pub struct MemcgStock {
     pub nr_pages: u64,
 }
 
+/// `mem_cgroup_uncharge_list`, and when the other CPUs see it.
+///
+/// Reclaim frees the folios of one `shrink_folio_list` pass together at
+/// its end (`mem_cgroup_uncharge_list`, then `free_unref_page_list`): the
+/// memcg's page counter drops only then. A task on another CPU that
+/// charges while the pass is still running finds the memcg full and
+/// reclaims too, as concurrent reclaimers in one memcg do on the real
+/// kernel. The simulator applies the state changes of a slice in the order
+/// the slices run, not in time order, so each uncharge is kept here with
+/// the pass's start and end, and a charge or margin test from a CPU whose
+/// clock is inside the pass still counts the pages (`unseen`). A clock
+/// before the pass's start sees its end: the slices that ran the pass ran
+/// its charges before and after it too, so only a pass in progress can be
+/// told apart (a clock far behind, as a forked child's while its parent
+/// ends its slice, would otherwise see the uncharges of many passes hidden
+/// and none of the charges between them).
+#[derive(Default)]
+pub struct UnchargeList {
+    /// Inside a `shrink_folio_list` pass since this time: uncharges wait
+    /// for its end.
+    gathering: Option<u64>,
+    /// The pass's uncharges so far: (memcg, pages).
+    gathered: Vec<(u16, u64)>,
+    /// Done uncharges, one per page-counter level, not yet visible to a
+    /// clock before their time. Empty on one CPU: every later observer's
+    /// clock is past the pass's end there.
+    in_flight: Vec<InFlight>,
+}
+
+struct InFlight {
+    memcg: u16,
+    nr: u64,
+    /// The pass's start and end.
+    from: u64,
+    at: u64,
+}
+
+impl UnchargeList {
+    /// Pages of `memcg`'s counter that a clock at `now` still sees charged.
+    fn unseen(&self, memcg: u16, now: u64) -> u64 {
+        self.in_flight
+            .iter()
+            .filter(|u| u.memcg == memcg && u.from <= now && now < u.at)
+            .map(|u| u.nr)
+            .sum()
+    }
+
+    /// Forgets the uncharges every clock has passed: the scheduler's
+    /// earliest ready entity starts at `now`.
+    pub fn retire(&mut self, now: u64) {
+        if !self.in_flight.is_empty() {
+            self.in_flight.retain(|u| u.at > now);
+        }
+    }
+}
+
 /// Outcome of a charge.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Charge {
@@ -120,7 +176,7 @@ impl Kernel {
         let mut cur = memcg;
         while cur != ROOT_MEMCG {
             let c = &self.memcgs[cur as usize].memory;
-            if c.max.is_some_and(|max| c.usage + nr > max) {
+            if c.max.is_some_and(|max| self.usage_seen(cur) + nr > max) {
                 return Err(cur);
             }
             cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
@@ -134,6 +190,48 @@ impl Kernel {
         }
         self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.page_counter);
         Ok(())
+    }
+
+    /// A memcg's memory usage as the current CPU sees it now: with the
+    /// uncharges of another CPU's reclaim pass still running.
+    fn usage_seen(&self, memcg: u16) -> u64 {
+        let c = &self.memcgs[memcg as usize].memory;
+        if self.uncharge_list.in_flight.is_empty() {
+            return c.usage;
+        }
+        c.usage + self.uncharge_list.unseen(memcg, self.now())
+    }
+
+    /// Start of a `shrink_folio_list` pass: its folios' uncharges wait
+    /// for its end.
+    pub(crate) fn mem_cgroup_uncharge_list_begin(&mut self) {
+        debug_assert!(self.uncharge_list.gathering.is_none());
+        self.uncharge_list.gathering = Some(self.now());
+    }
+
+    /// End of the pass: `mem_cgroup_uncharge_list`, seen by other CPUs
+    /// from now on.
+    pub(crate) fn mem_cgroup_uncharge_list_end(&mut self) {
+        let from = self.uncharge_list.gathering.take().unwrap_or(0);
+        let now = self.now();
+        let shared = self.cpus.len() > 1;
+        let mut gathered = std::mem::take(&mut self.uncharge_list.gathered);
+        for &(memcg, nr) in &gathered {
+            self.page_counter_uncharge(memcg, nr);
+            if shared {
+                let levels: Vec<u16> = self.ancestors(memcg).collect();
+                for m in levels {
+                    self.uncharge_list.in_flight.push(InFlight {
+                        memcg: m,
+                        nr,
+                        from,
+                        at: now,
+                    });
+                }
+            }
+        }
+        gathered.clear();
+        self.uncharge_list.gathered = gathered;
     }
 
     pub fn page_counter_uncharge(&mut self, memcg: u16, nr: u64) {
@@ -287,7 +385,7 @@ impl Kernel {
         let c = &self.memcgs[memcg as usize].memory;
         match c.max {
             None => u64::MAX,
-            Some(max) => max.saturating_sub(c.usage),
+            Some(max) => max.saturating_sub(self.usage_seen(memcg)),
         }
     }
 
@@ -418,7 +516,7 @@ impl Kernel {
         }
         let over_high = self.ancestors(memcg).any(|m| {
             let c = &self.memcgs[m as usize].memory;
-            c.high.is_some_and(|h| c.usage > h)
+            c.high.is_some_and(|h| self.usage_seen(m) > h)
         });
         if over_high {
             self.current_task_over_high(batch);
@@ -440,7 +538,8 @@ impl Kernel {
                 .ancestors(memcg)
                 .map(|m| {
                     let c = &self.memcgs[m as usize].memory;
-                    c.high.map_or(0, |h| calculate_overage(c.usage, h))
+                    c.high
+                        .map_or(0, |h| calculate_overage(self.usage_seen(m), h))
                 })
                 .max()
                 .unwrap_or(0);
@@ -465,7 +564,7 @@ impl Kernel {
         let mut reclaimed = 0;
         for m in levels {
             let c = &self.memcgs[m as usize].memory;
-            if c.high.is_none_or(|h| c.usage <= h) {
+            if c.high.is_none_or(|h| self.usage_seen(m) <= h) {
                 continue;
             }
             self.memcgs[m as usize].events.high += 1;
@@ -478,8 +577,17 @@ impl Kernel {
 
     /// `mem_cgroup_uncharge` of a freed folio.
     pub fn mem_cgroup_uncharge(&mut self, memcg: u16, nr: u64) {
-        if !self.is_root(memcg) {
+        if self.is_root(memcg) {
+            return;
+        }
+        if self.uncharge_list.gathering.is_none() {
             self.page_counter_uncharge(memcg, nr);
+            return;
+        }
+        let list = &mut self.uncharge_list.gathered;
+        match list.last_mut() {
+            Some((m, n)) if *m == memcg => *n += nr,
+            _ => list.push((memcg, nr)),
         }
     }
 

@@ -721,6 +721,7 @@ impl Kernel {
         let mut nr_reclaimed = 0;
         let mut unmapped_any = false;
         let mut i = 0;
+        self.mem_cgroup_uncharge_list_begin();
         while i < list.len() {
             let pfn = list[i];
             i += 1;
@@ -742,6 +743,8 @@ impl Kernel {
                 false => kept.push(pfn),
             }
         }
+        // free_it's folios leave the memcg together.
+        self.mem_cgroup_uncharge_list_end();
         if unmapped_any {
             // try_to_unmap_flush: one batched TLB shootdown for the list.
             self.charge_cost(Fn::TryToUnmapFlush, self.costs.tlb_flush);
