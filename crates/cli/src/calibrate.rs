@@ -162,6 +162,7 @@ pub const REFERENCE_ONLY: &[(&str, &str)] = &[
     ("unuse_scan", "not measured: ~2 ns per PTE, below the noise of any swapoff phase"),
     ("kv_request", "not measured: redis-server's own work; the runner has none"),
     ("exec", "not measured: no runner step execs (spawn forks only)"),
+    ("smt_throughput", "not measured: no SMT siblings on the machines calibrated; documented instead: a core's two threads deliver up to 1.30 times one thread's throughput on server benchmarks (Marr et al., Intel Technology Journal 6(1), 2002)"),
     ("folio_referenced", "not measured: every stock path that scans the LRU also pays the reclaim's own per-page work (memcg_reclaim), which no path separates from it"),
     ("lru_move", "not measured: as folio_referenced, with which it is always charged"),
     ("swap_slot", "not measured: swap-out and swap-in pay it in different shares, and each path's own work beyond it goes to that path's residual (the swap-out bundle, swap_read, shmem_swapin)"),

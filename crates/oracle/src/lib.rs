@@ -420,7 +420,7 @@ impl Oracle {
         cmd.arg("-m")
             .arg(format!("{}M", spec.machine.memory >> 20))
             .arg("-smp")
-            .arg(spec.machine.cpus.to_string())
+            .arg(smp(&spec.machine))
             // QEMU's default CPU model: `-cpu max` costs ~2 MB of MemTotal
             // and is no faster under TCG.
             .args([
@@ -864,9 +864,40 @@ fn build_runner() -> Result<PathBuf, OracleError> {
     Ok(bin)
 }
 
+/// QEMU's `-smp`: the CPU count alone for one socket without SMT (QEMU's
+/// own default arrangement, as the recorded runs booted), else the whole
+/// topology.
+fn smp(m: &mmsim_spec::Machine) -> String {
+    let t = &m.topology;
+    if t.is_flat() {
+        return m.cpus.to_string();
+    }
+    format!(
+        "{},sockets={},cores={},threads={}",
+        m.cpus, t.sockets, t.cores_per_socket, t.threads_per_core
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn smp_is_the_cpu_count_unless_a_topology_is_given() {
+        let spec = |m: &str| {
+            mmsim_spec::parse_str(
+                &format!("[machine]\nmemory = \"512M\"\n{m}\n[task.t]\nsteps = []\n"),
+                "t.toml",
+                &[],
+            )
+            .unwrap()
+        };
+        assert_eq!(smp(&spec("cpus = 4").machine), "4");
+        assert_eq!(
+            smp(&spec("sockets = 2\ncores_per_socket = 3\nthreads_per_core = 2").machine),
+            "12,sockets=2,cores=3,threads=2"
+        );
+    }
 
     #[test]
     fn parses_the_guest_output() {

@@ -199,6 +199,43 @@ pub fn lru_gen() -> Vec<mmsim_spec::output::LruGenLruvec> {
         .collect()
 }
 
+/// The online CPUs' arrangement from sysfs (`topology/physical_package_id`
+/// and `thread_siblings_list` of each), None if it cannot be read or is
+/// not a whole number of equal sockets and cores.
+pub fn cpu_topology() -> Option<mmsim_spec::Topology> {
+    let mut sockets = std::collections::BTreeSet::new();
+    let mut threads = 0;
+    let mut cpus = 0u32;
+    for cpu in 0.. {
+        let dir = format!("/sys/devices/system/cpu/cpu{cpu}/topology");
+        let Ok(pkg) = std::fs::read_to_string(format!("{dir}/physical_package_id")) else {
+            break;
+        };
+        sockets.insert(pkg.trim().to_string());
+        let sib = std::fs::read_to_string(format!("{dir}/thread_siblings_list")).ok()?;
+        // "0-1" or "0,48": one core's threads.
+        let n: u32 = sib
+            .trim()
+            .split(',')
+            .map(|r| match r.split_once('-') {
+                Some((a, b)) => b.parse::<u32>().unwrap_or(0) + 1 - a.parse::<u32>().unwrap_or(0),
+                None => 1,
+            })
+            .sum();
+        threads = threads.max(n);
+        cpus += 1;
+    }
+    let s = sockets.len() as u32;
+    if cpus == 0 || threads == 0 || !cpus.is_multiple_of(s * threads) {
+        return None;
+    }
+    Some(mmsim_spec::Topology {
+        sockets: s,
+        cores_per_socket: cpus / (s * threads),
+        threads_per_core: threads,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

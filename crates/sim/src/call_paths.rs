@@ -21,12 +21,16 @@ struct Node {
     next_sibling: u32,
     /// The child found last: call patterns repeat, so this usually hits.
     last_child: u32,
+    /// Its function, kept here so that a hit reads one node.
+    last_func: u8,
 }
 
 #[derive(Clone)]
 pub struct CallPaths {
     nodes: Vec<Node>,
     cur: u32,
+    /// `cur`'s function, kept here for the hot path.
+    cur_func: u8,
     /// Time charged to a function that was not entered as a call (a leaf
     /// of the current node), by node × function: one add on the hot path.
     leaf_ns: Vec<u64>,
@@ -52,8 +56,10 @@ impl CallPaths {
                 first_child: NONE,
                 next_sibling: NONE,
                 last_child: NONE,
+                last_func: u8::MAX,
             }],
             cur: 0,
+            cur_func: u8::MAX,
             leaf_ns: vec![0; NR_FNS],
         }
     }
@@ -62,14 +68,16 @@ impl CallPaths {
 impl CallPaths {
     #[inline]
     fn child(&mut self, of: u32, f: Fn) -> u32 {
-        let last = self.nodes[of as usize].last_child;
-        if last != NONE && self.nodes[last as usize].func == f as u8 {
-            return last;
+        let node = &self.nodes[of as usize];
+        if node.last_func == f as u8 {
+            return node.last_child;
         }
-        let mut c = self.nodes[of as usize].first_child;
+        let mut c = node.first_child;
         while c != NONE {
             if self.nodes[c as usize].func == f as u8 {
-                self.nodes[of as usize].last_child = c;
+                let node = &mut self.nodes[of as usize];
+                node.last_child = c;
+                node.last_func = f as u8;
                 return c;
             }
             c = self.nodes[c as usize].next_sibling;
@@ -83,9 +91,12 @@ impl CallPaths {
             first_child: NONE,
             next_sibling: first,
             last_child: NONE,
+            last_func: u8::MAX,
         });
-        self.nodes[of as usize].first_child = id;
-        self.nodes[of as usize].last_child = id;
+        let node = &mut self.nodes[of as usize];
+        node.first_child = id;
+        node.last_child = id;
+        node.last_func = f as u8;
         self.leaf_ns.resize(self.nodes.len() * NR_FNS, 0);
         id
     }
@@ -93,10 +104,12 @@ impl CallPaths {
     /// A call of `f` from the current function.
     pub fn enter(&mut self, f: Fn) {
         self.cur = self.child(self.cur, f);
+        self.cur_func = f as u8;
     }
 
     pub fn leave(&mut self) {
         self.cur = self.nodes[self.cur as usize].parent;
+        self.cur_func = self.nodes[self.cur as usize].func;
     }
 
     /// `ns` spent in `f`: the current function's own time if it is `f`,
@@ -104,7 +117,7 @@ impl CallPaths {
     #[inline]
     pub fn charge(&mut self, f: Fn, ns: u64) {
         let c = self.cur as usize;
-        if self.nodes[c].func == f as u8 {
+        if self.cur_func == f as u8 {
             self.nodes[c].self_ns += ns;
         } else {
             self.leaf_ns[c * NR_FNS + f as usize] += ns;
@@ -115,6 +128,7 @@ impl CallPaths {
     /// close before another runs).
     pub fn reset_to_root(&mut self) {
         self.cur = 0;
+        self.cur_func = u8::MAX;
     }
 
     /// Depth-first rows, callees after their caller, heaviest first;

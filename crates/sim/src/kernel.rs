@@ -59,6 +59,9 @@ pub struct Integrity {
     pub invariant_checks: u64,
 }
 
+/// `Kernel::cpu_scale` of a CPU whose SMT siblings idle.
+pub const CPU_SCALE_ALONE: u64 = 1024;
+
 pub struct Kernel {
     /// What each primitive costs (the run's machine profile).
     pub costs: crate::machine_profile::Costs,
@@ -104,6 +107,10 @@ pub struct Kernel {
     pub pending_ns: u64,
     /// The current context's clock when it was last scheduled.
     pub clock_base: u64,
+    /// How long the current context's CPU work takes against a lone
+    /// thread's, in 1024ths: more than 1024 while an SMT sibling of its
+    /// CPU is busy (set by the scheduler for each slice).
+    pub cpu_scale: u64,
     /// Set when a task wakes kswapd: the time of the wakeup.
     pub kswapd_wake_at: Option<u64>,
     /// Simulated time charged to each kernel function (`cost_model::Fn`),
@@ -328,6 +335,7 @@ impl Kernel {
             tasks: Vec::new(),
             cur_task: None,
             pending_ns: 0,
+            cpu_scale: CPU_SCALE_ALONE,
             clock_base: 0,
             kswapd_wake_at: None,
             costs,
@@ -464,12 +472,38 @@ impl Kernel {
         }
     }
 
-    /// Accounts simulated CPU time to the current context and the profile.
+    /// Accounts simulated CPU time to the current context and the profile:
+    /// `ns` of a lone thread's work, longer while an SMT sibling is busy.
     #[inline]
     pub fn charge_cost(&mut self, f: cost_model::Fn, ns: u64) {
+        let ns = self.scaled(ns);
+        self.charge_wall(f, ns);
+    }
+
+    /// Accounts `ns` of elapsed time that is not CPU work (a sleep in a
+    /// syscall): SMT does not stretch it.
+    #[inline]
+    pub fn charge_wall(&mut self, f: cost_model::Fn, ns: u64) {
         self.pending_ns += ns;
         self.fn_time_ns[f as usize] += ns;
         self.call_paths.charge(f, ns);
+    }
+
+    /// A lone thread's `ns` of work on the current CPU.
+    #[inline]
+    fn scaled(&self, ns: u64) -> u64 {
+        if self.cpu_scale == CPU_SCALE_ALONE {
+            return ns;
+        }
+        ns * self.cpu_scale / CPU_SCALE_ALONE
+    }
+
+    /// The work a lone thread does in `wall` ns of the current CPU.
+    pub fn work_in(&self, wall: u64) -> u64 {
+        if self.cpu_scale == CPU_SCALE_ALONE {
+            return wall;
+        }
+        wall * CPU_SCALE_ALONE / self.cpu_scale
     }
 
     /// A user access's time: always at the root of the call tree, on the
@@ -477,6 +511,7 @@ impl Kernel {
     /// from the flat counter).
     #[inline]
     pub fn charge_user(&mut self, ns: u64) {
+        let ns = self.scaled(ns);
         self.pending_ns += ns;
         self.fn_time_ns[cost_model::Fn::User as usize] += ns;
         self.user_access_ns += ns;

@@ -78,6 +78,7 @@ costs! {
     swap_read: "ns" = cost_model::SWAP_READ_NS;
     shmem_swapin: "ns" = cost_model::SHMEM_SWAPIN_NS;
     memcg_reclaim: "ns" = cost_model::MEMCG_RECLAIM_NS;
+    smt_throughput: "permille" = cost_model::SMT_THROUGHPUT_PERMILLE;
 }
 
 impl Costs {

@@ -120,8 +120,13 @@ steps = [
     let d = phase_vm(&r, 0, "cold", "pgdeactivate");
     assert!(d > 0, "nothing was active");
     // Each deactivated page moved from the active to the inactive list.
+    // Besides, madvise_cold starts with lru_add_drain(): the pages still
+    // in its CPU's lru_add batch (fewer than PAGEVEC_SIZE, 15) join the
+    // inactive list too. The task woke on the CPU it slept on, where its
+    // first touch left the batch's last pages.
     assert_eq!(phase_vm(&r, 0, "cold", "nr_active_anon"), -d);
-    assert_eq!(phase_vm(&r, 0, "cold", "nr_inactive_anon"), d);
+    let drained = phase_vm(&r, 0, "cold", "nr_inactive_anon") - d;
+    assert!((0..15).contains(&drained), "{drained} more inactive");
     assert_eq!(phase_vm(&r, 0, "cold", "pswpout"), 0);
 }
 

@@ -71,3 +71,39 @@ fn old_ptes_trap_without_hardware_accessed_bits() {
     let t = |r: &mmsim_sim::output::RunResult| r.tasks[1].end_ns - r.tasks[1].start_ns;
     assert!(t(&soft) > t(&hard));
 }
+
+fn computing_on(topology: &str, tasks: u32) -> Vec<f64> {
+    ends_s(&run_checked(&format!(
+        r#"
+[machine]
+memory = "256M"
+{topology}
+[task.cc]
+instances = {tasks}
+steps = [{{ op = "compute", duration = "1s" }}]
+"#
+    )))
+}
+
+/// Two SMT threads of one core share its throughput: busy together, each
+/// runs at `smt_throughput` / 2 of a lone thread's speed (1.30 / 2 in the
+/// reference values), so a second of work takes 1 / 0.65 s; alone, or on
+/// two cores, a second.
+#[test]
+fn smt_siblings_share_their_core() {
+    let one_core = "cpus = 2\nthreads_per_core = 2";
+    let want = 2.0 / 1.3;
+    for end in computing_on(one_core, 2) {
+        assert!((end - want).abs() < 1e-3, "{end} against {want}");
+    }
+    assert!((computing_on(one_core, 1)[0] - 1.0).abs() < 1e-6);
+    // Two cores of two threads: the second task takes the idle core, not
+    // the busy one's sibling.
+    for end in computing_on("cores_per_socket = 2\nthreads_per_core = 2", 2) {
+        assert!((end - 1.0).abs() < 1e-6, "{end}");
+    }
+    // Four tasks on them: every core's two threads busy.
+    for end in computing_on("cores_per_socket = 2\nthreads_per_core = 2", 4) {
+        assert!((end - want).abs() < 1e-3, "{end} against {want}");
+    }
+}

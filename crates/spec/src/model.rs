@@ -82,6 +82,9 @@ pub struct Machine {
     /// What the machine has (QEMU's -m), bytes.
     pub memory: u64,
     pub cpus: u32,
+    /// How the CPUs are arranged (`sockets`, `cores_per_socket`,
+    /// `threads_per_core`); their product is `cpus`.
+    pub topology: Topology,
     /// Behaviour preset: the release whose mechanisms and counter names
     /// the simulator follows, and the kernel the oracle boots.
     pub kernel: Preset,
@@ -93,6 +96,56 @@ pub struct Machine {
     /// Line of `memory` in the spec file (0: from `--set`), for errors
     /// found after parsing (what the kernel's reservation leaves).
     pub memory_line: usize,
+}
+
+/// The machine's CPUs as sockets of cores of SMT threads. Numbered as
+/// QEMU numbers its APIC IDs and Linux then its CPUs: thread fastest,
+/// then core, then socket, so CPUs 2c and 2c+1 are one core's threads
+/// at two threads per core. Without the keys: one socket, every CPU a
+/// core of its own (QEMU's `-smp N` since its 6.2 machine types, and the
+/// project's 2-vCPU machines as `lscpu` shows them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Topology {
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    pub threads_per_core: u32,
+}
+
+impl Topology {
+    /// One socket of `cpus` single-threaded cores.
+    pub fn flat(cpus: u32) -> Self {
+        Topology {
+            sockets: 1,
+            cores_per_socket: cpus,
+            threads_per_core: 1,
+        }
+    }
+
+    pub fn cpus(&self) -> u32 {
+        self.sockets * self.cores_per_socket * self.threads_per_core
+    }
+
+    /// Whether it is the default arrangement: one socket, no SMT.
+    pub fn is_flat(&self) -> bool {
+        self.sockets == 1 && self.threads_per_core == 1
+    }
+
+    /// The core CPU `cpu` is a thread of (numbered across sockets).
+    pub fn core_of(&self, cpu: usize) -> usize {
+        cpu / self.threads_per_core as usize
+    }
+
+    /// The socket (last-level cache and memory controller) of `cpu`.
+    pub fn socket_of(&self, cpu: usize) -> usize {
+        cpu / (self.threads_per_core * self.cores_per_socket) as usize
+    }
+
+    /// The other SMT threads of `cpu`'s core.
+    pub fn siblings(&self, cpu: usize) -> impl Iterator<Item = usize> {
+        let t = self.threads_per_core as usize;
+        let first = cpu - cpu % t;
+        (first..first + t).filter(move |&c| c != cpu)
+    }
 }
 
 /// A kernel release mmsim models (`machine.kernel`). Each is checked

@@ -158,6 +158,10 @@ fn draw_machine(d: &mut Draw, out: &mut String) -> (u64, &'static str) {
     };
     let cpus = if d.chance(40) { 1 + d.below(4) } else { 1 };
     writeln!(out, "[machine]\nmemory = \"{memory}M\"\ncpus = {cpus}").unwrap();
+    // SMT: pairs of CPUs as one core's two threads.
+    if cpus.is_multiple_of(2) && d.chance(30) {
+        writeln!(out, "threads_per_core = 2").unwrap();
+    }
     if d.chance(10) {
         writeln!(out, "hw_pte_young = false").unwrap();
     }

@@ -820,7 +820,7 @@ impl Kernel {
         let now = self.now();
         if t > now {
             self.io_wait_ns += t - now;
-            self.charge_cost(crate::cost_model::Fn::IoSchedule, t - now);
+            self.charge_wall(crate::cost_model::Fn::IoSchedule, t - now);
         }
         self.process_io_completions(t.max(now));
     }

@@ -19,7 +19,7 @@ pub(super) fn run(
     slice: &Slice,
     left: u64,
 ) -> Option<SliceEnd> {
-    let run = left.min(slice.end().saturating_sub(k.now()));
+    let run = left.min(k.work_in(slice.end().saturating_sub(k.now())));
     k.charge_user(run);
     // mmsim_spec::work counts a compute's 10 µs slices.
     let rest = left - run;

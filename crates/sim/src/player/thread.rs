@@ -42,7 +42,7 @@ pub(super) fn start<'s>(
     thread.kv_dbs = creator.kv_dbs.clone();
     let id = p.tasks.len();
     p.tasks.push(thread);
-    slice.start_thread(k.now());
+    slice.fork(k.now());
     let creator = &mut p.tasks[i];
     creator.forks.push(id);
     creator.nthreads += 1;

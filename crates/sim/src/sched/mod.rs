@@ -52,6 +52,8 @@ impl<'s> Scheduler<'s> {
             min_vruntime: 0,
             cur_cpu: 0,
             cur_start: 0,
+            topology: spec.machine.topology,
+            kthread_cpu: [None; 2],
         };
         Scheduler {
             player,
@@ -70,13 +72,16 @@ impl<'s> Scheduler<'s> {
     ) -> Result<u64, SimError> {
         let mut last_end = 0;
         while let Some((entity, ready)) = self.rq.pick() {
-            let cpu = (0..self.rq.cpu_free_at.len())
-                .min_by_key(|&c| (self.rq.cpu_free_at[c], c))
-                .unwrap();
+            let cpu = self.rq.select_cpu(entity, ready);
             let start = ready.max(self.rq.cpu_free_at[cpu]);
             self.rq.cur_cpu = cpu;
             self.rq.cur_start = start;
+            self.rq.set_last_cpu(entity, cpu);
             k.cur_cpu = cpu;
+            k.cpu_scale = match self.rq.sibling_busy_until(cpu, start) {
+                None => crate::kernel::CPU_SCALE_ALONE,
+                Some(_) => crate::kernel::CPU_SCALE_ALONE * 2000 / k.costs.smt_throughput.max(1000),
+            };
             k.call_paths.reset_to_root();
             // No clock is before this slice's start any more.
             k.uncharge_list.retire(start);

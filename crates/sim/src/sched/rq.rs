@@ -40,6 +40,8 @@ pub(super) struct Entity {
     pub(super) vruntime: u64,
     /// The jiffy the task was last switched in.
     pub(super) switched_in: u64,
+    /// The CPU it last ran on (`task_cpu`), where a wakeup looks first.
+    pub(super) last_cpu: Option<usize>,
 }
 
 impl Entity {
@@ -49,6 +51,7 @@ impl Entity {
             state: TaskState::Ready,
             vruntime,
             switched_in: u64::MAX,
+            last_cpu: None,
         }
     }
 
@@ -79,6 +82,10 @@ pub(super) struct RunQueue {
     /// The running entity's CPU and the start of its slice.
     pub(super) cur_cpu: usize,
     pub(super) cur_start: u64,
+    /// Sockets, cores and SMT threads of the CPUs.
+    pub(super) topology: mmsim_spec::Topology,
+    /// The CPU kswapd and khugepaged last ran on.
+    pub(super) kthread_cpu: [Option<usize>; 2],
 }
 
 /// The running task's slice, as the player sees it: when it ends, and
@@ -127,20 +134,13 @@ impl Slice<'_> {
     }
 
     /// A task forked now: runnable at once, at the queue's min_vruntime
-    /// (place_entity). Its number is the next after the existing tasks'.
+    /// (place_entity), and `wake_up_new_task` puts it on an idle CPU at
+    /// once, where it runs beside its parent (the slice ends where the two
+    /// would part by more than the scheduler's quantum). Its number is the
+    /// next after the existing tasks'.
     pub fn fork(&mut self, now: u64) {
         let vruntime = self.rq.min_vruntime;
         self.rq.tasks.push(Entity::new(now, vruntime));
-    }
-
-    /// A thread started now: as a fork, and `wake_up_new_task` puts it on
-    /// an idle CPU at once, where it runs beside its creator (the slice
-    /// ends where the two would part by more than the scheduler's
-    /// quantum). Simplification: a forked child still waits for the end
-    /// of its parent's slice, as the recorded multi-CPU fidelity runs
-    /// have been held to; the scheduler work on many CPUs revisits it.
-    pub fn start_thread(&mut self, now: u64) {
-        self.fork(now);
         self.end = self.end.min(self.rq.slice_end_now(self.me));
     }
 }
@@ -304,7 +304,73 @@ impl RunQueue {
             }
         }
         let per_cpu = competing.div_ceil(ncpu).max(1);
+        // A slice beside a busy SMT sibling runs slower; it ends where the
+        // sibling's known work does, so the next one sees if it idles.
+        if let Some(busy) = self.sibling_busy_until(cpu, start) {
+            end = end.min(busy.max(start.saturating_add(cost_model::QUANTUM_NS)));
+        }
         end.min(start.saturating_add((latency / per_cpu).max(min_gran)))
+    }
+
+    /// `select_task_rq_fair` for an entity ready at `ready`: its previous
+    /// CPU if idle then (cache-hot; `select_idle_sibling`'s first
+    /// choice), else an idle CPU whose whole core idles, in the previous
+    /// CPU's socket first (the LLC the search covers), then any idle CPU
+    /// there, then elsewhere (idle balancing pulls it at once); with none
+    /// idle, the CPU that frees up first. Ties go to the lower CPU. A new
+    /// task has no previous CPU and starts on the idlest
+    /// (`find_idlest_cpu`: an idle core first).
+    /// Simplification: the wakee is never pulled to its waker's CPU
+    /// (`wake_affine`); with an idle CPU in the LLC the kernel picks one
+    /// too, and mmsim's wakers (kswapd, children) have no cache to share.
+    pub(super) fn select_cpu(&self, entity: usize, ready: u64) -> usize {
+        let idle = |c: usize| self.cpu_free_at[c] <= ready;
+        let prev = self.last_cpu_of(entity);
+        if let Some(p) = prev.filter(|&p| idle(p)) {
+            return p;
+        }
+        let topo = &self.topology;
+        let core_idle = |c: usize| idle(c) && topo.siblings(c).all(idle);
+        let socket = prev.map(|p| topo.socket_of(p));
+        let in_llc = |c: usize| socket.is_none_or(|s| topo.socket_of(c) == s);
+        let ncpu = self.cpu_free_at.len();
+        let pick = (0..ncpu)
+            .find(|&c| in_llc(c) && core_idle(c))
+            .or_else(|| (0..ncpu).find(|&c| in_llc(c) && idle(c)))
+            .or_else(|| (0..ncpu).find(|&c| core_idle(c)))
+            .or_else(|| (0..ncpu).find(|&c| idle(c)));
+        pick.unwrap_or_else(|| {
+            (0..ncpu)
+                .min_by_key(|&c| (self.cpu_free_at[c], c))
+                .expect("at least one CPU")
+        })
+    }
+
+    /// The CPU an entity last ran on.
+    fn last_cpu_of(&self, entity: usize) -> Option<usize> {
+        match entity.checked_sub(self.tasks.len()) {
+            None => self.tasks[entity].last_cpu,
+            Some(k) => self.kthread_cpu[k],
+        }
+    }
+
+    /// Notes where an entity runs.
+    pub(super) fn set_last_cpu(&mut self, entity: usize, cpu: usize) {
+        match entity.checked_sub(self.tasks.len()) {
+            None => self.tasks[entity].last_cpu = Some(cpu),
+            Some(k) => self.kthread_cpu[k] = Some(cpu),
+        }
+    }
+
+    /// Until when an SMT sibling of `cpu` is known to be busy after
+    /// `start` (None: all idle then). The simulator has run the sibling's
+    /// last slice up to its end, so it is busy up to there at least.
+    pub(super) fn sibling_busy_until(&self, cpu: usize, start: u64) -> Option<u64> {
+        self.topology
+            .siblings(cpu)
+            .map(|c| self.cpu_free_at[c])
+            .filter(|&t| t > start)
+            .max()
     }
 
     /// Ready times of every entity but `me` that will want a CPU.
@@ -326,5 +392,84 @@ impl RunQueue {
             self.khugepaged_ready
         };
         tasks.chain(kswapd).chain(khugepaged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mmsim_spec::Topology;
+
+    /// `n` tasks last run on `last`, CPUs free at `free`.
+    fn rq(topology: Topology, free: &[u64], last: &[Option<usize>]) -> RunQueue {
+        RunQueue {
+            tasks: last
+                .iter()
+                .map(|&c| Entity {
+                    last_cpu: c,
+                    ..Entity::new(0, 0)
+                })
+                .collect(),
+            cpu_free_at: free.to_vec(),
+            last_on_cpu: vec![None; free.len()],
+            kswapd_ready: None,
+            khugepaged_ready: None,
+            kswapd_vruntime: 0,
+            min_vruntime: 0,
+            cur_cpu: 0,
+            cur_start: 0,
+            topology,
+            kthread_cpu: [None; 2],
+        }
+    }
+
+    const SMT_2X2: Topology = Topology {
+        sockets: 2,
+        cores_per_socket: 2,
+        threads_per_core: 2,
+    };
+
+    #[test]
+    fn a_wakeup_takes_its_previous_cpu_when_idle() {
+        let q = rq(SMT_2X2, &[0, 0, 0, 0, 0, 0, 0, 0], &[Some(6)]);
+        assert_eq!(q.select_cpu(0, 10), 6);
+    }
+
+    #[test]
+    fn else_an_idle_core_of_its_socket_then_an_idle_thread_there() {
+        // CPU 6 (socket 1, core 3) busy until 50: core 2 (CPUs 4, 5)
+        // idles whole, so CPU 4 rather than 7, 6's idle sibling.
+        let q = rq(SMT_2X2, &[0, 0, 0, 0, 0, 0, 50, 0], &[Some(6)]);
+        assert_eq!(q.select_cpu(0, 10), 4);
+        // Core 2 half busy too: no idle core in socket 1, so its first
+        // idle thread, 5 (the LLC's search), before socket 0's idle cores.
+        let q = rq(SMT_2X2, &[0, 0, 0, 0, 50, 0, 50, 0], &[Some(6)]);
+        assert_eq!(q.select_cpu(0, 10), 5);
+    }
+
+    #[test]
+    fn then_another_socket_then_the_cpu_free_first() {
+        let q = rq(SMT_2X2, &[0, 0, 0, 0, 50, 50, 50, 50], &[Some(6)]);
+        assert_eq!(q.select_cpu(0, 10), 0);
+        let q = rq(SMT_2X2, &[90, 40, 90, 90, 50, 50, 60, 50], &[Some(6)]);
+        assert_eq!(q.select_cpu(0, 10), 1);
+    }
+
+    #[test]
+    fn a_new_task_starts_on_an_idle_core() {
+        // CPU 0 busy: its sibling 1 is idle but core 1 (CPUs 2, 3) idles
+        // whole.
+        let q = rq(SMT_2X2, &[50, 0, 0, 0, 0, 0, 0, 0], &[None]);
+        assert_eq!(q.select_cpu(0, 10), 2);
+    }
+
+    #[test]
+    fn a_slice_beside_a_busy_sibling_ends_where_the_sibling_is_known_busy() {
+        let q = rq(SMT_2X2, &[0, 500_000, 0, 0, 0, 0, 0, 0], &[Some(0)]);
+        assert_eq!(q.sibling_busy_until(0, 10), Some(500_000));
+        assert_eq!(q.slice_end(0, 0, 10), 500_000);
+        // No SMT: nothing to wait for.
+        let q = rq(Topology::flat(2), &[0, 500_000], &[Some(0)]);
+        assert_eq!(q.sibling_busy_until(0, 10), None);
     }
 }

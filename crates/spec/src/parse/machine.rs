@@ -2,13 +2,24 @@
 
 use super::fields::{boolean, integer, size, type_error, Fields};
 use crate::error::{Reporter, SpecError};
-use crate::model::{Features, Machine, Preset};
+use crate::model::{Features, Machine, Preset, Topology};
 use crate::tree::{Node, Val};
 use crate::units::PAGE_SIZE;
 
 pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, SpecError> {
     let m = Fields::of(rep, "machine".into(), node, "a table [machine]")?;
-    m.only(&["memory", "cpus", "kernel", "hw_pte_young"], "[machine]")?;
+    m.only(
+        &[
+            "memory",
+            "cpus",
+            "sockets",
+            "cores_per_socket",
+            "threads_per_core",
+            "kernel",
+            "hw_pte_young",
+        ],
+        "[machine]",
+    )?;
     let mem = m.require(
         "memory",
         "a size such as \"512M\" (what the machine has, a whole number of 4 KiB pages, at least 64M)",
@@ -21,17 +32,7 @@ pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, Spec
             format!("found {memory} bytes, expected a whole number of 4 KiB pages, at least 64M"),
         ));
     }
-    let cpus = match m.get("cpus") {
-        None => 1,
-        Some(c) => integer(
-            rep,
-            c,
-            "machine.cpus",
-            1,
-            1024,
-            "a whole number from 1 to 1024",
-        )? as u32,
-    };
+    let (cpus, topology) = build_topology(rep, &m)?;
     let kernel = match m.get("kernel") {
         None => Preset::V6_1,
         Some(k) => match &k.val {
@@ -53,10 +54,75 @@ pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, Spec
     Ok(Machine {
         memory,
         cpus,
+        topology,
         kernel,
         hw_pte_young,
         memory_line: rep.line(mem.at),
     })
+}
+
+/// `cpus` and the three topology keys: any left out is derived from the
+/// others (sockets and threads_per_core 1, cores_per_socket the rest),
+/// and all four given must agree.
+fn build_topology(rep: &Reporter, m: &Fields) -> Result<(u32, Topology), SpecError> {
+    let key = |name: &str, hi: i64| -> Result<Option<u32>, SpecError> {
+        m.get(name)
+            .map(|n| {
+                integer(
+                    rep,
+                    n,
+                    &format!("machine.{name}"),
+                    1,
+                    hi,
+                    &format!("a whole number from 1 to {hi}"),
+                )
+                .map(|v| v as u32)
+            })
+            .transpose()
+    };
+    let cpus = key("cpus", 1024)?;
+    let sockets = key("sockets", 64)?;
+    let cores = key("cores_per_socket", 1024)?;
+    let threads = key("threads_per_core", 2)?;
+    if sockets.is_none() && cores.is_none() && threads.is_none() {
+        let cpus = cpus.unwrap_or(1);
+        return Ok((cpus, Topology::flat(cpus)));
+    }
+    let (s, t) = (sockets.unwrap_or(1), threads.unwrap_or(1));
+    let c = match (cores, cpus) {
+        (Some(c), _) => c,
+        (None, Some(n)) if n.is_multiple_of(s * t) => n / (s * t),
+        (None, Some(n)) => {
+            return Err(rep.at(
+                m.req("cpus").at,
+                "machine.cpus",
+                format!("found {n}, expected a multiple of sockets × threads_per_core = {s} × {t}"),
+            ))
+        }
+        (None, None) => 1,
+    };
+    let topology = Topology {
+        sockets: s,
+        cores_per_socket: c,
+        threads_per_core: t,
+    };
+    let total = s as u64 * c as u64 * t as u64;
+    let at = |name: &str| m.get(name).map(|n| n.at);
+    let first = at("cpus")
+        .or(at("sockets"))
+        .or(at("cores_per_socket"))
+        .or(at("threads_per_core"));
+    if total > 1024 || cpus.is_some_and(|n| n as u64 != total) {
+        let found = cpus.map_or(String::new(), |n| format!("cpus = {n} with "));
+        return Err(rep.at(
+            first.expect("a topology key is present"),
+            "machine.cpus",
+            format!(
+                "found {found}sockets × cores_per_socket × threads_per_core = {s} × {c} × {t} = {total}, expected the product to be cpus and at most 1024"
+            ),
+        ));
+    }
+    Ok((total as u32, topology))
 }
 
 const FEATURES: &[&str] = &[

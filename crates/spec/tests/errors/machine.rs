@@ -232,3 +232,49 @@ shmem_skip_swapcache = 1
     ));
     check(&e, 4, "features.shmem_skip_swapcache", &["1", "boolean"]);
 }
+
+fn topology(keys: &str) -> Result<(u32, mmsim_spec::Topology), SpecError> {
+    parse(&with_task(&format!("[machine]\nmemory = \"512M\"\n{keys}")))
+        .map(|s| (s.machine.cpus, s.machine.topology))
+}
+
+#[test]
+fn topology_defaults_to_one_socket_of_single_threaded_cores() {
+    let (cpus, t) = topology("cpus = 8\n").unwrap();
+    assert_eq!((cpus, t), (8, mmsim_spec::Topology::flat(8)));
+    assert!(t.is_flat());
+    let (cpus, t) = topology("").unwrap();
+    assert_eq!((cpus, t.cores_per_socket), (1, 1));
+}
+
+#[test]
+fn topology_keys_left_out_follow_from_the_others() {
+    // cpus from the product.
+    let (cpus, t) = topology("sockets = 2\ncores_per_socket = 24\nthreads_per_core = 2\n").unwrap();
+    assert_eq!(cpus, 96);
+    assert_eq!(
+        (t.sockets, t.cores_per_socket, t.threads_per_core),
+        (2, 24, 2)
+    );
+    // cores_per_socket from cpus.
+    let (cpus, t) = topology("cpus = 96\nthreads_per_core = 2\n").unwrap();
+    assert_eq!((cpus, t.sockets, t.cores_per_socket), (96, 1, 48));
+    assert!(!t.is_flat());
+    // Thread fastest: CPUs 2c and 2c+1 are one core's threads; a socket
+    // holds cores_per_socket cores.
+    let (_, t) = topology("sockets = 2\ncores_per_socket = 2\nthreads_per_core = 2\n").unwrap();
+    assert_eq!(t.siblings(5).collect::<Vec<_>>(), vec![4]);
+    assert_eq!((t.core_of(5), t.socket_of(5), t.socket_of(3)), (2, 1, 0));
+}
+
+#[test]
+fn topology_that_does_not_multiply_to_cpus() {
+    let e = topology("cpus = 8\nsockets = 2\ncores_per_socket = 3\n").unwrap_err();
+    check(&e, 3, "machine.cpus", &["cpus = 8", "2 × 3 × 1 = 6"]);
+    let e = topology("cpus = 3\nthreads_per_core = 2\n").unwrap_err();
+    check(&e, 3, "machine.cpus", &["found 3", "multiple of", "1 × 2"]);
+    let e = topology("threads_per_core = 4\n").unwrap_err();
+    check(&e, 3, "machine.threads_per_core", &["4", "from 1 to 2"]);
+    let e = topology("sockets = 64\ncores_per_socket = 64\n").unwrap_err();
+    check(&e, 3, "machine.cpus", &["4096", "at most 1024"]);
+}
