@@ -53,6 +53,16 @@ pub fn passes(median: f64, min: f64, max: f64, sim: f64, tol: f64) -> bool {
         || (max - min > tol * median.max(NOISE_FLOOR) && (min..=max).contains(&sim))
 }
 
+/// A counter of a run: a /proc/vmstat name, or `interrupts/ROW`, a
+/// /proc/interrupts row summed over the CPUs (`interrupts/TLB`: the
+/// TLB-shootdown IPIs).
+fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
+    match name.strip_prefix("interrupts/") {
+        Some(row) => r.interrupts.get(row).copied().unwrap_or(0) as i64,
+        None => r.vmstat.get(name).copied().unwrap_or(0),
+    }
+}
+
 /// The spec's simulated counters on `preset` against what was recorded
 /// on that preset's release; None where nothing was.
 pub fn evaluate(spec_path: &Path, preset: Preset) -> Result<Option<SpecReport>, String> {
@@ -70,12 +80,9 @@ pub fn evaluate(spec_path: &Path, preset: Preset) -> Result<Option<SpecReport>, 
         .counters
         .iter()
         .map(|(name, tol)| {
-            let mut v: Vec<f64> = real
-                .iter()
-                .map(|r| *r.vmstat.get(name).unwrap_or(&0) as f64)
-                .collect();
+            let mut v: Vec<f64> = real.iter().map(|r| counter(r, name) as f64).collect();
             let m = median(&mut v);
-            let s = *sim.vmstat.get(name).unwrap_or(&0);
+            let s = counter(&sim, name);
             let (lo, hi) = (
                 v.first().copied().unwrap_or(0.0),
                 v.last().copied().unwrap_or(0.0),
