@@ -208,7 +208,7 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
         memory_bytes: spec.machine.memory,
         // SAFETY: sysconf has no preconditions.
         cpus: unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as u32,
-        topology: procfs::cpu_topology().and_then(|t| mmsim_spec::output::TopologyInfo::of(&t)),
+        topology: procfs::cpu_topology().and_then(mmsim_spec::Topology::unless_flat),
         mem_total_bytes: procfs::meminfo("MemTotal"),
         mem_free_at_start_bytes: procfs::meminfo("MemFree"),
         min_free_kbytes: procfs::read_u64("/proc/sys/vm/min_free_kbytes"),

@@ -218,10 +218,10 @@ pub fn cpu_topology() -> Option<mmsim_spec::Topology> {
             .trim()
             .split(',')
             .map(|r| match r.split_once('-') {
-                Some((a, b)) => b.parse::<u32>().unwrap_or(0) + 1 - a.parse::<u32>().unwrap_or(0),
-                None => 1,
+                Some((a, b)) => (b.parse::<u32>().ok()? + 1).checked_sub(a.parse().ok()?),
+                None => Some(1),
             })
-            .sum();
+            .sum::<Option<u32>>()?;
         threads = threads.max(n);
         cpus += 1;
     }

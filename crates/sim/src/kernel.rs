@@ -110,7 +110,7 @@ pub struct Kernel {
     /// How long the current context's CPU work takes against a lone
     /// thread's, in 1024ths: more than 1024 while an SMT sibling of its
     /// CPU is busy (set by the scheduler for each slice).
-    pub cpu_scale: u64,
+    cpu_scale: u64,
     /// Set when a task wakes kswapd: the time of the wakeup.
     pub kswapd_wake_at: Option<u64>,
     /// Simulated time charged to each kernel function (`cost_model::Fn`),
@@ -487,6 +487,15 @@ impl Kernel {
         self.pending_ns += ns;
         self.fn_time_ns[f as usize] += ns;
         self.call_paths.charge(f, ns);
+    }
+
+    /// Sets the current slice's CPU speed: a busy SMT sibling leaves each
+    /// of the core's two threads `smt_throughput` / 2 of a lone one's.
+    pub fn set_sibling_busy(&mut self, busy: bool) {
+        self.cpu_scale = match busy {
+            false => CPU_SCALE_ALONE,
+            true => CPU_SCALE_ALONE * 2000 / self.costs.smt_throughput.max(1000),
+        };
     }
 
     /// A lone thread's `ns` of work on the current CPU.

@@ -469,7 +469,7 @@ fn machine_info(k: &Kernel, spec: &Spec) -> MachineInfo {
     MachineInfo {
         memory_bytes: spec.machine.memory,
         cpus: spec.machine.cpus,
-        topology: mmsim_spec::output::TopologyInfo::of(&spec.machine.topology),
+        topology: spec.machine.topology.unless_flat(),
         mem_total_bytes: managed * 4096,
         mem_free_at_start_bytes: k.nr_free_pages() * 4096,
         min_free_kbytes: k.min_free_kbytes,

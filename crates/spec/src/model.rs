@@ -104,7 +104,7 @@ pub struct Machine {
 /// at two threads per core. Without the keys: one socket, every CPU a
 /// core of its own (QEMU's `-smp N` since its 6.2 machine types, and the
 /// project's 2-vCPU machines as `lscpu` shows them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Topology {
     pub sockets: u32,
     pub cores_per_socket: u32,
@@ -128,6 +128,11 @@ impl Topology {
     /// Whether it is the default arrangement: one socket, no SMT.
     pub fn is_flat(&self) -> bool {
         self.sockets == 1 && self.threads_per_core == 1
+    }
+
+    /// The output's `machine.topology`: None when flat.
+    pub fn unless_flat(self) -> Option<Self> {
+        (!self.is_flat()).then_some(self)
     }
 
     /// The core CPU `cpu` is a thread of (numbered across sockets).

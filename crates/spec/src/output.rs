@@ -68,32 +68,13 @@ pub struct MachineInfo {
     pub cpus: u32,
     /// The CPUs' arrangement, when not one socket without SMT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology: Option<TopologyInfo>,
+    pub topology: Option<crate::Topology>,
     /// MemTotal as the kernel reports it, bytes.
     pub mem_total_bytes: u64,
     /// Free memory when the workload started, bytes.
     pub mem_free_at_start_bytes: u64,
     pub min_free_kbytes: u64,
     pub zones: Vec<ZoneInfo>,
-}
-
-/// `[machine]`'s sockets × cores_per_socket × threads_per_core.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TopologyInfo {
-    pub sockets: u32,
-    pub cores_per_socket: u32,
-    pub threads_per_core: u32,
-}
-
-impl TopologyInfo {
-    /// The output's field for a topology: None when flat.
-    pub fn of(t: &crate::Topology) -> Option<Self> {
-        (!t.is_flat()).then_some(TopologyInfo {
-            sockets: t.sockets,
-            cores_per_socket: t.cores_per_socket,
-            threads_per_core: t.threads_per_core,
-        })
-    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

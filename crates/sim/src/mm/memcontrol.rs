@@ -218,16 +218,15 @@ impl Kernel {
         let mut gathered = std::mem::take(&mut self.uncharge_list.gathered);
         for &(memcg, nr) in &gathered {
             self.page_counter_uncharge(memcg, nr);
-            if shared {
-                let levels: Vec<u16> = self.ancestors(memcg).collect();
-                for m in levels {
-                    self.uncharge_list.in_flight.push(InFlight {
-                        memcg: m,
-                        nr,
-                        from,
-                        at: now,
-                    });
-                }
+            let mut level = Some(memcg).filter(|_| shared);
+            while let Some(m) = level.filter(|&m| m != ROOT_MEMCG) {
+                self.uncharge_list.in_flight.push(InFlight {
+                    memcg: m,
+                    nr,
+                    from,
+                    at: now,
+                });
+                level = self.memcgs[m as usize].parent;
             }
         }
         gathered.clear();

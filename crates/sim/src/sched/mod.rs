@@ -78,10 +78,7 @@ impl<'s> Scheduler<'s> {
             self.rq.cur_start = start;
             self.rq.set_last_cpu(entity, cpu);
             k.cur_cpu = cpu;
-            k.cpu_scale = match self.rq.sibling_busy_until(cpu, start) {
-                None => crate::kernel::CPU_SCALE_ALONE,
-                Some(_) => crate::kernel::CPU_SCALE_ALONE * 2000 / k.costs.smt_throughput.max(1000),
-            };
+            k.set_sibling_busy(self.rq.sibling_busy_until(cpu, start).is_some());
             k.call_paths.reset_to_root();
             // No clock is before this slice's start any more.
             k.uncharge_list.retire(start);
