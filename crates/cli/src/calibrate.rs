@@ -15,6 +15,7 @@
 //! and enter the system as known values.
 
 pub mod fit;
+pub mod smp;
 pub mod ubench;
 
 use mmsim_sim::machine_profile::{
@@ -152,6 +153,52 @@ pub const DIRECT: &[(&str, &str)] = &[(
     "zram_stored_bytes",
     "the kernel's zram: mm_stat mem_used_total over pages stored after the zram bench's writes",
 )];
+
+/// Constants the many-CPU benches measure (smp.rs), outside the fit.
+pub const SMP: &[(&str, &str)] = &[
+    ("cacheline_transfer", "user space: two threads on two cores of one socket take turns incrementing a counter alone on its cache line; ns per increment, 2n minus n"),
+    ("lock_handoff", "user space: a ticket spinlock taken in turn by two threads on two cores, its data on a second line, minus the same lock taken by one thread alone; ns per acquisition, 2n minus n"),
+    ("ipi", "the kernel's IPIs: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which IPIs and waits for every other CPU running the process, with a thread of it spinning on another core minus with none; ns per call, 2n minus n"),
+    ("ipi_handler", "the kernel's IPIs: a spin loop's extra time on the receiving core while the other sends membarrier IPIs, per IPI sent"),
+    ("mem_bw_pair", "user space: a 4 KiB-page memcpy over pools 4x the LLC by one thread alone, and by two threads on two cores at once; the pair's per-thread bandwidth over the lone thread's, in thousandths (at most 1000)"),
+];
+
+/// A many-CPU constant: the median of the runs that measured it, its
+/// spread their range; cost_model.rs's value where none did.
+fn smp_entry(field: &'static str, unit: &str, method: &str, runs: &[RunData]) -> CostEntry {
+    let mut v: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.smp.as_ref())
+        .map(|b| {
+            b.values()
+                .iter()
+                .find(|x| x.0 == field)
+                .expect("a bench value")
+                .1
+        })
+        .map(|x| x.max(0.0))
+        .collect();
+    let round = |x: f64| x.round() as u64;
+    if v.is_empty() {
+        let reference = Costs::REFERENCE.get(field).expect("a field");
+        return CostEntry {
+            value: reference,
+            unit: unit.to_string(),
+            spread: [reference, reference],
+            basis: Basis::Reference,
+            method: format!("not measured: these runs have no many-CPU bench (one CPU, or recorded before calibrate had it); the development machine's value (cost_model.rs). Its method there: {method}"),
+        };
+    }
+    v.sort_by(f64::total_cmp);
+    let median = round(v[v.len() / 2]);
+    CostEntry {
+        value: median,
+        unit: unit.to_string(),
+        spread: [round(v[0]).min(median), round(v[v.len() - 1]).max(median)],
+        basis: Basis::Measured,
+        method: format!("{method}; the median of {} runs", v.len()),
+    }
+}
 
 /// Not measured, and why.
 pub const REFERENCE_ONLY: &[(&str, &str)] = &[
@@ -491,6 +538,9 @@ fn values_of(x: &[f64], runs: &[RunData]) -> BTreeMap<&'static str, f64> {
 pub struct RunData {
     pub user: ubench::UserBench,
     pub zram: ZramBench,
+    /// The many-CPU benches (None: one CPU, or recorded before they
+    /// existed).
+    pub smp: Option<smp::SmpBench>,
     /// Calibration spec name → the native runner's document.
     pub specs: BTreeMap<String, RunResult>,
 }
@@ -595,6 +645,10 @@ pub fn profile(
     let s = solve_runs(all, runs, sessions);
     let mut cost = BTreeMap::new();
     for &(field, unit) in Costs::FIELDS {
+        if let Some((_, m)) = SMP.iter().find(|r| r.0 == field) {
+            cost.insert(field.to_string(), smp_entry(field, unit, m, runs));
+            continue;
+        }
         let (basis, method) = if let Some((_, m)) = REFERENCE_ONLY.iter().find(|r| r.0 == field) {
             (Basis::Reference, m.to_string())
         } else if let Some((_, m)) = DIRECT.iter().find(|r| r.0 == field) {
@@ -911,6 +965,7 @@ fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String
     for run in 0..a.runs {
         eprintln!("mmsim calibrate: run {} of {}", run + 1, a.runs);
         let user = ubench::run().map_err(|e| (1, e))?;
+        let smp = smp::run().map_err(|e| (1, e))?;
         let zram_text =
             mmsim_oracle::native::zram_bench(&runner, &spec_path(&a.dir, "zram"), ZRAM_BENCH_PAGES)
                 .map_err(|e| (1, e.to_string()))?
@@ -931,7 +986,12 @@ fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String
                 mmsim_oracle::native::Outcome::Refused(e) => return Err((2, e)),
             }
         }
-        let r = RunData { user, zram, specs };
+        let r = RunData {
+            user,
+            zram,
+            smp,
+            specs,
+        };
         if let Some(dir) = &a.record {
             record(dir, first + run, &r).map_err(|e| (1, e))?;
         }
@@ -986,6 +1046,12 @@ fn record(dir: &Path, run: usize, r: &RunData) -> Result<(), String> {
         "zram.json".into(),
         serde_json::to_string_pretty(&r.zram).expect("serialises"),
     )?;
+    if let Some(smp) = &r.smp {
+        w(
+            "smp.json".into(),
+            serde_json::to_string_pretty(smp).expect("serialises"),
+        )?;
+    }
     for (name, doc) in &r.specs {
         w(
             format!("{name}.json"),
@@ -1018,7 +1084,17 @@ pub fn load_recorded(dir: &Path) -> Result<(Vec<RunData>, MachineInfo), String> 
                 serde_json::from_str(&read(d.join(&f))?).map_err(|e| parse_err(&f, e))?;
             specs.insert(name.to_string(), doc);
         }
-        out.push(RunData { user, zram, specs });
+        // Runs recorded before the many-CPU benches have no smp.json.
+        let smp = match read(d.join("smp.json")) {
+            Ok(text) => Some(serde_json::from_str(&text).map_err(|e| parse_err("smp.json", e))?),
+            Err(_) => None,
+        };
+        out.push(RunData {
+            user,
+            zram,
+            smp,
+            specs,
+        });
     }
     if out.is_empty() {
         return Err(format!("{}: no recorded runs (run-0/ …)", dir.display()));
@@ -1078,7 +1154,12 @@ mod tests {
             }
             specs.insert(name.to_string(), run);
         }
-        RunData { user, zram, specs }
+        RunData {
+            user,
+            zram,
+            smp: None,
+            specs,
+        }
     }
 
     /// Every solved constant doubled from its reference value (bundles
@@ -1130,7 +1211,8 @@ mod tests {
         let s = solve_runs(&all, &runs, &sessions);
         assert!(s.unresolved.is_empty(), "{:?}", s.unresolved);
         for &(f, unit) in Costs::FIELDS {
-            if unit != "ns" {
+            // The many-CPU constants are measured outside the fit.
+            if unit != "ns" || SMP.iter().any(|d| d.0 == f) {
                 continue;
             }
             let want = truth.get(f).unwrap() as f64;
@@ -1189,11 +1271,58 @@ mod tests {
         assert_eq!(p.cost["touch"].value, truth.touch);
     }
 
+    /// A many-CPU constant is the median of the runs that have the bench;
+    /// with none it is the reference value, said so.
+    #[test]
+    fn a_many_cpu_constant_is_the_median_of_its_runs() {
+        let truth = truth();
+        let bench = |pingpong_2n: u64| smp::SmpBench {
+            cpus: [0, 1],
+            siblings: false,
+            transfers: 1000,
+            pingpong_ns: [100_000, pingpong_2n],
+            lock_reps: 1000,
+            lock_pair_ns: [0, 200_000],
+            lock_alone_ns: [0, 20_000],
+            ipi_reps: 10,
+            ipi_ns: [0, 30_000],
+            no_ipi_ns: [0, 5_000],
+            victim_quiet_ns: 1_000_000,
+            victim_storm_ns: 12_000,
+            victim_ipis: 10,
+            copy_bytes: 1 << 20,
+            copy_alone_ns: 900,
+            copy_pair_ns: 1000,
+        };
+        let mut runs: Vec<RunData> = (0..3).map(|_| simulated_run(truth, 1.0)).collect();
+        let (method, unit) = (SMP[0].1, "ns");
+        let e = smp_entry("cacheline_transfer", unit, method, &runs);
+        assert_eq!(e.basis, Basis::Reference);
+        assert_eq!(e.value, Costs::REFERENCE.cacheline_transfer);
+        for (r, t) in runs.iter_mut().zip([190_000, 230_000, 210_000]) {
+            r.smp = Some(bench(t));
+        }
+        let e = smp_entry("cacheline_transfer", unit, method, &runs);
+        assert_eq!(
+            (e.basis, e.value, e.spread),
+            (Basis::Measured, 110, [90, 130])
+        );
+        let e = smp_entry("lock_handoff", unit, SMP[1].1, &runs);
+        assert_eq!(e.value, 200 - 20);
+        let e = smp_entry("ipi", unit, SMP[2].1, &runs);
+        assert_eq!(e.value, 2500);
+        let e = smp_entry("ipi_handler", unit, SMP[3].1, &runs);
+        assert_eq!(e.value, 1200);
+        let e = smp_entry("mem_bw_pair", "permille", SMP[4].1, &runs);
+        assert_eq!(e.value, 900);
+    }
+
     #[test]
     fn every_constant_has_exactly_one_basis() {
         for &(f, _) in Costs::FIELDS {
             let n = UNKNOWNS.iter().filter(|u| share(u, f).is_some()).count()
                 + DIRECT.iter().filter(|d| d.0 == f).count()
+                + SMP.iter().filter(|d| d.0 == f).count()
                 + REFERENCE_ONLY.iter().filter(|d| d.0 == f).count();
             assert_eq!(n, 1, "{f}");
         }

@@ -138,9 +138,9 @@ const KNOWN_MISSES: &[(&str, &[&str])] = &[(
     &[
         "dontneed main/dontneed",
         "munmap main/munmap_anon",
+        "munmap main/munmap_shmem",
         "resident main/seq",
         "swapoff main/swapoff",
-        "tmpfs_mmap_read main/mmap_read",
         "tmpfs_rw main/write_128k",
         "zram_memcg main/refault_zipf",
     ],

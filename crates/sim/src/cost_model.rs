@@ -155,6 +155,30 @@ pub const SHRINK_FOLIO_NS: u64 = 50;
 /// 1.30 / 2 of a lone thread's speed, so its work takes 1 / 0.65 as long.
 pub const SMT_THROUGHPUT_PERMILLE: u64 = 1300;
 
+// What two CPUs cost each other, measured by `mmsim calibrate`'s many-CPU
+// benches (crates/cli/src/calibrate/smp.rs; each timing the least of
+// three tries) on the development machine, a 2-vCPU Intel Xeon @ 2.50GHz
+// KVM guest whose vCPUs are two cores of one socket (a transfer of
+// ~100 ns, not the ~20 ns of SMT siblings sharing an L1). Three runs on
+// 2026-11-27, the middle one of each (`cargo test -p mmsim-cli --release
+// --bin mmsim smp::tests::print_one_run -- --ignored --nocapture`):
+
+/// One cache line moving to another core for a write: 103, 101, 110 ns.
+pub const CACHELINE_TRANSFER_NS: u64 = 103;
+/// A contended spinlock (and its data's line) passing to the waiting
+/// core, beyond an uncontended acquisition: 175, 130, 185 ns.
+pub const LOCK_HANDOFF_NS: u64 = 175;
+/// The sender's synchronous IPI round trip to one other CPU (send, wait
+/// for its handler): 2330, 1752, 2413 ns. In a KVM guest each IPI is a
+/// VM exit on both sides; bare metal takes about half as long.
+pub const IPI_NS: u64 = 2330;
+/// The receiver's time lost to one IPI (entry, handler, exit): 1215,
+/// 1087, 1199 ns.
+pub const IPI_HANDLER_NS: u64 = 1199;
+/// Each of two cores copying at once gets this share of one core's copy
+/// bandwidth alone, in thousandths: 903, 990, 955.
+pub const MEM_BW_PAIR_PERMILLE: u64 = 955;
+
 /// CFS's `sysctl_sched_latency` (6 ms) and `sysctl_sched_min_granularity`
 /// (0.75 ms) before the kernel scales them by 1 + log2(cpus): runnable
 /// entities sharing a CPU get slices of latency / nr_running, at least
@@ -214,6 +238,8 @@ functions! {
     ShrinkLruvec = "shrink_lruvec",
     Pageout = "pageout",
     TryToUnmapFlush = "try_to_unmap_flush",
+    FlushTlbMulti = "native_flush_tlb_multi",
+    FlushTlbFunc = "flush_tlb_func",
     AddRmap = "page_add_anon_rmap",
     AddFileRmap = "page_add_file_rmap",
     RemoveRmap = "page_remove_rmap",

@@ -79,6 +79,11 @@ costs! {
     shmem_swapin: "ns" = cost_model::SHMEM_SWAPIN_NS;
     memcg_reclaim: "ns" = cost_model::MEMCG_RECLAIM_NS;
     smt_throughput: "permille" = cost_model::SMT_THROUGHPUT_PERMILLE;
+    cacheline_transfer: "ns" = cost_model::CACHELINE_TRANSFER_NS;
+    lock_handoff: "ns" = cost_model::LOCK_HANDOFF_NS;
+    ipi: "ns" = cost_model::IPI_NS;
+    ipi_handler: "ns" = cost_model::IPI_HANDLER_NS;
+    mem_bw_pair: "permille" = cost_model::MEM_BW_PAIR_PERMILLE;
 }
 
 impl Costs {

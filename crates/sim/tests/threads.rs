@@ -127,7 +127,12 @@ fn threads_run_the_same_twice() {
 /// A thread that computes (or sleeps) while its creator writes and
 /// MADV_DONTNEEDs `size` `passes` times; the TLB-shootdown IPIs counted.
 fn shootdowns(thread: &str, size: &str, passes: u32) -> u64 {
-    let r = run_checked(&format!(
+    let r = run_checked(&dontneed_beside(thread, size, passes));
+    r.interrupts.get("TLB").copied().unwrap_or(0)
+}
+
+fn dontneed_beside(thread: &str, size: &str, passes: u32) -> String {
+    format!(
         r#"
 [machine]
 memory = "512M"
@@ -143,8 +148,7 @@ steps = [
   {{ op = "wait" }},
 ]
 "#
-    ));
-    r.interrupts.get("TLB").copied().unwrap_or(0)
+    )
 }
 
 #[test]
@@ -157,6 +161,18 @@ fn a_zap_interrupts_the_other_cpu_only_while_it_runs_the_mm() {
     // A sleeping thread's CPU is idle, lazy: the zaps skip it (it flushes
     // at its next switch); only the freed tables reach it.
     assert_eq!(shootdowns("sleep", "4M", 3), 1);
+}
+
+#[test]
+fn a_shootdown_costs_its_sender_a_round_trip_and_a_busy_receiver_its_handler() {
+    use mmsim_sim::cost_model::{IPI_HANDLER_NS, IPI_NS};
+    let r = run_checked(&dontneed_beside("compute", "4M", 3));
+    assert_eq!(r.interrupts["TLB"], 4);
+    // Every flush that sent an IPI waited for it.
+    assert_eq!(r.profile["native_flush_tlb_multi"], 4 * IPI_NS);
+    // The three zaps interrupted the computing thread; the exit's IPI
+    // found its CPU idle.
+    assert_eq!(r.profile["flush_tlb_func"], 3 * IPI_HANDLER_NS);
 }
 
 #[test]

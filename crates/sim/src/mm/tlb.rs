@@ -11,10 +11,18 @@
 //! TLB row). Reclaim gathers the CPUs of the mms it unmaps from and
 //! flushes them once per list (`try_to_unmap_flush`).
 //!
-//! Only the IPIs are counted here; what a flush costs is charged where
-//! the callers charged it before (`costs.tlb_flush`), and what an IPI
-//! costs its sender and its receiver is not modelled yet.
+//! The local flush is charged where the callers charge it
+//! (`costs.tlb_flush`). A flush that sends IPIs costs its sender one IPI
+//! round trip (`costs.ipi`, native_flush_tlb_multi: send, then wait for
+//! every target's handler) and each target its handler (`costs.ipi_handler`,
+//! flush_tlb_func), both measured by calibrate's many-CPU bench.
+//! Simplifications: the round trip is the same for any number of targets
+//! (the bench has one; more targets send more ICR writes, which it cannot
+//! show), and a target's handler time lands at the start of its next slice
+//! (slices run one after another, so the slice an IPI interrupted may
+//! already have run); an IPI that found its target idle costs it nothing.
 
+use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 
 /// A set of CPUs (`struct cpumask`): up to the 1024 a spec may have.
@@ -173,24 +181,56 @@ impl Kernel {
             .iter()
             .filter(|&c| c != me)
             .collect();
+        let mut sent = false;
         for c in others {
-            self.flush_tlb_ipi(c, freed_tables);
+            sent |= self.flush_tlb_ipi(c, freed_tables);
+        }
+        if sent {
+            self.charge_cost(Fn::FlushTlbMulti, self.costs.ipi);
         }
     }
 
     /// One flush IPI to `cpu`, unless it is lazy and no table was freed
     /// (`should_flush_tlb`). A lazy CPU that takes one switches to
-    /// init_mm, leaving the mask.
-    fn flush_tlb_ipi(&mut self, cpu: usize, freed_tables: bool) {
+    /// init_mm, leaving the mask. Whether it was sent.
+    fn flush_tlb_ipi(&mut self, cpu: usize, freed_tables: bool) -> bool {
         let lazy = self.cpus[cpu].is_lazy;
         if lazy && !freed_tables {
-            return;
+            return false;
         }
-        self.cpus[cpu].irq_tlb_count += 1;
+        self.send_flush_ipi(cpu);
         if lazy {
             if let Some(m) = self.cpus[cpu].loaded_mm.take() {
                 self.mms[m as usize].cpumask.clear(cpu);
             }
+        }
+        true
+    }
+
+    /// A flush IPI taken by `cpu`: counted, its handler owed.
+    fn send_flush_ipi(&mut self, cpu: usize) {
+        let now = self.now();
+        let c = &mut self.cpus[cpu];
+        c.irq_tlb_count += 1;
+        c.ipi_pending.push((now, self.costs.ipi_handler));
+    }
+
+    /// At the start of a slice on `cpu` (at `start`; its last slice ended
+    /// at `prev_end`): the handlers of the IPIs it took, charged to what
+    /// runs now, except those that arrived while it was idle.
+    pub fn run_pending_ipis(&mut self, cpu: usize, prev_end: u64, start: u64) {
+        let pending = &mut self.cpus[cpu].ipi_pending;
+        if pending.is_empty() {
+            return;
+        }
+        let owed: u64 = pending
+            .iter()
+            .filter(|&&(t, _)| !(prev_end..start).contains(&t))
+            .map(|&(_, ns)| ns)
+            .sum();
+        pending.clear();
+        if owed > 0 {
+            self.charge_cost(Fn::FlushTlbFunc, owed);
         }
     }
 
@@ -226,10 +266,15 @@ impl Kernel {
             return;
         }
         let cpus: Vec<usize> = batch.cpumask.iter().collect();
+        let mut sent = false;
         for c in cpus {
             if !self.cpus[c].is_lazy {
-                self.cpus[c].irq_tlb_count += 1;
+                self.send_flush_ipi(c);
+                sent = true;
             }
+        }
+        if sent {
+            self.charge_cost(Fn::FlushTlbMulti, self.costs.ipi);
         }
     }
 

@@ -73,7 +73,8 @@ impl<'s> Scheduler<'s> {
         let mut last_end = 0;
         while let Some((entity, ready)) = self.rq.pick() {
             let cpu = self.rq.select_cpu(entity, ready);
-            let start = ready.max(self.rq.cpu_free_at[cpu]);
+            let prev_end = self.rq.cpu_free_at[cpu];
+            let start = ready.max(prev_end);
             self.rq.cur_cpu = cpu;
             self.rq.cur_start = start;
             self.rq.set_last_cpu(entity, cpu);
@@ -89,6 +90,7 @@ impl<'s> Scheduler<'s> {
             k.clock_base = start;
             k.pending_ns = 0;
             k.process_io_completions(start);
+            k.run_pending_ipis(cpu, prev_end, start);
             // context_switch → lru_gen_use_mm: another entity (or idle)
             // ran on this CPU before.
             let switched =
