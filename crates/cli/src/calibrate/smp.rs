@@ -147,18 +147,42 @@ fn pin(cpu: usize) -> Result<(), String> {
     }
 }
 
-/// Runs `a` pinned to cpus[0] and `b` to cpus[1] at once; `a`'s result.
-fn on_pair<A, B>(cpus: [usize; 2], a: A, b: B) -> Result<u64, String>
+/// Runs `f` on a thread of its own pinned to `cpu` (the caller stays
+/// unpinned); its result.
+fn alone<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| pin(cpu).map(|_| f()))
+            .join()
+            .map_err(|_| "a benchmark thread panicked".to_string())?
+    })
+}
+
+/// Runs `a` pinned to cpus[0] and `b` to cpus[1], released at once;
+/// the ns `a` took.
+fn timed_pair<A, B>(cpus: [usize; 2], a: A, b: B) -> Result<u64, String>
 where
-    A: FnOnce() -> Result<u64, String> + Send,
+    A: FnOnce() -> Result<(), String> + Send,
     B: FnOnce() + Send,
 {
+    let start = Barrier::new(2);
+    let start = &start;
     // Both on threads of their own: the caller stays unpinned.
     let panicked = |_| "a benchmark thread panicked".to_string();
     std::thread::scope(|s| {
-        let hb = s.spawn(move || pin(cpus[1]).map(|_| b()));
-        let ha = s.spawn(move || pin(cpus[0]).and_then(|_| a()));
-        let ra = ha.join().map_err(panicked)?;
+        let hb = s.spawn(move || {
+            pin(cpus[1])?;
+            start.wait();
+            b();
+            Ok(())
+        });
+        let ha = s.spawn(move || {
+            pin(cpus[0])?;
+            start.wait();
+            let t = Instant::now();
+            a()?;
+            Ok(t.elapsed().as_nanos() as u64)
+        });
+        let ra: Result<u64, String> = ha.join().map_err(panicked)?;
         hb.join().map_err(panicked)?.and(ra)
     })
 }
@@ -241,23 +265,17 @@ fn pingpong(cpus: [usize; 2], n: u64) -> Result<u64, String> {
             v += 2;
         }
     };
-    let start = Barrier::new(2);
-    on_pair(
+    timed_pair(
         cpus,
         || {
-            start.wait();
-            let t = Instant::now();
             turn(0);
             // The last increment is the other side's when n is even.
             while line.0.load(Ordering::Acquire) < n {
                 std::hint::spin_loop();
             }
-            Ok(t.elapsed().as_nanos() as u64)
+            Ok(())
         },
-        || {
-            start.wait();
-            turn(1);
-        },
+        || turn(1),
     )
 }
 
@@ -302,19 +320,15 @@ fn locked_loop(lock: &TicketLock, data: &Line, reps: u64) {
 /// `n` acquisitions split between the two CPUs, taken in turn.
 fn lock_pair(cpus: [usize; 2], n: u64) -> Result<u64, String> {
     let (lock, data) = (TicketLock::new(), Line(AtomicU64::new(0)));
-    let start = Barrier::new(2);
     let done = Barrier::new(2);
-    on_pair(
+    timed_pair(
         cpus,
         || {
-            start.wait();
-            let t = Instant::now();
             locked_loop(&lock, &data, n / 2);
             done.wait();
-            Ok(t.elapsed().as_nanos() as u64)
+            Ok(())
         },
         || {
-            start.wait();
             locked_loop(&lock, &data, n - n / 2);
             done.wait();
         },
@@ -324,15 +338,10 @@ fn lock_pair(cpus: [usize; 2], n: u64) -> Result<u64, String> {
 /// `n` acquisitions by one thread alone on `cpu`.
 fn lock_alone(cpu: usize, n: u64) -> Result<u64, String> {
     let (lock, data) = (TicketLock::new(), Line(AtomicU64::new(0)));
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            pin(cpu)?;
-            let t = Instant::now();
-            locked_loop(&lock, &data, n);
-            Ok(t.elapsed().as_nanos() as u64)
-        })
-        .join()
-        .map_err(|_| "a benchmark thread panicked".to_string())?
+    alone(cpu, || {
+        let t = Instant::now();
+        locked_loop(&lock, &data, n);
+        t.elapsed().as_nanos() as u64
     })
 }
 
@@ -359,19 +368,14 @@ fn membarrier_register() -> Result<(), String> {
 /// this process (`remote`) or has none (its thread exits at the start).
 fn ipis(cpus: [usize; 2], n: u64, remote: bool) -> Result<u64, String> {
     let stop = AtomicBool::new(false);
-    let start = Barrier::new(2);
-    on_pair(
+    timed_pair(
         cpus,
         || {
-            start.wait();
-            let t = Instant::now();
             let r = (0..n).try_for_each(|_| membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED));
-            let ns = t.elapsed().as_nanos() as u64;
             stop.store(true, Ordering::Release);
-            r.map(|_| ns)
+            r
         },
         || {
-            start.wait();
             while remote && !stop.load(Ordering::Acquire) {
                 std::hint::spin_loop();
             }
@@ -393,11 +397,7 @@ fn spin() -> u64 {
 
 /// The loop alone on `cpu`.
 fn victim_quiet(cpu: usize) -> Result<u64, String> {
-    std::thread::scope(|s| {
-        s.spawn(|| pin(cpu).map(|_| spin()))
-            .join()
-            .map_err(|_| "a benchmark thread panicked".to_string())?
-    })
+    alone(cpu, spin)
 }
 
 /// The loop on cpus[1] while cpus[0] sends membarrier IPIs: its ns
@@ -405,17 +405,14 @@ fn victim_quiet(cpu: usize) -> Result<u64, String> {
 fn victim_storm(cpus: [usize; 2], quiet: u64) -> Result<(u64, u64), String> {
     let stop = AtomicBool::new(false);
     let sent = AtomicU64::new(0);
-    let start = Barrier::new(2);
-    let storm = on_pair(
+    let storm = timed_pair(
         [cpus[1], cpus[0]],
         || {
-            start.wait();
-            let ns = spin();
+            spin();
             stop.store(true, Ordering::Release);
-            Ok(ns)
+            Ok(())
         },
         || {
-            start.wait();
             let mut k = 0;
             while !stop.load(Ordering::Acquire) {
                 if membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED).is_err() {
@@ -457,16 +454,9 @@ fn copy_bytes() -> usize {
 fn bandwidth_alone(cpu: usize) -> Result<(u64, u64), String> {
     let bytes = copy_bytes();
     let (src, mut dst) = (pool(bytes)?, pool(bytes)?);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            pin(cpu)?;
-            // Warm the page tables; the pools are each other's eviction.
-            copy_all(&src, &mut dst);
-            Ok((bytes as u64, copy_all(&src, &mut dst)))
-        })
-        .join()
-        .map_err(|_| "a benchmark thread panicked".to_string())?
-    })
+    // Warm the page tables; the pools are each other's eviction.
+    copy_all(&src, &mut dst);
+    alone(cpu, || (bytes as u64, copy_all(&src, &mut dst)))
 }
 
 /// The ns until both of two threads, each copying its own pools on its
@@ -475,20 +465,17 @@ fn bandwidth_pair(cpus: [usize; 2]) -> Result<u64, String> {
     let bytes = copy_bytes();
     let (s0, mut d0) = (pool(bytes)?, pool(bytes)?);
     let (s1, mut d1) = (pool(bytes)?, pool(bytes)?);
-    let start = Barrier::new(2);
+    // Warm the page tables; the pools are each other's eviction.
+    copy_all(&s0, &mut d0);
+    copy_all(&s1, &mut d1);
     let other = AtomicU64::new(0);
-    let first = on_pair(
+    let first = timed_pair(
         cpus,
         || {
             copy_all(&s0, &mut d0);
-            start.wait();
-            Ok(copy_all(&s0, &mut d0))
+            Ok(())
         },
-        || {
-            copy_all(&s1, &mut d1);
-            start.wait();
-            other.store(copy_all(&s1, &mut d1), Ordering::Release);
-        },
+        || other.store(copy_all(&s1, &mut d1), Ordering::Release),
     )?;
     Ok(first.max(other.load(Ordering::Acquire)))
 }
