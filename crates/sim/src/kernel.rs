@@ -30,9 +30,9 @@ pub struct Cpu {
     pub is_lazy: bool,
     /// `irq_tlb_count`: TLB-shootdown IPIs this CPU has taken.
     pub irq_tlb_count: u64,
-    /// Flush IPIs sent to this CPU whose handler has not been charged:
-    /// (when sent, handler ns). tlb.rs `run_pending_ipis`.
-    pub ipi_pending: Vec<(u64, u64)>,
+    /// When each flush IPI sent to this CPU whose handler has not been
+    /// charged arrived (tlb.rs `run_pending_ipis`).
+    pub ipi_pending: Vec<u64>,
 }
 
 /// Kernel-side state of a task (what `task_struct` carries for mm).

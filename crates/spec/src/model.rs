@@ -135,11 +135,6 @@ impl Topology {
         (!self.is_flat()).then_some(self)
     }
 
-    /// The core CPU `cpu` is a thread of (numbered across sockets).
-    pub fn core_of(&self, cpu: usize) -> usize {
-        cpu / self.threads_per_core as usize
-    }
-
     /// The socket (last-level cache and memory controller) of `cpu`.
     pub fn socket_of(&self, cpu: usize) -> usize {
         cpu / (self.threads_per_core * self.cores_per_socket) as usize

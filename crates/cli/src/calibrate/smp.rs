@@ -426,13 +426,9 @@ fn victim_storm(cpus: [usize; 2], quiet: u64) -> Result<(u64, u64), String> {
     Ok((storm.saturating_sub(quiet), sent.load(Ordering::Acquire)))
 }
 
-/// An anonymous pool of `bytes`, every page written.
+/// An anonymous pool of `bytes`, every page faulted in (ubench's).
 fn pool(bytes: usize) -> Result<memmap2::MmapMut, String> {
-    let mut m = memmap2::MmapMut::map_anon(bytes)
-        .map_err(|e| format!("cannot map a {} MiB pool: {e}", bytes >> 20))?;
-    let _ = m.advise(memmap2::Advice::HugePage);
-    m.fill(1);
-    Ok(m)
+    super::ubench::pool(bytes / 4096)
 }
 
 /// Copies `src` into `dst` in 4 KiB pages; the elapsed ns.

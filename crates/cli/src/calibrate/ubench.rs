@@ -71,7 +71,7 @@ pub fn llc_bytes() -> u64 {
 }
 
 /// An anonymous, pre-faulted pool of `pages` pages.
-fn pool(pages: usize) -> Result<memmap2::MmapMut, String> {
+pub(super) fn pool(pages: usize) -> Result<memmap2::MmapMut, String> {
     let mut m = memmap2::MmapMut::map_anon(pages * PAGE)
         .map_err(|e| format!("cannot map a {} MiB pool: {e}", (pages * PAGE) >> 20))?;
     let _ = m.advise(memmap2::Advice::HugePage);

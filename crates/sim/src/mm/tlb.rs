@@ -176,43 +176,35 @@ impl Kernel {
         if self.cpus.len() == 1 || !self.mms[mm as usize].cpumask.any_but(me) {
             return;
         }
-        let others: Vec<usize> = self.mms[mm as usize]
+        // `should_flush_tlb`: a lazy CPU only when page tables were freed.
+        let targets: Vec<usize> = self.mms[mm as usize]
             .cpumask
             .iter()
-            .filter(|&c| c != me)
+            .filter(|&c| c != me && (freed_tables || !self.cpus[c].is_lazy))
             .collect();
-        let mut sent = false;
-        for c in others {
-            sent |= self.flush_tlb_ipi(c, freed_tables);
-        }
-        if sent {
-            self.charge_cost(Fn::FlushTlbMulti, self.costs.ipi);
-        }
-    }
-
-    /// One flush IPI to `cpu`, unless it is lazy and no table was freed
-    /// (`should_flush_tlb`). A lazy CPU that takes one switches to
-    /// init_mm, leaving the mask. Whether it was sent.
-    fn flush_tlb_ipi(&mut self, cpu: usize, freed_tables: bool) -> bool {
-        let lazy = self.cpus[cpu].is_lazy;
-        if lazy && !freed_tables {
-            return false;
-        }
-        self.send_flush_ipi(cpu);
-        if lazy {
-            if let Some(m) = self.cpus[cpu].loaded_mm.take() {
-                self.mms[m as usize].cpumask.clear(cpu);
+        // A lazy CPU that takes one switches to init_mm, leaving the mask.
+        for &c in &targets {
+            if self.cpus[c].is_lazy {
+                if let Some(m) = self.cpus[c].loaded_mm.take() {
+                    self.mms[m as usize].cpumask.clear(c);
+                }
             }
         }
-        true
+        self.native_flush_tlb_multi(&targets);
     }
 
-    /// A flush IPI taken by `cpu`: counted, its handler owed.
-    fn send_flush_ipi(&mut self, cpu: usize) {
+    /// `native_flush_tlb_multi`: a flush IPI to each target, counted there
+    /// and its handler owed; the sender waits one round trip for them all.
+    fn native_flush_tlb_multi(&mut self, targets: &[usize]) {
+        if targets.is_empty() {
+            return;
+        }
         let now = self.now();
-        let c = &mut self.cpus[cpu];
-        c.irq_tlb_count += 1;
-        c.ipi_pending.push((now, self.costs.ipi_handler));
+        for &c in targets {
+            self.cpus[c].irq_tlb_count += 1;
+            self.cpus[c].ipi_pending.push(now);
+        }
+        self.charge_cost(Fn::FlushTlbMulti, self.costs.ipi);
     }
 
     /// At the start of a slice on `cpu` (at `start`; its last slice ended
@@ -223,14 +215,13 @@ impl Kernel {
         if pending.is_empty() {
             return;
         }
-        let owed: u64 = pending
+        let busy = pending
             .iter()
-            .filter(|&&(t, _)| !(prev_end..start).contains(&t))
-            .map(|&(_, ns)| ns)
-            .sum();
+            .filter(|&t| !(prev_end..start).contains(t))
+            .count() as u64;
         pending.clear();
-        if owed > 0 {
-            self.charge_cost(Fn::FlushTlbFunc, owed);
+        if busy > 0 {
+            self.charge_cost(Fn::FlushTlbFunc, busy * self.costs.ipi_handler);
         }
     }
 
@@ -265,17 +256,12 @@ impl Kernel {
         if batch.cpumask.weight() == 0 {
             return;
         }
-        let cpus: Vec<usize> = batch.cpumask.iter().collect();
-        let mut sent = false;
-        for c in cpus {
-            if !self.cpus[c].is_lazy {
-                self.send_flush_ipi(c);
-                sent = true;
-            }
-        }
-        if sent {
-            self.charge_cost(Fn::FlushTlbMulti, self.costs.ipi);
-        }
+        let targets: Vec<usize> = batch
+            .cpumask
+            .iter()
+            .filter(|&c| !self.cpus[c].is_lazy)
+            .collect();
+        self.native_flush_tlb_multi(&targets);
     }
 
     /// `try_to_unmap_flush_dirty`: the batched flush now, if a PTE it
