@@ -50,6 +50,34 @@ pub fn recorded_native(spec: &Path, machine: &str) -> Vec<RunResult> {
     crate::oracle_cmd::recorded_in(&native_results_dir(spec, machine))
 }
 
+/// The file in a machine's results-native/ folder that names the suite's
+/// specs not recorded on that CPU model, each with why.
+pub const NOT_RECORDED: &str = "not-recorded.toml";
+
+/// The timing specs with no native runs on CPU model `machine`, each with
+/// the reason its `not-recorded.toml` gives (`spec = "why"`); none when
+/// the file is absent. Such a spec is listed under the table instead of
+/// failing the suite; any other spec without runs still fails it.
+pub fn not_recorded(
+    dir: &Path,
+    machine: &str,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let path = dir
+        .join("timing/results-native")
+        .join(machine)
+        .join(NOT_RECORDED);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| {
+            format!(
+                "{}: {e}expected: spec name = \"why it has no native runs here\"",
+                path.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 /// Whose recordings the suite's times are set beside: those made on the
 /// CPU the run's profile was measured on; where there are none, this
 /// machine's; else the default profile's machine. Returns the machine's
@@ -149,8 +177,9 @@ fn ms(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e6)
 }
 
-/// The markdown table of every phase, then the summary lines.
-pub fn markdown(rows: &[PhaseTime]) -> String {
+/// The markdown table of every phase, then the summary lines, then the
+/// specs not recorded on this CPU model (name, why).
+pub fn markdown(rows: &[PhaseTime], skipped: &[(String, String)]) -> String {
     let mut s = String::new();
     s += "| spec | phase | real fastest (ms) | real spread (ms) | mmsim (ms) | sim/real | tolerance | reference sim/real |\n";
     s += "|---|---|---|---|---|---|---|---|\n";
@@ -190,5 +219,11 @@ pub fn markdown(rows: &[PhaseTime]) -> String {
         &PhaseTime::reference_ratio,
         "the reference profile's values",
     );
+    if !skipped.is_empty() {
+        s += "\nNot recorded on this CPU model, so not in the table:\n\n";
+        for (spec, why) in skipped {
+            let _ = writeln!(s, "- {spec}: {why}");
+        }
+    }
     s
 }

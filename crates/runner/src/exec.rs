@@ -258,6 +258,8 @@ impl<'s> Child<'s> {
     /// wait(2) for a forked child, and its report.
     fn wait_process(&mut self, f: Forked) -> Result<(), String> {
         let text = f.reader.join().unwrap_or_default();
+        // SAFETY: the pipe's read end, which the joined reader left open.
+        unsafe { libc::close(f.fd) };
         let mut status = 0;
         // SAFETY: pid is our child.
         unsafe { libc::waitpid(f.pid, &mut status, 0) };

@@ -142,6 +142,12 @@ pub struct Kernel {
     pub io_wait: HashMap<Pfn, u64>,
     /// `current->tlb_ubc`: reclaim's deferred flush (tlb.rs).
     pub tlb_ubc: crate::mm::tlb::TlbUbc,
+    /// Every mm's mmap_lock write holds that a fault on another CPU may
+    /// still meet (mmap_lock.rs).
+    pub mmap_locks: crate::mm::mmap_lock::MmapLocks,
+    /// The cache lines CPUs share, by what they belong to (cacheline.rs);
+    /// empty with one CPU.
+    pub lines: crate::cacheline::SharedLines,
     /// What the fault or zap in progress carries between its functions.
     pub fault: crate::mm::memory::FaultCtx,
     /// Cluster swap readahead's global state (swap_state.c's).
@@ -358,6 +364,8 @@ impl Kernel {
             swap_ra: Default::default(),
             fault: Default::default(),
             tlb_ubc: Default::default(),
+            mmap_locks: Default::default(),
+            lines: Default::default(),
             uncharge_list: Default::default(),
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never

@@ -4,6 +4,7 @@
 //! "Output" describes. Layout follows the kernel: mm/memory.rs holds the
 //! fault paths, mm/vmscan.rs reclaim, and so on.
 
+pub mod cacheline;
 pub mod call_paths;
 pub mod check;
 pub mod cost_model;

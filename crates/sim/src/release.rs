@@ -151,6 +151,11 @@ behaviours! {
     /// zram is reached through submit_bio (no rw_page), which counts
     /// pgpgin and pgpgout, 4 per page.
     zram_submit_bio,
+    /// A page fault takes its VMA's lock (`lock_vma_under_rcu`, 6.4's
+    /// per-VMA locks) instead of mmap_lock, so it waits for a writer on
+    /// another CPU only when that writer has write-locked its VMA (fork:
+    /// all of them; an mmap: none of the existing ones).
+    per_vma_locks,
 }
 
 impl Release {
@@ -185,6 +190,7 @@ impl Release {
         swap_zeromap: true,
         large_swapin_skip_swapcache: true,
         zram_thp_one_bio: false,
+        per_vma_locks: true,
         ..Release::V6_1
     };
 

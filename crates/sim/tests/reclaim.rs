@@ -203,21 +203,62 @@ fn share_the_work(r: &mmsim_sim::output::RunResult) {
 /// with the profile of the machine that recorded it.
 #[test]
 fn two_reclaimers_interrupt_each_other_as_the_kernel_does() {
+    let tlb = intel_tlb_shootdowns("two_procs");
+    assert!(
+        (0.9 * 41_343.0..=1.1 * 43_766.0).contains(&tlb),
+        "{tlb} TLB shootdowns"
+    );
+}
+
+/// The TLB shootdowns of a timing spec run with the Intel guest's
+/// committed profile.
+fn intel_tlb_shootdowns(spec: &str) -> f64 {
     use mmsim_sim::machine_profile::CostProfile;
     let intel = CostProfile::committed_for("Intel(R) Xeon(R) Processor @ 2.50GHz");
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fidelity/timing/two_procs.toml"
+    let path = format!(
+        "{}/../../fidelity/timing/{spec}.toml",
+        env!("CARGO_MANIFEST_DIR")
     );
-    let spec = mmsim_spec::load(std::path::Path::new(path), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let spec = mmsim_spec::load(std::path::Path::new(&path), &[]).unwrap_or_else(|e| panic!("{e}"));
     let opts = mmsim_sim::RunOptions {
         costs: intel.expect("the development machine's committed profile"),
         ..Default::default()
     };
     let r = mmsim_sim::run(&spec, opts).unwrap_or_else(|e| panic!("{e}"));
-    let tlb = r.interrupts["TLB"] as f64;
-    assert!(
-        (0.9 * 41_343.0..=1.1 * 43_766.0).contains(&tlb),
-        "{tlb} TLB shootdowns"
+    r.interrupts.get("TLB").copied().unwrap_or(0) as f64
+}
+
+/// The TLB row of /proc/interrupts in a timing spec's native runs on the
+/// Intel guest (fidelity/timing/results-native/): least and most.
+fn recorded_tlb_shootdowns(spec: &str) -> (f64, f64) {
+    let dir = format!(
+        "{}/../../fidelity/timing/results-native/intel-xeon-2-50ghz/{spec}",
+        env!("CARGO_MANIFEST_DIR")
     );
+    let counts: Vec<f64> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| {
+            let text = std::fs::read_to_string(e.expect("entry").path()).expect("read");
+            let run: serde_json::Value = serde_json::from_str(&text).expect("json");
+            run["interrupts"]["TLB"].as_f64().expect("a TLB count")
+        })
+        .collect();
+    let min = counts.iter().copied().fold(f64::MAX, f64::min);
+    let max = counts.iter().copied().fold(0.0, f64::max);
+    (min, max)
+}
+
+#[test]
+fn threads_of_one_process_interrupt_each_other_as_the_kernel_does() {
+    // Reclaim on both CPUs of one mm (a deferred flush before each dirty
+    // page's write-out) and zaps beside the other thread's faults: within
+    // 10% of the five native runs' range.
+    for spec in ["smp_threads_reclaim", "smp_threads_dontneed"] {
+        let (lo, hi) = recorded_tlb_shootdowns(spec);
+        let tlb = intel_tlb_shootdowns(spec);
+        assert!(
+            (0.9 * lo..=1.1 * hi).contains(&tlb),
+            "{spec}: {tlb} TLB shootdowns, real {lo}-{hi}"
+        );
+    }
 }

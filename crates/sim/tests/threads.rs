@@ -228,3 +228,46 @@ steps = [
     assert_eq!(vm(&r, "pswpout"), 1024);
     assert_eq!(r.interrupts["TLB"], 1024 + 1 + 1);
 }
+
+/// A thread read-faulting a fresh 64 MiB region while its creator runs
+/// `op` (the creator's 8 MiB are resident): the thread's `read` phase
+/// and the creator's `op` phase, ns.
+fn reader_beside(op: &str, kernel: &str) -> (u64, u64) {
+    let spec = two_cpus(&format!(
+        r#"{{ op = "touch", region = "buf", write = 1.0 }},
+  {{ op = "mmap", name = "rd", kind = "anon", size = "64M" }},
+  {{ op = "thread", steps = [ {{ op = "phase", name = "read" }}, {{ op = "touch", region = "rd" }} ] }},
+  {{ op = "phase", name = "op" }},
+  {op}
+  {{ op = "phase", name = "wait" }},
+  {{ op = "wait" }},"#
+    ))
+    .replace("cpus = 2", &format!("cpus = 2\nkernel = \"{kernel}\""));
+    let r = run_checked(&spec);
+    let len = |t: usize, name: &str| {
+        let p = r.tasks[t].phases.iter().find(|p| p.name == name).unwrap();
+        p.end_ns - p.start_ns
+    };
+    (len(1, "read"), len(0, "op"))
+}
+
+#[test]
+fn a_thread_faulting_while_its_process_forks_waits_out_the_copy() {
+    // dup_mmap holds mmap_lock for writing while it copies the page
+    // tables; the thread's faults in that time sleep until it is done.
+    // What the fork does before (copy_process: its fixed cost and the
+    // syscall) does not hold it.
+    let (alone, _) = reader_beside("", "6.1");
+    let (beside, fork) = reader_beside(r#"{ op = "fork", steps = [] },"#, "6.1");
+    let held = fork - mmsim_sim::cost_model::FORK_NS - mmsim_sim::cost_model::SYSCALL_NS;
+    let waited = beside - alone;
+    // Within a scheduler quantum and a TLB-flush IPI's handler.
+    assert!(
+        waited.abs_diff(held) <= 10_000 + mmsim_sim::cost_model::IPI_HANDLER_NS,
+        "waited {waited} ns, held {held} ns"
+    );
+    // 6.4's per-VMA locks: fork still write-locks every VMA.
+    let (alone, _) = reader_beside("", "6.12");
+    let (beside, _) = reader_beside(r#"{ op = "fork", steps = [] },"#, "6.12");
+    assert!(beside - alone >= held * 9 / 10, "{beside} {alone}");
+}

@@ -99,9 +99,15 @@ impl<'s> Child<'s> {
         // SAFETY: the parent's copy of the write end.
         unsafe { libc::close(fds[1]) };
         let fd = fds[0];
+        // The read end stays open until the child is waited for
+        // (`wait_process` closes it), not until its report is read: a
+        // child forked later closes the read ends of the reports still
+        // pending, and a number closed early could by then be that
+        // child's own pipe.
         let reader = std::thread::spawn(move || {
-            // SAFETY: fd is the pipe's read end, owned by this thread.
-            let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+            // SAFETY: fd is the pipe's read end; it is closed by the
+            // parent's wait, after this thread is joined.
+            let mut f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
             let mut text = String::new();
             let _ = f.read_to_string(&mut text);
             text

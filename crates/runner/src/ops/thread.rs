@@ -308,6 +308,24 @@ mod tests {
     }
 
     #[test]
+    fn forks_in_a_row_beside_a_thread_each_report() {
+        // Each child's report pipe is the next fork's to avoid: a read end
+        // closed as soon as its report was read could be given to a later
+        // pipe, which that later child would then close as a stale one.
+        let spec = spec(
+            r#"{ op = "mmap", name = "r", kind = "anon", size = "64K" },
+{ op = "touch", region = "r", write = 1 },
+{ op = "thread", steps = [ { op = "touch", region = "r", write = 1, passes = 200 } ] },
+{ op = "repeat", times = 24, steps = [ { op = "fork", steps = [] } ] },
+"#,
+        );
+        let report = with_task(&spec, |c, spec| c.main(&spec.tasks[0].steps, None));
+        assert_eq!(report.error, None);
+        assert_eq!(report.forks.len(), 25);
+        assert!(report.forks.iter().all(|r| r.error.is_none()));
+    }
+
+    #[test]
     fn a_failing_thread_reports_its_error_and_the_task_goes_on() {
         let spec = spec(
             r#"{ op = "mmap", name = "r", kind = "shared_anon", size = "64K" },

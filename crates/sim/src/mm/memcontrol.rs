@@ -188,6 +188,9 @@ impl Kernel {
             c.peak = c.peak.max(c.usage);
             cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
         }
+        if self.cpus.len() > 1 {
+            self.page_counter_lines(memcg);
+        }
         self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.page_counter);
         Ok(())
     }
@@ -233,6 +236,24 @@ impl Kernel {
         self.uncharge_list.gathered = gathered;
     }
 
+    /// The atomic add to each level's usage below the root: its cache
+    /// line, shared by every CPU that charges or uncharges the memcg.
+    #[inline(never)]
+    fn page_counter_lines(&mut self, memcg: u16) {
+        use crate::cacheline::Line;
+        let ns = self.costs.cacheline_transfer;
+        let mut cur = Some(memcg);
+        while let Some(m) = cur.filter(|&m| m != ROOT_MEMCG) {
+            self.write_line(
+                Line::MemcgCounter(m),
+                crate::cost_model::Fn::MemcgCharge,
+                ns,
+            );
+            cur = self.memcgs[m as usize].parent;
+        }
+    }
+
+    #[inline]
     pub fn page_counter_uncharge(&mut self, memcg: u16, nr: u64) {
         let mut cur = Some(memcg);
         while let Some(m) = cur {
@@ -243,6 +264,9 @@ impl Kernel {
             debug_assert!(c.usage >= nr, "memcg {m} usage underflow");
             c.usage -= nr;
             cur = self.memcgs[m as usize].parent;
+        }
+        if self.cpus.len() > 1 {
+            self.page_counter_lines(memcg);
         }
     }
 
@@ -575,6 +599,7 @@ impl Kernel {
     }
 
     /// `mem_cgroup_uncharge` of a freed folio.
+    #[inline]
     pub fn mem_cgroup_uncharge(&mut self, memcg: u16, nr: u64) {
         if self.is_root(memcg) {
             return;

@@ -122,7 +122,16 @@ impl Kernel {
                 self.access_present(vma, idx, pte, write);
                 return Ok(());
             }
-            match self.handle_mm_fault(vma, idx, write) {
+            // One CPU: no other can hold mmap_lock or share its line.
+            let r = if self.cpus.len() > 1 {
+                match self.handle_mm_fault_locked(vma, idx, write) {
+                    Some(r) => r,
+                    None => return Ok(()),
+                }
+            } else {
+                self.handle_mm_fault(vma, idx, write)
+            };
+            match r {
                 Ok(()) => {}
                 Err(FaultError::Retry(until)) => {
                     // The task sleeps; the scheduler retries the access.
@@ -229,6 +238,23 @@ impl Kernel {
                 self.integrity.violations += 1;
             }
         }
+    }
+
+    /// do_user_addr_fault with more than one CPU: mmap_read_lock (6.4+:
+    /// the VMA's lock), asleep while a writer on another CPU holds it
+    /// (None: the access is retried then), its count's cache line written
+    /// as it is taken and dropped.
+    #[inline(never)]
+    fn handle_mm_fault_locked(&mut self, vma: u32, idx: usize, write: bool) -> Option<Fault> {
+        let mm = self.vmas[vma as usize].mm;
+        if let Some(until) = self.mmap_read_lock_wait(mm, vma) {
+            self.fault.blocked_until = Some(until);
+            return None;
+        }
+        self.fault_lock_line(vma, Fn::DownReadTrylock);
+        let r = self.handle_mm_fault(vma, idx, write);
+        self.fault_lock_line(vma, Fn::UpRead);
+        Some(r)
     }
 
     /// `handle_mm_fault`, timed for the fault latency histograms: a fault

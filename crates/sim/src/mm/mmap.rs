@@ -367,7 +367,10 @@ impl Kernel {
         parent: u32,
         memcg: u16,
     ) -> Result<(u32, Vec<(u32, u32)>), crate::SimError> {
+        // dup_mmap holds the parent's mmap_lock for writing throughout:
+        // its other threads' faults wait (mmap_lock.rs).
         self.charge_cost(cost_model::Fn::CopyPageRange, self.costs.fork);
+        self.mmap_write_lock(parent, NIL);
         let child = self.mm_alloc(memcg);
         self.mms[child as usize].next_vpn = self.mms[parent as usize].next_vpn;
         let mut pairs = Vec::new();
@@ -385,6 +388,7 @@ impl Kernel {
         // flush_tlb_mm: the parent's PTEs were write-protected.
         self.charge_cost(cost_model::Fn::CopyPageRange, self.costs.tlb_flush);
         self.flush_tlb_mm_range(parent, false);
+        self.mmap_write_unlock(parent);
         Ok((child, pairs))
     }
 

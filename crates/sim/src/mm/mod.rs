@@ -12,6 +12,7 @@ pub mod memcontrol;
 pub mod memory;
 pub mod mm_id;
 pub mod mmap;
+pub mod mmap_lock;
 pub mod page_alloc;
 pub mod page_io;
 pub mod pgtable;

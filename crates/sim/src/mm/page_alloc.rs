@@ -280,6 +280,7 @@ impl Kernel {
     fn rmqueue(&mut self, zi: usize) -> Pfn {
         let cpu = self.cur_cpu;
         if self.zones[zi].pcp[cpu].list.is_empty() {
+            self.spin_lock_line(crate::cacheline::Line::ZoneLock(zi));
             let batch = self.zones[zi].pcp[cpu].batch.max(1);
             for _ in 0..batch {
                 let Some(p) = self.take_from_zone(zi) else {
@@ -557,6 +558,9 @@ impl Kernel {
     /// the zone.
     fn free_pcppages_bulk(&mut self, zi: usize, cpu: usize, n: u64) {
         let n = (n as usize).min(self.zones[zi].pcp[cpu].list.len());
+        if n > 0 {
+            self.spin_lock_line(crate::cacheline::Line::ZoneLock(zi));
+        }
         let pages: Vec<Pfn> = self.zones[zi].pcp[cpu].list.drain(..n).collect();
         for p in pages {
             self.push_free(p);

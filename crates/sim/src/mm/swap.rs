@@ -49,7 +49,16 @@ impl Kernel {
     /// `lru_add_fn` over a CPU's batch, then drop the batch references.
     pub fn lru_add_drain_cpu(&mut self, cpu: usize) {
         let batch = std::mem::take(&mut self.cpus[cpu].lru_add);
+        // folio_batch_move_lru: lru_lock taken again where the batch
+        // moves on to another lruvec.
+        let smp = self.cpus.len() > 1;
+        let mut locked = None;
         for &pfn in &batch {
+            let memcg = self.folios.get(pfn).memcg;
+            if smp && locked != Some(memcg) {
+                locked = Some(memcg);
+                self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
+            }
             let f = self.folios.get_mut(pfn);
             f.clear(PG_LRU_BATCH);
             f.set(PG_LRU);

@@ -436,6 +436,7 @@ impl Kernel {
         out: &mut Vec<Pfn>,
     ) -> u64 {
         let mut scanned = 0;
+        self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
         while scanned < nr {
             let pfn = self.lruvecs[memcg as usize].lists[lru as usize].tail;
             if pfn == NIL {
@@ -467,6 +468,9 @@ impl Kernel {
     /// Returns the pages moved.
     pub(crate) fn move_folios_to_lru(&mut self, list: &[Pfn], memcg: u16) -> u64 {
         let mut moved = 0;
+        if !list.is_empty() {
+            self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
+        }
         for &pfn in list {
             let f = self.folios.get_mut(pfn);
             f.clear(PG_ISOLATED);

@@ -213,7 +213,11 @@ impl<'s> Player<'s> {
                 return Ok(end);
             }
             // A step (MADV_HUGEPAGE, fork) may have woken khugepaged.
-            if slice.wake_khugepaged(k) && k.now() >= slice.end() {
+            slice.wake_khugepaged(k);
+            // Back in user space after a syscall: the slice ends here if
+            // its time is up (a fork or thread may have shortened it),
+            // so a run of syscalls does not outrun the other CPUs.
+            if k.now() >= slice.end() {
                 return Ok(SliceEnd::Preempted);
             }
         }

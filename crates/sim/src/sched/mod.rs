@@ -83,6 +83,7 @@ impl<'s> Scheduler<'s> {
             k.call_paths.reset_to_root();
             // No clock is before this slice's start any more.
             k.uncharge_list.retire(start);
+            k.mmap_locks.retire(start);
             // Work items queued for other CPUs have run by now.
             for c in 0..self.rq.cpu_free_at.len() {
                 k.run_pending_stock_drain(c);

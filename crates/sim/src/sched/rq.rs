@@ -277,8 +277,10 @@ impl RunQueue {
     }
 
     /// When an entity that starts at `start` on `cpu` must give way. An
-    /// entity ready to run on another, idle CPU runs beside it, so the two
-    /// stay in step to within `QUANTUM_NS`; entities competing for CPUs
+    /// entity ready to run on another CPU runs beside it from when that
+    /// CPU is free (at once if it idles), so the two stay in step to
+    /// within `QUANTUM_NS` from then on: what one CPU does never runs
+    /// ahead of what the other does to the same memory. Entities competing for CPUs
     /// share them in CFS slices: sched_latency over the runnable count per
     /// CPU, at least min_granularity (both scaled by 1 + log2(cpus), as the
     /// kernel's default tunable scaling does).
@@ -296,10 +298,11 @@ impl RunQueue {
             .min()
             .unwrap_or(u64::MAX);
         for r in self.ready_times_except(me) {
-            let other_cpu_idle = other_free <= r.max(start);
-            if other_cpu_idle {
-                end = end.min(r.max(start).saturating_add(cost_model::QUANTUM_NS));
-            } else if r <= start {
+            // It starts on another CPU when one frees up (at once if one
+            // is idle), and from then on the two run side by side.
+            let beside = r.max(start).max(other_free);
+            end = end.min(beside.saturating_add(cost_model::QUANTUM_NS));
+            if other_free > r.max(start) && r <= start {
                 competing += 1;
             }
         }

@@ -1,0 +1,225 @@
+//! Cache lines that several CPUs write: a lock word, an atomic counter.
+//! A write (a locked read-modify-write, a spinlock taken) finds the line
+//! in its own cache only if no other CPU wrote it since this CPU last
+//! did; otherwise the line moves over first, and the write waits for it
+//! (`cacheline_transfer`; a contended spinlock's hand-off with its data,
+//! `lock_handoff`: both measured by `mmsim calibrate`, smp.rs).
+//!
+//! The scheduler runs one CPU's slice at a time with the CPUs in step to
+//! within `QUANTUM_NS` (sched/rq.rs), so a line sees the writes of one
+//! CPU's slice before another's that overlaps it in simulated time: a
+//! write counts as following another CPU's when that CPU wrote the line
+//! later than a quantum before this CPU's previous write. Two CPUs
+//! writing a line throughout the same stretch of time thus each move it
+//! at every write, as interleaved writers do; a CPU that writes alone
+//! moves it once.
+//!
+//! Simplifications: every transfer costs the same (the two-core figure;
+//! no cross-socket price yet), and more than two writers at once cost no
+//! more than two (the kernel's queued spinlocks hand over in turn).
+
+use crate::cost_model::{Fn, QUANTUM_NS};
+use crate::kernel::Kernel;
+
+const NONE: u32 = u32::MAX;
+
+/// The last CPU to write the line and when, and the last of any other
+/// CPU and when.
+#[derive(Clone, Copy, Debug)]
+pub struct SharedLine {
+    cpu: [u32; 2],
+    at: [u64; 2],
+}
+
+impl Default for SharedLine {
+    fn default() -> Self {
+        SharedLine {
+            cpu: [NONE; 2],
+            at: [0; 2],
+        }
+    }
+}
+
+impl SharedLine {
+    /// A write by `cpu` at `t`: whether the line came from another CPU's
+    /// cache.
+    #[inline]
+    pub fn write(&mut self, cpu: usize, t: u64) -> bool {
+        let cpu = cpu as u32;
+        let (mine, other) = if self.cpu[0] == cpu {
+            (Some(self.at[0]), self.written(1))
+        } else if self.cpu[1] == cpu {
+            (Some(self.at[1]), self.written(0))
+        } else {
+            (None, self.written(0))
+        };
+        let moved = match (mine, other) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(m), Some(o)) => o + QUANTUM_NS > m,
+        };
+        self.record(cpu, t);
+        moved
+    }
+
+    /// When entry `i`'s CPU last wrote, if it has one.
+    #[inline]
+    fn written(&self, i: usize) -> Option<u64> {
+        (self.cpu[i] != NONE).then_some(self.at[i])
+    }
+
+    /// Keeps the latest write and the latest by another CPU.
+    fn record(&mut self, cpu: u32, t: u64) {
+        if self.cpu[0] == cpu {
+            self.at[0] = self.at[0].max(t);
+        } else if self.cpu[1] == cpu {
+            self.at[1] = self.at[1].max(t);
+            if self.at[1] > self.at[0] {
+                self.cpu.swap(0, 1);
+                self.at.swap(0, 1);
+            }
+        } else if self.cpu[0] == NONE || t >= self.at[0] {
+            self.cpu[1] = self.cpu[0];
+            self.at[1] = self.at[0];
+            self.cpu[0] = cpu;
+            self.at[0] = t;
+        } else if self.cpu[1] == NONE || t > self.at[1] {
+            self.cpu[1] = cpu;
+            self.at[1] = t;
+        }
+    }
+}
+
+/// The shared lines the model follows, each where 6.1 writes it.
+#[derive(Clone, Copy, Debug)]
+pub enum Line {
+    /// `mm->mmap_lock`'s count: taken for read by every fault before 6.4.
+    MmapLock(u32),
+    /// A VMA's `vm_lock->lock` (6.4's per-VMA locks), taken by a fault in it.
+    VmaLock(u32),
+    /// A memcg's lruvec `lru_lock` (one node).
+    LruLock(u16),
+    /// `zone->lock`: the buddy lists, taken per pcp batch.
+    ZoneLock(usize),
+    /// A memcg's `memory` page counter, charged per stock batch.
+    MemcgCounter(u16),
+}
+
+/// Every shared line the model follows, by the index of what it belongs
+/// to, grown as lines are first written. Kept apart from the structures
+/// they belong to so that one CPU's hot paths (which never write a line)
+/// keep those structures as they are.
+#[derive(Debug, Default)]
+pub struct SharedLines {
+    mmap_lock: Vec<SharedLine>,
+    vma_lock: Vec<SharedLine>,
+    lru_lock: Vec<SharedLine>,
+    zone_lock: Vec<SharedLine>,
+    memcg_counter: Vec<SharedLine>,
+}
+
+impl SharedLines {
+    fn get(&mut self, line: Line) -> &mut SharedLine {
+        let (v, i) = match line {
+            Line::MmapLock(mm) => (&mut self.mmap_lock, mm as usize),
+            Line::VmaLock(vma) => (&mut self.vma_lock, vma as usize),
+            Line::LruLock(memcg) => (&mut self.lru_lock, memcg as usize),
+            Line::ZoneLock(zi) => (&mut self.zone_lock, zi),
+            Line::MemcgCounter(memcg) => (&mut self.memcg_counter, memcg as usize),
+        };
+        if v.len() <= i {
+            v.resize(i + 1, SharedLine::default());
+        }
+        &mut v[i]
+    }
+}
+
+impl Kernel {
+    /// This CPU writes `line` now: when the line was another CPU's, the
+    /// write waits `ns` for it, charged to `f`. Nothing with one CPU
+    /// (checked inline, so one CPU's hot paths pay a compare).
+    #[inline]
+    pub fn write_line(&mut self, line: Line, f: Fn, ns: u64) {
+        if self.cpus.len() > 1 {
+            self.write_shared_line(line, f, ns);
+        }
+    }
+
+    #[inline(never)]
+    fn write_shared_line(&mut self, line: Line, f: Fn, ns: u64) {
+        let (cpu, t) = (self.cur_cpu, self.now());
+        if self.lines.get(line).write(cpu, t) {
+            self.charge_cost(f, ns);
+        }
+    }
+
+    /// A spinlock taken now: its hand-off from the CPU that last held it.
+    #[inline]
+    pub fn spin_lock_line(&mut self, line: Line) {
+        if self.cpus.len() > 1 {
+            self.write_shared_line(line, Fn::RawSpinLock, self.costs.lock_handoff);
+        }
+    }
+
+    /// The mmap_lock (6.4+: the VMA's lock) a fault in `vma` takes for
+    /// read, or drops, now: a write of its count's line, charged to `f`.
+    #[inline]
+    pub fn fault_lock_line(&mut self, vma: u32, f: Fn) {
+        if self.cpus.len() == 1 {
+            return;
+        }
+        let line = if self.release.per_vma_locks {
+            Line::VmaLock(vma)
+        } else {
+            Line::MmapLock(self.vmas[vma as usize].mm)
+        };
+        self.write_shared_line(line, f, self.costs.cacheline_transfer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_written_by_one_cpu_stays_in_its_cache() {
+        let mut l = SharedLine::default();
+        assert!(!l.write(0, 100));
+        assert!(!l.write(0, 2_000));
+        assert!(!l.write(0, 90_000));
+    }
+
+    #[test]
+    fn two_cpus_writing_through_the_same_time_move_it_at_every_write() {
+        // CPU 0's slice runs first, CPU 1's over the same 10 µs after.
+        let mut l = SharedLine::default();
+        l.write(1, 0);
+        l.write(0, 0);
+        let a: Vec<bool> = (1..5).map(|i| l.write(0, i * 2_000)).collect();
+        let b: Vec<bool> = (1..5).map(|i| l.write(1, i * 2_000)).collect();
+        assert_eq!(a, [true; 4]);
+        assert_eq!(b, [true; 4]);
+        // The next quantum: CPU 1 runs first this time.
+        let b: Vec<bool> = (5..10).map(|i| l.write(1, i * 2_000)).collect();
+        let a: Vec<bool> = (5..10).map(|i| l.write(0, i * 2_000)).collect();
+        assert_eq!(a, [true; 5]);
+        assert_eq!(b, [true; 5]);
+    }
+
+    #[test]
+    fn once_the_other_cpu_stops_the_line_stays() {
+        let mut l = SharedLine::default();
+        l.write(1, 10_000);
+        assert!(l.write(0, 15_000), "the other CPU wrote last");
+        // Until this CPU's previous write is a quantum past the other's
+        // last, the other may have written between (its slice may not
+        // have run yet).
+        assert!(l.write(0, 19_000));
+        assert!(l.write(0, 30_000));
+        assert!(!l.write(0, 32_000));
+        assert!(!l.write(0, 40_000));
+        // A third CPU takes it over.
+        assert!(l.write(2, 33_000));
+        assert!(l.write(0, 34_000));
+    }
+}
