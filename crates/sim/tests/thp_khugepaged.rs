@@ -158,3 +158,46 @@ fn a_collapse_charge_over_the_limit_fails_without_an_oom_event() {
     assert_eq!(r.cgroups["w"].memory_events["oom"], 0);
     assert_eq!(phase_vm(&r, 0, "read", "pgfault"), 112 + 288);
 }
+
+/// On two CPUs, a thread read-faulting a fresh 32 MiB region while
+/// khugepaged collapses the process's 2 MiB block, 400 pages of it
+/// written, or refuses to (`knobs`): the
+/// thread's `read` phase, ns, and the collapse's time in the profile
+/// (with what it calls).
+fn reader_beside_collapse(knobs: &str) -> (u64, u64) {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "4M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0, length = "1600K" },
+   { op = "mmap", name = "b", kind = "anon", size = "32M" },
+   { op = "thread", steps = [ { op = "phase", name = "read" }, { op = "touch", region = "b" } ] },
+   { op = "madvise", region = "a", advice = "hugepage" },
+   { op = "sleep", duration = "1s" },
+   { op = "wait" },"#;
+    let text = spec(knobs, steps).replace("memory = \"512M\"", "memory = \"512M\"\ncpus = 2");
+    let r = run_checked(&text);
+    let p = r.tasks[1].phases.iter().find(|p| p.name == "read").unwrap();
+    let collapse = r
+        .profile_tree
+        .iter()
+        .find(|p| p.path == "khugepaged;collapse_huge_page")
+        .map_or(0, |p| p.total_ns);
+    (p.end_ns - p.start_ns, collapse)
+}
+
+#[test]
+fn a_collapse_holds_mmap_lock_and_another_cpus_faults_wait() {
+    // The collapse of block 0 holds mmap_lock for writing through its
+    // copy; the thread's faults on the other CPU (another VMA: before
+    // 6.4 that does not matter) sleep until it is done. With
+    // max_ptes_none 0 the block's 112 holes refuse the collapse.
+    let (beside, collapse) = reader_beside_collapse("");
+    let none = "\"kernel/mm/transparent_hugepage/khugepaged/max_ptes_none\" = 0";
+    let (alone, _) = reader_beside_collapse(none);
+    assert!(collapse > 0);
+    let waited = beside - alone;
+    // More than the flush IPI's handler, at most the collapse's time (the
+    // hold is all of it but the THP's allocation).
+    assert!(
+        waited > 2 * mmsim_sim::cost_model::IPI_HANDLER_NS && waited <= collapse,
+        "waited {waited} ns, collapse {collapse} ns"
+    );
+}

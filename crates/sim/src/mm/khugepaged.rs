@@ -638,6 +638,19 @@ impl Kernel {
                 return r;
             }
         }
+        // The rest under mmap_write_lock (6.4+: the VMA write-locked too):
+        // the process's faults on other CPUs wait for the copy.
+        let mm = self.vmas[vma as usize].mm;
+        self.mmap_write_lock(mm, vma);
+        let r = self.collapse_write_locked(vma, first, hpage);
+        self.mmap_write_unlock(mm);
+        r
+    }
+
+    /// The part of `collapse_huge_page` under mmap_lock held for writing:
+    /// the PTE table detached and flushed, its pages isolated and copied,
+    /// the THP mapped.
+    fn collapse_write_locked(&mut self, vma: u32, first: usize, hpage: Pfn) -> Scan {
         // pmdp_collapse_flush.
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);
         self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);

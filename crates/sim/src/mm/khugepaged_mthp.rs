@@ -330,9 +330,13 @@ impl Kernel {
             self.count_collapse_mthp(order, MthpStat::CollapseExceedSwapPte);
             return Scan::ExceedSwapPte;
         }
+        // Under mmap_write_lock, the VMA write-locked: the process's
+        // faults on other CPUs wait for the copy (mmap_lock.rs).
+        let mm = self.vmas[vma as usize].mm;
+        self.mmap_write_lock(mm, vma);
         // pmdp_collapse_flush.
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);
-        self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
+        self.flush_tlb_mm_range(mm, false);
         let mut compound = self.take_scratch();
         let r = self.collapse_isolate_mthp(vma, start, order, &mut compound);
         if r == Scan::Succeed {
@@ -340,6 +344,7 @@ impl Kernel {
             self.map_anon_folio_pte_nopf(vma, start, folio, Fn::CollapseHugePage);
         }
         self.give_scratch(compound);
+        self.mmap_write_unlock(mm);
         r
     }
 

@@ -1,7 +1,7 @@
 //! `mm->mmap_lock` between CPUs (include/linux/mmap_lock.h,
 //! kernel/locking/rwsem.c): what a page fault on one CPU waits for while
 //! another CPU holds its mm's lock for writing (fork's `dup_mmap`,
-//! khugepaged's collapse, mmap and munmap).
+//! khugepaged's collapse).
 //!
 //! The scheduler runs one CPU's slice at a time, each op of a slice at
 //! once, the CPUs in step to within `QUANTUM_NS` (sched/rq.rs). A write
@@ -13,8 +13,12 @@
 //!
 //! From 6.4 a fault takes its VMA's lock instead (`lock_vma_under_rcu`)
 //! and waits only when a writer has locked that VMA (`vma_start_write`:
-//! fork every VMA of the mm, a collapse or munmap the VMAs it changes; an
-//! mmap locks none of the existing ones).
+//! fork every VMA of the mm, a collapse the VMA it changes).
+//!
+//! mmap, munmap (which downgrades to read before it zaps) and madvise's
+//! write-locked advice hold the lock for writing for microseconds and
+//! keep no hold here: against a fault's own microseconds that cannot
+//! move a phase's time.
 //!
 //! Simplifications, each worth at most a fault's length (µs) against
 //! holds of milliseconds: read holds are not kept, so a writer never
@@ -26,10 +30,6 @@
 use super::folio::NIL;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
-
-/// A write hold that write-locks no existing VMA (mmap): before 6.4 it
-/// still makes every fault of the mm wait.
-pub const NO_VMA: u32 = NIL - 1;
 
 /// One write hold of an mm's mmap_lock, from its taking to its release.
 #[derive(Clone, Copy, Debug)]
@@ -190,9 +190,7 @@ mod tests {
 
     #[test]
     fn from_6_4_a_fault_waits_only_for_a_writer_of_its_vma() {
-        let mut k = kernel(2, "6.12");
-        held_by_task_0(&mut k, NO_VMA);
-        assert_eq!(k.mmap_read_lock_wait(0, 7), None, "an mmap locks no VMA");
+        // A collapse of VMA 7 write-locks it alone.
         let mut k = kernel(2, "6.12");
         held_by_task_0(&mut k, 7);
         assert_eq!(k.mmap_read_lock_wait(0, 7), Some(5_000));
@@ -206,7 +204,7 @@ mod tests {
         );
         // Before 6.4 any write hold makes every fault of the mm wait.
         let mut k = kernel(2, "6.1");
-        held_by_task_0(&mut k, NO_VMA);
+        held_by_task_0(&mut k, 8);
         assert_eq!(k.mmap_read_lock_wait(0, 7), Some(5_000));
     }
 
