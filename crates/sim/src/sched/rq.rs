@@ -280,10 +280,10 @@ impl RunQueue {
     /// entity ready to run on another CPU runs beside it from when that
     /// CPU is free (at once if it idles), so the two stay in step to
     /// within `QUANTUM_NS` from then on: what one CPU does never runs
-    /// ahead of what the other does to the same memory. Entities competing for CPUs
-    /// share them in CFS slices: sched_latency over the runnable count per
-    /// CPU, at least min_granularity (both scaled by 1 + log2(cpus), as the
-    /// kernel's default tunable scaling does).
+    /// ahead of what the other does to the same memory. Entities
+    /// competing for CPUs share them in CFS slices: sched_latency over the
+    /// runnable count per CPU, at least min_granularity (both scaled by
+    /// 1 + log2(cpus), as the kernel's default tunable scaling does).
     pub(super) fn slice_end(&self, me: usize, cpu: usize, start: u64) -> u64 {
         let ncpu = self.cpu_free_at.len() as u64;
         let factor = self.sched_factor();
