@@ -54,28 +54,54 @@ pub fn recorded_native(spec: &Path, machine: &str) -> Vec<RunResult> {
 /// specs not recorded on that CPU model, each with why.
 pub const NOT_RECORDED: &str = "not-recorded.toml";
 
-/// The timing specs with no native runs on CPU model `machine`, each with
-/// the reason its `not-recorded.toml` gives (`spec = "why"`); none when
-/// the file is absent. Such a spec is listed under the table instead of
-/// failing the suite; any other spec without runs still fails it.
+/// The timing specs (of `specs`) with no native runs on CPU model
+/// `machine`, each with the reason its `not-recorded.toml` gives
+/// (`spec = "why"`); none when the file is absent. Such a spec is listed
+/// under the table instead of failing the suite; any other spec without
+/// runs still fails it. A listed name that is no spec, or a listed spec
+/// that has runs there, is an error.
 pub fn not_recorded(
     dir: &Path,
     machine: &str,
+    specs: &[std::path::PathBuf],
 ) -> Result<std::collections::BTreeMap<String, String>, String> {
     let path = dir
         .join("timing/results-native")
         .join(machine)
         .join(NOT_RECORDED);
-    match std::fs::read_to_string(&path) {
+    let listed: std::collections::BTreeMap<String, String> = match std::fs::read_to_string(&path) {
         Ok(text) => toml::from_str(&text).map_err(|e| {
             format!(
                 "{}: {e}expected: spec name = \"why it has no native runs here\"",
                 path.display()
             )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    for name in listed.keys() {
+        let Some(spec) = specs.iter().find(|s| spec_name(s) == *name) else {
+            return Err(format!(
+                "{}: {name}: no such timing spec (expected one of fidelity/timing/*.toml's names)",
+                path.display()
+            ));
+        };
+        if !recorded_native(spec, machine).is_empty() {
+            return Err(format!(
+                "{}: {name} has native runs on {machine} but is listed here",
+                path.display()
+            ));
+        }
     }
+    Ok(listed)
+}
+
+/// A spec's name: its file's stem.
+pub fn spec_name(spec: &Path) -> String {
+    spec.file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .to_string()
 }
 
 /// Whose recordings the suite's times are set beside: those made on the
@@ -138,7 +164,7 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
             .find(|(p, _)| p == phase)
             .map_or(DEFAULT_TIME_TOLERANCE, |t| t.1)
     };
-    let name = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = spec_name(path);
     let mut out = Vec::new();
     for (t, rt) in sim.tasks.iter().zip(&reference.tasks) {
         for (p, rp) in t
@@ -160,7 +186,7 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
                 ));
             };
             out.push(PhaseTime {
-                spec: name.to_string(),
+                spec: name.clone(),
                 phase: format!("{}/{}", t.name, p.name),
                 real_min_ns: min,
                 real_max_ns: max,

@@ -156,9 +156,7 @@ impl Kernel {
     /// A spinlock taken now: its hand-off from the CPU that last held it.
     #[inline]
     pub fn spin_lock_line(&mut self, line: Line) {
-        if self.cpus.len() > 1 {
-            self.write_shared_line(line, Fn::RawSpinLock, self.costs.lock_handoff);
-        }
+        self.write_line(line, Fn::RawSpinLock, self.costs.lock_handoff);
     }
 
     /// The mmap_lock (6.4+: the VMA's lock) a fault in `vma` takes for

@@ -154,7 +154,7 @@ behaviours! {
     /// A page fault takes its VMA's lock (`lock_vma_under_rcu`, 6.4's
     /// per-VMA locks) instead of mmap_lock, so it waits for a writer on
     /// another CPU only when that writer has write-locked its VMA (fork:
-    /// all of them; an mmap: none of the existing ones).
+    /// all of them; khugepaged's collapse: the one it changes).
     per_vma_locks,
 }
 

@@ -367,8 +367,9 @@ impl Kernel {
         parent: u32,
         memcg: u16,
     ) -> Result<(u32, Vec<(u32, u32)>), crate::SimError> {
-        // dup_mmap holds the parent's mmap_lock for writing throughout:
-        // its other threads' faults wait (mmap_lock.rs).
+        // copy_process's fixed work, then dup_mmap, which holds the
+        // parent's mmap_lock for writing to its end: the process's other
+        // threads' faults wait (mmap_lock.rs).
         self.charge_cost(cost_model::Fn::CopyPageRange, self.costs.fork);
         self.mmap_write_lock(parent, NIL);
         let child = self.mm_alloc(memcg);

@@ -89,7 +89,7 @@ impl Kernel {
         if self.cpus.len() == 1 {
             return;
         }
-        let task = self.cur_task.unwrap_or(usize::MAX);
+        let (task, end) = (self.cur_task.unwrap_or(usize::MAX), self.now());
         let locks = &mut self.mmap_locks;
         if let Some(i) = locks
             .open
@@ -97,7 +97,7 @@ impl Kernel {
             .rposition(|h| h.mm == mm && h.task == task)
         {
             let mut h = locks.open.swap_remove(i);
-            h.end = self.clock_base + self.pending_ns;
+            h.end = end;
             if h.end > h.start {
                 locks.holds.push(h);
             }
@@ -108,7 +108,7 @@ impl Kernel {
     /// task holds the lock it needs for writing, the time the fault may
     /// go on (it sleeps until then and retries).
     #[inline]
-    pub fn mmap_read_lock_wait(&mut self, mm: u32, vma: u32) -> Option<u64> {
+    pub fn mmap_read_lock_wait(&self, mm: u32, vma: u32) -> Option<u64> {
         if self.mmap_locks.holds.is_empty() {
             return None;
         }

@@ -54,10 +54,12 @@ impl Kernel {
         let smp = self.cpus.len() > 1;
         let mut locked = None;
         for &pfn in &batch {
-            let memcg = self.folios.get(pfn).memcg;
-            if smp && locked != Some(memcg) {
-                locked = Some(memcg);
-                self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
+            if smp {
+                let memcg = self.folios.get(pfn).memcg;
+                if locked != Some(memcg) {
+                    locked = Some(memcg);
+                    self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
+                }
             }
             let f = self.folios.get_mut(pfn);
             f.clear(PG_LRU_BATCH);
