@@ -506,6 +506,25 @@ pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> 
     result
 }
 
+/// A task's OOM kill in the summary, as the kernel's log would say it.
+fn oom_kill_line(k: &mmsim_spec::output::OomKillResult) -> String {
+    let by = match &k.oom_memcg {
+        Some(m) => format!("cgroup {m}'s OOM killer (memory.max)"),
+        None if k.constraint == "global" => "the OOM killer (the machine's memory and swap)".into(),
+        None => "SIGKILL (the OOM killer?)".into(),
+    };
+    let kb = |v: Option<u64>| v.map_or("?".to_string(), |v| format!("{v} kB"));
+    format!(
+        "  killed by {by} at {}: anon-rss {}, file-rss {}, shmem-rss {}, pgtables {}, oom_score_adj {}\n",
+        ms(k.at_ns),
+        kb(k.anon_rss_kb),
+        kb(k.file_rss_kb),
+        kb(k.shmem_rss_kb),
+        kb(k.pgtables_kb),
+        k.oom_score_adj
+    )
+}
+
 fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
@@ -570,6 +589,9 @@ pub(crate) fn summary(r: &RunResult) -> String {
             },
             ms(t.end_ns - t.start_ns)
         );
+        if let Some(k) = &t.oom_kill {
+            s += &oom_kill_line(k);
+        }
         for p in &t.phases {
             s += &format!(
                 "  phase {:<12} {:>14}   pgfault {:>9}  pgmajfault {:>9}  pswpin {:>9}  pswpout {:>9}\n",
@@ -628,7 +650,7 @@ pub(crate) fn summary(r: &RunResult) -> String {
     }
     for (name, cg) in &r.cgroups {
         s += &format!(
-            "\ncgroup {name}: memory.current {} MiB (peak {}), memory.swap.current {} MiB, events max {} high {} oom {}\n",
+            "\ncgroup {name}: memory.current {} MiB (peak {}), memory.swap.current {} MiB, events max {} high {} oom {} oom_kill {}\n",
             cg.memory_current >> 20,
             cg.memory_peak.map_or("not on this kernel".to_string(), |p| format!(
                 "{} MiB",
@@ -637,7 +659,8 @@ pub(crate) fn summary(r: &RunResult) -> String {
             cg.memory_swap_current >> 20,
             cg.memory_events.get("max").copied().unwrap_or(0),
             cg.memory_events.get("high").copied().unwrap_or(0),
-            cg.memory_events.get("oom").copied().unwrap_or(0)
+            cg.memory_events.get("oom").copied().unwrap_or(0),
+            cg.memory_events.get("oom_kill").copied().unwrap_or(0)
         );
         let mib = |k: &str| cg.memory_stat.get(k).copied().unwrap_or(0) >> 20;
         s += &format!(

@@ -97,6 +97,16 @@ pub fn limits(max: Option<u64>, high: Option<u64>) -> Result<Vec<(&'static str, 
     }
 }
 
+/// The file and value that set memory.oom.group; Err on cgroup v1, which
+/// has no group kill (its OOM killer always picks one task).
+pub fn oom_group(on: bool) -> Result<Option<(&'static str, String)>, String> {
+    match (mode(), on) {
+        (_, false) => Ok(None),
+        (Mode::V2(_), true) => Ok(Some(("memory.oom.group", "1".into()))),
+        (Mode::V1(_), true) => Err("memory_oom_group: this kernel's memory controller is cgroup v1, which has no memory.oom.group (its OOM killer kills one task); expected memory_oom_group = false on this machine".into()),
+    }
+}
+
 /// The file and value a `set` step writes for a cgroup's `memory_max` or
 /// `memory_high` (`high`); None where v1 has nothing to write (memory.high
 /// back to "max", which v1 never had). Err: what v1 cannot express.

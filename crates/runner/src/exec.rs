@@ -54,6 +54,11 @@ pub(crate) struct Forked {
     pub(crate) fd: libc::c_int,
     /// The `fork` step's line.
     pub(crate) line: usize,
+    /// The child's task name, cgroup and start: its report if the OOM
+    /// killer ends it.
+    pub(crate) name: String,
+    pub(crate) cgroup: String,
+    pub(crate) start_ns: u64,
     pub(crate) reader: JoinHandle<String>,
 }
 
@@ -184,6 +189,7 @@ impl<'s> Child<'s> {
                 end_ns: end,
                 phases: std::mem::take(&mut self.phases),
                 kv: self.kv,
+                oom_kill: None,
             },
             pages_checked: self.checked,
             violations: self.violations,
@@ -263,14 +269,20 @@ impl<'s> Child<'s> {
         let mut status = 0;
         // SAFETY: pid is our child.
         unsafe { libc::waitpid(f.pid, &mut status, 0) };
-        let r = serde_json::from_str::<Report>(&text).map_err(|e| {
-            format!(
-                "line {}: the process forked here (pid {}) sent no report ({e}); {}",
-                f.line,
-                f.pid,
-                describe_status(status)
-            )
-        })?;
+        let r = match serde_json::from_str::<Report>(&text) {
+            Ok(r) => r,
+            Err(_) if killed(status) => {
+                crate::oom::killed_report(f.pid, f.name, f.cgroup, f.start_ns, self.now())
+            }
+            Err(e) => {
+                return Err(format!(
+                    "line {}: the process forked here (pid {}) sent no report ({e}); {}",
+                    f.line,
+                    f.pid,
+                    describe_status(status)
+                ))
+            }
+        };
         self.reports.push(r);
         Ok(())
     }
@@ -289,6 +301,11 @@ impl<'s> Child<'s> {
             });
         }
     }
+}
+
+/// The status of a process SIGKILL ended (the OOM killer's signal).
+fn killed(status: libc::c_int) -> bool {
+    libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL
 }
 
 /// A waitpid status in words.
@@ -331,6 +348,7 @@ pub fn run_tasks(
                 .cgroup
                 .map(|c| spec.cgroups[c].name.clone())
                 .unwrap_or_default();
+            let (task_name, task_cgroup) = (name.clone(), cgroup.clone());
             let mut fds = [0; 2];
             // SAFETY: fds is a two-element array.
             if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -364,7 +382,9 @@ pub fn run_tasks(
                     };
                     let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         c.prefault_kv_dbs(&task.steps);
-                        let error = join_cgroup(&c.cgroup).err();
+                        let error = set_oom_score_adj(task.oom_score_adj)
+                            .and_then(|()| join_cgroup(&c.cgroup))
+                            .err();
                         c.main(&task.steps, error)
                     }));
                     match report {
@@ -376,36 +396,48 @@ pub fn run_tasks(
             }
             // SAFETY: the parent's copy of the write end.
             unsafe { libc::close(fds[1]) };
-            children.push((pid, fds[0]));
+            children.push(TaskProcess {
+                pid,
+                fd: fds[0],
+                name: task_name,
+                cgroup: task_cgroup,
+                start_ns: t0.elapsed().as_nanos() as u64,
+            });
         }
     }
     // Read every report at once, so no child waits to write a long report
     // (and stays resident) until the children before it have finished.
-    let readers: Vec<(libc::pid_t, JoinHandle<String>)> = children
+    let readers: Vec<(TaskProcess, JoinHandle<String>)> = children
         .into_iter()
-        .map(|(pid, fd)| {
+        .map(|c| {
             // SAFETY: fd is the pipe's read end, owned here.
-            let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+            let mut f = unsafe { std::fs::File::from_raw_fd(c.fd) };
             let reader = std::thread::spawn(move || {
                 let mut text = String::new();
                 let _ = f.read_to_string(&mut text);
                 text
             });
-            (pid, reader)
+            (c, reader)
         })
         .collect();
     let mut results = Vec::new();
-    for (pid, reader) in readers {
+    for (c, reader) in readers {
         let text = reader.join().unwrap_or_default();
         let mut status = 0;
         // SAFETY: pid is our child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        results.push(serde_json::from_str::<Report>(&text).map_err(|e| {
-            format!(
-                "task process {pid} sent no report ({e}); {}",
+        unsafe { libc::waitpid(c.pid, &mut status, 0) };
+        let end_ns = t0.elapsed().as_nanos() as u64;
+        results.push(match serde_json::from_str::<Report>(&text) {
+            Ok(r) => Ok(r),
+            Err(_) if killed(status) => Ok(crate::oom::killed_report(
+                c.pid, c.name, c.cgroup, c.start_ns, end_ns,
+            )),
+            Err(e) => Err(format!(
+                "task process {} sent no report ({e}); {}",
+                c.pid,
                 describe_status(status)
-            )
-        }));
+            )),
+        });
     }
     let mut flat = Vec::new();
     for r in results {
@@ -432,14 +464,35 @@ fn join_cgroup(cgroup: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot join {procs}: {e}"))
 }
 
+/// /proc/self/oom_score_adj, which forks and threads inherit; nothing to
+/// write for 0 (every process's default).
+fn set_oom_score_adj(adj: i16) -> Result<(), String> {
+    if adj == 0 {
+        return Ok(());
+    }
+    std::fs::write("/proc/self/oom_score_adj", adj.to_string())
+        .map_err(|e| format!("cannot write oom_score_adj {adj} to /proc/self/oom_score_adj: {e}"))
+}
+
+/// A task process started by `run_tasks`, and what its report would say
+/// if the OOM killer ends it before it sends one.
+struct TaskProcess {
+    pid: libc::pid_t,
+    /// The read end of its report pipe.
+    fd: libc::c_int,
+    name: String,
+    cgroup: String,
+    start_ns: u64,
+}
+
 /// Kills and reaps the task processes already started.
-fn kill_all(children: &[(libc::pid_t, libc::c_int)]) {
-    for &(pid, fd) in children {
+fn kill_all(children: &[TaskProcess]) {
+    for c in children {
         // SAFETY: our own children and pipe ends.
         unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-            libc::close(fd);
+            libc::kill(c.pid, libc::SIGKILL);
+            libc::waitpid(c.pid, std::ptr::null_mut(), 0);
+            libc::close(c.fd);
         }
     }
 }

@@ -14,6 +14,7 @@
 mod cgroup;
 mod exec;
 mod native;
+mod oom;
 mod ops;
 mod procfs;
 mod region;

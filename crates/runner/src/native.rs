@@ -46,6 +46,8 @@ pub fn preflight(spec: &Spec) -> Result<(), String> {
             };
             crate::cgroup::limits(None, high)
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
+            crate::cgroup::oom_group(cg.memory_oom_group)
+                .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
         }
         for s in crate::setup::settings(spec) {
             if let mmsim_spec::Setting::MemoryHigh { cgroup, limit } = s {

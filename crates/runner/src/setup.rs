@@ -364,6 +364,11 @@ impl Setup {
             for (file, value) in files {
                 write(&format!("{dir}/{file}"), &value)?;
             }
+            if let Some((file, value)) = crate::cgroup::oom_group(cg.memory_oom_group)
+                .map_err(|e| format!("cgroup.{}.{e}", cg.name))?
+            {
+                write(&format!("{dir}/{file}"), &value)?;
+            }
             self.knobs.push((
                 format!("cgroup:{}/memory.max", cg.name),
                 limit(cg.memory_max),

@@ -41,6 +41,10 @@ pub struct KTask {
     pub memcg: u16,
     /// `memcg_nr_pages_over_high`, settled on return to user space.
     pub nr_pages_over_high: u64,
+    /// Work for the return to user space (the thread flags
+    /// `exit_to_user_mode_loop` tests): `TIF_NOTIFY_RESUME` (memory.high
+    /// debt), `TIF_SIGPENDING` (SIGKILL). One test per access while none.
+    pub ti_work: u8,
     /// A fault being retried: when it first started and whether an attempt
     /// was major; whether an attempt read from swap.
     pub fault_start: Option<(u64, bool)>,
@@ -51,7 +55,21 @@ pub struct KTask {
     /// Attempts of the fault being retried so far (see
     /// `memory::MAX_FAULT_ATTEMPTS`).
     pub fault_attempts: u32,
+    /// `signal->oom_score_adj`.
+    pub oom_score_adj: i16,
+    /// The thread-group leader's task (itself for a process).
+    pub tgid: usize,
+    /// SIGKILL pending (an OOM victim): it exits at its next return to
+    /// user space.
+    pub sigkill: bool,
+    /// It has exited (its mm gone, or left to its process).
+    pub exited: bool,
 }
+
+/// `KTask::ti_work`: memory.high debt to settle.
+pub const TIF_NOTIFY_RESUME: u8 = 1 << 0;
+/// `KTask::ti_work`: a fatal signal (an OOM kill) to act on.
+pub const TIF_SIGPENDING: u8 = 1 << 1;
 
 /// Content-integrity results.
 #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,6 +186,8 @@ pub struct Kernel {
     /// task's own call chain (kswapd's min_ttl OOM kill): the run stops
     /// with it.
     pub unmodelled: Option<String>,
+    /// The OOM killer's kills, and those the scheduler has yet to end.
+    pub oom: crate::mm::oom_kill::OomState,
     /// Anonymous THP's sysfs flags in force.
     pub thp: crate::mm::huge_anon::ThpCtl,
     /// huge_memory.c's globals: the huge zero page, the deferred split
@@ -315,6 +335,7 @@ impl Kernel {
                 spec.sysfs.lru_gen & all == all
             },
             unmodelled: None,
+            oom: Default::default(),
             // boot_watermarks sets it once the machine's size is known.
             thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true, spec.features.anon_mthp),
             huge: Default::default(),
@@ -554,6 +575,7 @@ impl Kernel {
     pub fn current_task_over_high(&mut self, pages: u64) {
         if let Some(t) = self.cur_task {
             self.tasks[t].nr_pages_over_high += pages;
+            self.tasks[t].ti_work |= TIF_NOTIFY_RESUME;
         }
     }
 
@@ -598,6 +620,7 @@ fn boot_memcgs(spec: &Spec) -> Vec<Memcg> {
         let mut m = Memcg::new(&cg.name, Some(0));
         m.memory.max = cg.memory_max.pages();
         m.memory.high = cg.memory_high.pages();
+        m.oom_group = cg.memory_oom_group;
         memcgs.push(m);
     }
     memcgs[0].has_children = memcgs.len() > 1;

@@ -337,6 +337,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
                 })
                 .collect(),
             kv: t.kv_stats,
+            oom_kill: k.oom_kill_of(t.ktask).map(|x| oom_kill_result(&k, x)),
         })
         .collect();
     let profile = cost_model::FN_NAMES
@@ -488,6 +489,24 @@ fn machine_info(k: &Kernel, spec: &Spec) -> MachineInfo {
     }
 }
 
+fn oom_kill_result(k: &Kernel, x: &mm::oom_kill::OomKill) -> mmsim_spec::output::OomKillResult {
+    use mm::oom_kill::Constraint;
+    let (constraint, oom_memcg) = match x.constraint {
+        Constraint::None => ("global", None),
+        Constraint::Memcg(m) => ("memcg", Some(k.memcgs[m as usize].name.clone())),
+    };
+    mmsim_spec::output::OomKillResult {
+        constraint: constraint.into(),
+        oom_memcg,
+        at_ns: x.at,
+        anon_rss_kb: Some(x.anon_rss * 4),
+        file_rss_kb: Some(x.file_rss * 4),
+        shmem_rss_kb: Some(x.shmem_rss * 4),
+        pgtables_kb: Some(x.pgtables * 4),
+        oom_score_adj: x.oom_score_adj,
+    }
+}
+
 fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
     let absent = vmstat::memory_stat_absent(k.preset);
     let mut out = BTreeMap::new();
@@ -512,6 +531,7 @@ fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
                     ("max", ev.max),
                     ("oom", ev.oom),
                     ("oom_kill", ev.oom_kill),
+                    ("oom_group_kill", ev.oom_group_kill),
                 ]
                 .into_iter()
                 .map(|(n, v)| (n.to_string(), v))

@@ -135,7 +135,7 @@ fn read_file_pages_start_in_an_old_generation() {
 }
 
 #[test]
-fn min_ttl_stops_the_run_where_6_1_would_oom_kill() {
+fn min_ttl_oom_kills_where_6_1_does() {
     let text = r#"
 [machine]
 memory = "192M"
@@ -151,12 +151,29 @@ steps = [
   { op = "touch", region = "a", order = "seq", write = 1.0 },
   { op = "touch", region = "a", order = "seq", write = 0.0 },
 ]
+[task.side]
+steps = [
+  { op = "mmap", name = "a", kind = "anon", size = "8M" },
+  { op = "touch", region = "a", order = "seq", write = 1.0 },
+  { op = "sleep", duration = "1s" },
+  { op = "touch", region = "a", order = "seq", write = 0.0 },
+]
 "#;
-    let e = try_run(text).expect_err("kswapd finds every generation too young");
-    let msg = e.to_string();
-    assert!(msg.contains("min_ttl_ms") && msg.contains("OOM"), "{msg}");
+    // kswapd finds every generation younger than min_ttl: lru_gen_age_node
+    // calls the (global) OOM killer instead of evicting, and the largest
+    // task dies with nothing swapped out; the other runs to its end.
+    let r = run_checked(text);
+    let kill = r.tasks[0].oom_kill.as_ref().expect("main is killed");
+    assert_eq!(
+        (kill.constraint.as_str(), &kill.oom_memcg),
+        ("global", &None)
+    );
+    assert!(r.tasks[1].oom_kill.is_none());
+    assert!(r.tasks[1].end_ns > 1_000_000_000);
+    assert_eq!((vm(&r, "oom_kill"), vm(&r, "pswpout")), (1, 0));
     // Without min_ttl the same workload runs, reclaimed by kswapd.
     let r = run_checked(&text.replace("\"kernel/mm/lru_gen/min_ttl_ms\" = 60000\n", ""));
+    assert_eq!(vm(&r, "oom_kill"), 0);
     assert!(vm(&r, "pgsteal_kswapd") > 0);
     assert_eq!(
         vm(&r, "pgsteal_kswapd") + vm(&r, "pgsteal_direct"),

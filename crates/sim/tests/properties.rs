@@ -189,16 +189,15 @@ cgroup = "w"
 steps = [
 {steps}]
 "#);
-        match common::try_run(&text) {
-            Ok(r) => prop_assert_eq!(r.integrity.violations, 0),
-            // A 4-5 MiB memcg whose pages are all locked for reads in flight
-            // on a slow disk (an HDD behind a MADV_WILLNEED of the file)
-            // fails a charge: the reclaim throttling that would wait for
-            // those reads is not modelled (docs/model.md), so such a run
-            // ends out of memory. The invariants held at every phase mark
-            // before; any other error fails the property.
-            Err(mmsim_sim::SimError::Oom) if device == "hdd" && limit_mb < 6 => {}
-            Err(e) => panic!("{e}"),
+        let r = common::try_run(&text).unwrap_or_else(|e| panic!("{e}"));
+        prop_assert_eq!(r.integrity.violations, 0);
+        // A 4-5 MiB memcg whose pages are all locked for reads in flight
+        // on a slow disk (an HDD behind a MADV_WILLNEED of the file) fails
+        // a charge: the reclaim throttling that would wait for those reads
+        // is not modelled (docs/model.md), so such a run may end in an OOM
+        // kill. No other run may.
+        if r.vmstat["oom_kill"] > 0 {
+            prop_assert!(device == "hdd" && limit_mb < 6, "{} {}", device, limit_mb);
         }
     }
 

@@ -5,7 +5,6 @@
 
 mod common;
 use common::*;
-use mmsim_sim::SimError;
 
 #[test]
 fn memory_max_holds_and_reclaim_is_cgroup_reclaim() {
@@ -38,17 +37,20 @@ fn swappiness_zero_makes_memcg_reclaim_file_only() {
         r#"{ op = "mmap", name = "a", kind = "anon", size = "16M" },
            { op = "touch", region = "a", order = "seq", write = 1.0 },"#,
     );
-    // The memcg OOM killer is not modelled: the run says so, at the touch.
-    let e = try_run(&text).unwrap_err();
-    let msg = e.to_string();
-    assert!(
-        msg.contains("in cgroup") && msg.contains("memcg OOM killer"),
-        "{msg}"
+    // The memcg OOM killer ends the task, the memcg's only one.
+    let r = run_checked(&text);
+    let kill = r.tasks[0].oom_kill.as_ref().expect("an OOM kill");
+    assert_eq!(
+        (kill.constraint.as_str(), kill.oom_memcg.as_deref()),
+        ("memcg", Some("w"))
     );
-    assert!(
-        matches!(e, SimError::At { .. }) && e.exit_code() == 2,
-        "{e:?}"
-    );
+    // Nothing was reclaimed: the victim's RSS and page tables were all of
+    // memory.max (8M, 2,048 pages) but the charge stock's (under a batch).
+    let held = (kill.anon_rss_kb.unwrap() + kill.pgtables_kb.unwrap()) / 4;
+    assert!((2048 - 64..=2048).contains(&held), "{kill:?}");
+    assert_eq!(vm(&r, "pgsteal_anon"), 0);
+    let ev = &r.cgroups["w"].memory_events;
+    assert_eq!((ev["oom"], ev["oom_kill"], ev["oom_group_kill"]), (1, 1, 0));
 }
 
 #[test]

@@ -3,7 +3,6 @@
 
 mod common;
 use common::*;
-use mmsim_sim::SimError;
 
 /// 100 MiB written in cgroup w, whose limit is then set to 50 MiB, and
 /// later to "max" again.
@@ -85,18 +84,24 @@ steps = [
     );
 }
 
-/// A limit reclaim cannot reach (no swap) would wake the memcg OOM
-/// killer, which mmsim does not model: an error at the step's line.
+/// A limit reclaim cannot reach (no swap): memory_max_write's reclaims
+/// free nothing, so the memcg OOM killer runs and kills the writer, the
+/// cgroup's only task; the write itself takes effect.
 #[test]
-fn a_limit_below_what_reclaim_can_reach_is_an_error_at_its_line() {
+fn a_limit_below_what_reclaim_can_reach_oom_kills_the_writer() {
     let with_swap = memcg_spec("max", "", LIMITED_STEPS);
     let text = with_swap.replace("[[swap]]\ndevice = \"zram\"\nsize = \"512M\"\n", "");
     assert_ne!(text, with_swap, "the swap device is gone");
-    let e = try_run(&text).unwrap_err();
-    let SimError::At { line, error, .. } = &e else {
-        panic!("{e:?}")
-    };
-    let want = 1 + text.lines().position(|l| l.contains("\"set\"")).unwrap();
-    assert_eq!(*line, want, "{e}");
-    assert!(e.to_string().contains("OOM killer"), "{error}");
+    let r = run_checked(&text);
+    let t = &r.tasks[0];
+    let kill = t.oom_kill.as_ref().expect("the writer is killed");
+    assert_eq!(kill.oom_memcg.as_deref(), Some("w"), "{kill:?}");
+    // Its whole heap was still there: 25,600 pages.
+    assert_eq!(kill.anon_rss_kb, Some(100 << 10), "{kill:?}");
+    // The phase the write ran in never ended, and none began after it.
+    assert!(t.phases.is_empty(), "{:?}", t.phases);
+    // memory_max_write raises no max event; one OOM, one kill.
+    let ev = &r.cgroups["w"].memory_events;
+    assert_eq!((ev["max"], ev["oom"], ev["oom_kill"]), (0, 1, 1), "{ev:?}");
+    assert_eq!(vm(&r, "oom_kill"), 1);
 }

@@ -702,6 +702,8 @@ pub struct Cgroup {
     pub name: String,
     pub memory_max: Limit,
     pub memory_high: Limit,
+    /// memory.oom.group: an OOM kill in it kills every task in it.
+    pub memory_oom_group: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -710,6 +712,9 @@ pub struct Task {
     /// Index into `Spec::cgroups`; None = the root cgroup.
     pub cgroup: Option<usize>,
     pub instances: u32,
+    /// /proc/PID/oom_score_adj (-1000 ..= 1000; -1000: never the OOM
+    /// killer's victim). Its forks and threads inherit it.
+    pub oom_score_adj: i16,
     pub steps: Vec<Step>,
 }
 

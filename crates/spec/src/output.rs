@@ -98,6 +98,37 @@ pub struct TaskResult {
     /// together), as memtier reports it; absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<KvResult>,
+    /// The OOM killer ended the task (it, or the process it is a thread
+    /// of, was the victim); absent for a task that ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_kill: Option<OomKillResult>,
+}
+
+/// An OOM kill, as the kernel's log tells it ("oom-kill:constraint=…"
+/// and "Killed process … anon-rss:…").
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct OomKillResult {
+    /// "memcg": a cgroup's memory.max could not be met
+    /// (CONSTRAINT_MEMCG); "global": the machine's memory and swap
+    /// (CONSTRAINT_NONE).
+    pub constraint: String,
+    /// The cgroup at its limit (memcg only; the kernel's `oom_memcg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_memcg: Option<String>,
+    /// When the kill was made (for a real run: when the runner saw the
+    /// task end, a little after).
+    pub at_ns: u64,
+    /// The victim process's memory at the kill, KiB (absent from a real
+    /// run whose kernel log was not readable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anon_rss_kb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_rss_kb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shmem_rss_kb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgtables_kb: Option<u64>,
+    pub oom_score_adj: i16,
 }
 
 /// One lruvec of /sys/kernel/debug/lru_gen.

@@ -349,7 +349,7 @@ fn draw_files(d: &mut Draw, out: &mut String, memory: u64) -> Vec<(String, u64, 
     files
 }
 
-/// Up to two memory cgroups with their limits.
+/// Up to two memory cgroups with their limits (and memory.oom.group).
 fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
     let ncg = d.below(3);
     for c in 0..ncg {
@@ -357,6 +357,9 @@ fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
         writeln!(out, "[cgroup.c{c}]\nmemory_max = \"{max}M\"").unwrap();
         if d.chance(20) {
             writeln!(out, "memory_high = \"{}M\"", max * 3 / 4 + 1).unwrap();
+        }
+        if d.chance(15) {
+            writeln!(out, "memory_oom_group = true").unwrap();
         }
     }
     ncg
@@ -391,6 +394,10 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
         let instances = if g.d.chance(25) { 2 + g.d.below(2) } else { 1 };
         if instances > 1 {
             writeln!(out, "instances = {instances}").unwrap();
+        }
+        if g.d.chance(15) {
+            let adj = g.d.pick(&[-1000, -500, 500, 1000]);
+            writeln!(out, "oom_score_adj = {adj}").unwrap();
         }
         g.swapper = t == 0 && instances == 1;
         let mut regions = Vec::new();

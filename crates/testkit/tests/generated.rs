@@ -7,7 +7,8 @@
 //! on a small machine while the flusher runs, fork inside a memcg of a few
 //! MiB, swapoff on one CPU while another swaps, 2 to 4 CPUs; and it draws
 //! every preset and what each models (the multi-gen LRU, anonymous THP and
-//! mTHP, khugepaged), `set` steps and `trace` steps.
+//! mTHP, khugepaged), `set` steps and `trace` steps, and what decides the
+//! OOM killer's victims (oom_score_adj, memory.oom.group).
 
 use mmsim_sim::RunOptions;
 use mmsim_testkit::specgen::{generate_with_traces, judge, Verdict};
@@ -134,6 +135,8 @@ fn the_generator_still_draws_what_fuzzing_found() {
     };
     let set = count(&|s| any_step(s, &|o| matches!(o, Op::Set(_))));
     let trace = count(&|s| any_step(s, &|o| matches!(o, Op::Touch(t) if t.order == Order::Trace)));
+    let oom_group = count(&|s| s.cgroups.iter().any(|c| c.memory_oom_group));
+    let oom_score_adj = count(&|s| s.tasks.iter().any(|t| t.oom_score_adj != 0));
     for (what, n) in [
         (
             "shared file mappings written on a machine of 128 MiB or less",
@@ -157,6 +160,8 @@ fn the_generator_still_draws_what_fuzzing_found() {
         ("7.3's khugepaged with its knobs", khugepaged(Preset::V7_3)),
         ("set steps", set),
         ("trace steps", trace),
+        ("memory.oom.group", oom_group),
+        ("oom_score_adj", oom_score_adj),
     ] {
         // Small probabilities, but not zero: a few in every 2000.
         assert!(n >= 5, "{what}: {n} of 2000 generated specs");

@@ -116,6 +116,9 @@ impl<'s> Child<'s> {
             pid,
             fd,
             line,
+            name: format!("{}/{kind}{k}", self.name),
+            cgroup: self.cgroup.clone(),
+            start_ns: self.now(),
             reader,
         }));
         Ok(())

@@ -945,7 +945,7 @@ impl Kernel {
     /// `lru_gen_age_node`: kswapd ages every memcg before a priority pass
     /// (skipping once after the eviction found aging unneeded). If every
     /// memcg's oldest generation is younger than min_ttl, 6.1 invokes the
-    /// OOM killer, which mmsim does not model: the run stops there.
+    /// OOM killer (a global OOM: the whole machine's tasks).
     pub(crate) fn lru_gen_age_node(&mut self, sc: &mut ScanControl) {
         sc.last_reclaimed = sc.nr_reclaimed;
         if !sc.memcgs_need_aging {
@@ -965,12 +965,10 @@ impl Kernel {
         if success || min_ttl == 0 {
             return;
         }
-        self.unmodelled.get_or_insert_with(|| {
-            format!(
-                "kswapd found every generation younger than kernel/mm/lru_gen/min_ttl_ms ({} ms): Linux 6.1 invokes the OOM killer here to protect the working set, which mmsim does not model; expected a min_ttl_ms the workload's reclaim does not reach, or more memory",
-                min_ttl * 1000 / HZ
-            )
-        });
+        // The working set would thrash: 6.1 OOM-kills to protect it.
+        if let Err(e) = self.out_of_memory(crate::mm::oom_kill::Constraint::None) {
+            self.unmodelled.get_or_insert(e.to_string());
+        }
     }
 
     /// `lru_gen_look_around`: rmap found `pfn` young at `vma`'s page

@@ -2,6 +2,7 @@
 //! memory.max reclaim in the charging task, memory.high reclaim and
 //! throttling on return to user space, swap accounting.
 
+use super::oom_kill::{Constraint, MemcgEvent, Oom};
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, MemcgStat};
 use crate::SimError;
@@ -35,6 +36,7 @@ pub struct MemcgEvents {
     pub max: u64,
     pub oom: u64,
     pub oom_kill: u64,
+    pub oom_group_kill: u64,
 }
 
 pub struct Memcg {
@@ -47,6 +49,8 @@ pub struct Memcg {
     pub swap: PageCounter,
     pub stat: MemcgStat,
     pub events: MemcgEvents,
+    /// memory.oom.group.
+    pub oom_group: bool,
 }
 
 impl Memcg {
@@ -59,6 +63,7 @@ impl Memcg {
             swap: PageCounter::default(),
             stat: MemcgStat::default(),
             events: MemcgEvents::default(),
+            oom_group: false,
         }
     }
 }
@@ -329,6 +334,24 @@ impl Kernel {
         }
     }
 
+    /// `memcg_memory_event`: counted in the memcg and, as cgroup v2 does
+    /// without memory_localevents, in each ancestor below the root.
+    pub fn memcg_memory_event(&mut self, memcg: u16, ev: MemcgEvent) {
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            let e = &mut self.memcgs[cur as usize].events;
+            *match ev {
+                MemcgEvent::Low => &mut e.low,
+                MemcgEvent::High => &mut e.high,
+                MemcgEvent::Max => &mut e.max,
+                MemcgEvent::Oom => &mut e.oom,
+                MemcgEvent::OomKill => &mut e.oom_kill,
+                MemcgEvent::OomGroupKill => &mut e.oom_group_kill,
+            } += 1;
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        }
+    }
+
     pub fn is_descendant(&self, memcg: u16, root: u16) -> bool {
         let mut cur = Some(memcg);
         while let Some(m) = cur {
@@ -350,21 +373,37 @@ impl Kernel {
 
     /// `memory_max_write`: the new limit, then reclaim down to it, with
     /// MAX_RECLAIM_RETRIES reclaims that free nothing before the memcg's
-    /// OOM killer would run (which mmsim does not model: an error).
+    /// OOM killer runs, until the usage fits, nothing is left to kill or
+    /// the writer itself is killed. The limit stays set either way.
     pub fn memory_max_write(&mut self, memcg: u16, max: Option<u64>) -> Result<(), SimError> {
         self.memcgs[memcg as usize].memory.max = max;
         let Some(max) = max else { return Ok(()) };
-        if self.reclaim_down_to(memcg, max, MAX_RECLAIM_RETRIES) {
-            return Ok(());
+        let mut drained = false;
+        let mut nr_reclaims = MAX_RECLAIM_RETRIES;
+        loop {
+            let usage = self.memcgs[memcg as usize].memory.usage;
+            if usage <= max || self.current_is_dying() {
+                return Ok(());
+            }
+            if !drained {
+                self.drain_all_stock(memcg);
+                drained = true;
+                continue;
+            }
+            if nr_reclaims > 0 {
+                let freed = self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
+                    k.try_to_free_mem_cgroup_pages(memcg, usage - max)
+                });
+                if freed == 0 {
+                    nr_reclaims -= 1;
+                }
+                continue;
+            }
+            self.memcg_memory_event(memcg, MemcgEvent::Oom);
+            if self.mem_cgroup_out_of_memory(memcg, 1)? != Oom::Progress {
+                return Ok(());
+            }
         }
-        self.memcgs[memcg as usize].events.oom += 1;
-        let m = &self.memcgs[memcg as usize];
-        Err(SimError::Unmodelled(format!(
-            "memory.max of cgroup {} set to {} MiB below its usage of {} MiB, and reclaim freed nothing {MAX_RECLAIM_RETRIES} times: the kernel would invoke the memcg OOM killer, which mmsim does not model; expected a limit its pages can be reclaimed down to (more [[swap]], or a larger value)",
-            m.name,
-            max >> 8,
-            m.memory.usage >> 8
-        )))
     }
 
     /// `memory_high_write`: the new threshold, then reclaim down to it.
@@ -494,7 +533,7 @@ impl Kernel {
                 batch = nr;
                 continue;
             }
-            self.memcgs[over as usize].events.max += 1;
+            self.memcg_memory_event(over, MemcgEvent::Max);
             let reclaimed = self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
                 k.try_to_free_mem_cgroup_pages(over, nr)
             });
@@ -517,18 +556,47 @@ impl Kernel {
                 nr_retries -= 1;
                 continue;
             }
-            // mem_cgroup_oom refuses above PAGE_ALLOC_COSTLY_ORDER (a THP's
-            // charge): no OOM event, the charge fails.
-            if passed_oom || nr > 8 {
+            // Avoid an endless loop for a task the OOM killer chose.
+            if passed_oom && self.current_is_dying() {
                 return Charge::Oom;
             }
-            // mem_cgroup_oom: the simulator does not kill tasks; it reports
-            // the event and fails the charge (the spec asked for more
-            // memory than the limit allows and nothing is reclaimable).
-            self.memcgs[over as usize].events.oom += 1;
-            passed_oom = true;
-            nr_retries = MAX_RECLAIM_RETRIES;
+            match self.mem_cgroup_oom(over, nr) {
+                Ok(Oom::Progress) => {
+                    passed_oom = true;
+                    nr_retries = MAX_RECLAIM_RETRIES;
+                }
+                // Waiting: a victim keeps its memory until the syscall
+                // that walks it is done (swapoff); the kernel would retry
+                // until it exits, mmsim fails the charge. Nothing: no task
+                // may be killed.
+                Ok(Oom::Waiting | Oom::Nothing) => return Charge::Oom,
+                Err(e) => {
+                    self.unmodelled.get_or_insert(e.to_string());
+                    return Charge::Oom;
+                }
+            }
         }
+    }
+
+    /// `mem_cgroup_oom`: above PAGE_ALLOC_COSTLY_ORDER (a THP's charge) it
+    /// does nothing (no event: the caller falls back to small pages);
+    /// else the OOM event and the memcg's OOM killer.
+    fn mem_cgroup_oom(&mut self, memcg: u16, nr: u64) -> Result<Oom, SimError> {
+        if nr > 8 {
+            return Ok(Oom::Nothing);
+        }
+        self.memcg_memory_event(memcg, MemcgEvent::Oom);
+        self.mem_cgroup_out_of_memory(memcg, nr)
+    }
+
+    /// `mem_cgroup_out_of_memory`: nothing to do if the margin already
+    /// fits the charge (another task freed memory); a dying current task
+    /// is let through; else `out_of_memory` within the memcg.
+    fn mem_cgroup_out_of_memory(&mut self, memcg: u16, nr: u64) -> Result<Oom, SimError> {
+        if self.mem_cgroup_margin(memcg) >= nr {
+            return Ok(Oom::Progress);
+        }
+        self.out_of_memory(Constraint::Memcg(memcg))
     }
 
     /// After a successful page-counter charge: restock, and note pages
@@ -590,7 +658,7 @@ impl Kernel {
             if c.high.is_none_or(|h| self.usage_seen(m) <= h) {
                 continue;
             }
-            self.memcgs[m as usize].events.high += 1;
+            self.memcg_memory_event(m, MemcgEvent::High);
             reclaimed += self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
                 k.try_to_free_mem_cgroup_pages(m, nr_pages)
             });

@@ -451,6 +451,20 @@ impl Kernel {
         id
     }
 
+    /// `__mmput` of an mm whose last task exits: khugepaged_exit, then
+    /// `exit_mmap` (every VMA unmapped, in address order), and off the
+    /// multi-gen LRU's mm list.
+    pub fn exit_mmap(&mut self, mm: u32) {
+        self.khugepaged_exit(mm);
+        let mut vmas = self.mms[mm as usize].vmas.clone();
+        vmas.sort_unstable();
+        for v in vmas {
+            self.munmap(v);
+        }
+        self.lru_gen_del_mm(mm);
+        self.mms[mm as usize].exited = true;
+    }
+
     /// munmap of a whole VMA: `zap_pte_range` over every PTE, then the VMA
     /// goes away.
     pub fn munmap(&mut self, vma: u32) {

@@ -13,6 +13,7 @@ pub mod memory;
 pub mod mm_id;
 pub mod mmap;
 pub mod mmap_lock;
+pub mod oom_kill;
 pub mod page_alloc;
 pub mod page_io;
 pub mod pgtable;

@@ -16,6 +16,7 @@
 //! which frames a large folio gets cannot change a counter).
 
 use super::folio::*;
+use super::oom_kill::{Constraint, Oom};
 use crate::kernel::Kernel;
 use crate::vmstat::Vm;
 
@@ -31,6 +32,8 @@ pub const WMARK_LOW: usize = 1;
 pub const WMARK_HIGH: usize = 2;
 /// ALLOC_NO_WATERMARKS: any free page will do.
 const NO_WATERMARKS: usize = usize::MAX;
+/// ALLOC_OOM: an OOM victim may take the min watermark's lower half.
+const OOM_RESERVE: usize = usize::MAX - 1;
 
 /// `sysctl_lowmem_reserve_ratio` defaults (DMA, DMA32, NORMAL).
 const LOWMEM_RESERVE_RATIO: [u64; 3] = [256, 256, 32];
@@ -265,9 +268,15 @@ impl Kernel {
         let highest = self.highest_zoneidx();
         for zi in (0..=highest).rev() {
             let z = &self.zones[zi];
-            if z.nr_free == 0
-                || (mark != NO_WATERMARKS && !z.watermark_ok(z.watermark[mark], highest))
-            {
+            let ok = match mark {
+                NO_WATERMARKS => true,
+                OOM_RESERVE => {
+                    let min = z.watermark[WMARK_MIN];
+                    z.watermark_ok(min - min / 2, highest)
+                }
+                _ => z.watermark_ok(z.watermark[mark], highest),
+            };
+            if z.nr_free == 0 || !ok {
                 continue;
             }
             return Some(self.rmqueue(zi));
@@ -446,25 +455,69 @@ impl Kernel {
         if gfp == Gfp::NoDirectReclaim {
             return None;
         }
+        loop {
+            if let Some(p) = self.alloc_direct_reclaim_retries() {
+                return Some(p);
+            }
+            // __alloc_pages_may_oom: one more try at the high watermark (a
+            // kill elsewhere may have freed memory), then the OOM killer.
+            if let Some(p) = self.get_page_from_freelist(WMARK_HIGH) {
+                return Some(p);
+            }
+            match self.out_of_memory(Constraint::None) {
+                Ok(Oom::Progress) if self.current_is_dying() => return self.alloc_oom_victim(),
+                Ok(Oom::Progress) => {}
+                // A victim keeps its memory until the syscall that walks
+                // it is done (swapoff): the kernel would retry until it
+                // exits; the allocation fails here.
+                Ok(Oom::Waiting | Oom::Nothing) => return None,
+                Err(e) => {
+                    self.unmodelled.get_or_insert(e.to_string());
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The slow path's reclaim loop: direct reclaim until a page comes or
+    /// MAX_RECLAIM_RETRIES rounds in a row reclaimed nothing.
+    fn alloc_direct_reclaim_retries(&mut self) -> Option<Pfn> {
         const MAX_RECLAIM_RETRIES: u32 = 16;
         let mut no_progress = 0;
         while no_progress < MAX_RECLAIM_RETRIES {
-            let reclaimed = self.traced(crate::cost_model::Fn::TryToFreePages, |k| {
-                k.try_to_free_pages()
-            });
-            if let Some(p) = self.get_page_from_freelist(WMARK_MIN) {
+            let reclaimed = self.alloc_direct_reclaim(WMARK_MIN);
+            if let Some(p) = reclaimed.0 {
                 return Some(p);
             }
-            // __alloc_pages_direct_reclaim: pages may sit on pcp lists.
-            self.drain_all_pages();
-            if let Some(p) = self.get_page_from_freelist(WMARK_MIN) {
-                return Some(p);
-            }
-            if reclaimed == 0 {
+            if reclaimed.1 == 0 {
                 no_progress += 1;
             }
         }
         None
+    }
+
+    /// `__alloc_pages_direct_reclaim`: reclaim, then a page at `mark`
+    /// (again after draining the per-CPU lists); and what reclaim freed.
+    fn alloc_direct_reclaim(&mut self, mark: usize) -> (Option<Pfn>, u64) {
+        let reclaimed = self.traced(crate::cost_model::Fn::TryToFreePages, |k| {
+            k.try_to_free_pages()
+        });
+        if let Some(p) = self.get_page_from_freelist(mark) {
+            return (Some(p), reclaimed);
+        }
+        // Pages may sit on pcp lists.
+        self.drain_all_pages();
+        (self.get_page_from_freelist(mark), reclaimed)
+    }
+
+    /// The retry of an OOM victim (`__gfp_pfmemalloc_flags` gives it
+    /// ALLOC_OOM): the reserve, one more direct reclaim, then no page
+    /// ("avoid allocations with no watermarks from looping endlessly").
+    fn alloc_oom_victim(&mut self) -> Option<Pfn> {
+        if let Some(p) = self.get_page_from_freelist(OOM_RESERVE) {
+            return Some(p);
+        }
+        self.alloc_direct_reclaim(OOM_RESERVE).0
     }
 
     /// `__folio_alloc` of a large folio (order > 0) for the page cache or

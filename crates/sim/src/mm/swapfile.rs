@@ -651,8 +651,8 @@ impl Kernel {
 pub enum SwapoffError {
     /// The device is not on (EINVAL).
     NotOn,
-    /// A page could not be allocated or charged (ENOMEM; the kernel's OOM
-    /// killer would run, which mmsim does not model).
+    /// A page could not be allocated or charged, the OOM killer having
+    /// run (ENOMEM).
     NoMemory,
     /// `try_to_unuse` made this many passes without freeing a slot: the
     /// memcg's reclaim sends every page a pass brings in back to the slot
@@ -730,7 +730,11 @@ impl Kernel {
         for cpu in 0..self.cpus.len() {
             self.drain_slots_cache(cpu);
         }
+        // It walks other processes' mms and the shmem inodes: an OOM
+        // victim's memory is freed when the syscall is done, not under it.
+        self.oom.defer_reap += 1;
         let r = self.traced(crate::cost_model::Fn::TryToUnuse, |k| k.try_to_unuse(ty));
+        self.oom.defer_reap -= 1;
         self.swapfile.slot_cache_enabled = true;
         if let Err(e) = r {
             // The kernel puts the device back (reinsert_swap_info).

@@ -42,7 +42,9 @@ pub(super) fn start<'s>(
     } else {
         k.dup_mm(mm, memcg)?
     };
-    k.tasks.push(new_ktask(child_mm, memcg));
+    // The child inherits oom_score_adj (copy_signal).
+    let adj = k.tasks[parent_ktask].oom_score_adj;
+    k.tasks.push(new_ktask(child_mm, memcg, adj, k.tasks.len()));
     let parent = &p.tasks[i];
     let (kind, nth) = if spawn {
         ("spawn", parent.nspawns)

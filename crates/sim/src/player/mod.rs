@@ -151,16 +151,22 @@ impl<'s> TaskRun<'s> {
     }
 }
 
-/// Kernel-side state of a new task in mm `mm` and cgroup `memcg`.
-fn new_ktask(mm: u32, memcg: u16) -> crate::kernel::KTask {
+/// Kernel-side state of a new task in mm `mm` and cgroup `memcg`; `tgid`
+/// is its process's first task (its own index for a new process).
+fn new_ktask(mm: u32, memcg: u16, oom_score_adj: i16, tgid: usize) -> crate::kernel::KTask {
     crate::kernel::KTask {
         mm,
         memcg,
         nr_pages_over_high: 0,
+        ti_work: 0,
         fault_start: None,
         fault_read: false,
         fault_waited: false,
         fault_attempts: 0,
+        oom_score_adj,
+        tgid,
+        sigkill: false,
+        exited: false,
     }
 }
 
@@ -176,7 +182,8 @@ impl<'s> Player<'s> {
             for i in 0..t.instances {
                 let mm = k.mm_alloc(memcg);
                 k.khugepaged_exec(mm);
-                k.tasks.push(new_ktask(mm, memcg));
+                k.tasks
+                    .push(new_ktask(mm, memcg, t.oom_score_adj, k.tasks.len()));
                 let name = if t.instances == 1 {
                     t.name.clone()
                 } else {
@@ -208,8 +215,19 @@ impl<'s> Player<'s> {
         k: &mut Kernel,
         slice: &mut Slice,
     ) -> Result<SliceEnd, SimError> {
+        let ktask = self.tasks[i].ktask;
         loop {
-            if let Some(end) = self.step_task(i, k, slice)? {
+            let end = match self.step_task(i, k, slice) {
+                // The OOM killer chose this task: its fault or syscall
+                // failed, and it exits on its way back to user space.
+                Err(SimError::Oom) if k.tasks[ktask].sigkill => Some(SliceEnd::Killed),
+                r => r?,
+            };
+            if k.tasks[ktask].sigkill {
+                self.kill(i);
+                return Ok(SliceEnd::Killed);
+            }
+            if let Some(end) = end {
                 return Ok(end);
             }
             // A step (MADV_HUGEPAGE, fork) may have woken khugepaged.
@@ -308,23 +326,21 @@ impl<'s> Player<'s> {
     }
 
     /// exit_mmap: every mapping goes (a thread's exit leaves them to its
-    /// process). The parent to wake from wait(2), if this was its last
-    /// child.
+    /// process; an OOM victim's went at the kill). The parent to wake from
+    /// wait(2), if this was its last child.
     pub fn exit_task(&mut self, i: usize, k: &mut Kernel) -> Option<usize> {
+        let ktask = self.tasks[i].ktask;
+        k.tasks[ktask].exited = true;
         if self.tasks[i].thread {
             return self.exit_thread(i, k);
         }
         let t = &mut self.tasks[i];
-        let mut vmas: Vec<u32> = t.regions.drain().map(|(_, v)| v).collect();
-        vmas.append(&mut t.thread_vmas);
-        vmas.sort_unstable();
-        // __mmput: khugepaged_exit, then exit_mmap.
-        k.khugepaged_exit(k.tasks[t.ktask].mm);
-        for v in vmas {
-            k.munmap(v);
+        t.regions.clear();
+        t.thread_vmas.clear();
+        let mm = k.tasks[ktask].mm;
+        if !k.mms[mm as usize].exited {
+            k.exit_mmap(mm);
         }
-        let mm = k.tasks[t.ktask].mm;
-        k.lru_gen_del_mm(mm);
         t.end = k.now();
         if t.spawned {
             k.hist.spawn_runtime_ns.record(t.end - t.start);
@@ -333,6 +349,17 @@ impl<'s> Player<'s> {
         let parent = &mut self.tasks[p];
         parent.live_children -= 1;
         (parent.live_children == 0).then_some(p)
+    }
+
+    /// SIGKILL: the task stops what it was doing; a phase it had opened
+    /// never ends (it is left out, as the real task's report is).
+    pub fn kill(&mut self, i: usize) {
+        let t = &mut self.tasks[i];
+        t.activity = None;
+        t.frames.clear();
+        if let Some(p) = t.open_phase.take() {
+            t.phases.truncate(p);
+        }
     }
 
     /// A thread's exit: the mm stays with its process, which takes over
@@ -369,11 +396,10 @@ impl<'s> Player<'s> {
         out
     }
 
-    /// An out-of-memory end of task `i`, told as what it is: the kernel
-    /// would run its OOM killer (the memcg's, or the global one), which
-    /// mmsim does not model, so the run cannot go on as the kernel's would.
-    /// Any other error of the spec's not yet tied to a line gets the line
-    /// of the step the task was running.
+    /// An out-of-memory end of task `i` that the OOM killer could not
+    /// resolve, told as what Linux does then; any other error of the
+    /// spec's not yet tied to a line gets the line of the step the task
+    /// was running.
     pub fn locate(&self, i: usize, k: &Kernel, e: SimError) -> SimError {
         let t = &self.tasks[i];
         let step = t
@@ -386,18 +412,17 @@ impl<'s> Player<'s> {
                 (e, _) => e,
             };
         }
-        let usable = k.zones.iter().map(|z| z.managed).sum::<u64>() >> 8;
-        let swap = k.swapfile.total_swap_pages() >> 8;
-        let message = if t.cgroup.is_empty() {
-            format!(
-                "task {} ran out of memory (VM_FAULT_OOM) outside any cgroup: the kernel would invoke the global OOM killer, which mmsim does not model; found {usable} MiB of managed memory and {swap} MiB of swap on; expected a workload that fits (a larger `machine.memory`, more `[[swap]]`, or smaller regions)",
+        let message = match (&k.unmodelled, t.cgroup.is_empty()) {
+            // The global OOM killer found nothing to kill: a panic.
+            (Some(why), _) => format!("task {}: {why}", t.name),
+            (None, true) => format!(
+                "task {} ran out of memory (VM_FAULT_OOM) outside any cgroup and the OOM killer chose no task: Linux would retry the fault forever; expected a workload that fits or a task the OOM killer may kill",
                 t.name
-            )
-        } else {
-            format!(
-                "task {} ran out of memory (VM_FAULT_OOM) in cgroup {}: the kernel would invoke the memcg OOM killer, which mmsim does not model; found {swap} MiB of swap on; expected a workload that fits (a larger `cgroup.{}.memory_max`, more `[[swap]]`, or smaller regions)",
+            ),
+            (None, false) => format!(
+                "task {} could not charge cgroup {} and its OOM killer found no task to kill (every task in it has oom_score_adj = -1000): Linux retries the fault forever (pagefault_out_of_memory); expected a task the OOM killer may kill, a larger `cgroup.{}.memory_max` or more `[[swap]]`",
                 t.name, t.cgroup, t.cgroup
-            )
+            ),
         };
         match step {
             Some(s) => at_step(s, SimError::Unmodelled(message)),
@@ -442,19 +467,32 @@ impl<'s> Player<'s> {
     }
 }
 
-/// Back in user space after an access: settle memory.high debt, then ask
-/// the slice whether it ends here.
+/// Back in user space after an access: the work the return to user space
+/// has (`exit_to_user_mode_loop`), then ask the slice whether it ends here.
 #[inline]
 fn after_access(k: &mut Kernel, ktask: usize, slice: &mut Slice) -> Option<SliceEnd> {
-    let debt = std::mem::take(&mut k.tasks[ktask].nr_pages_over_high);
-    if debt > 0 {
-        let memcg = k.tasks[ktask].memcg;
-        let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
-        if sleep > 0 {
-            return Some(SliceEnd::Sleep(k.now().saturating_add(sleep)));
+    if k.tasks[ktask].ti_work != 0 {
+        if let Some(end) = exit_to_user_mode_work(k, ktask) {
+            return Some(end);
         }
     }
     slice.check(k)
+}
+
+/// A fatal signal ends the task; memory.high debt is settled
+/// (`mem_cgroup_handle_over_high`, whose sleep ends the slice).
+#[cold]
+fn exit_to_user_mode_work(k: &mut Kernel, ktask: usize) -> Option<SliceEnd> {
+    use crate::kernel::{TIF_NOTIFY_RESUME, TIF_SIGPENDING};
+    let t = &mut k.tasks[ktask];
+    if t.ti_work & TIF_SIGPENDING != 0 {
+        return Some(SliceEnd::Killed);
+    }
+    t.ti_work &= !TIF_NOTIFY_RESUME;
+    let debt = std::mem::take(&mut t.nr_pages_over_high);
+    let memcg = t.memcg;
+    let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
+    (sleep > 0).then(|| SliceEnd::Sleep(k.now().saturating_add(sleep)))
 }
 
 fn close_phase(t: &mut TaskRun, k: &Kernel) {

@@ -21,8 +21,11 @@ pub(super) fn swapoff(
         .map_or(1, |d| (d.size / 4096).max(1));
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let rotational = p.swap_devs[device].rotational();
-    k.swapoff(device, rotational)
-        .map_err(|e| swap_error(step, "swapoff", device, e))?;
+    k.swapoff(device, rotational).map_err(|e| match e {
+        // The OOM killer chose the swapoff task itself: it dies.
+        SwapoffError::NoMemory if k.current_is_dying() => SimError::Oom,
+        e => swap_error(step, "swapoff", device, e),
+    })?;
     Ok(None)
 }
 
@@ -53,7 +56,12 @@ fn swap_error(step: &Step, op: &str, device: usize, e: SwapoffError) -> SimError
                 "found a swapoff of swap device {device}, which is not on (EINVAL); expected a swapon of it before"
             )),
         ),
-        SwapoffError::NoMemory => SimError::Oom,
+        SwapoffError::NoMemory => at_step(
+            step,
+            SimError::Unmodelled(format!(
+                "swapoff of swap device {device} could not get memory for a page it brought back although the OOM killer ran (its victim's memory is freed only once swapoff's walk is done): Linux's swapoff then fails with ENOMEM and leaves the device on, which mmsim does not model; expected more memory (machine.memory, the cgroup's memory_max) while swapoff runs"
+            )),
+        ),
         SwapoffError::NoProgress(passes) => at_step(
             step,
             SimError::Unmodelled(format!(

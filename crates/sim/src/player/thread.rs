@@ -24,8 +24,9 @@ pub(super) fn start<'s>(
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
     let creator = &p.tasks[i];
     let ktask = &k.tasks[creator.ktask];
-    let (mm, memcg) = (ktask.mm, ktask.memcg);
-    k.tasks.push(new_ktask(mm, memcg));
+    // One signal_struct: the process's oom_score_adj; one thread group.
+    let (mm, memcg, adj, tgid) = (ktask.mm, ktask.memcg, ktask.oom_score_adj, ktask.tgid);
+    k.tasks.push(new_ktask(mm, memcg, adj, tgid));
     let name = format!("{}/thread{}", creator.name, creator.nthreads);
     let mut thread = TaskRun::new(
         name,

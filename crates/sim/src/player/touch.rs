@@ -109,8 +109,8 @@ fn touch_loop(
 /// The accesses from `tr.pos` that hit resident pages, made in one
 /// call (`Kernel::access_resident_run`). After a hit, `after_access`
 /// has nothing to do but end the slice when its time is up, as long as
-/// no memory.high debt, kswapd or khugepaged wakeup is pending (only a
-/// fault makes those); so the run stops at the access where that check
+/// no return-to-user work (memory.high debt, a kill), kswapd or
+/// khugepaged wakeup is pending (only a fault makes those); so the run stops at the access where that check
 /// would end the slice, and the slice ends the same.
 fn resident_run(
     p: &mut Player,
@@ -121,7 +121,7 @@ fn resident_run(
 ) -> Option<SliceEnd> {
     if k.kswapd_wake_at.is_some()
         || k.khugepaged.wakeup_pending()
-        || k.tasks[ktask].nr_pages_over_high != 0
+        || k.tasks[ktask].ti_work != 0
     {
         return None;
     }

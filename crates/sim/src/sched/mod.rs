@@ -103,6 +103,7 @@ impl<'s> Scheduler<'s> {
             } else {
                 self.rq.run_kswapd(k, start)?
             };
+            self.end_oom_victims(k, &mut at_end);
             if let Some(t) = k.kswapd_wake_at.take() {
                 self.rq.place_woken_kswapd(t);
             }
@@ -174,6 +175,49 @@ impl<'s> Scheduler<'s> {
         Ok(end.max(k.now()))
     }
 
+    /// The tasks the OOM killer chose during the slice and that did not
+    /// end in it (those sharing no mm with the killer: their memory went
+    /// at the kill): each exits at the time it was killed.
+    fn end_oom_victims(&mut self, k: &mut Kernel, at_end: &mut impl FnMut(&mut Kernel)) {
+        let killed = k.oom.take_pending();
+        if killed.is_empty() {
+            return;
+        }
+        let mut victims = Vec::new();
+        for kt in killed {
+            let Some(i) = self.player.tasks.iter().position(|t| t.ktask == kt) else {
+                continue;
+            };
+            if self.rq.tasks[i].state != TaskState::Done {
+                self.rq.tasks[i].state = TaskState::Done;
+                victims.push(i);
+            }
+        }
+        if victims.is_empty() {
+            return;
+        }
+        if self.rq.tasks.iter().all(|t| t.state == TaskState::Done) {
+            at_end(k);
+        }
+        for i in victims {
+            // Its CPU, if it was preempted there, goes idle.
+            for c in 0..self.rq.last_on_cpu.len() {
+                if self.rq.last_on_cpu[c] == Some(i) {
+                    self.rq.last_on_cpu[c] = None;
+                    k.enter_lazy_tlb(c);
+                }
+            }
+            self.player.kill(i);
+            if let Some(p) = self.player.exit_task(i, k) {
+                self.rq.children_exited(p, k.now());
+            }
+            let t = &mut self.player.tasks[i];
+            if let Some(kill) = k.oom_kill_of(t.ktask) {
+                t.end = t.end.min(kill.at);
+            }
+        }
+    }
+
     fn run_task_slice(&mut self, i: usize, k: &mut Kernel, start: u64) -> Result<u64, SimError> {
         let end = self.rq.slice_end(i, self.rq.cur_cpu, start);
         let t = &mut self.rq.tasks[i];
@@ -192,7 +236,7 @@ impl<'s> Scheduler<'s> {
             SliceEnd::Preempted => TaskState::Ready,
             SliceEnd::Sleep(until) => TaskState::Sleeping(until),
             SliceEnd::Wait => TaskState::Waiting,
-            SliceEnd::Done => TaskState::Done,
+            SliceEnd::Done | SliceEnd::Killed => TaskState::Done,
         };
         t.clock = match t.state {
             TaskState::Sleeping(until) => until,

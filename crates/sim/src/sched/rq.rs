@@ -30,6 +30,8 @@ pub enum SliceEnd {
     /// wait(2) for the task's children.
     Wait,
     Done,
+    /// SIGKILL (an OOM victim): it exits now.
+    Killed,
 }
 
 /// What the scheduler keeps of a task: its clock, state and CFS virtual

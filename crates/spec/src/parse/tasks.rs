@@ -1,6 +1,6 @@
 //! `[cgroup.NAME]` and `[task.NAME]`: the tasks and their steps.
 
-use super::fields::{integer, limit, string, type_error, valid_name, Fields};
+use super::fields::{boolean, integer, limit, string, type_error, valid_name, Fields};
 use super::regions::{RegionCheck, Regions};
 use crate::error::{Reporter, SpecError};
 use crate::model::*;
@@ -24,7 +24,10 @@ pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cg
         node,
         "a table of cgroup settings, such as [cgroup.w]",
     )?;
-    c.only(&["memory_max", "memory_high"], "a [cgroup.NAME] table")?;
+    c.only(
+        &["memory_max", "memory_high", "memory_oom_group"],
+        "a [cgroup.NAME] table",
+    )?;
     let lim = |field: &str| -> Result<Limit, SpecError> {
         match c.get(field) {
             None => Ok(Limit::Max),
@@ -35,6 +38,10 @@ pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cg
         name: name.to_string(),
         memory_max: lim("memory_max")?,
         memory_high: lim("memory_high")?,
+        memory_oom_group: match c.get("memory_oom_group") {
+            None => false,
+            Some(v) => boolean(rep, v, &c.path("memory_oom_group"))?,
+        },
     })
 }
 
@@ -64,7 +71,10 @@ pub(super) fn build_task(
         node,
         "a table of task settings, such as [task.main]",
     )?;
-    t.only(&["cgroup", "instances", "steps"], "a [task.NAME] table")?;
+    t.only(
+        &["cgroup", "instances", "oom_score_adj", "steps"],
+        "a [task.NAME] table",
+    )?;
     let cgroup = match t.get("cgroup") {
         None => None,
         Some(c) => {
@@ -98,6 +108,17 @@ pub(super) fn build_task(
             "a whole number of at least 1 and at most 4294967295",
         )? as u32,
     };
+    let oom_score_adj = match t.get("oom_score_adj") {
+        None => 0,
+        Some(n) => integer(
+            rep,
+            n,
+            &t.path("oom_score_adj"),
+            -1000,
+            1000,
+            "a whole number from -1000 (never killed) to 1000 (killed first)",
+        )? as i16,
+    };
     let steps_node = t.require(
         "steps",
         "an array of step tables: steps = [ { op = ... }, ... ] or [[task.NAME.steps]] tables",
@@ -115,6 +136,7 @@ pub(super) fn build_task(
         name: name.to_string(),
         cgroup,
         instances,
+        oom_score_adj,
         steps,
     })
 }

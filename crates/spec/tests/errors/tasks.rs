@@ -78,7 +78,12 @@ memory_min = "1M"
         &e,
         4,
         "cgroup.w.memory_min",
-        &["memory_min", "memory_max", "memory_high"],
+        &[
+            "memory_min",
+            "memory_max",
+            "memory_high",
+            "memory_oom_group",
+        ],
     );
 }
 
