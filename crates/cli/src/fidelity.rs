@@ -53,14 +53,61 @@ pub fn passes(median: f64, min: f64, max: f64, sim: f64, tol: f64) -> bool {
         || (max - min > tol * median.max(NOISE_FLOOR) && (min..=max).contains(&sim))
 }
 
-/// A counter of a run: a /proc/vmstat name, or `interrupts/ROW`, a
+/// A counter of a run: a /proc/vmstat name; `interrupts/ROW`, a
 /// /proc/interrupts row summed over the CPUs (`interrupts/TLB`: the
-/// TLB-shootdown IPIs).
+/// TLB-shootdown IPIs); `memory_events/CGROUP/EVENT`, a cgroup's
+/// memory.events line; `oom_kill/TASK`, 1 if the OOM killer ended the
+/// task, else 0, and `oom_kill/TASK/anon_rss_kb` (or `file_rss_kb`,
+/// `shmem_rss_kb`, `pgtables_kb`), what its kill logged (0 if none).
 fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
-    match name.strip_prefix("interrupts/") {
-        Some(row) => r.interrupts.get(row).copied().unwrap_or(0) as i64,
-        None => r.vmstat.get(name).copied().unwrap_or(0),
+    if let Some(row) = name.strip_prefix("interrupts/") {
+        return r.interrupts.get(row).copied().unwrap_or(0) as i64;
     }
+    if let Some(rest) = name.strip_prefix("oom_kill/") {
+        return oom_kill_counter(r, rest);
+    }
+    if let Some((cg, ev)) = name
+        .strip_prefix("memory_events/")
+        .and_then(|x| x.split_once('/'))
+    {
+        let events = r.cgroups.get(cg).map(|c| &c.memory_events);
+        return events.and_then(|e| e.get(ev)).copied().unwrap_or(0) as i64;
+    }
+    r.vmstat.get(name).copied().unwrap_or(0)
+}
+
+/// What an OOM kill's log line gives, by `oom_kill/TASK/FIELD`.
+const OOM_KILL_FIELDS: [&str; 4] = ["anon_rss_kb", "file_rss_kb", "shmem_rss_kb", "pgtables_kb"];
+
+/// `oom_kill/TASK` (a task name may hold '/') or `oom_kill/TASK/FIELD`.
+fn oom_kill_counter(r: &mmsim_spec::output::RunResult, rest: &str) -> i64 {
+    let (task, field) = match rest.rsplit_once('/') {
+        Some((t, f)) if OOM_KILL_FIELDS.contains(&f) => (t, Some(f)),
+        _ => (rest, None),
+    };
+    let kill = r
+        .tasks
+        .iter()
+        .find(|t| t.name == task)
+        .and_then(|t| t.oom_kill.as_ref());
+    let Some(k) = kill else { return 0 };
+    let v = match field {
+        None => return 1,
+        Some("anon_rss_kb") => k.anon_rss_kb,
+        Some("file_rss_kb") => k.file_rss_kb,
+        Some("shmem_rss_kb") => k.shmem_rss_kb,
+        Some(_) => k.pgtables_kb,
+    };
+    v.unwrap_or(0) as i64
+}
+
+/// Counts judged exactly (whether a task was killed, memory.events):
+/// mmsim's must be one the real runs gave, however small.
+fn exact(name: &str) -> bool {
+    let field = name
+        .rsplit_once('/')
+        .is_some_and(|(_, f)| OOM_KILL_FIELDS.contains(&f));
+    (name.starts_with("oom_kill/") && !field) || name.starts_with("memory_events/")
 }
 
 /// The spec's simulated counters on `preset` against what was recorded
@@ -94,7 +141,10 @@ pub fn evaluate(spec_path: &Path, preset: Preset) -> Result<Option<SpecReport>, 
                 real_max: hi as i64,
                 sim: s,
                 tolerance: *tol,
-                ok: passes(m, lo, hi, s as f64, *tol),
+                ok: match exact(name) {
+                    true => (lo..=hi).contains(&(s as f64)),
+                    false => passes(m, lo, hi, s as f64, *tol),
+                },
                 miss: spec.fidelity.miss(preset, name).map(str::to_string),
             }
         })
@@ -385,7 +435,42 @@ fn write_between(path: &Path, markers: &(String, String), table: &str) -> ExitCo
 
 #[cfg(test)]
 mod tests {
-    use super::{passes, within};
+    use super::{counter, exact, passes, within};
+
+    /// A run whose task `p/fork0` was killed with 1,000 kB of anon-rss.
+    fn run_with_a_kill() -> mmsim_spec::output::RunResult {
+        let kill = r#"{ "constraint": "memcg", "oom_memcg": "w", "at_ns": 5,
+            "anon_rss_kb": 1000, "oom_score_adj": 0 }"#;
+        let doc = format!(
+            r#"{{ "format": 1, "engine": {{ "name": "mmsim", "version": "0" }}, "spec": "s",
+            "knobs": {{}}, "machine": {{ "memory_bytes": 0, "cpus": 1, "mem_total_bytes": 0,
+            "mem_free_at_start_bytes": 0, "min_free_kbytes": 0, "zones": [] }},
+            "elapsed_ns": 0, "vmstat": {{}}, "profile": {{}},
+            "integrity": {{ "pages_checked": 0, "violations": 0 }},
+            "cgroups": {{ "w": {{ "memory_current": 0, "memory_swap_current": 0,
+              "memory_stat": {{}}, "memory_events": {{ "oom_kill": 2 }} }} }},
+            "tasks": [
+              {{ "name": "p", "cgroup": "w", "start_ns": 0, "end_ns": 9, "phases": [] }},
+              {{ "name": "p/fork0", "cgroup": "w", "start_ns": 0, "end_ns": 9, "phases": [],
+                "oom_kill": {kill} }} ] }}"#
+        );
+        serde_json::from_str(&doc).expect("a run document")
+    }
+
+    #[test]
+    fn oom_kill_counters_name_tasks_with_slashes_and_fields() {
+        let r = run_with_a_kill();
+        assert_eq!(counter(&r, "oom_kill/p"), 0);
+        assert_eq!(counter(&r, "oom_kill/p/fork0"), 1);
+        assert_eq!(counter(&r, "oom_kill/p/fork0/anon_rss_kb"), 1000);
+        // Absent from the log: 0.
+        assert_eq!(counter(&r, "oom_kill/p/fork0/pgtables_kb"), 0);
+        assert_eq!(counter(&r, "memory_events/w/oom_kill"), 2);
+        assert_eq!(counter(&r, "memory_events/x/oom_kill"), 0);
+        // Whether a task died is judged exactly; its RSS by tolerance.
+        assert!(exact("oom_kill/p/fork0") && exact("memory_events/w/oom"));
+        assert!(!exact("oom_kill/p/fork0/anon_rss_kb") && !exact("pgfault"));
+    }
 
     #[test]
     fn a_counter_the_kernel_does_not_reproduce_passes_inside_its_range() {

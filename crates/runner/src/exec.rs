@@ -59,7 +59,9 @@ pub(crate) struct Forked {
     pub(crate) name: String,
     pub(crate) cgroup: String,
     pub(crate) start_ns: u64,
-    pub(crate) reader: JoinHandle<String>,
+    /// The report's text, and when the pipe closed (ns since t0: the
+    /// child's exit, if it sent nothing).
+    pub(crate) reader: JoinHandle<(String, u64)>,
 }
 
 /// A child process or a thread started and not yet waited for.
@@ -170,17 +172,7 @@ impl<'s> Child<'s> {
         }
         self.close_phase();
         let end = self.now();
-        let cgroups = self
-            .spec
-            .cgroups
-            .iter()
-            .map(|g| {
-                (
-                    g.name.clone(),
-                    procfs::cgroup_snapshot(&cgroup_dir(&g.name)),
-                )
-            })
-            .collect();
+        let cgroups = cgroups_now(self.spec);
         Report {
             task: TaskResult {
                 name: self.name.clone(),
@@ -263,7 +255,7 @@ impl<'s> Child<'s> {
 
     /// wait(2) for a forked child, and its report.
     fn wait_process(&mut self, f: Forked) -> Result<(), String> {
-        let text = f.reader.join().unwrap_or_default();
+        let (text, eof_ns) = f.reader.join().unwrap_or_default();
         // SAFETY: the pipe's read end, which the joined reader left open.
         unsafe { libc::close(f.fd) };
         let mut status = 0;
@@ -271,9 +263,14 @@ impl<'s> Child<'s> {
         unsafe { libc::waitpid(f.pid, &mut status, 0) };
         let r = match serde_json::from_str::<Report>(&text) {
             Ok(r) => r,
-            Err(_) if killed(status) => {
-                crate::oom::killed_report(f.pid, f.name, f.cgroup, f.start_ns, self.now())
-            }
+            Err(_) if killed(status) => crate::oom::killed_report(
+                f.pid,
+                f.name,
+                f.cgroup,
+                f.start_ns,
+                eof_ns,
+                cgroups_now(self.spec),
+            ),
             Err(e) => {
                 return Err(format!(
                     "line {}: the process forked here (pid {}) sent no report ({e}); {}",
@@ -407,30 +404,29 @@ pub fn run_tasks(
     }
     // Read every report at once, so no child waits to write a long report
     // (and stays resident) until the children before it have finished.
-    let readers: Vec<(TaskProcess, JoinHandle<String>)> = children
+    let readers: Vec<(TaskProcess, JoinHandle<(String, u64)>)> = children
         .into_iter()
         .map(|c| {
             // SAFETY: fd is the pipe's read end, owned here.
-            let mut f = unsafe { std::fs::File::from_raw_fd(c.fd) };
-            let reader = std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = f.read_to_string(&mut text);
-                text
-            });
-            (c, reader)
+            let f = unsafe { std::fs::File::from_raw_fd(c.fd) };
+            (c, read_report(f, t0))
         })
         .collect();
     let mut results = Vec::new();
     for (c, reader) in readers {
-        let text = reader.join().unwrap_or_default();
+        let (text, eof_ns) = reader.join().unwrap_or_default();
         let mut status = 0;
         // SAFETY: pid is our child.
         unsafe { libc::waitpid(c.pid, &mut status, 0) };
-        let end_ns = t0.elapsed().as_nanos() as u64;
         results.push(match serde_json::from_str::<Report>(&text) {
             Ok(r) => Ok(r),
             Err(_) if killed(status) => Ok(crate::oom::killed_report(
-                c.pid, c.name, c.cgroup, c.start_ns, end_ns,
+                c.pid,
+                c.name,
+                c.cgroup,
+                c.start_ns,
+                eof_ns,
+                cgroups_now(spec),
             )),
             Err(e) => Err(format!(
                 "task process {} sent no report ({e}); {}",
@@ -462,6 +458,32 @@ fn join_cgroup(cgroup: &str) -> Result<(), String> {
     let procs = format!("{}/cgroup.procs", cgroup_dir(cgroup));
     std::fs::write(&procs, std::process::id().to_string())
         .map_err(|e| format!("cannot join {procs}: {e}"))
+}
+
+/// Every spec cgroup's state now.
+fn cgroups_now(spec: &Spec) -> BTreeMap<String, CgroupResult> {
+    spec.cgroups
+        .iter()
+        .map(|g| {
+            (
+                g.name.clone(),
+                procfs::cgroup_snapshot(&cgroup_dir(&g.name)),
+            )
+        })
+        .collect()
+}
+
+/// Reads a child's report on a thread until its pipe closes, and notes
+/// when (the child's exit, for one the OOM killer ended).
+pub(crate) fn read_report(
+    mut f: impl Read + Send + 'static,
+    t0: Instant,
+) -> JoinHandle<(String, u64)> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = f.read_to_string(&mut text);
+        (text, t0.elapsed().as_nanos() as u64)
+    })
 }
 
 /// /proc/self/oom_score_adj, which forks and threads inherit; nothing to

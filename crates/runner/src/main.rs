@@ -227,7 +227,11 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
     if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {
         return Err(e);
     }
-    let last = reports.iter().max_by_key(|r| r.task.end_ns);
+    // The cgroups as the last task to finish its steps read them (a task
+    // the OOM killer ended read nothing of its own: one only if all were).
+    let last = reports
+        .iter()
+        .max_by_key(|r| (r.task.oom_kill.is_none(), r.task.end_ns));
     let mut knobs: BTreeMap<String, String> = setup.knobs.iter().cloned().collect();
     for (name, on) in spec.features.list() {
         knobs.insert(format!("feature:{name}"), on.to_string());

@@ -7,14 +7,16 @@ use crate::exec::Report;
 use mmsim_spec::output::{OomKillResult, TaskResult};
 
 /// The report of a task process killed by SIGKILL: no phases (they went
-/// with it), its end when the runner saw it, and the kernel log's record
-/// of the kill if there is one for its pid.
+/// with it), its end when its report pipe closed (its exit), the cgroups
+/// as the runner reads them then, and the kernel log's record of the kill
+/// if there is one for its pid.
 pub(crate) fn killed_report(
     pid: libc::pid_t,
     name: String,
     cgroup: String,
     start_ns: u64,
     end_ns: u64,
+    cgroups: std::collections::BTreeMap<String, mmsim_spec::output::CgroupResult>,
 ) -> Report {
     let log = read_kernel_log();
     let kill = parse_kill(&log, pid).unwrap_or(OomKillResult {
@@ -42,7 +44,7 @@ pub(crate) fn killed_report(
         },
         pages_checked: 0,
         violations: 0,
-        cgroups: Default::default(),
+        cgroups,
         error: None,
         forks: Vec::new(),
     }

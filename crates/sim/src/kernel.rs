@@ -64,6 +64,9 @@ pub struct KTask {
     pub sigkill: bool,
     /// It has exited (its mm gone, or left to its process).
     pub exited: bool,
+    /// Its fault sleeps, since this time, until the OOM killer's victims
+    /// have exited.
+    pub oom_wait: Option<u64>,
 }
 
 /// `KTask::ti_work`: memory.high debt to settle.

@@ -6,6 +6,15 @@ use mmsim_spec::Step;
 use std::io::Read;
 use std::os::fd::FromRawFd;
 
+/// A pipe's read end that reading does not close.
+struct ReadEnd(std::mem::ManuallyDrop<std::fs::File>);
+
+impl Read for ReadEnd {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        (*self.0).read(buf)
+    }
+}
+
 impl<'s> Child<'s> {
     /// fork(2): the child continues with a copy of this process's regions
     /// and tokens (private regions copy-on-write, shared ones shared), runs
@@ -104,14 +113,10 @@ impl<'s> Child<'s> {
         // child forked later closes the read ends of the reports still
         // pending, and a number closed early could by then be that
         // child's own pipe.
-        let reader = std::thread::spawn(move || {
-            // SAFETY: fd is the pipe's read end; it is closed by the
-            // parent's wait, after this thread is joined.
-            let mut f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
-            let mut text = String::new();
-            let _ = f.read_to_string(&mut text);
-            text
-        });
+        // SAFETY: fd is the pipe's read end; it is closed by the parent's
+        // wait, after the reader is joined (ManuallyDrop: not by it).
+        let f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+        let reader = crate::exec::read_report(ReadEnd(f), self.t0);
         self.pending.push(Started::Process(Forked {
             pid,
             fd,

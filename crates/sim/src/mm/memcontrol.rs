@@ -565,11 +565,15 @@ impl Kernel {
                     passed_oom = true;
                     nr_retries = MAX_RECLAIM_RETRIES;
                 }
-                // Waiting: a victim keeps its memory until the syscall
-                // that walks it is done (swapoff); the kernel would retry
-                // until it exits, mmsim fails the charge. Nothing: no task
-                // may be killed.
-                Ok(Oom::Waiting | Oom::Nothing) => return Charge::Oom,
+                // A victim has yet to exit: Linux goes on retrying; here
+                // the charge fails and a fault sleeps until the victims
+                // have run (oom_kill.rs).
+                Ok(Oom::Waiting) => {
+                    self.oom.set_waiting();
+                    return Charge::Oom;
+                }
+                // No task may be killed.
+                Ok(Oom::Nothing) => return Charge::Oom,
                 Err(e) => {
                     self.unmodelled.get_or_insert(e.to_string());
                     return Charge::Oom;

@@ -69,6 +69,9 @@ pub struct FaultCtx {
     in_lru_fault: bool,
     /// 6.12's zap of a large anonymous folio's PTEs as one batch, open.
     zap_anon: Option<super::anon_mthp::ZapAnonBatch>,
+    /// A user page fault is being handled (the OOM killer's victims then
+    /// exit in their own time: oom_kill.rs).
+    in_fault: bool,
 }
 
 impl FaultCtx {
@@ -89,6 +92,11 @@ impl FaultCtx {
     pub(crate) fn set_prealloc_pte(&mut self, table: Pfn) {
         debug_assert!(self.prealloc_pte.is_none());
         self.prealloc_pte = Some(table);
+    }
+
+    #[inline]
+    pub(crate) fn in_fault(&self) -> bool {
+        self.in_fault
     }
 
     #[inline]
@@ -268,8 +276,19 @@ impl Kernel {
         let majors = self.vm.get(Vm::Pgmajfault);
         let reads = self.vm.get(Vm::Pswpin);
         self.lru_gen_enter_fault(vma);
-        let r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
+        self.fault.in_fault = true;
+        let mut r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
+        self.fault.in_fault = false;
         self.fault.in_lru_fault = false;
+        if let Err(FaultError::Oom) = r {
+            if self.oom.take_waiting() && !self.current_is_dying() {
+                // The OOM killer's victims have yet to exit: the fault
+                // sleeps inside (not another fault when it goes on) until
+                // they have (the scheduler wakes it) and is retried.
+                self.tasks[task].oom_wait = Some(self.now());
+                r = Err(FaultError::Wait(u64::MAX));
+            }
+        }
         let major = was_major || self.vm.get(Vm::Pgmajfault) > majors;
         let read = self.vm.get(Vm::Pswpin) > reads;
         if let Err(FaultError::Retry(_) | FaultError::Wait(_)) = r {

@@ -5,15 +5,21 @@
 //! memory.oom.group set on the victim's memcg (or an ancestor below the
 //! OOM domain) every task in that memcg goes too.
 //!
-//! When the victim's memory is freed: on Linux the victim wakes with the
-//! signal pending and runs exit_mmap on its own CPU (the oom_reaper
-//! reaps its anonymous memory 2 s later if it has not). Simplification:
-//! here a victim that is not running on the current CPU's mm has its
-//! memory freed at the kill, by the killer, and its task ends then; the
-//! killer's retried charge or allocation then finds the room at once
-//! instead of retrying reclaim until the victim has run. A victim that
-//! shares the current task's mm exits when that task returns to user
-//! space (the player's `after_access`), as on Linux.
+//! When the victim's memory is freed: on Linux the signal wakes the
+//! victim, which runs exit_mmap on its own CPU when it is scheduled (the
+//! oom_reaper reaps its anonymous memory 2 s later if it has not), while
+//! the killer goes on retrying its charge or allocation. So it is here
+//! for a kill made in a page fault: the victims wake and exit in their
+//! own slices, and the killer's fault, after one more round of retries
+//! finds the victim still there, sleeps and is retried once they have run
+//! (Linux's killer spins instead, for as long as the victim takes to get
+//! a CPU: more rounds of reclaim and `oom` events than mmsim counts). A
+//! kill made in a syscall (a memory.max write, fork, read/write, madvise)
+//! or by kswapd frees an off-CPU victim's memory at once, by the killer:
+//! a syscall cannot sleep and be retried here. Inside swapoff's walk of
+//! the mms nothing is freed until it is done, and a charge that would wait
+//! fails it (ENOMEM). A victim sharing the current task's mm exits on its
+//! return to user space (`TIF_SIGPENDING`).
 
 use crate::kernel::Kernel;
 use crate::vmstat::Vm;
@@ -55,9 +61,11 @@ pub struct OomState {
     /// Tasks killed since the scheduler last looked: it ends them.
     pending: Vec<usize>,
     /// Inside a path that walks other processes' mms (swapoff): a
-    /// victim's memory is freed at its exit, when the scheduler ends it,
-    /// not at the kill.
+    /// victim's memory is freed at its exit, not at the kill.
     pub defer_reap: u32,
+    /// The last charge or allocation that failed did so waiting for a
+    /// victim to exit (taken by the fault, which then sleeps and retries).
+    waiting: bool,
 }
 
 /// What `out_of_memory` did.
@@ -66,9 +74,9 @@ pub enum Oom {
     /// A victim was killed and its memory freed (or the current task is
     /// dying): the caller retries.
     Progress,
-    /// A victim still holds its memory (a kill deferred, or one sharing
-    /// the current mm): the kernel would wait for its exit; the caller
-    /// gives up instead of waiting in simulated place.
+    /// A victim of an earlier kill still holds its memory: the kernel
+    /// retries until it has exited; the caller gives up (a fault sleeps
+    /// and is retried).
     Waiting,
     /// No task may be killed.
     Nothing,
@@ -78,6 +86,16 @@ impl OomState {
     /// The tasks killed since the last call.
     pub fn take_pending(&mut self) -> Vec<usize> {
         std::mem::take(&mut self.pending)
+    }
+
+    /// Whether the failure just seen was a wait for a victim's exit.
+    pub fn take_waiting(&mut self) -> bool {
+        std::mem::take(&mut self.waiting)
+    }
+
+    /// A charge or allocation gives up waiting for a victim's exit.
+    pub fn set_waiting(&mut self) {
+        self.waiting = true;
     }
 }
 
@@ -201,10 +219,7 @@ impl Kernel {
             Chosen::Abort => Ok(Oom::Waiting),
             Chosen::Task(victim) => {
                 self.oom_kill_process(victim, c);
-                Ok(match self.tasks[victim].exited || self.current_is_dying() {
-                    true => Oom::Progress,
-                    false => Oom::Waiting,
-                })
+                Ok(Oom::Progress)
             }
             Chosen::Nothing if c == Constraint::None => Err(SimError::Unmodelled(
                 "out of memory and no killable processes (every task's oom_score_adj is -1000): Linux panics here (\"System is deadlocked on memory\"); expected a task the OOM killer may choose, or more memory or swap".into(),
@@ -295,10 +310,11 @@ impl Kernel {
         }
     }
 
-    /// Frees the memory of the victims not sharing the current task's mm
-    /// now (see the module comment); the others keep it until they exit.
+    /// In a syscall or kswapd, frees the memory of the victims not sharing
+    /// the current task's mm now (see the module comment); the others keep
+    /// it until they exit.
     fn oom_reap_pending(&mut self) {
-        if self.oom.defer_reap > 0 {
+        if self.oom.defer_reap > 0 || self.fault.in_fault() {
             return;
         }
         let cur_mm = self.cur_task.map(|t| self.tasks[t].mm);

@@ -467,10 +467,13 @@ impl Kernel {
             match self.out_of_memory(Constraint::None) {
                 Ok(Oom::Progress) if self.current_is_dying() => return self.alloc_oom_victim(),
                 Ok(Oom::Progress) => {}
-                // A victim keeps its memory until the syscall that walks
-                // it is done (swapoff): the kernel would retry until it
-                // exits; the allocation fails here.
-                Ok(Oom::Waiting | Oom::Nothing) => return None,
+                // A victim has yet to exit: the allocation fails and a
+                // fault sleeps until the victims have run (oom_kill.rs).
+                Ok(Oom::Waiting) => {
+                    self.oom.set_waiting();
+                    return None;
+                }
+                Ok(Oom::Nothing) => return None,
                 Err(e) => {
                     self.unmodelled.get_or_insert(e.to_string());
                     return None;

@@ -27,6 +27,12 @@ pub(super) fn start(
     };
     let mm = k.tasks[p.tasks[i].ktask].mm;
     k.charge_cost(cost_model::Fn::User, k.costs.syscall);
+    if matches!(
+        kind,
+        MapKind::Anon | MapKind::FilePrivate | MapKind::SharedAnon
+    ) {
+        vm_enough_memory(k, step, *pages)?;
+    }
     let vma = match kind {
         MapKind::Anon => k.mmap_anon(mm, *pages),
         MapKind::Shmem => k.mmap_shmem(mm, file.expect("validated") as u32, *offset, *pages),
@@ -46,4 +52,23 @@ pub(super) fn start(
     };
     p.tasks[i].regions.insert(name.clone(), vma);
     Ok(None)
+}
+
+/// `__vm_enough_memory` under vm.overcommit_memory = 0 (OVERCOMMIT_GUESS,
+/// the default): a mapping that commits memory (private writable, or
+/// shared anonymous) larger than all RAM and swap fails with ENOMEM.
+fn vm_enough_memory(k: &Kernel, step: &Step, pages: u64) -> Result<(), SimError> {
+    let ram: u64 = k.zones.iter().map(|z| z.managed).sum();
+    let swap = k.swapfile.total_swap_pages().max(0) as u64;
+    if pages <= ram + swap {
+        return Ok(());
+    }
+    Err(super::at_step(
+        step,
+        SimError::Spec(format!(
+            "found a mapping of {} MiB, more than the machine's RAM and swap together ({} MiB): Linux's heuristic overcommit (vm.overcommit_memory = 0) refuses it with ENOMEM; expected a smaller mapping (or several)",
+            pages >> 8,
+            (ram + swap) >> 8
+        )),
+    ))
 }

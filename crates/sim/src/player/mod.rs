@@ -167,6 +167,7 @@ fn new_ktask(mm: u32, memcg: u16, oom_score_adj: i16, tgid: usize) -> crate::ker
         tgid,
         sigkill: false,
         exited: false,
+        oom_wait: None,
     }
 }
 
@@ -217,17 +218,21 @@ impl<'s> Player<'s> {
     ) -> Result<SliceEnd, SimError> {
         let ktask = self.tasks[i].ktask;
         loop {
+            if k.tasks[ktask].sigkill {
+                self.kill(i);
+                return Ok(SliceEnd::Killed);
+            }
             let end = match self.step_task(i, k, slice) {
                 // The OOM killer chose this task: its fault or syscall
                 // failed, and it exits on its way back to user space.
                 Err(SimError::Oom) if k.tasks[ktask].sigkill => Some(SliceEnd::Killed),
                 r => r?,
             };
-            if k.tasks[ktask].sigkill {
-                self.kill(i);
-                return Ok(SliceEnd::Killed);
-            }
             if let Some(end) = end {
+                if k.tasks[ktask].sigkill {
+                    self.kill(i);
+                    return Ok(SliceEnd::Killed);
+                }
                 return Ok(end);
             }
             // A step (MADV_HUGEPAGE, fork) may have woken khugepaged.

@@ -119,10 +119,7 @@ fn resident_run(
     slice: &Slice,
     tr: &mut TouchRun,
 ) -> Option<SliceEnd> {
-    if k.kswapd_wake_at.is_some()
-        || k.khugepaged.wakeup_pending()
-        || k.tasks[ktask].ti_work != 0
-    {
+    if k.kswapd_wake_at.is_some() || k.khugepaged.wakeup_pending() || k.tasks[ktask].ti_work != 0 {
         return None;
     }
     // The accesses after which now() >= slice end: after_access's end.

@@ -103,7 +103,8 @@ impl<'s> Scheduler<'s> {
             } else {
                 self.rq.run_kswapd(k, start)?
             };
-            self.end_oom_victims(k, &mut at_end);
+            self.wake_oom_victims(k);
+            self.wake_oom_waiters(k);
             if let Some(t) = k.kswapd_wake_at.take() {
                 self.rq.place_woken_kswapd(t);
             }
@@ -165,55 +166,56 @@ impl<'s> Scheduler<'s> {
                 .iter()
                 .enumerate()
                 .all(|(j, t)| j == entity || t.state == TaskState::Done);
-            if last {
+            // The end is read as the last task finishes its steps, before
+            // it exits; an OOM victim never finishes them: after it exits.
+            let killed = k.tasks[self.player.tasks[entity].ktask].sigkill;
+            if last && !killed {
                 at_end(k);
             }
             if let Some(p) = self.player.exit_task(entity, k) {
                 self.rq.children_exited(p, k.now());
             }
+            if last && killed {
+                at_end(k);
+            }
         }
         Ok(end.max(k.now()))
     }
 
-    /// The tasks the OOM killer chose during the slice and that did not
-    /// end in it (those sharing no mm with the killer: their memory went
-    /// at the kill): each exits at the time it was killed.
-    fn end_oom_victims(&mut self, k: &mut Kernel, at_end: &mut impl FnMut(&mut Kernel)) {
-        let killed = k.oom.take_pending();
-        if killed.is_empty() {
-            return;
-        }
-        let mut victims = Vec::new();
-        for kt in killed {
+    /// SIGKILL wakes the OOM killer's victims (from a sleep or wait(2)):
+    /// each runs at once and exits in its own slice.
+    fn wake_oom_victims(&mut self, k: &mut Kernel) {
+        for kt in k.oom.take_pending() {
             let Some(i) = self.player.tasks.iter().position(|t| t.ktask == kt) else {
                 continue;
             };
-            if self.rq.tasks[i].state != TaskState::Done {
-                self.rq.tasks[i].state = TaskState::Done;
-                victims.push(i);
+            let at = k.oom_kill_of(kt).map_or(0, |x| x.at);
+            let t = &mut self.rq.tasks[i];
+            if matches!(t.state, TaskState::Sleeping(_) | TaskState::Waiting) {
+                t.state = TaskState::Ready;
+                t.clock = at;
             }
         }
-        if victims.is_empty() {
+    }
+
+    /// Once every OOM victim has exited, the faults that slept waiting
+    /// for them are retried.
+    fn wake_oom_waiters(&mut self, k: &mut Kernel) {
+        if !k.tasks.iter().any(|t| t.oom_wait.is_some())
+            || k.tasks.iter().any(|t| t.sigkill && !t.exited)
+        {
             return;
         }
-        if self.rq.tasks.iter().all(|t| t.state == TaskState::Done) {
-            at_end(k);
-        }
-        for i in victims {
-            // Its CPU, if it was preempted there, goes idle.
-            for c in 0..self.rq.last_on_cpu.len() {
-                if self.rq.last_on_cpu[c] == Some(i) {
-                    self.rq.last_on_cpu[c] = None;
-                    k.enter_lazy_tlb(c);
-                }
-            }
-            self.player.kill(i);
-            if let Some(p) = self.player.exit_task(i, k) {
-                self.rq.children_exited(p, k.now());
-            }
-            let t = &mut self.player.tasks[i];
-            if let Some(kill) = k.oom_kill_of(t.ktask) {
-                t.end = t.end.min(kill.at);
+        let now = k.now();
+        for i in 0..self.player.tasks.len() {
+            let kt = &mut k.tasks[self.player.tasks[i].ktask];
+            let Some(since) = kt.oom_wait.take() else {
+                continue;
+            };
+            let t = &mut self.rq.tasks[i];
+            if let TaskState::Sleeping(_) = t.state {
+                t.state = TaskState::Ready;
+                t.clock = now.max(since);
             }
         }
     }
