@@ -113,9 +113,11 @@ def sweep(
     """Run `spec` at every point of `grid` (override key → values, keyed as
     `mmsim.run`'s `set`) and return a pandas DataFrame: one row per point,
     the overrides as columns, then `elapsed_ns`, each phase's duration
-    (`TASK/PHASE.duration_ns`), the whole-run /proc/vmstat counters, and
-    last `error`: None for a point that ran, the SimError's message for
-    one whose run stopped (out of memory, not modelled, a limit), whose
+    (`TASK/PHASE.duration_ns`, <NA> where the task never ran the phase, as
+    when the OOM killer ended it first), the whole-run /proc/vmstat
+    counters, and last `error`: None for a point that ran, the SimError's
+    message for one whose run stopped (out of memory with no task to kill,
+    not modelled, a limit), whose
     other columns are then missing (<NA>; the numeric columns are then
     pandas' nullable Int64 instead of int64). Every other point is there;
     a RuntimeWarning says how many failed. A failed point is not cached.
@@ -172,7 +174,12 @@ def sweep(
     rows = [_row(p, d, e) for p, d, e in zip(points, docs, errors)]
     df = pd.DataFrame(rows)
     df = df[[c for c in df.columns if c != "error"] + ["error"]]
-    counters = [c for c in df.columns if c not in points[0] and c not in ("elapsed_ns", "error")]
+    columns = [c for c in df.columns if c not in points[0] and c not in ("elapsed_ns", "error")]
+    # A phase a run lacks did not happen (its task never got there, or the
+    # OOM killer ended it first): no duration, not 0.
+    phases = [c for c in columns if c.endswith(".duration_ns")]
+    counters = [c for c in columns if c not in phases]
+    df[phases] = df[phases].astype("Int64")
     failed = df["error"].notna()
     if not failed.any():
         df[counters] = df[counters].fillna(0).astype("int64")

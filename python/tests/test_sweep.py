@@ -171,3 +171,16 @@ def test_a_sweep_without_failures_has_an_empty_error_column(tmp_path):
     df = mmsim.sweep(SMOKE, {KEY: [60]}, cache=False, workers=1)
     assert df["error"].isna().all()
     assert df["pswpout"].dtype == "int64"
+
+
+def test_a_sizing_sweep_reads_the_oom_kills(tmp_path):
+    # 32 MiB written under memory.max 16M: with 8 MiB of zram the cgroup's
+    # OOM killer ends the task in its write phase; with 128 MiB it swaps.
+    df = mmsim.sweep(SMOKE, {"swap[0].size": ["8M", "128M"]}, cache=tmp_path, workers=1)
+    small, large = df.iloc[0], df.iloc[1]
+    assert (small["oom_kill"], large["oom_kill"]) == (1, 0)
+    assert large["pswpout"] > 0
+    # The killed task's phases never ended: no duration.
+    assert small[["main/write.duration_ns", "main/read.duration_ns"]].isna().all()
+    r = mmsim.run(SMOKE, set={"swap[0].size": "8M"})
+    assert r.json["tasks"][0]["oom_kill"]["oom_memcg"] == "w"

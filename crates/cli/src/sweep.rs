@@ -76,7 +76,9 @@ fn row(r: &RunResult) -> Vec<(String, i64)> {
 }
 
 /// The table: the grid keys, then every column any run has (in the first
-/// run's order, others after), 0 where a run lacks one, and last `error`:
+/// run's order, others after), 0 where a run lacks a counter and empty
+/// where it lacks a phase (its task never ran it, or the OOM killer
+/// ended the task first), and last `error`:
 /// empty for a run that ended, the error of one that failed (whose other
 /// columns are then empty).
 pub struct Table {
@@ -121,12 +123,15 @@ fn table(dims: &[Dim], points: &[Vec<String>], runs: &[Result<RunResult, String>
             let mut out = p.clone();
             match r {
                 Ok(r) => {
-                    out.extend(columns.iter().map(|c| {
-                        r.iter()
-                            .find(|(k, _)| k == c)
-                            .map_or(0, |(_, v)| *v)
-                            .to_string()
-                    }));
+                    out.extend(
+                        columns
+                            .iter()
+                            .map(|c| match r.iter().find(|(k, _)| k == c) {
+                                Some((_, v)) => v.to_string(),
+                                None if c.ends_with(".duration_ns") => String::new(),
+                                None => "0".to_string(),
+                            }),
+                    );
                     out.push(String::new());
                 }
                 Err(e) => {
@@ -336,15 +341,18 @@ fn sweep(a: &SweepArgs) -> Result<usize, (u8, String)> {
 }
 
 /// The table for the terminal: the grid keys, elapsed time and the phase
-/// durations (the counters are in --csv), and `error` if a point failed.
+/// durations (the counters are in --csv), `oom_kill` if any point had
+/// one, and `error` if a point failed.
 fn text(t: &Table) -> String {
     let failed = t.failed() > 0;
     let last = t.header.len() - 1;
+    let killed = |i: usize| t.rows.iter().any(|r| !r[i].is_empty() && r[i] != "0");
     let shown: Vec<usize> = (0..t.header.len())
         .filter(|&i| {
             let h = &t.header[i];
             i < t.keys
                 || (i < last && (h == "elapsed_ns" || h.ends_with(".duration_ns")))
+                || (i < last && h == "oom_kill" && killed(i))
                 || (i == last && failed)
         })
         .collect();

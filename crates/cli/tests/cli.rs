@@ -737,3 +737,33 @@ fn no_progress_bar_unless_stderr_is_a_terminal() {
         None => eprintln!("skipped the terminal half: no `script` (util-linux) to make one"),
     }
 }
+
+#[test]
+fn set_reaches_array_entries() {
+    let dir = TempDir::new("set-array");
+    let spec = dir.write("spec.toml", SMALL);
+    let pswpout = |args: &[&str]| {
+        let mut a = vec!["run", spec.to_str().unwrap(), "--json"];
+        a.extend_from_slice(args);
+        let o = mmsim(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let doc: Value = serde_json::from_slice(&o.stdout).expect("json");
+        (
+            doc["vmstat"]["pswpout"].as_i64().unwrap(),
+            doc["knobs"]["swap:0"].clone(),
+        )
+    };
+    // 16 MiB under a 1 MiB limit swaps; the same touch as reads does not.
+    let limited = ["--set", "cgroup.w.memory_max=1M"];
+    assert!(pswpout(&limited).0 > 0);
+    let reads = [&limited[..], &["--set", "task.main.steps[1].write=0.0"]].concat();
+    assert_eq!(pswpout(&reads).0, 0);
+    // The swap device's size, as a sweep of zram sizes sets it.
+    let (_, knob) = pswpout(&["--set", "swap[0].size=32M"]);
+    assert_eq!(knob, "zram 33554432");
+    let e = rejected(&spec, &["--set", "swap[1].size=32M"]);
+    assert!(
+        e.contains("`swap` has 1 entries; expected an index below 1"),
+        "{e}"
+    );
+}

@@ -39,7 +39,8 @@ fn apply_one(root: &mut Node, set: &str, index: usize) -> Result<String, String>
         return Err("found no '=', expected KEY=VALUE".into());
     };
     let path = path.trim();
-    let keys = toml_edit::Key::parse(path).map_err(|e| {
+    let (plain, indices) = split_indices(path)?;
+    let keys = toml_edit::Key::parse(&plain).map_err(|e| {
         let why = e.message().trim();
         let why = if why.is_empty() {
             String::new()
@@ -47,7 +48,7 @@ fn apply_one(root: &mut Node, set: &str, index: usize) -> Result<String, String>
             format!(" ({why})")
         };
         format!(
-            "found the key path {path:?}, which is not a TOML key path{why}; expected bare or quoted keys joined by dots, such as features.shmem_skip_swapcache or sysctl.\"vm.swappiness\""
+            "found the key path {path:?}, which is not a TOML key path{why}; expected bare or quoted keys joined by dots, such as features.shmem_skip_swapcache or sysctl.\"vm.swappiness\" (an array of tables' entry as swap[0].size)"
         )
     })?;
     let value: toml_edit::Value = value
@@ -61,11 +62,16 @@ fn apply_one(root: &mut Node, set: &str, index: usize) -> Result<String, String>
     let at = At::Set(index);
     let mut node = root;
     let mut walked = String::new();
-    for k in parents {
+    for (depth, k) in parents.iter().enumerate() {
         walked = tree::join(&walked, k.get());
         let Val::Table(table) = &mut node.val else {
             unreachable!("only tables are descended into")
         };
+        if let Some(i) = indices.get(&depth) {
+            node = array_entry(table, k.get(), *i, &walked)?;
+            walked = format!("{walked}[{i}]");
+            continue;
+        }
         let entry = table
             .entries
             .entry(k.get().to_string())
@@ -92,6 +98,11 @@ fn apply_one(root: &mut Node, set: &str, index: usize) -> Result<String, String>
         }
         node = &mut entry.node;
     }
+    if indices.contains_key(&parents.len()) {
+        return Err(format!(
+            "found `{path}`, which names a whole entry of an array of tables; expected a key inside it, such as swap[0].size"
+        ));
+    }
     let Val::Table(table) = &mut node.val else {
         unreachable!("only tables are descended into")
     };
@@ -103,6 +114,69 @@ fn apply_one(root: &mut Node, set: &str, index: usize) -> Result<String, String>
         },
     );
     Ok(tree::join(&walked, last.get()))
+}
+
+/// `path` without its `[N]` indices (outside quotes), and each index by
+/// the position of the key it follows: `swap[0].size` is `swap.size`
+/// with index 0 on key 0.
+fn split_indices(path: &str) -> Result<(String, std::collections::HashMap<usize, usize>), String> {
+    let mut plain = String::new();
+    let mut indices = std::collections::HashMap::new();
+    let (mut key, mut quote) = (0, None);
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '.') => key += 1,
+            (None, '[') => {
+                let digits: String = chars.by_ref().take_while(|&d| d != ']').collect();
+                let i = digits.trim().parse().map_err(|_| {
+                    format!("found `[{digits}]` in the key path {path:?}, expected an index such as [0]")
+                })?;
+                indices.insert(key, i);
+                continue;
+            }
+            _ => {}
+        }
+        plain.push(c);
+    }
+    Ok((plain, indices))
+}
+
+/// Entry `i` of the array of tables `key` in `table` (`walked` is its
+/// path, for errors).
+fn array_entry<'t>(
+    table: &'t mut Table,
+    key: &str,
+    i: usize,
+    walked: &str,
+) -> Result<&'t mut Node, String> {
+    let Some(Entry { node, .. }) = table.entries.get_mut(key) else {
+        return Err(format!(
+            "found `{walked}[{i}]`, but the spec has no `{walked}`; expected an index into an array of tables it has, such as its [[swap]] devices"
+        ));
+    };
+    let kind = node.kind();
+    let Val::Array(items) = &mut node.val else {
+        return Err(format!(
+            "found `{walked}[{i}]`, but `{walked}` is {kind}; expected an array of tables"
+        ));
+    };
+    let n = items.len();
+    let item = items.get_mut(i).ok_or_else(|| {
+        format!(
+            "found `{walked}[{i}]`, but `{walked}` has {n} entries; expected an index below {n}"
+        )
+    })?;
+    if !matches!(item.val, Val::Table(_)) {
+        return Err(format!(
+            "found `{walked}[{i}]`, which is {}, not a table; expected an array of tables",
+            item.kind()
+        ));
+    }
+    Ok(item)
 }
 
 #[cfg(test)]
@@ -176,5 +250,50 @@ mod tests {
         let e = apply(&mut tree_of(text), &["=1".into()]).unwrap_err();
         assert_eq!(e.key, "");
         assert!(e.message.contains("not a TOML key path"), "{}", e.message);
+    }
+
+    #[test]
+    fn sets_a_key_of_an_array_of_tables_entry() {
+        let text = "[[swap]]\ndevice = \"zram\"\nsize = \"64M\"\n[[swap]]\ndevice = \"nvme\"\nsize = \"1G\"\n";
+        let mut root = tree_of(text);
+        let keys = apply(
+            &mut root,
+            &["swap[1].size=2G".into(), "swap[0].\"size\"=128M".into()],
+        )
+        .unwrap();
+        assert_eq!(keys[0].canonical, "swap[1].size");
+        let Val::Array(items) = &get(&root, &["swap"]).val else {
+            panic!("swap is an array")
+        };
+        let size = |i: usize| match &items[i].table().unwrap().entries["size"].node.val {
+            Val::Str(s) => s.clone(),
+            v => panic!("{v:?}"),
+        };
+        assert_eq!((size(0), size(1)), ("128M".to_string(), "2G".to_string()));
+        let e = apply(&mut tree_of(text), &["swap[2].size=1G".into()]).unwrap_err();
+        assert!(
+            e.message
+                .contains("has 2 entries; expected an index below 2"),
+            "{}",
+            e.message
+        );
+        let e = apply(&mut tree_of(text), &["swap[0]=1".into()]).unwrap_err();
+        assert!(e.message.contains("a whole entry"), "{}", e.message);
+        let e = apply(&mut tree_of(text), &["swap[x].size=1".into()]).unwrap_err();
+        assert!(
+            e.message.contains("expected an index such as [0]"),
+            "{}",
+            e.message
+        );
+        let e = apply(&mut tree_of("[machine]\n"), &["disk[0].size=1G".into()]).unwrap_err();
+        assert!(e.message.contains("has no `disk`"), "{}", e.message);
+        // Brackets inside a quoted key are the key's own.
+        let mut root = tree_of("[sysfs]\n");
+        apply(&mut root, &["sysfs.\"a[0]\"=1".into()]).unwrap();
+        assert!(get(&root, &["sysfs"])
+            .table()
+            .unwrap()
+            .entries
+            .contains_key("a[0]"));
     }
 }

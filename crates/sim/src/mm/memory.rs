@@ -277,6 +277,8 @@ impl Kernel {
         let reads = self.vm.get(Vm::Pswpin);
         self.lru_gen_enter_fault(vma);
         self.fault.in_fault = true;
+        // A wait left over from a syscall's failed charge is not this one's.
+        self.oom.take_waiting();
         let mut r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
         self.fault.in_fault = false;
         self.fault.in_lru_fault = false;

@@ -58,7 +58,7 @@ pub struct OomKill {
 pub struct OomState {
     /// Every kill so far, in order (the output's `oom_kill` of each task).
     pub kills: Vec<OomKill>,
-    /// Tasks killed since the scheduler last looked: it ends them.
+    /// Tasks killed since the scheduler last looked: it wakes them.
     pending: Vec<usize>,
     /// Inside a path that walks other processes' mms (swapoff): a
     /// victim's memory is freed at its exit, not at the kill.
@@ -71,8 +71,8 @@ pub struct OomState {
 /// What `out_of_memory` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Oom {
-    /// A victim was killed and its memory freed (or the current task is
-    /// dying): the caller retries.
+    /// A victim was killed (or the current task is dying): the caller
+    /// retries.
     Progress,
     /// A victim of an earlier kill still holds its memory: the kernel
     /// retries until it has exited; the caller gives up (a fault sleeps
