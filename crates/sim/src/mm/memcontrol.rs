@@ -416,9 +416,9 @@ impl Kernel {
         }
     }
 
-    /// The loop of both writes: drain the CPUs' stocks once, then reclaim
-    /// until the usage is at most `target`, allowing `retries` reclaims
-    /// that free nothing. Whether the usage got there.
+    /// `memory_high_write`'s loop: drain the CPUs' stocks once, then
+    /// reclaim until the usage is at most `target`, allowing `retries`
+    /// reclaims that free nothing. Whether the usage got there.
     fn reclaim_down_to(&mut self, memcg: u16, target: u64, mut retries: u32) -> bool {
         let mut drained = false;
         loop {

@@ -277,11 +277,12 @@ impl Kernel {
         let reads = self.vm.get(Vm::Pswpin);
         self.lru_gen_enter_fault(vma);
         self.fault.in_fault = true;
-        // A wait left over from a syscall's failed charge is not this one's.
-        self.oom.take_waiting();
         let mut r = self.traced(Fn::HandleMmFault, |k| k.handle_pte_fault(vma, idx, write));
         self.fault.in_fault = false;
         self.fault.in_lru_fault = false;
+        // (A wait left over from a syscall's failed charge costs at most
+        // one more attempt: the scheduler wakes a waiter at once when no
+        // victim is left.)
         if let Err(FaultError::Oom) = r {
             if self.oom.take_waiting() && !self.current_is_dying() {
                 // The OOM killer's victims have yet to exit: the fault
