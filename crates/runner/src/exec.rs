@@ -258,28 +258,10 @@ impl<'s> Child<'s> {
         let (text, eof_ns) = f.reader.join().unwrap_or_default();
         // SAFETY: the pipe's read end, which the joined reader left open.
         unsafe { libc::close(f.fd) };
-        let mut status = 0;
-        // SAFETY: pid is our child.
-        unsafe { libc::waitpid(f.pid, &mut status, 0) };
-        let r = match serde_json::from_str::<Report>(&text) {
-            Ok(r) => r,
-            Err(_) if killed(status) => crate::oom::killed_report(
-                f.pid,
-                f.name,
-                f.cgroup,
-                f.start_ns,
-                eof_ns,
-                cgroups_now(self.spec),
-            ),
-            Err(e) => {
-                return Err(format!(
-                    "line {}: the process forked here (pid {}) sent no report ({e}); {}",
-                    f.line,
-                    f.pid,
-                    describe_status(status)
-                ))
-            }
-        };
+        let (line, pid) = (f.line, f.pid);
+        let who = (f.name, f.cgroup, f.start_ns);
+        let r = reap_report(pid, &text, eof_ns, who, self.spec)
+            .map_err(|e| format!("line {line}: the process forked here (pid {pid}) {e}"))?;
         self.reports.push(r);
         Ok(())
     }
@@ -297,6 +279,32 @@ impl<'s> Child<'s> {
                 lru_gen: procfs::lru_gen(),
             });
         }
+    }
+}
+
+/// waitpid(2) for child `pid`, then its report `text`; a child SIGKILL
+/// ended before it reported (the OOM killer) gets one written for it from
+/// `who` (its task name, cgroup and start), its pipe's close at `eof_ns`
+/// and the kernel log. Err: why there is none ("sent no report …").
+fn reap_report(
+    pid: libc::pid_t,
+    text: &str,
+    eof_ns: u64,
+    (name, cgroup, start_ns): (String, String, u64),
+    spec: &Spec,
+) -> Result<Report, String> {
+    let mut status = 0;
+    // SAFETY: pid is our child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    match serde_json::from_str::<Report>(text) {
+        Ok(r) => Ok(r),
+        Err(_) if killed(status) => {
+            let cgroups = cgroups_now(spec);
+            Ok(crate::oom::killed_report(
+                pid, name, cgroup, start_ns, eof_ns, cgroups,
+            ))
+        }
+        Err(e) => Err(format!("sent no report ({e}); {}", describe_status(status))),
     }
 }
 
@@ -415,25 +423,12 @@ pub fn run_tasks(
     let mut results = Vec::new();
     for (c, reader) in readers {
         let (text, eof_ns) = reader.join().unwrap_or_default();
-        let mut status = 0;
-        // SAFETY: pid is our child.
-        unsafe { libc::waitpid(c.pid, &mut status, 0) };
-        results.push(match serde_json::from_str::<Report>(&text) {
-            Ok(r) => Ok(r),
-            Err(_) if killed(status) => Ok(crate::oom::killed_report(
-                c.pid,
-                c.name,
-                c.cgroup,
-                c.start_ns,
-                eof_ns,
-                cgroups_now(spec),
-            )),
-            Err(e) => Err(format!(
-                "task process {} sent no report ({e}); {}",
-                c.pid,
-                describe_status(status)
-            )),
-        });
+        let pid = c.pid;
+        let who = (c.name, c.cgroup, c.start_ns);
+        results.push(
+            reap_report(pid, &text, eof_ns, who, spec)
+                .map_err(|e| format!("task process {pid} {e}")),
+        );
     }
     let mut flat = Vec::new();
     for r in results {

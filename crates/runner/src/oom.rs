@@ -22,7 +22,7 @@ pub(crate) fn killed_report(
     let kill = parse_kill(&log, pid).unwrap_or(OomKillResult {
         constraint: "unknown".into(),
         oom_memcg: None,
-        at_ns: end_ns,
+        at_ns: 0,
         anon_rss_kb: None,
         file_rss_kb: None,
         shmem_rss_kb: None,

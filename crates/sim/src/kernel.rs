@@ -59,14 +59,20 @@ pub struct KTask {
     pub oom_score_adj: i16,
     /// The thread-group leader's task (itself for a process).
     pub tgid: usize,
-    /// SIGKILL pending (an OOM victim): it exits at its next return to
-    /// user space.
-    pub sigkill: bool,
     /// It has exited (its mm gone, or left to its process).
     pub exited: bool,
     /// Its fault sleeps, since this time, until the OOM killer's victims
     /// have exited.
     pub oom_wait: Option<u64>,
+}
+
+impl KTask {
+    /// SIGKILL pending (an OOM victim): it exits at its next return to
+    /// user space. The flag stays set until then.
+    #[inline]
+    pub fn sigkill(&self) -> bool {
+        self.ti_work & TIF_SIGPENDING != 0
+    }
 }
 
 /// `KTask::ti_work`: memory.high debt to settle.

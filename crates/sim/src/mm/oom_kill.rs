@@ -182,7 +182,7 @@ impl Kernel {
         let mut chosen = Chosen::Nothing;
         let mut chosen_points = i64::MIN;
         for t in self.oom_candidates(c) {
-            if self.tasks[t].sigkill {
+            if self.tasks[t].sigkill() {
                 return Chosen::Abort;
             }
             let Some(points) = self.oom_badness(t, totalpages) else {
@@ -205,7 +205,7 @@ impl Kernel {
 
     /// `task_is_dying`: the current task has been sent SIGKILL.
     pub fn current_is_dying(&self) -> bool {
-        self.cur_task.is_some_and(|t| self.tasks[t].sigkill)
+        self.cur_task.is_some_and(|t| self.tasks[t].sigkill())
     }
 
     /// `out_of_memory`. Err when the whole machine is out of memory with
@@ -238,14 +238,9 @@ impl Kernel {
             // mem_cgroup_scan_tasks(oom_group, oom_kill_memcg_member): the
             // victim is visited again and counted again, as on Linux (its
             // mm is still there: it has not run since the signal).
-            let members: Vec<usize> = (0..self.tasks.len())
-                .filter(|&t| {
-                    let task = &self.tasks[t];
-                    task.tgid == t
-                        && !task.exited
-                        && task.oom_score_adj != OOM_SCORE_ADJ_MIN
-                        && self.is_descendant(task.memcg, g)
-                })
+            let members: Vec<usize> = self
+                .oom_candidates(Constraint::Memcg(g))
+                .filter(|&t| self.tasks[t].oom_score_adj != OOM_SCORE_ADJ_MIN)
                 .collect();
             for t in members {
                 self.__oom_kill_process(t, c);
@@ -302,8 +297,7 @@ impl Kernel {
         self.oom.kills.push(kill);
         for t in 0..self.tasks.len() {
             let task = &mut self.tasks[t];
-            if task.mm == mm && !task.exited && !task.sigkill {
-                task.sigkill = true;
+            if task.mm == mm && !task.exited && !task.sigkill() {
                 task.ti_work |= crate::kernel::TIF_SIGPENDING;
                 self.oom.pending.push(t);
             }
@@ -325,6 +319,7 @@ impl Kernel {
             .map(|&t| self.tasks[t].mm)
             .filter(|&mm| Some(mm) != cur_mm && !self.mms[mm as usize].exited)
             .collect();
+        mms.sort_unstable();
         mms.dedup();
         for mm in mms {
             self.exit_mmap(mm);

@@ -165,7 +165,6 @@ fn new_ktask(mm: u32, memcg: u16, oom_score_adj: i16, tgid: usize) -> crate::ker
         fault_attempts: 0,
         oom_score_adj,
         tgid,
-        sigkill: false,
         exited: false,
         oom_wait: None,
     }
@@ -218,18 +217,18 @@ impl<'s> Player<'s> {
     ) -> Result<SliceEnd, SimError> {
         let ktask = self.tasks[i].ktask;
         loop {
-            if k.tasks[ktask].sigkill {
+            if k.tasks[ktask].sigkill() {
                 self.kill(i);
                 return Ok(SliceEnd::Killed);
             }
             let end = match self.step_task(i, k, slice) {
                 // The OOM killer chose this task: its fault or syscall
                 // failed, and it exits on its way back to user space.
-                Err(SimError::Oom) if k.tasks[ktask].sigkill => Some(SliceEnd::Killed),
+                Err(SimError::Oom) if k.tasks[ktask].sigkill() => Some(SliceEnd::Killed),
                 r => r?,
             };
             if let Some(end) = end {
-                if k.tasks[ktask].sigkill {
+                if k.tasks[ktask].sigkill() {
                     self.kill(i);
                     return Ok(SliceEnd::Killed);
                 }
@@ -331,7 +330,7 @@ impl<'s> Player<'s> {
     }
 
     /// exit_mmap: every mapping goes (a thread's exit leaves them to its
-    /// process; an OOM victim's went at the kill). The parent to wake from
+    /// process; an OOM victim killed in a syscall lost them at the kill). The parent to wake from
     /// wait(2), if this was its last child.
     pub fn exit_task(&mut self, i: usize, k: &mut Kernel) -> Option<usize> {
         let ktask = self.tasks[i].ktask;

@@ -110,8 +110,9 @@ fn touch_loop(
 /// call (`Kernel::access_resident_run`). After a hit, `after_access`
 /// has nothing to do but end the slice when its time is up, as long as
 /// no return-to-user work (memory.high debt, a kill), kswapd or
-/// khugepaged wakeup is pending (only a fault makes those); so the run stops at the access where that check
-/// would end the slice, and the slice ends the same.
+/// khugepaged wakeup is pending (only a fault makes those); so the run
+/// stops at the access where that check would end the slice, and the
+/// slice ends the same.
 fn resident_run(
     p: &mut Player,
     ktask: usize,

@@ -168,7 +168,7 @@ impl<'s> Scheduler<'s> {
                 .all(|(j, t)| j == entity || t.state == TaskState::Done);
             // The end is read as the last task finishes its steps, before
             // it exits; an OOM victim never finishes them: after it exits.
-            let killed = k.tasks[self.player.tasks[entity].ktask].sigkill;
+            let killed = k.tasks[self.player.tasks[entity].ktask].sigkill();
             if last && !killed {
                 at_end(k);
             }
@@ -201,8 +201,10 @@ impl<'s> Scheduler<'s> {
     /// Once every OOM victim has exited, the faults that slept waiting
     /// for them are retried.
     fn wake_oom_waiters(&mut self, k: &mut Kernel) {
-        if !k.tasks.iter().any(|t| t.oom_wait.is_some())
-            || k.tasks.iter().any(|t| t.sigkill && !t.exited)
+        // No kill yet (nearly every run): nobody waits; no scan per slice.
+        if k.oom.kills.is_empty()
+            || !k.tasks.iter().any(|t| t.oom_wait.is_some())
+            || k.tasks.iter().any(|t| t.sigkill() && !t.exited)
         {
             return;
         }
