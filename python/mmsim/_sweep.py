@@ -92,6 +92,10 @@ def _row(point: Mapping[str, Any], doc: str | None, error: str | None) -> dict[s
         return row
     r = Result(doc)
     row["elapsed_ns"] = r.elapsed_ns
+    pressure = r.json.get("pressure")
+    if pressure is not None:
+        row["memory_some_us"] = pressure["memory"]["some"]["total_us"]
+        row["memory_full_us"] = pressure["memory"]["full"]["total_us"]
     for task in r.json["tasks"]:
         for p in task["phases"]:
             row[f"{task['name']}{_PHASE_SEP}{p['name']}.duration_ns"] = p["end_ns"] - p["start_ns"]

@@ -373,8 +373,30 @@ pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
         .filter(|r| !r.within())
         .map(|r| format!("{} {} ({:.2})", r.spec, r.phase, r.ratio()))
         .collect();
+    let psi_out: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.pressure.as_ref().map(|p| (r, p)))
+        .filter(|(_, p)| !p.within())
+        .map(|(r, p)| {
+            format!(
+                "{} {} ({:.2}, {:.2})",
+                r.spec,
+                r.phase,
+                p.some_ratio(),
+                p.full_ratio()
+            )
+        })
+        .collect();
+    if check && !psi_out.is_empty() {
+        eprintln!(
+            "mmsim: memory pressure out of tolerance: {}",
+            psi_out.join(", ")
+        );
+    }
     if check && !out.is_empty() {
         eprintln!("mmsim: phase time out of tolerance: {}", out.join(", "));
+    }
+    if check && !(out.is_empty() && psi_out.is_empty()) {
         return ExitCode::from(1);
     }
     code

@@ -605,6 +605,16 @@ pub(crate) fn summary(r: &RunResult) -> String {
             if p.trace_requests > 0 {
                 s += &format!("    trace requests {}\n", p.trace_requests);
             }
+            if let Some(ps) = &p.pressure {
+                s += &format!(
+                    "    stalled (the machine): memory some {} full {}, io some {} full {}, cpu some {}\n",
+                    ms(ps.memory.some.total_us * 1000),
+                    ms(ps.memory.full.total_us * 1000),
+                    ms(ps.io.some.total_us * 1000),
+                    ms(ps.io.full.total_us * 1000),
+                    ms(ps.cpu.some.total_us * 1000)
+                );
+            }
             // The multi-gen LRU's generations at the phase's end, as
             // /sys/kernel/debug/lru_gen shows them (seq, age ms, anon and
             // file pages), for the lruvecs that hold pages.
@@ -648,6 +658,12 @@ pub(crate) fn summary(r: &RunResult) -> String {
             gauge("nr_swapcached")
         );
     }
+    if let Some(ps) = &r.pressure {
+        s += "\npressure (/proc/pressure: averages at the end, totals over the run, µs):\n";
+        for (res, f) in [("memory", &ps.memory), ("io", &ps.io), ("cpu", &ps.cpu)] {
+            s += &pressure_text(&format!("  {res:<6} "), f);
+        }
+    }
     for (name, cg) in &r.cgroups {
         s += &format!(
             "\ncgroup {name}: memory.current {} MiB (peak {}), memory.swap.current {} MiB, events max {} high {} oom {} oom_kill {}\n",
@@ -684,6 +700,15 @@ pub(crate) fn summary(r: &RunResult) -> String {
                 cg.memory_stat.get(k).copied().unwrap_or(0)
             );
         }
+        for (file, f) in [
+            ("memory.pressure", &cg.memory_pressure),
+            ("io.pressure", &cg.io_pressure),
+            ("cpu.pressure", &cg.cpu_pressure),
+        ] {
+            if let Some(f) = f {
+                s += &pressure_text(&format!("  {file:<16}"), f);
+            }
+        }
     }
     let verdict = if r.integrity.violations == 0 {
         "OK"
@@ -706,6 +731,19 @@ pub(crate) fn summary(r: &RunResult) -> String {
         s += &profile;
     }
     s
+}
+
+/// A pressure file's two lines as the kernel prints them, after `prefix`.
+fn pressure_text(prefix: &str, f: &mmsim_spec::output::PressureResource) -> String {
+    [("some", &f.some), ("full", &f.full)]
+        .iter()
+        .map(|(which, l)| {
+            format!(
+                "{prefix}{which} avg10={:.2} avg60={:.2} avg300={:.2} total={}\n",
+                l.avg10, l.avg60, l.avg300, l.total_us
+            )
+        })
+        .collect()
 }
 
 /// The profile by call path, `perf report --children` style: call paths

@@ -59,10 +59,16 @@ pub fn points(dims: &[Dim]) -> Vec<Vec<String>> {
     out
 }
 
-/// A run's row: `elapsed_ns`, `TASK/PHASE.duration_ns`, then the whole-run
-/// counters, by column name.
+/// A run's row: `elapsed_ns`, `TASK/PHASE.duration_ns`, the machine's
+/// memory stall over the run (`memory_some_us`, `memory_full_us`, where
+/// the engine reads pressure), then the whole-run counters, by column
+/// name.
 fn row(r: &RunResult) -> Vec<(String, i64)> {
     let mut cols = vec![("elapsed_ns".to_string(), r.elapsed_ns as i64)];
+    if let Some(p) = &r.pressure {
+        cols.push(("memory_some_us".into(), p.memory.some.total_us as i64));
+        cols.push(("memory_full_us".into(), p.memory.full.total_us as i64));
+    }
     for t in &r.tasks {
         for p in &t.phases {
             cols.push((
@@ -352,7 +358,7 @@ fn text(t: &Table) -> String {
             let h = &t.header[i];
             i < t.keys
                 || (i < last && (h == "elapsed_ns" || h.ends_with(".duration_ns")))
-                || (i < last && h == "oom_kill" && killed(i))
+                || (i < last && (h == "oom_kill" || h == "memory_full_us") && killed(i))
                 || (i == last && failed)
         })
         .collect();

@@ -28,6 +28,56 @@ pub struct PhaseTime {
     pub reference_ns: u64,
     /// |sim/real − 1| allowed.
     pub tolerance: f64,
+    /// The phase's memory pressure, where the real runs read it.
+    pub pressure: Option<PhasePressure>,
+}
+
+/// A phase's memory stall (/proc/pressure/memory's totals over the phase)
+/// simulated and recorded: the real runs' median, µs.
+pub struct PhasePressure {
+    pub real_some_us: u64,
+    pub real_full_us: u64,
+    pub sim_some_us: u64,
+    pub sim_full_us: u64,
+    /// The stalled share of the phase's time (some), real (the median
+    /// run's) and simulated.
+    pub real_share: f64,
+    pub sim_share: f64,
+}
+
+/// How far a phase's simulated memory stall may be from the real runs'
+/// median: the bar for PSI.
+pub const PRESSURE_TOLERANCE: f64 = 0.25;
+
+/// Phases the real runs stall less than this in are not compared (µs).
+const PRESSURE_MIN_US: u64 = 10_000;
+
+impl PhasePressure {
+    pub fn some_ratio(&self) -> f64 {
+        self.sim_some_us as f64 / self.real_some_us.max(1) as f64
+    }
+
+    pub fn full_ratio(&self) -> f64 {
+        self.sim_full_us as f64 / self.real_full_us.max(1) as f64
+    }
+
+    pub fn within(&self) -> bool {
+        (self.some_ratio() - 1.0).abs() <= PRESSURE_TOLERANCE
+            && (self.full_ratio() - 1.0).abs() <= PRESSURE_TOLERANCE
+    }
+}
+
+/// The median of the real runs' memory stall over a phase, and that
+/// run's stalled share; None unless every run read /proc/pressure and
+/// the phase stalls at least `PRESSURE_MIN_US`.
+fn real_pressure(runs: &[(u64, Option<mmsim_spec::output::Pressure>)]) -> Option<(u64, u64, f64)> {
+    let mut v: Vec<(u64, u64, u64)> = runs
+        .iter()
+        .map(|(ns, p)| p.map(|p| (p.memory.some.total_us, p.memory.full.total_us, *ns)))
+        .collect::<Option<_>>()?;
+    v.sort_unstable();
+    let (some, full, ns) = *v.get(v.len() / 2)?;
+    (some >= PRESSURE_MIN_US).then(|| (some, full, some as f64 * 1e3 / ns.max(1) as f64))
 }
 
 impl PhaseTime {
@@ -173,12 +223,25 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
             .zip(&rt.phases)
             .filter(|(p, _)| timed(&p.name))
         {
-            let times: Vec<u64> = real
+            let runs: Vec<(u64, Option<mmsim_spec::output::Pressure>)> = real
                 .iter()
                 .filter_map(|r| r.tasks.iter().find(|x| x.name == t.name))
                 .filter_map(|x| x.phases.iter().find(|q| q.name == p.name))
-                .map(|q| q.end_ns - q.start_ns)
+                .map(|q| (q.end_ns - q.start_ns, q.pressure))
                 .collect();
+            let times: Vec<u64> = runs.iter().map(|r| r.0).collect();
+            let sim_ns = p.end_ns - p.start_ns;
+            let pressure = real_pressure(&runs).map(|(some, full, share)| {
+                let sp = p.pressure.unwrap_or_default().memory;
+                PhasePressure {
+                    real_some_us: some,
+                    real_full_us: full,
+                    sim_some_us: sp.some.total_us,
+                    sim_full_us: sp.full.total_us,
+                    real_share: share,
+                    sim_share: sp.some.total_us as f64 * 1e3 / sim_ns.max(1) as f64,
+                }
+            });
             let (Some(&min), Some(&max)) = (times.iter().min(), times.iter().max()) else {
                 return Err(format!(
                     "{name}: no real run has phase {}/{}",
@@ -190,13 +253,50 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
                 phase: format!("{}/{}", t.name, p.name),
                 real_min_ns: min,
                 real_max_ns: max,
-                sim_ns: p.end_ns - p.start_ns,
+                sim_ns,
                 reference_ns: rp.end_ns - rp.start_ns,
                 tolerance: tolerance(&p.name),
+                pressure,
             });
         }
     }
     Ok(out)
+}
+
+/// The phases whose real runs read /proc/pressure: memory some and full,
+/// the real runs' median beside mmsim's, and the share of the phase's
+/// time stalled (which does not depend on how fast the phase ran).
+fn pressure_markdown(rows: &[PhaseTime]) -> String {
+    let with: Vec<(&PhaseTime, &PhasePressure)> = rows
+        .iter()
+        .filter_map(|r| r.pressure.as_ref().map(|p| (r, p)))
+        .collect();
+    if with.is_empty() {
+        return String::new();
+    }
+    let mut s = String::new();
+    s += "\nMemory pressure (/proc/pressure/memory over the phase; real: the median run):\n\n";
+    s += "| spec | phase | real some (ms) | mmsim some (ms) | sim/real | real full (ms) | mmsim full (ms) | sim/real | tolerance | stalled share real / mmsim |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|\n";
+    for (r, p) in with {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.2} | {} | {} | {:.2} | {:.0}%{} | {:.0}% / {:.0}% |",
+            r.spec,
+            r.phase,
+            ms(p.real_some_us * 1000),
+            ms(p.sim_some_us * 1000),
+            p.some_ratio(),
+            ms(p.real_full_us * 1000),
+            ms(p.sim_full_us * 1000),
+            p.full_ratio(),
+            PRESSURE_TOLERANCE * 100.0,
+            if p.within() { "" } else { " ✗" },
+            p.real_share * 100.0,
+            p.sim_share * 100.0
+        );
+    }
+    s
 }
 
 fn ms(ns: u64) -> String {
@@ -245,6 +345,7 @@ pub fn markdown(rows: &[PhaseTime], skipped: &[(String, String)]) -> String {
         &PhaseTime::reference_ratio,
         "the reference profile's values",
     );
+    s += &pressure_markdown(rows);
     if !skipped.is_empty() {
         s += "\nNot recorded on this CPU model, so not in the table:\n\n";
         for (spec, why) in skipped {

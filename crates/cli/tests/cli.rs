@@ -152,6 +152,14 @@ fn summary_of_anon_seq() {
     assert!(out.contains("cgroup w: memory.current"), "{out}");
     assert!(out.contains("integrity: OK"), "{out}");
     assert!(out.contains("vmstat (whole run"), "{out}");
+    // Pressure: each phase's stall, the machine's files, the cgroup's.
+    assert!(
+        out.contains("    stalled (the machine): memory some "),
+        "{out}"
+    );
+    assert!(out.contains("pressure (/proc/pressure"), "{out}");
+    assert!(out.contains("  memory some avg10="), "{out}");
+    assert!(out.contains("  memory.pressure full avg10="), "{out}");
     // A fast run shows no progress bar, and a piped stderr never does.
     assert!(o.stderr.is_empty(), "unexpected stderr: {}", stderr(&o));
 }

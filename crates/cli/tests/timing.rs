@@ -188,12 +188,43 @@ const KNOWN_MISSES: &[(&str, &[&str])] = &[(
         "dontneed main/dontneed",
         "munmap main/munmap_anon",
         "munmap main/munmap_shmem",
+        "psi_zram_memcg main/read",
+        "psi_zram_memcg main/rewrite",
         "resident main/seq",
         "swapoff main/swapoff",
         "tmpfs_rw main/write_128k",
         "zram_memcg main/refault_zipf",
     ],
 )];
+
+/// Phases whose memory pressure totals miss `PRESSURE_TOLERANCE` with a
+/// machine's profile (docs/timing.md "Memory pressure"): the stalled share
+/// of each phase is within 10 % of the real runs', but the phases run
+/// about 0.7× as long as the real ones on this guest (the time misses
+/// above), and so do their stalls.
+const KNOWN_PRESSURE_MISSES: &[(&str, &[&str])] = &[(
+    "intel-xeon-2-50ghz",
+    &[
+        "psi_zram_memcg main/write",
+        "psi_zram_memcg main/read",
+        "psi_zram_memcg main/rewrite",
+    ],
+)];
+
+/// A machine's entry of a known-miss list.
+fn known_of(list: &[(&str, &'static [&'static str])], slug: &str) -> &'static [&'static str] {
+    list.iter().find(|k| k.0 == slug).map_or(&[], |k| k.1)
+}
+
+/// The phases `--check` names after `prefix` ("spec phase (ratios)", comma
+/// separated), in its order.
+fn missed_in<'a>(err: &'a str, prefix: &str) -> Vec<&'a str> {
+    err.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .flat_map(|l| l.split("), "))
+        .map(|m| m.rsplit_once(" (").map_or(m, |x| x.0))
+        .collect()
+}
 
 /// With each committed profile, every phase's time against the suite
 /// recorded on that profile's CPU is within its declared tolerance
@@ -218,18 +249,17 @@ fn docs_timing_shows_the_current_table_of_each_machine() {
             .expect("run mmsim");
         let slug = mmsim_sim::machine_profile::machine_slug(&p.machine.cpu);
         let err = String::from_utf8_lossy(&out.stderr);
-        let known = KNOWN_MISSES
-            .iter()
-            .find(|k| k.0 == slug)
-            .map_or(&[][..], |k| k.1);
-        let missed: Vec<&str> = err
-            .lines()
-            .filter_map(|l| l.strip_prefix("mmsim: phase time out of tolerance: "))
-            .flat_map(|l| l.split(", "))
-            .map(|m| m.rsplit_once(" (").map_or(m, |x| x.0))
-            .collect();
+        let known = known_of(KNOWN_MISSES, &slug);
+        let missed = missed_in(&err, "mmsim: phase time out of tolerance: ");
         assert_eq!(missed, known, "{file}: {err}");
-        let want = if known.is_empty() { 0 } else { 1 };
+        let known_psi = known_of(KNOWN_PRESSURE_MISSES, &slug);
+        let missed_psi = missed_in(&err, "mmsim: memory pressure out of tolerance: ");
+        assert_eq!(missed_psi, known_psi, "{file}: {err}");
+        let want = if known.is_empty() && known_psi.is_empty() {
+            0
+        } else {
+            1
+        };
         assert_eq!(out.status.code(), Some(want), "{file}: {err}");
         let table = String::from_utf8(out.stdout).expect("utf-8");
         let begin = format!("<!-- BEGIN mmsim fidelity --timing {slug} -->");

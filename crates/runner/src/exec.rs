@@ -22,7 +22,7 @@ use crate::ops::{Spawner, Threaded};
 use crate::procfs;
 use crate::region::{unmap_region, Region};
 use crate::setup::{cgroup_dir, SharedFile, SwapNode};
-use mmsim_spec::output::{CgroupResult, KvResult, PhaseResult, TaskResult};
+use mmsim_spec::output::{CgroupResult, KvResult, PhaseResult, Pressure, TaskResult};
 use mmsim_spec::{Op, Spec, Step};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -82,7 +82,7 @@ pub(crate) struct Child<'s> {
     pub(crate) cgroup: String,
     pub(crate) regions: HashMap<String, Region>,
     pub(crate) phases: Vec<PhaseResult>,
-    pub(crate) open: Option<(String, u64, BTreeMap<String, i64>)>,
+    pub(crate) open: Option<OpenPhase>,
     pub(crate) checked: u64,
     pub(crate) violations: u64,
     /// `fork` steps this process has run (names its children fork0, …).
@@ -267,8 +267,15 @@ impl<'s> Child<'s> {
     }
 
     pub(crate) fn close_phase(&mut self) {
-        if let Some((name, start, before)) = self.open.take() {
+        if let Some(OpenPhase {
+            name,
+            start,
+            vmstat: before,
+            pressure: psi,
+        }) = self.open.take()
+        {
             let after = procfs::vmstat();
+            let pressure = procfs::pressure(None).zip(psi).map(|(a, b)| a.since(&b));
             self.phases.push(PhaseResult {
                 name,
                 start_ns: start,
@@ -277,9 +284,19 @@ impl<'s> Child<'s> {
                 kv: self.open_kv.take(),
                 trace_requests: std::mem::take(&mut self.open_requests),
                 lru_gen: procfs::lru_gen(),
+                pressure,
             });
         }
     }
+}
+
+/// The phase a task has open: its name, its start, and /proc/vmstat and
+/// /proc/pressure then.
+pub(crate) struct OpenPhase {
+    pub(crate) name: String,
+    pub(crate) start: u64,
+    pub(crate) vmstat: BTreeMap<String, i64>,
+    pub(crate) pressure: Option<Pressure>,
 }
 
 /// waitpid(2) for child `pid`, then its report `text`; a child SIGKILL

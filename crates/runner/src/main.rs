@@ -217,11 +217,15 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
     };
     let before = procfs::vmstat();
     let tlb_before = procfs::tlb_shootdowns();
+    let psi_before = procfs::pressure(None);
     let t0 = Instant::now();
     let reports = exec::run_tasks(spec, &setup.devices, &setup.files, t0);
     let elapsed = t0.elapsed().as_nanos() as u64;
     let after = procfs::vmstat();
     let tlb = procfs::tlb_shootdowns().saturating_sub(tlb_before);
+    let pressure = procfs::pressure(None)
+        .zip(psi_before)
+        .map(|(a, b)| a.since(&b));
     setup.teardown();
     let reports = reports?;
     if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {
@@ -267,6 +271,7 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
         profile: BTreeMap::new(),
         histograms: BTreeMap::new(),
         profile_tree: Vec::new(),
+        pressure,
         interrupts: match tlb {
             0 => BTreeMap::new(),
             n => BTreeMap::from([("TLB".to_string(), n)]),

@@ -1,7 +1,7 @@
 //! Reading the kernel's counters: /proc/vmstat, /proc/meminfo,
 //! /proc/zoneinfo, and a cgroup's memory.* files.
 
-use mmsim_spec::output::{CgroupResult, ZoneInfo};
+use mmsim_spec::output::{CgroupResult, Pressure, PressureLine, PressureResource, ZoneInfo};
 use std::collections::BTreeMap;
 use std::fs;
 
@@ -127,6 +127,57 @@ pub fn zoneinfo() -> Vec<ZoneInfo> {
     zones
 }
 
+/// The machine's pressure files (/proc/pressure/{memory,io,cpu}), or a
+/// cgroup v2 directory's (`memory.pressure`, …); None where the kernel
+/// has no PSI (or it is off: the files refuse reads).
+pub fn pressure(cgroup_dir: Option<&str>) -> Option<Pressure> {
+    let read = |res: &str| {
+        let path = match cgroup_dir {
+            None => format!("/proc/pressure/{res}"),
+            Some(d) => format!("{d}/{res}.pressure"),
+        };
+        fs::read_to_string(path)
+            .ok()
+            .and_then(|t| parse_pressure(&t))
+    };
+    Some(Pressure {
+        memory: read("memory")?,
+        io: read("io")?,
+        cpu: read("cpu")?,
+    })
+}
+
+/// `some avg10=0.00 avg60=0.00 avg300=0.00 total=0` and its `full` line
+/// (cpu's has none before 5.13: zeros).
+pub fn parse_pressure(text: &str) -> Option<PressureResource> {
+    let mut r = PressureResource::default();
+    let mut some = false;
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let which = words.next()?;
+        let mut l = PressureLine::default();
+        for w in words {
+            let (k, v) = w.split_once('=')?;
+            match k {
+                "avg10" => l.avg10 = v.parse().ok()?,
+                "avg60" => l.avg60 = v.parse().ok()?,
+                "avg300" => l.avg300 = v.parse().ok()?,
+                "total" => l.total_us = v.parse().ok()?,
+                _ => {}
+            }
+        }
+        match which {
+            "some" => {
+                r.some = l;
+                some = true;
+            }
+            "full" => r.full = l,
+            _ => {}
+        }
+    }
+    some.then_some(r)
+}
+
 pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
     if let crate::cgroup::Mode::V1(_) = crate::cgroup::mode() {
         return cgroup_snapshot_v1(dir);
@@ -134,6 +185,7 @@ pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
     let stat = parse_pairs(&fs::read_to_string(format!("{dir}/memory.stat")).unwrap_or_default());
     let events =
         parse_pairs(&fs::read_to_string(format!("{dir}/memory.events")).unwrap_or_default());
+    let psi = pressure(Some(dir));
     CgroupResult {
         memory_current: read_u64(&format!("{dir}/memory.current")),
         // Before 5.19 there is no memory.peak: absent, not 0.
@@ -146,6 +198,10 @@ pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
             .into_iter()
             .map(|(k, v)| (k, v.max(0) as u64))
             .collect(),
+        // Totals since the cgroup was made (at the run's start).
+        memory_pressure: psi.map(|p| p.memory),
+        io_pressure: psi.map(|p| p.io),
+        cpu_pressure: psi.map(|p| p.cpu),
     }
 }
 
@@ -171,6 +227,10 @@ fn cgroup_snapshot_v1(dir: &str) -> CgroupResult {
         memory_swap_current: memsw.saturating_sub(usage),
         memory_stat: crate::cgroup::v1_stat_as_v2(&stat),
         memory_events: events,
+        // cgroup v1 has no pressure files.
+        memory_pressure: None,
+        io_pressure: None,
+        cpu_pressure: None,
     }
 }
 
@@ -239,6 +299,21 @@ pub fn cpu_topology() -> Option<mmsim_spec::Topology> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pressure_file_reads_as_the_kernel_prints_it() {
+        let text = "some avg10=12.50 avg60=3.07 avg300=0.66 total=720113\nfull avg10=11.00 avg60=2.90 avg300=0.60 total=700001\n";
+        let r = parse_pressure(text).expect("parses");
+        assert_eq!(r.some.avg10, 12.5);
+        assert_eq!(r.some.total_us, 720113);
+        assert_eq!(r.full.avg300, 0.6);
+        assert_eq!(r.full.total_us, 700001);
+        // A kernel before 5.13 has no cpu full line: zeros.
+        let cpu = parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
+        assert_eq!((cpu.some.total_us, cpu.full.total_us), (5, 0));
+        assert_eq!(parse_pressure(""), None);
+        assert_eq!(parse_pressure("some avg10=x total=1\n"), None);
+    }
 
     #[test]
     fn the_tlb_row_is_summed_over_the_cpus() {

@@ -64,6 +64,8 @@ pub struct KTask {
     /// Its fault sleeps, since this time, until the OOM killer's victims
     /// have exited.
     pub oom_wait: Option<u64>,
+    /// Its pressure-stall state.
+    pub psi: crate::sched::psi::PsiTask,
 }
 
 impl KTask {
@@ -197,6 +199,8 @@ pub struct Kernel {
     pub unmodelled: Option<String>,
     /// The OOM killer's kills, and those the scheduler has yet to end.
     pub oom: crate::mm::oom_kill::OomState,
+    /// Pressure stall information of the machine and the cgroups.
+    pub psi: crate::sched::psi::Psi,
     /// Anonymous THP's sysfs flags in force.
     pub thp: crate::mm::huge_anon::ThpCtl,
     /// huge_memory.c's globals: the huge zero page, the deferred split
@@ -320,6 +324,7 @@ impl Kernel {
         let cpus = spec.machine.cpus as usize;
         let (zones, managed) = boot_zones(spec);
         let memcgs = boot_memcgs(spec);
+        let parents: Vec<Option<u16>> = memcgs.iter().map(|m| m.parent).collect();
         let nmemcg = memcgs.len();
         let mut k = Kernel {
             features: spec.features,
@@ -345,6 +350,7 @@ impl Kernel {
             },
             unmodelled: None,
             oom: Default::default(),
+            psi: crate::sched::psi::Psi::new(&parents, spec.machine.cpus as usize),
             // boot_watermarks sets it once the machine's size is known.
             thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true, spec.features.anon_mthp),
             huge: Default::default(),

@@ -334,6 +334,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
                     kv: p.kv,
                     trace_requests: p.trace_requests,
                     lru_gen: p.lru_gen.clone(),
+                    pressure: Some(p.pressure),
                 })
                 .collect(),
             kv: t.kv_stats,
@@ -346,7 +347,12 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         .filter(|(_, &ns)| ns > 0)
         .map(|(n, &ns)| (n.to_string(), ns))
         .collect();
+    // The tasks have exited by `elapsed`: /proc/pressure read then.
+    k.clock_base = elapsed;
+    k.pending_ns = 0;
+    let pressure = Some(k.psi_show(0));
     Ok(RunResult {
+        pressure,
         format: 1,
         engine: Engine {
             name: "mmsim".into(),
@@ -507,10 +513,13 @@ fn oom_kill_result(k: &Kernel, x: &mm::oom_kill::OomKill) -> mmsim_spec::output:
     }
 }
 
-fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
+fn cgroup_results(k: &mut Kernel) -> BTreeMap<String, CgroupResult> {
     let absent = vmstat::memory_stat_absent(k.preset);
     let mut out = BTreeMap::new();
-    for (i, m) in k.memcgs.iter().enumerate().skip(1) {
+    let now = k.now();
+    for i in 1..k.memcgs.len() {
+        let psi = k.psi.show(i as u16, now);
+        let m = &k.memcgs[i];
         let stat = k.memory_stat(i as u16);
         let ev = m.events;
         out.insert(
@@ -536,6 +545,9 @@ fn cgroup_results(k: &Kernel) -> BTreeMap<String, CgroupResult> {
                 .into_iter()
                 .map(|(n, v)| (n.to_string(), v))
                 .collect(),
+                memory_pressure: Some(psi.memory),
+                io_pressure: Some(psi.io),
+                cpu_pressure: Some(psi.cpu),
             },
         );
     }

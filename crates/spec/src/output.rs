@@ -33,6 +33,69 @@ pub struct RunResult {
     /// did not move are left out (so is the whole map when none did).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub interrupts: BTreeMap<String, u64>,
+    /// Pressure stall information of the whole machine, as
+    /// /proc/pressure/{memory,io,cpu} show it: the stall over the run
+    /// (`total_us`: the end's total less the start's) and the averages
+    /// read at the end. Absent where the kernel has no PSI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<Pressure>,
+}
+
+/// The three pressure files of a group (the machine or a cgroup).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct Pressure {
+    pub memory: PressureResource,
+    pub io: PressureResource,
+    pub cpu: PressureResource,
+}
+
+/// One pressure file: its `some` and `full` lines. The machine's cpu
+/// `full` is all zeros, as the kernel prints it (undefined there).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct PressureResource {
+    pub some: PressureLine,
+    pub full: PressureLine,
+}
+
+/// `some avg10=0.00 avg60=0.00 avg300=0.00 total=0`: the averages (per
+/// cent of wall time stalled, decaying over 10, 60 and 300 s, with the
+/// kernel's two decimals) and the stalled time, µs.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Default)]
+pub struct PressureLine {
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+    pub total_us: u64,
+}
+
+impl Pressure {
+    /// `self` with each total less `start`'s (the stall between two
+    /// reads); the averages are `self`'s.
+    pub fn since(&self, start: &Pressure) -> Pressure {
+        let line = |a: PressureLine, b: PressureLine| PressureLine {
+            total_us: a.total_us.saturating_sub(b.total_us),
+            ..a
+        };
+        let res = |a: PressureResource, b: PressureResource| PressureResource {
+            some: line(a.some, b.some),
+            full: line(a.full, b.full),
+        };
+        Pressure {
+            memory: res(self.memory, start.memory),
+            io: res(self.io, start.io),
+            cpu: res(self.cpu, start.cpu),
+        }
+    }
+
+    /// The resource by its file's name (`memory`, `io`, `cpu`).
+    pub fn resource(&self, name: &str) -> Option<&PressureResource> {
+        match name {
+            "memory" => Some(&self.memory),
+            "io" => Some(&self.io),
+            "cpu" => Some(&self.cpu),
+            _ => None,
+        }
+    }
 }
 
 /// One call path of the profile: `path` is the functions from the
@@ -304,6 +367,10 @@ pub struct PhaseResult {
     /// classic LRU, or where the real kernel's debugfs is not mounted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lru_gen: Vec<LruGenLruvec>,
+    /// The machine's pressure over the phase (totals: the stall between
+    /// its start and end; averages as read at its end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure: Option<Pressure>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -318,6 +385,27 @@ pub struct CgroupResult {
     /// memory.stat at the same moment (sizes in bytes).
     pub memory_stat: BTreeMap<String, i64>,
     pub memory_events: BTreeMap<String, u64>,
+    /// The cgroup's memory.pressure, io.pressure and cpu.pressure at the
+    /// same moment (totals since the run began); absent without cgroup
+    /// v2's pressure files.
+    #[serde(
+        default,
+        rename = "memory.pressure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory_pressure: Option<PressureResource>,
+    #[serde(
+        default,
+        rename = "io.pressure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub io_pressure: Option<PressureResource>,
+    #[serde(
+        default,
+        rename = "cpu.pressure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cpu_pressure: Option<PressureResource>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

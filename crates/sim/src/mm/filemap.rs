@@ -363,6 +363,7 @@ impl Kernel {
             if let Some(done) = self.folio_io_done_at(pfn) {
                 // lock_folio_maybe_drop_mmap: the fault waits for the read
                 // with the mmap lock dropped, then retries.
+                self.psi_folio_wait(pfn);
                 self.folio_put(pfn);
                 return Err(FaultError::Retry(done));
             }
@@ -385,7 +386,10 @@ impl Kernel {
             }
         };
         match self.folio_io_done_at(pfn) {
-            Some(done) => Err(FaultError::Retry(done)),
+            Some(done) => {
+                self.psi_folio_wait(pfn);
+                Err(FaultError::Retry(done))
+            }
             // Read already (a synchronous device): the fault still drops
             // the mmap lock for the I/O and retries.
             None => Err(FaultError::Retry(self.now())),
@@ -677,6 +681,7 @@ impl Kernel {
             self.page_cache_async_ra(inode, ra, at, pfn, call_end - at, memcg);
         }
         if let Some(done) = self.folio_io_done_at(pfn) {
+            self.psi_folio_wait(pfn);
             self.folio_put(pfn);
             return Err(FaultError::Wait(done));
         }
@@ -715,6 +720,7 @@ impl Kernel {
                 if let Some(done) = self.folio_lock_and_writeback_done_at(p) {
                     // FGP_LOCK and FGP_STABLE: wait for the read or the
                     // write in flight.
+                    self.psi_folio_wait(p);
                     return Err(FaultError::Wait(done));
                 }
                 self.folios.get_mut(p).refcount += 1;

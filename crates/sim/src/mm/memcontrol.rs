@@ -534,9 +534,11 @@ impl Kernel {
                 continue;
             }
             self.memcg_memory_event(over, MemcgEvent::Max);
+            let psi = self.psi_memstall_enter();
             let reclaimed = self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
                 k.try_to_free_mem_cgroup_pages(over, nr)
             });
+            self.psi_memstall_leave(psi);
             if self.mem_cgroup_margin(over) >= nr {
                 continue;
             }
@@ -663,9 +665,11 @@ impl Kernel {
                 continue;
             }
             self.memcg_memory_event(m, MemcgEvent::High);
+            let psi = self.psi_memstall_enter();
             reclaimed += self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
                 k.try_to_free_mem_cgroup_pages(m, nr_pages)
             });
+            self.psi_memstall_leave(psi);
         }
         reclaimed
     }

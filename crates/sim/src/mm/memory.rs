@@ -646,6 +646,7 @@ impl Kernel {
         // lock_page_or_retry: a read in flight makes the fault wait for it,
         // drop its reference and start over.
         if let Some(done) = self.folio_io_done_at(pfn) {
+            self.psi_folio_wait(pfn);
             self.folio_put(pfn);
             return Err(FaultError::Retry(done));
         }

@@ -501,16 +501,20 @@ impl Kernel {
 
     /// `__alloc_pages_direct_reclaim`: reclaim, then a page at `mark`
     /// (again after draining the per-CPU lists); and what reclaim freed.
+    /// All of it is a memory stall.
     fn alloc_direct_reclaim(&mut self, mark: usize) -> (Option<Pfn>, u64) {
+        let psi = self.psi_memstall_enter();
         let reclaimed = self.traced(crate::cost_model::Fn::TryToFreePages, |k| {
             k.try_to_free_pages()
         });
-        if let Some(p) = self.get_page_from_freelist(mark) {
-            return (Some(p), reclaimed);
+        let mut page = self.get_page_from_freelist(mark);
+        if page.is_none() {
+            // Pages may sit on pcp lists.
+            self.drain_all_pages();
+            page = self.get_page_from_freelist(mark);
         }
-        // Pages may sit on pcp lists.
-        self.drain_all_pages();
-        (self.get_page_from_freelist(mark), reclaimed)
+        self.psi_memstall_leave(psi);
+        (page, reclaimed)
     }
 
     /// The retry of an OOM victim (`__gfp_pfmemalloc_flags` gives it

@@ -191,7 +191,6 @@ impl Kernel {
     /// and unlocks; a block device reads asynchronously and the folio stays
     /// locked (not uptodate) until the completion.
     pub fn swap_readpage(&mut self, pfn: Pfn, entry: SwpEntry) {
-        let (ty, off) = (swp_type(entry), swp_offset(entry));
         let f = *self.folios.get(pfn);
         if self.swap_read_folio_zeromap(pfn, entry) {
             let f = self.folios.get_mut(pfn);
@@ -199,6 +198,15 @@ impl Kernel {
             f.clear(PG_LOCKED);
             return;
         }
+        // Reading a workingset folio back is thrashing: its submission (all
+        // of a synchronous device's read) is a memory stall.
+        let psi = !f.test(PG_WORKINGSET) || self.psi_memstall_enter();
+        self.swap_readpage_dev(pfn, entry, f);
+        self.psi_memstall_leave(psi);
+    }
+
+    fn swap_readpage_dev(&mut self, pfn: Pfn, entry: SwpEntry, f: super::folio::Folio) {
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
         self.vm.add(Vm::Pswpin, f.nr_pages() as i64);
         // count_memcg_folio_events: the folio's memcg, charged before the
         // read.

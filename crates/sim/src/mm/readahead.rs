@@ -121,7 +121,12 @@ impl Kernel {
     /// `read_pages` → ext2's `mpage_readahead` (XFS's `iomap_readahead`):
     /// one bio per contiguous run of blocks. The folios stay locked until
     /// their read completes.
+    /// Reading a workingset folio back is thrashing: the submission is a
+    /// memory stall.
     pub fn read_pages(&mut self, run: &[Pfn]) {
+        use super::folio::PG_WORKINGSET;
+        let workingset = run.iter().any(|&p| self.folios.get(p).test(PG_WORKINGSET));
+        let psi = !workingset || self.psi_memstall_enter();
         for &pfn in run {
             let f = *self.folios.get(pfn);
             let (inode, index) = (f.mapping, f.index as u64);
@@ -136,6 +141,7 @@ impl Kernel {
             }
             self.submit_bio(super::page_io::BioDev::Disk(disk), block, pfn, false);
         }
+        self.psi_memstall_leave(psi);
     }
 
     /// `page_cache_ra_order`: the window `[index, index + ra.size)` in

@@ -479,6 +479,7 @@ impl Kernel {
             // folio_lock sleeps until a read completes, folio_wait_writeback
             // until a write does; the fault then goes on (no retry: it does
             // not count again).
+            self.psi_folio_wait(pfn);
             self.folio_put(pfn);
             return Err(FaultError::Wait(done));
         }

@@ -823,6 +823,7 @@ impl Kernel {
     pub fn wait_until(&mut self, t: u64) {
         let now = self.now();
         if t > now {
+            self.psi_io_wait(t);
             self.io_wait_ns += t - now;
             self.charge_wall(crate::cost_model::Fn::IoSchedule, t - now);
         }

@@ -105,6 +105,8 @@ pub struct Kswapd {
     pub failures: u32,
     /// Set by a wakeup during the nap.
     pub woken_in_nap: bool,
+    /// `psi_memstall_enter`'s flag of the balance_pgdat run.
+    pub psi_was_in: bool,
 }
 
 impl Kernel {
@@ -1182,6 +1184,8 @@ impl Kernel {
                 }
                 self.vm.inc(Vm::Pageoutrun);
                 self.set_reclaim_active(true);
+                // balance_pgdat runs in a memory stall throughout.
+                self.kswapd.psi_was_in = self.psi_memstall_enter();
                 self.kswapd.sc = ScanControl {
                     priority: DEF_PRIORITY,
                     may_writepage: true,
@@ -1250,6 +1254,7 @@ impl Kernel {
     /// End of `balance_pgdat`, then the first half of `kswapd_try_to_sleep`.
     fn balance_pgdat_done(&mut self) -> KswapdNext {
         self.set_reclaim_active(false);
+        self.psi_memstall_leave(self.kswapd.psi_was_in);
         self.snapshot_refaults(ROOT_MEMCG);
         if self.prepare_kswapd_sleep() {
             let until = self.now() + KSWAPD_NAP_NS;

@@ -99,6 +99,10 @@ pub struct PhaseRun {
     pub trace_requests: u64,
     /// The multi-gen LRU's generations at the phase's end.
     pub lru_gen: Vec<mmsim_spec::output::LruGenLruvec>,
+    /// /proc/pressure as read at the phase's start; the phase's pressure
+    /// (its stall totals, the averages at its end).
+    pub psi_start: mmsim_spec::output::Pressure,
+    pub pressure: mmsim_spec::output::Pressure,
 }
 
 /// Every task's workload, and what the steps need of the spec.
@@ -167,6 +171,10 @@ fn new_ktask(mm: u32, memcg: u16, oom_score_adj: i16, tgid: usize) -> crate::ker
         tgid,
         exited: false,
         oom_wait: None,
+        psi: crate::sched::psi::PsiTask {
+            group: memcg,
+            ..Default::default()
+        },
     }
 }
 
@@ -496,15 +504,22 @@ fn exit_to_user_mode_work(k: &mut Kernel, ktask: usize) -> Option<SliceEnd> {
     let debt = std::mem::take(&mut t.nr_pages_over_high);
     let memcg = t.memcg;
     let sleep = k.mem_cgroup_handle_over_high(memcg, debt);
-    (sleep > 0).then(|| SliceEnd::Sleep(k.now().saturating_add(sleep)))
+    if sleep == 0 {
+        return None;
+    }
+    // The throttling sleep is a memory stall until the task runs again.
+    k.psi_memstall_sleep();
+    Some(SliceEnd::Sleep(k.now().saturating_add(sleep)))
 }
 
-fn close_phase(t: &mut TaskRun, k: &Kernel) {
+fn close_phase(t: &mut TaskRun, k: &mut Kernel) {
     if let Some(p) = t.open_phase.take() {
+        let psi = k.psi_show(0);
         let ph = &mut t.phases[p];
         ph.end = k.now();
         ph.vm_delta = k.vm.delta(&ph.vm_start);
         ph.lru_gen = k.lru_gen_snapshot();
+        ph.pressure = psi.since(&ph.psi_start);
     }
 }
 

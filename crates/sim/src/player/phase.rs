@@ -21,6 +21,7 @@ pub(super) fn start(
     }
     let t = &mut p.tasks[i];
     close_phase(t, k);
+    let psi_start = k.psi_show(0);
     t.phases.push(PhaseRun {
         name: name.to_string(),
         start: k.now(),
@@ -30,6 +31,8 @@ pub(super) fn start(
         kv: None,
         trace_requests: 0,
         lru_gen: Vec::new(),
+        psi_start,
+        pressure: Default::default(),
     });
     t.open_phase = Some(t.phases.len() - 1);
     Ok(None)

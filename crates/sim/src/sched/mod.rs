@@ -17,12 +17,14 @@
 //! it after each access whether the slice ends there, and tells it of
 //! forks. This file is the event loop; `rq.rs` the run queue.
 
+pub mod psi;
 pub mod rq;
 
 use crate::kernel::Kernel;
 use crate::player::Player;
 use crate::SimError;
 use mmsim_spec::Spec;
+use psi::{PsiOut, PsiWho};
 use rq::{Entity, RunQueue, Slice, SliceEnd, TaskState};
 
 pub struct Scheduler<'s> {
@@ -72,6 +74,9 @@ impl<'s> Scheduler<'s> {
     ) -> Result<u64, SimError> {
         let mut last_end = 0;
         while let Some((entity, ready)) = self.rq.pick() {
+            // No entity can change its pressure state before `ready` any
+            // more (picks come in time order).
+            k.psi.advance(ready);
             let cpu = self.rq.select_cpu(entity, ready);
             let prev_end = self.rq.cpu_free_at[cpu];
             let start = ready.max(prev_end);
@@ -97,10 +102,12 @@ impl<'s> Scheduler<'s> {
             let switched =
                 self.rq.last_on_cpu[cpu] != Some(entity) || start > self.rq.cpu_free_at[cpu];
             let end = if entity < self.rq.tasks.len() {
-                self.run_task(entity, k, start, switched, &mut at_end)?
+                self.run_task(entity, k, (ready, start), switched, &mut at_end)?
             } else if entity == self.rq.khugepaged_entity() {
+                k.psi_switch_in(PsiWho::Kthread(1), cpu, ready, start);
                 self.rq.run_khugepaged(k, start)?
             } else {
+                k.psi_switch_in(PsiWho::Kthread(0), cpu, ready, start);
                 self.rq.run_kswapd(k, start)?
             };
             self.wake_oom_victims(k);
@@ -126,12 +133,13 @@ impl<'s> Scheduler<'s> {
         Ok(last_end)
     }
 
-    /// One slice of task `entity`, from `start`; its exit if it ends.
+    /// One slice of task `entity`, ready since `ready`, from `start`; its
+    /// exit if it ends.
     fn run_task(
         &mut self,
         entity: usize,
         k: &mut Kernel,
-        start: u64,
+        (ready, start): (u64, u64),
         switched: bool,
         at_end: &mut impl FnMut(&mut Kernel),
     ) -> Result<u64, SimError> {
@@ -142,7 +150,9 @@ impl<'s> Scheduler<'s> {
                 k.enter_lazy_tlb(c);
             }
         }
-        k.cur_task = Some(self.player.tasks[entity].ktask);
+        let ktask = self.player.tasks[entity].ktask;
+        k.cur_task = Some(ktask);
+        k.psi_switch_in(PsiWho::Task(ktask), cpu, ready, start);
         k.switch_mm(cpu, k.tasks[self.player.tasks[entity].ktask].mm);
         self.lru_gen_use_mm(k, entity, start, switched);
         // Tasks the slice may fork come after these.
@@ -154,6 +164,12 @@ impl<'s> Scheduler<'s> {
             TaskState::Ready => Some(entity),
             _ => None,
         };
+        let how = match self.rq.tasks[entity].state {
+            TaskState::Ready => PsiOut::Preempted,
+            TaskState::Sleeping(_) | TaskState::Waiting => PsiOut::Sleep,
+            TaskState::Done => PsiOut::Exit,
+        };
+        k.psi_switch_out(PsiWho::Task(ktask), k.now(), how);
         if self.rq.last_on_cpu[cpu].is_none() {
             // The CPU goes idle: the idle task borrows the mm.
             k.enter_lazy_tlb(cpu);

@@ -7,6 +7,7 @@ use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::mm::khugepaged::KhugepagedNext;
 use crate::mm::vmscan::KswapdNext;
+use crate::sched::psi::{PsiOut, PsiWho};
 use crate::SimError;
 
 /// `last_on_cpu`'s mark for khugepaged (kswapd's is usize::MAX).
@@ -167,14 +168,16 @@ impl RunQueue {
         k.cur_task = None;
         k.enter_lazy_tlb(self.cur_cpu);
         let slice_end = self.slice_end(self.khugepaged_entity(), self.cur_cpu, start);
-        self.khugepaged_ready = loop {
+        let (ready, how) = loop {
             match k.khugepaged_step() {
                 KhugepagedNext::Run if k.now() < slice_end => continue,
-                KhugepagedNext::Run => break Some(k.now()),
-                KhugepagedNext::SleepUntil(t) => break Some(t),
-                KhugepagedNext::Sleep => break None,
+                KhugepagedNext::Run => break (Some(k.now()), PsiOut::Preempted),
+                KhugepagedNext::SleepUntil(t) => break (Some(t), PsiOut::Sleep),
+                KhugepagedNext::Sleep => break (None, PsiOut::Sleep),
             }
         };
+        self.khugepaged_ready = ready;
+        k.psi_switch_out(PsiWho::Kthread(1), k.now(), how);
         self.last_on_cpu[self.cur_cpu] = Some(KHUGEPAGED_ON_CPU);
         if let Some(why) = k.unmodelled.take() {
             return Err(SimError::Unmodelled(why));
@@ -188,14 +191,16 @@ impl RunQueue {
         k.cur_task = None;
         k.enter_lazy_tlb(self.cur_cpu);
         let slice_end = self.slice_end(self.tasks.len(), self.cur_cpu, start);
-        self.kswapd_ready = loop {
+        let (ready, how) = loop {
             match k.kswapd_step() {
                 KswapdNext::Run if k.now() < slice_end => continue,
-                KswapdNext::Run => break Some(k.now()),
-                KswapdNext::NapUntil(t) => break Some(t),
-                KswapdNext::Sleep => break None,
+                KswapdNext::Run => break (Some(k.now()), PsiOut::Preempted),
+                KswapdNext::NapUntil(t) => break (Some(t), PsiOut::Sleep),
+                KswapdNext::Sleep => break (None, PsiOut::Sleep),
             }
         };
+        self.kswapd_ready = ready;
+        k.psi_switch_out(PsiWho::Kthread(0), k.now(), how);
         self.last_on_cpu[self.cur_cpu] = Some(usize::MAX);
         if let Some(why) = k.unmodelled.take() {
             return Err(SimError::Unmodelled(why));
