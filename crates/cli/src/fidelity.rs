@@ -56,7 +56,8 @@ pub fn passes(median: f64, min: f64, max: f64, sim: f64, tol: f64) -> bool {
 /// A counter of a run: a /proc/vmstat name; `interrupts/ROW`, a
 /// /proc/interrupts row summed over the CPUs (`interrupts/TLB`: the
 /// TLB-shootdown IPIs); `memory_events/CGROUP/EVENT`, a cgroup's
-/// memory.events line; `oom_kill/TASK`, 1 if the OOM killer ended the
+/// memory.events line; `memory_stat/CGROUP/KEY`, a memory.stat line at
+/// the end of the workload; `oom_kill/TASK`, 1 if the OOM killer ended the
 /// task, else 0, and `oom_kill/TASK/anon_rss_kb` (or `file_rss_kb`,
 /// `shmem_rss_kb`, `pgtables_kb`), what its kill logged (0 if none).
 fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
@@ -72,6 +73,13 @@ fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
     {
         let events = r.cgroups.get(cg).map(|c| &c.memory_events);
         return events.and_then(|e| e.get(ev)).copied().unwrap_or(0) as i64;
+    }
+    if let Some((cg, key)) = name
+        .strip_prefix("memory_stat/")
+        .and_then(|x| x.split_once('/'))
+    {
+        let stat = r.cgroups.get(cg).map(|c| &c.memory_stat);
+        return stat.and_then(|s| s.get(key)).copied().unwrap_or(0);
     }
     r.vmstat.get(name).copied().unwrap_or(0)
 }
@@ -470,7 +478,7 @@ mod tests {
             "elapsed_ns": 0, "vmstat": {{}}, "profile": {{}},
             "integrity": {{ "pages_checked": 0, "violations": 0 }},
             "cgroups": {{ "w": {{ "memory_current": 0, "memory_swap_current": 0,
-              "memory_stat": {{}}, "memory_events": {{ "oom_kill": 2 }} }} }},
+              "memory_stat": {{ "anon": 4096 }}, "memory_events": {{ "oom_kill": 2 }} }} }},
             "tasks": [
               {{ "name": "p", "cgroup": "w", "start_ns": 0, "end_ns": 9, "phases": [] }},
               {{ "name": "p/fork0", "cgroup": "w", "start_ns": 0, "end_ns": 9, "phases": [],
@@ -489,6 +497,8 @@ mod tests {
         assert_eq!(counter(&r, "oom_kill/p/fork0/pgtables_kb"), 0);
         assert_eq!(counter(&r, "memory_events/w/oom_kill"), 2);
         assert_eq!(counter(&r, "memory_events/x/oom_kill"), 0);
+        assert_eq!(counter(&r, "memory_stat/w/anon"), 4096);
+        assert_eq!(counter(&r, "memory_stat/x/anon"), 0);
         // Whether a task died is judged exactly; its RSS by tolerance.
         assert!(exact("oom_kill/p/fork0") && exact("memory_events/w/oom"));
         assert!(!exact("oom_kill/p/fork0/anon_rss_kb") && !exact("pgfault"));

@@ -97,6 +97,20 @@ pub fn limits(max: Option<u64>, high: Option<u64>) -> Result<Vec<(&'static str, 
     }
 }
 
+/// The files and values that set memory.min and memory.low (none left at
+/// 0); Err on cgroup v1, which has neither.
+pub fn protection(min: &str, low: &str) -> Result<Vec<(&'static str, String)>, String> {
+    let set: Vec<(&'static str, String)> = [("memory.min", min), ("memory.low", low)]
+        .into_iter()
+        .filter(|(_, v)| *v != "0")
+        .map(|(f, v)| (f, v.to_string()))
+        .collect();
+    match mode() {
+        Mode::V1(_) if !set.is_empty() => Err("memory_min, memory_low: this kernel's memory controller is cgroup v1, which has no reclaim protection; expected 0 on this machine".into()),
+        _ => Ok(set),
+    }
+}
+
 /// The file and value that set memory.oom.group; Err on cgroup v1, which
 /// has no group kill (its OOM killer always picks one task).
 pub fn oom_group(on: bool) -> Result<Option<(&'static str, String)>, String> {

@@ -369,6 +369,14 @@ impl Setup {
             {
                 write(&format!("{dir}/{file}"), &value)?;
             }
+            let (min, low) = (limit(cg.memory_min), limit(cg.memory_low));
+            for (file, value) in crate::cgroup::protection(&min, &low)
+                .map_err(|e| format!("cgroup.{}.{e}", cg.name))?
+            {
+                write(&format!("{dir}/{file}"), &value)?;
+                self.knobs
+                    .push((format!("cgroup:{}/{file}", cg.name), value.clone()));
+            }
             self.knobs.push((
                 format!("cgroup:{}/memory.max", cg.name),
                 limit(cg.memory_max),

@@ -635,6 +635,8 @@ fn boot_memcgs(spec: &Spec) -> Vec<Memcg> {
         let mut m = Memcg::new(&cg.name, Some(0));
         m.memory.max = cg.memory_max.pages();
         m.memory.high = cg.memory_high.pages();
+        m.memory.min = cg.memory_min.pages().unwrap_or(u64::MAX);
+        m.memory.low = cg.memory_low.pages().unwrap_or(u64::MAX);
         m.oom_group = cg.memory_oom_group;
         memcgs.push(m);
     }

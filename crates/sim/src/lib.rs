@@ -407,6 +407,12 @@ fn knobs_in_force(spec: &Spec, costs: &machine_profile::CostProfile) -> BTreeMap
             format!("cgroup:{}/memory.high", cg.name),
             limit(cg.memory_high),
         );
+        // Protection is listed where set, as the runner writes it.
+        for (file, l) in [("memory.min", cg.memory_min), ("memory.low", cg.memory_low)] {
+            if l != mmsim_spec::Limit::Bytes(0) {
+                m.insert(format!("cgroup:{}/{file}", cg.name), limit(l));
+            }
+        }
     }
     for d in &spec.disks {
         m.insert(

@@ -50,6 +50,25 @@ behaviours! {
     pte_swp_exclusive,
     /// cgroup v2's `memory.peak` (5.19).
     memory_peak,
+    /// cgroup v2's `memory.reclaim` (5.19): `memory_reclaim` asks
+    /// `try_to_free_mem_cgroup_pages` for what is left to reclaim until
+    /// it is reclaimed, allowing 16 attempts that reclaim nothing (the last
+    /// after `lru_add_drain_all`), else EAGAIN.
+    memory_reclaim,
+    /// memory.reclaim asks for a quarter of what is left each time ("will
+    /// converge on zero, but reclaim enforces a minimum": 32 pages), and
+    /// takes `swappiness=` (0-200) for the proactive reclaim's anon/file
+    /// balance (`sc_swappiness`); 6.1 asks for all of it and refuses any
+    /// argument.
+    memory_reclaim_batches,
+    /// Reclaim reads the target memcg's own effective memory.min and
+    /// memory.low as the last reclaim from above left them (6.0's
+    /// `mem_cgroup_below_min(memcg)`; fixed in 6.3 by "mm: memcg: fix stale
+    /// protection of reclaim target memcg"): a memcg whose memory.low once
+    /// covered its usage skips its own limit reclaim until the retry.
+    /// 5.10's `mem_cgroup_protected` and 6.3's `mem_cgroup_unprotected`
+    /// give the target none.
+    memcg_protection_stale_target,
     /// XFS caches files in large folios (5.18); before, the page cache is
     /// all order 0.
     xfs_large_folios,
@@ -167,6 +186,8 @@ impl Release {
         fault_dirty_shared_completes: true,
         pte_swp_exclusive: true,
         memory_peak: true,
+        memory_reclaim: true,
+        memcg_protection_stale_target: true,
         xfs_large_folios: true,
         zram_thp_one_bio: true,
         ..Release::NONE
@@ -191,6 +212,8 @@ impl Release {
         large_swapin_skip_swapcache: true,
         zram_thp_one_bio: false,
         per_vma_locks: true,
+        memory_reclaim_batches: true,
+        memcg_protection_stale_target: false,
         ..Release::V6_1
     };
 

@@ -702,6 +702,10 @@ pub struct Cgroup {
     pub name: String,
     pub memory_max: Limit,
     pub memory_high: Limit,
+    /// memory.min and memory.low: reclaim protection (0 by default; "max"
+    /// protects everything).
+    pub memory_min: Limit,
+    pub memory_low: Limit,
     /// memory.oom.group: an OOM kill in it kills every task in it.
     pub memory_oom_group: bool,
 }
@@ -929,6 +933,13 @@ pub enum Op {
     },
     /// `echo 3 > /proc/sys/vm/drop_caches`.
     DropCaches,
+    /// Proactive reclaim of `pages` from a cgroup, as writing its
+    /// memory.reclaim does (with `swappiness=` where the kernel takes it).
+    Reclaim {
+        cgroup: String,
+        pages: u64,
+        swappiness: Option<u32>,
+    },
     /// A knob changed at this point of the steps, as a workload does with
     /// `echo V > …` between its phases (raise memory.max before swapoff,
     /// switch readahead between passes).

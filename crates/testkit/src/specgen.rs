@@ -122,6 +122,8 @@ struct Gen<'a, 'b> {
     nswap: usize,
     /// Memory cgroups c0.. (a set step names one).
     ncg: u32,
+    /// The release preset (what a reclaim step may ask of it).
+    kernel: &'static str,
     next_region: u32,
     /// This task may swap devices off and on (one task does, so the
     /// devices are never switched twice the same way).
@@ -361,6 +363,10 @@ fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
         if d.chance(15) {
             writeln!(out, "memory_oom_group = true").unwrap();
         }
+        if d.chance(15) {
+            let which = d.pick(&["memory_low", "memory_min"]);
+            writeln!(out, "{which} = \"{}M\"", d.pick(&[1u64, 4, 16, 64])).unwrap();
+        }
     }
     ncg
 }
@@ -380,6 +386,7 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
         files,
         nswap,
         ncg,
+        kernel,
         next_region: 0,
         swapper: false,
         traces,
@@ -750,6 +757,20 @@ impl Gen<'_, '_> {
     /// A `set` step: a cgroup's limit (reclaiming down to a lower one at
     /// once) or a sysctl or sysfs knob.
     fn set(&mut self) -> String {
+        // Or proactive reclaim (memory.reclaim came in 5.19, its
+        // swappiness= after 6.1).
+        if self.ncg > 0 && self.kernel != "5.10" && self.d.chance(25) {
+            let c = self.d.below(self.ncg);
+            let amount = self.d.pick(&[1u64, 4, 16, 64]);
+            let swappiness = if self.kernel != "6.1" && self.d.chance(50) {
+                format!(", swappiness = {}", self.d.below(201))
+            } else {
+                String::new()
+            };
+            return format!(
+                "{{ op = \"reclaim\", cgroup = \"c{c}\", amount = \"{amount}M\"{swappiness} }}"
+            );
+        }
         let (key, value) = match self.d.below(6) {
             0 | 1 if self.ncg > 0 => {
                 let c = self.d.below(self.ncg);

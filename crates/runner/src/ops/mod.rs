@@ -12,6 +12,7 @@ mod madvise;
 mod mmap;
 mod munmap;
 mod phase;
+mod reclaim;
 mod repeat;
 mod set;
 mod stream;
@@ -68,6 +69,11 @@ pub(crate) fn run_step<'s>(c: &mut Child<'s>, s: &'s Step) -> Result<(), String>
         Op::Swapon { device } => swap::run(c, *device, true).map_err(at),
         Op::Set(setting) => set::run(setting).map_err(at),
         Op::DropCaches => drop_caches::run().map_err(at),
+        Op::Reclaim {
+            cgroup,
+            pages,
+            swappiness,
+        } => reclaim::run(cgroup, *pages, *swappiness).map_err(at),
         Op::Sleep { ns } => time::sleep(*ns),
         Op::Compute { ns } => time::compute(*ns),
         Op::Phase { name } => phase::run(c, name),

@@ -319,13 +319,6 @@ impl Kernel {
         }
     }
 
-    /// `lru_add_drain_all`: every CPU's lru_add batch onto the LRU.
-    fn lru_add_drain_all(&mut self) {
-        for cpu in 0..self.cpus.len() {
-            self.lru_add_drain_cpu(cpu);
-        }
-    }
-
     fn khugepaged_has_work(&self) -> bool {
         !self.khugepaged.mm_head.is_empty() && self.hugepage_enabled()
     }

@@ -923,6 +923,11 @@ impl Kernel {
     /// file generation is younger than min_ttl.
     fn age_lruvec(&mut self, memcg: u16, sc: &ScanControl, min_ttl: u64) -> bool {
         let swappiness = self.lru_gen_swappiness(memcg);
+        // Nothing of a memcg within its memory.min is aged.
+        self.mem_cgroup_calculate_protection(super::memcontrol::ROOT_MEMCG, memcg);
+        if self.mem_cgroup_below_min(super::memcontrol::ROOT_MEMCG, memcg) {
+            return false;
+        }
         let lg = self.lrugen(memcg);
         let (max_seq, min_seq) = (lg.max_seq, lg.min_seq);
         let (need_aging, nr_to_scan) =
@@ -1350,6 +1355,12 @@ impl Kernel {
         can_swap: bool,
         need_aging: &mut bool,
     ) -> u64 {
+        let target = sc.target_memcg();
+        if self.mem_cgroup_below_min(target, memcg)
+            || (self.mem_cgroup_below_low(target, memcg) && !sc.memcg_low_reclaim)
+        {
+            return 0;
+        }
         let lg = self.lrugen(memcg);
         let (max_seq, min_seq) = (lg.max_seq, lg.min_seq);
         let (need, nr_to_scan) = self.should_run_aging(memcg, max_seq, min_seq, sc, can_swap);

@@ -27,6 +27,12 @@ pub struct PageCounter {
     pub high: Option<u64>,
     /// Highest usage seen (memory.peak).
     pub peak: u64,
+    /// memory.min and memory.low (u64::MAX: "max"), and the effective
+    /// protection reclaim last computed (`emin`, `elow`).
+    pub min: u64,
+    pub low: u64,
+    pub emin: u64,
+    pub elow: u64,
 }
 
 #[derive(Clone, Copy, Default, Debug)]
@@ -404,6 +410,101 @@ impl Kernel {
                 return Ok(());
             }
         }
+    }
+
+    /// `mem_cgroup_calculate_protection`: a memcg's effective memory.min
+    /// and memory.low for a reclaim of `target`'s subtree. mmsim's
+    /// cgroups are the root's children, which take their own values (the
+    /// kernel distributes a parent's protection among its children only
+    /// below the top level, `effective_protection`). The target's own
+    /// values and those of an empty memcg are left as they were: 6.1 then
+    /// reads them stale (`mem_cgroup_below_min`), 6.3 and later ignore the
+    /// target's (`mem_cgroup_unprotected`), as 5.10 did.
+    pub(crate) fn mem_cgroup_calculate_protection(&mut self, target: u16, memcg: u16) {
+        if memcg == target || self.is_root(memcg) {
+            return;
+        }
+        let c = &mut self.memcgs[memcg as usize].memory;
+        if c.usage == 0 {
+            return;
+        }
+        debug_assert!(self.memcgs[memcg as usize].parent == Some(ROOT_MEMCG));
+        let c = &mut self.memcgs[memcg as usize].memory;
+        c.emin = c.min;
+        c.elow = c.low;
+    }
+
+    /// Whether the memcg's memory.min protects all its usage.
+    pub(crate) fn mem_cgroup_below_min(&self, target: u16, memcg: u16) -> bool {
+        if self.mem_cgroup_unprotected(target, memcg) {
+            return false;
+        }
+        let c = &self.memcgs[memcg as usize].memory;
+        c.emin >= c.usage
+    }
+
+    /// Whether its memory.low does.
+    pub(crate) fn mem_cgroup_below_low(&self, target: u16, memcg: u16) -> bool {
+        if self.mem_cgroup_unprotected(target, memcg) {
+            return false;
+        }
+        let c = &self.memcgs[memcg as usize].memory;
+        c.elow >= c.usage
+    }
+
+    /// The root has no protection; nor, after 6.1, has the reclaim's
+    /// target.
+    fn mem_cgroup_unprotected(&self, target: u16, memcg: u16) -> bool {
+        self.is_root(memcg) || (memcg == target && !self.release.memcg_protection_stale_target)
+    }
+
+    /// `mem_cgroup_protection`: the effective (min, low) get_scan_count
+    /// scales a memcg's scan by; none for the reclaim's target.
+    pub(crate) fn mem_cgroup_protection(&self, target: u16, memcg: u16) -> (u64, u64) {
+        if target == memcg {
+            return (0, 0);
+        }
+        let c = &self.memcgs[memcg as usize].memory;
+        (c.emin, c.elow)
+    }
+
+    /// `memory_reclaim`: a write of `nr_to_reclaim` pages to memory.reclaim.
+    /// Each round asks `try_to_free_mem_cgroup_pages` for what is left
+    /// (6.12: a quarter of it), allowing MAX_RECLAIM_RETRIES rounds that
+    /// reclaim nothing, the last after draining every CPU's lru_add batch;
+    /// false when it gives up (the write fails with EAGAIN). Not a memory
+    /// stall (no psi_memstall_enter on this path), and the proactive flag
+    /// changes nothing mmsim models in 6.1 (vmpressure only).
+    pub fn memory_reclaim(
+        &mut self,
+        memcg: u16,
+        nr_to_reclaim: u64,
+        swappiness: Option<u32>,
+    ) -> bool {
+        let mut nr_retries = MAX_RECLAIM_RETRIES;
+        let mut nr_reclaimed = 0;
+        while nr_reclaimed < nr_to_reclaim {
+            let left = nr_to_reclaim - nr_reclaimed;
+            let batch = if self.release.memory_reclaim_batches {
+                left / 4
+            } else {
+                left
+            };
+            if nr_retries == 0 {
+                self.lru_add_drain_all();
+            }
+            let reclaimed = self.traced(crate::cost_model::Fn::TryToFreeMemCgroupPages, |k| {
+                k.try_to_free_mem_cgroup_pages_with(memcg, batch, swappiness)
+            });
+            if reclaimed == 0 {
+                if nr_retries == 0 {
+                    return false;
+                }
+                nr_retries -= 1;
+            }
+            nr_reclaimed += reclaimed;
+        }
+        true
     }
 
     /// `memory_high_write`: the new threshold, then reclaim down to it.

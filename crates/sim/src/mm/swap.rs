@@ -46,6 +46,13 @@ impl Kernel {
         }
     }
 
+    /// `lru_add_drain_all`: every CPU's lru_add batch onto the LRU.
+    pub(crate) fn lru_add_drain_all(&mut self) {
+        for cpu in 0..self.cpus.len() {
+            self.lru_add_drain_cpu(cpu);
+        }
+    }
+
     /// `lru_add_fn` over a CPU's batch, then drop the batch references.
     pub fn lru_add_drain_cpu(&mut self, cpu: usize) {
         let batch = std::mem::take(&mut self.cpus[cpu].lru_add);

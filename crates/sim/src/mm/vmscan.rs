@@ -34,6 +34,13 @@ pub struct ScanControl {
     /// MADV_PAGEOUT's reclaim_pages from 6.12: shrink_folio_list skips
     /// the reference checks.
     pub ignore_references: bool,
+    /// memory.reclaim's `swappiness=` (`sc_swappiness`), in place of
+    /// vm.swappiness.
+    pub proactive_swappiness: Option<u32>,
+    /// A memcg within its memory.low was skipped; the retry reclaims such
+    /// memcgs too (`memcg_low_skipped`, `memcg_low_reclaim`).
+    pub memcg_low_skipped: bool,
+    pub memcg_low_reclaim: bool,
     pub nr_scanned: u64,
     pub nr_reclaimed: u64,
     anon_cost: u64,
@@ -53,7 +60,7 @@ impl ScanControl {
     pub(crate) fn cgroup_reclaim(&self) -> bool {
         self.target.is_some()
     }
-    fn target_memcg(&self) -> u16 {
+    pub(crate) fn target_memcg(&self) -> u16 {
         self.target.unwrap_or(ROOT_MEMCG)
     }
 }
@@ -115,6 +122,16 @@ impl Kernel {
     /// `try_to_free_mem_cgroup_pages`: reclaim from `memcg`'s subtree on
     /// behalf of a charge (memory.max) or memory.high.
     pub fn try_to_free_mem_cgroup_pages(&mut self, memcg: u16, nr_pages: u64) -> u64 {
+        self.try_to_free_mem_cgroup_pages_with(memcg, nr_pages, None)
+    }
+
+    /// `try_to_free_mem_cgroup_pages` with memory.reclaim's swappiness.
+    pub fn try_to_free_mem_cgroup_pages_with(
+        &mut self,
+        memcg: u16,
+        nr_pages: u64,
+        proactive_swappiness: Option<u32>,
+    ) -> u64 {
         let mut sc = ScanControl {
             nr_to_reclaim: nr_pages.max(SWAP_CLUSTER_MAX),
             priority: DEF_PRIORITY,
@@ -122,6 +139,7 @@ impl Kernel {
             may_unmap: true,
             may_swap: true,
             target: Some(memcg),
+            proactive_swappiness,
             ..Default::default()
         };
         let reclaimed = self.do_try_to_free_pages(&mut sc);
@@ -181,6 +199,14 @@ impl Kernel {
                 sc.skipped_deactivate = false;
                 continue;
             }
+            // Untapped cgroup reserves? Don't OOM, retry.
+            if sc.memcg_low_skipped {
+                sc.priority = initial_priority;
+                sc.force_deactivate = false;
+                sc.memcg_low_reclaim = true;
+                sc.memcg_low_skipped = false;
+                continue;
+            }
             return 0;
         }
     }
@@ -224,12 +250,27 @@ impl Kernel {
         let target = sc.target_memcg();
         let before = sc.nr_reclaimed;
         for m in 0..self.memcgs.len() as u16 {
-            if self.is_descendant(m, target) {
-                self.traced(Fn::ShrinkLruvec, |k| k.shrink_lruvec(m, sc));
-                // Its freed pages are not counted as reclaimed: 6.1's
-                // reclaim_state counts only slab pages freed.
-                self.shrink_slab(m, sc.priority);
+            if !self.is_descendant(m, target) {
+                continue;
             }
+            self.mem_cgroup_calculate_protection(target, m);
+            if self.mem_cgroup_below_min(target, m) {
+                // Hard protection.
+                continue;
+            }
+            if self.mem_cgroup_below_low(target, m) {
+                // Soft protection: only while other memcgs have
+                // reclaimable memory.
+                if !sc.memcg_low_reclaim {
+                    sc.memcg_low_skipped = true;
+                    continue;
+                }
+                self.memcg_memory_event(m, super::oom_kill::MemcgEvent::Low);
+            }
+            self.traced(Fn::ShrinkLruvec, |k| k.shrink_lruvec(m, sc));
+            // Its freed pages are not counted as reclaimed: 6.1's
+            // reclaim_state counts only slab pages freed.
+            self.shrink_slab(m, sc.priority);
         }
         if sc.nr_reclaimed > before {
             self.kswapd.failures = 0;
@@ -290,7 +331,7 @@ impl Kernel {
     }
 
     /// `get_scan_count`: how many pages of each list to scan this pass.
-    fn get_scan_count(&self, memcg: u16, sc: &ScanControl) -> [u64; 4] {
+    fn get_scan_count(&self, memcg: u16, sc: &mut ScanControl) -> [u64; 4] {
         #[derive(PartialEq)]
         enum Balance {
             Equal,
@@ -298,7 +339,7 @@ impl Kernel {
             Anon,
             File,
         }
-        let swappiness = self.sysctl.swappiness as u64;
+        let swappiness = sc.proactive_swappiness.unwrap_or(self.sysctl.swappiness) as u64;
         let mut fraction = [0u64; 2];
         let mut denominator = 1u64;
         // The first rule: no swap to reclaim anon into; the second: cgroup
@@ -326,10 +367,25 @@ impl Kernel {
             Balance::Fract
         };
         let mut nr = [0u64; 4];
+        let (min, low) = self.mem_cgroup_protection(sc.target_memcg(), memcg);
         for lru in 0..4u8 {
             let file = lru >= LRU_INACTIVE_FILE;
             let size = self.lruvecs[memcg as usize].size(lru);
-            let mut scan = size >> sc.priority;
+            let mut scan = size;
+            if min > 0 || low > 0 {
+                // Reclaim pressure in proportion to the usage above the
+                // protection (memory.low until the retry, then memory.min).
+                let protection = if !sc.memcg_low_reclaim && low > min {
+                    sc.memcg_low_skipped = true;
+                    low
+                } else {
+                    min
+                };
+                let cgroup_size = self.memcgs[memcg as usize].memory.usage.max(protection);
+                let kept = (size as u128 * protection as u128 / (cgroup_size as u128 + 1)) as u64;
+                scan = (size - kept).max(SWAP_CLUSTER_MAX);
+            }
+            scan >>= sc.priority;
             scan = match balance {
                 Balance::Equal => scan,
                 Balance::Fract => scan * fraction[file as usize] / denominator,

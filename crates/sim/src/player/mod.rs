@@ -17,6 +17,7 @@ mod madvise;
 mod mmap;
 mod munmap;
 mod phase;
+mod reclaim;
 mod repeat;
 mod set;
 mod sleep;
@@ -332,6 +333,11 @@ impl<'s> Player<'s> {
             Op::Fsync { file } => Ok(fsync::start(self, k, *file)),
             Op::Stream { .. } => Ok(stream::start(self, i, step)),
             Op::DropCaches => Ok(drop_caches::start(self, k)),
+            Op::Reclaim {
+                cgroup,
+                pages,
+                swappiness,
+            } => reclaim::start(self, k, step, (cgroup, *pages, *swappiness)),
             Op::KvStore(kv) => kvstore::start(self, i, k, step, kv),
             Op::Repeat { times, steps } => Ok(repeat::start(self, i, *times, steps)),
         }

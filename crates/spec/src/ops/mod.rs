@@ -26,6 +26,7 @@ mod madvise;
 mod mmap;
 mod munmap;
 mod phase;
+mod reclaim;
 mod repeat;
 mod set;
 mod sleep;
@@ -59,6 +60,7 @@ const ALL: &[&dyn StepOp] = &[
     &file_io::FileIo { write: true },
     &fsync::Fsync,
     &drop_caches::DropCaches,
+    &reclaim::Reclaim,
     &stream::Stream,
     &set::Set,
 ];
@@ -174,6 +176,31 @@ pub(crate) fn region_field(
     Ok(string(rep, f.req("region"), &f.path("region"), op.words("region"))?.to_string())
 }
 
+/// The cgroup a step's `field` names is a `[cgroup.NAME]` table.
+fn check_cgroup(
+    cx: &mut RegionCheck,
+    key: &str,
+    field: &str,
+    cgroup: &str,
+) -> Result<(), SpecError> {
+    if cx.cgroups.iter().any(|c| c == cgroup) {
+        return Ok(());
+    }
+    Err(cx.err(
+        key,
+        field,
+        format!(
+            "found the cgroup \"{}\", expected the NAME of a [cgroup.NAME] table: {}",
+            crate::tree::quote(cgroup),
+            if cx.cgroups.is_empty() {
+                "none is defined".to_string()
+            } else {
+                cx.cgroups.join(", ")
+            }
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,7 +209,7 @@ mod tests {
     fn messages_list_the_ops_in_their_order() {
         assert_eq!(
             OPS.as_str(),
-            "mmap, munmap, touch, trace, madvise, sleep, compute, phase, repeat, fork, spawn, thread, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, stream, set"
+            "mmap, munmap, touch, trace, madvise, sleep, compute, phase, repeat, fork, spawn, thread, wait, swapoff, swapon, kvstore, read, write, fsync, drop_caches, reclaim, stream, set"
         );
     }
 
@@ -208,6 +235,7 @@ mod tests {
              { op = \"write\", file = \"f\" },\n\
              { op = \"fsync\", file = \"f\" },\n\
              { op = \"drop_caches\" },\n\
+             { op = \"reclaim\", cgroup = \"w\", amount = \"1M\" },\n\
              { op = \"stream\", file = \"f\" },\n\
              { op = \"set\", key = \"cgroup.w.memory_max\", value = \"1M\" },\n\
              { op = \"munmap\", region = \"h\" },\n]\n",

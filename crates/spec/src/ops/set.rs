@@ -56,22 +56,7 @@ impl StepOp for Set {
         else {
             return Ok(());
         };
-        if cx.cgroups.contains(cgroup) {
-            return Ok(());
-        }
-        Err(cx.err(
-            key,
-            "key",
-            format!(
-                "found the cgroup \"{}\", expected the NAME of a [cgroup.NAME] table: {}",
-                tree::quote(cgroup),
-                if cx.cgroups.is_empty() {
-                    "none is defined".to_string()
-                } else {
-                    cx.cgroups.join(", ")
-                }
-            ),
-        ))
+        super::check_cgroup(cx, key, "key", cgroup)
     }
 
     /// Lowering a limit reclaims at most what the machine holds, counted

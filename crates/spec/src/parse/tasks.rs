@@ -25,19 +25,28 @@ pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cg
         "a table of cgroup settings, such as [cgroup.w]",
     )?;
     c.only(
-        &["memory_max", "memory_high", "memory_oom_group"],
+        &[
+            "memory_max",
+            "memory_high",
+            "memory_min",
+            "memory_low",
+            "memory_oom_group",
+        ],
         "a [cgroup.NAME] table",
     )?;
-    let lim = |field: &str| -> Result<Limit, SpecError> {
+    let lim_or = |field: &str, default: Limit| -> Result<Limit, SpecError> {
         match c.get(field) {
-            None => Ok(Limit::Max),
+            None => Ok(default),
             Some(v) => limit(rep, v, &c.path(field)),
         }
     };
+    let lim = |field: &str| lim_or(field, Limit::Max);
     Ok(Cgroup {
         name: name.to_string(),
         memory_max: lim("memory_max")?,
         memory_high: lim("memory_high")?,
+        memory_min: lim_or("memory_min", Limit::Bytes(0))?,
+        memory_low: lim_or("memory_low", Limit::Bytes(0))?,
         memory_oom_group: match c.get("memory_oom_group") {
             None => false,
             Some(v) => boolean(rep, v, &c.path("memory_oom_group"))?,

@@ -328,3 +328,49 @@ fn a_kvstore_on_a_region_a_thread_shares_is_refused() {
     ))
     .unwrap();
 }
+
+#[test]
+fn reclaim_steps_name_a_cgroup_an_amount_and_a_swappiness_in_range() {
+    let text = |step: &str| {
+        format!(
+            "[machine]\nmemory = \"512M\"\n[cgroup.w]\n[task.main]\ncgroup = \"w\"\nsteps = [ {step} ]\n"
+        )
+    };
+    let s = parse(&text(
+        r#"{ op = "reclaim", cgroup = "w", amount = "64M", swappiness = 0 }"#,
+    ))
+    .expect("parses");
+    assert_eq!(
+        s.tasks[0].steps[0].op,
+        mmsim_spec::Op::Reclaim {
+            cgroup: "w".into(),
+            pages: 16384,
+            swappiness: Some(0)
+        }
+    );
+    let e = rejected(&text(r#"{ op = "reclaim", cgroup = "x", amount = "64M" }"#));
+    check(
+        &e,
+        6,
+        "task.main.steps[0].cgroup",
+        &["the cgroup \"x\"", "w"],
+    );
+    let e = rejected(&text(r#"{ op = "reclaim", cgroup = "w", amount = "1K" }"#));
+    check(
+        &e,
+        6,
+        "task.main.steps[0].amount",
+        &["1024 bytes", "at least one page"],
+    );
+    let e = rejected(&text(
+        r#"{ op = "reclaim", cgroup = "w", amount = "1M", swappiness = 201 }"#,
+    ));
+    check(&e, 6, "task.main.steps[0].swappiness", &["0 to 200"]);
+    let e = rejected(&text(r#"{ op = "reclaim", cgroup = "w" }"#));
+    check(
+        &e,
+        6,
+        "task.main.steps[0].amount",
+        &["missing the required key"],
+    );
+}

@@ -152,10 +152,15 @@ fn dotted_and_implicit_tables_report_their_lines() {
 memory = "512M"
 [cgroup]
 w.memory_max = "1M"
-w.memory_min = "1M"
+w.memory_limit = "1M"
 "#,
     ));
-    check(&e, 5, "cgroup.w.memory_min", &["memory_min", "memory_max"]);
+    check(
+        &e,
+        5,
+        "cgroup.w.memory_limit",
+        &["memory_limit", "memory_max"],
+    );
     let e = rejected(&with_task(
         r#"[machine]
 memory = "512M"

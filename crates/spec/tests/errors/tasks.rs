@@ -71,16 +71,18 @@ fn unknown_cgroup_key() {
         r#"[machine]
 memory = "512M"
 [cgroup.w]
-memory_min = "1M"
+memory_limit = "1M"
 "#,
     ));
     check(
         &e,
         4,
-        "cgroup.w.memory_min",
+        "cgroup.w.memory_limit",
         &[
-            "memory_min",
+            "memory_limit",
             "memory_max",
+            "memory_min",
+            "memory_low",
             "memory_high",
             "memory_oom_group",
         ],
