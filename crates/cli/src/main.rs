@@ -666,15 +666,16 @@ pub(crate) fn summary(r: &RunResult) -> String {
     }
     for (name, cg) in &r.cgroups {
         s += &format!(
-            "\ncgroup {name}: memory.current {} MiB (peak {}), memory.swap.current {} MiB, events max {} high {} oom {} oom_kill {}\n",
+            "\ncgroup {name}: memory.current {} MiB (peak {}), memory.swap.current {} MiB, events low {} high {} max {} oom {} oom_kill {}\n",
             cg.memory_current >> 20,
             cg.memory_peak.map_or("not on this kernel".to_string(), |p| format!(
                 "{} MiB",
                 p >> 20
             )),
             cg.memory_swap_current >> 20,
-            cg.memory_events.get("max").copied().unwrap_or(0),
+            cg.memory_events.get("low").copied().unwrap_or(0),
             cg.memory_events.get("high").copied().unwrap_or(0),
+            cg.memory_events.get("max").copied().unwrap_or(0),
             cg.memory_events.get("oom").copied().unwrap_or(0),
             cg.memory_events.get("oom_kill").copied().unwrap_or(0)
         );

@@ -85,3 +85,48 @@ fn memory_min_is_never_breached() {
     assert_eq!(stat(&r, "a", "pgsteal"), 0);
     assert_eq!(stat(&r, "a", "pgscan"), 0);
 }
+
+/// 6.1 reads a reclaim target's own effective protection as the last
+/// reclaim from above left it: after global reclaim computed `a`'s
+/// memory.low, lowering `a`'s memory.max reclaims from `a` only on the
+/// retry that breaches the protection (memory.events low). 6.12 (6.3's
+/// fix) gives the target no protection: no low event.
+#[test]
+fn on_6_1_a_limit_reclaim_reads_the_targets_stale_protection() {
+    let run = |kernel: &str| {
+        run_checked(&format!(
+            r#"
+[machine]
+memory = "256M"
+kernel = "{kernel}"
+[[swap]]
+device = "zram"
+size = "512M"
+[cgroup.a]
+memory_low = "128M"
+[cgroup.b]
+[task.a]
+cgroup = "a"
+steps = [
+  {{ op = "mmap", name = "heap", kind = "anon", size = "96M" }},
+  {{ op = "touch", region = "heap", write = 1.0 }},
+  {{ op = "sleep", duration = "1s" }},
+  {{ op = "set", key = "cgroup.a.memory_max", value = "64M" }},
+]
+[task.b]
+cgroup = "b"
+steps = [
+  {{ op = "sleep", duration = "100ms" }},
+  {{ op = "mmap", name = "heap", kind = "anon", size = "160M" }},
+  {{ op = "touch", region = "heap", write = 1.0 }},
+]
+"#
+        ))
+    };
+    let old = run("6.1");
+    assert!(old.cgroups["a"].memory_events["low"] > 0);
+    assert!(stat(&old, "a", "pgsteal") >= 8192);
+    let new = run("6.12");
+    assert_eq!(new.cgroups["a"].memory_events["low"], 0);
+    assert!(stat(&new, "a", "pgsteal") >= 8192);
+}
