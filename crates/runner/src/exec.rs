@@ -275,7 +275,7 @@ impl<'s> Child<'s> {
         }) = self.open.take()
         {
             let after = procfs::vmstat();
-            let pressure = procfs::pressure(None).zip(psi).map(|(a, b)| a.since(&b));
+            let pressure = procfs::pressure_since(psi);
             self.phases.push(PhaseResult {
                 name,
                 start_ns: start,

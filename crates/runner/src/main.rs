@@ -223,9 +223,7 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
     let elapsed = t0.elapsed().as_nanos() as u64;
     let after = procfs::vmstat();
     let tlb = procfs::tlb_shootdowns().saturating_sub(tlb_before);
-    let pressure = procfs::pressure(None)
-        .zip(psi_before)
-        .map(|(a, b)| a.since(&b));
+    let pressure = procfs::pressure_since(psi_before);
     setup.teardown();
     let reports = reports?;
     if let Some(e) = reports.iter().find_map(|r| r.error.clone()) {

@@ -147,6 +147,12 @@ pub fn pressure(cgroup_dir: Option<&str>) -> Option<Pressure> {
     })
 }
 
+/// The machine's pressure now with each total less `before`'s: the stall
+/// since that read (None unless both reads worked).
+pub fn pressure_since(before: Option<Pressure>) -> Option<Pressure> {
+    pressure(None).zip(before).map(|(now, b)| now.since(&b))
+}
+
 /// `some avg10=0.00 avg60=0.00 avg300=0.00 total=0` and its `full` line
 /// (cpu's has none before 5.13: zeros).
 pub fn parse_pressure(text: &str) -> Option<PressureResource> {

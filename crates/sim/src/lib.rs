@@ -348,9 +348,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         .map(|(n, &ns)| (n.to_string(), ns))
         .collect();
     // The tasks have exited by `elapsed`: /proc/pressure read then.
-    k.clock_base = elapsed;
-    k.pending_ns = 0;
-    let pressure = Some(k.psi_show(0));
+    let pressure = Some(k.psi.show(0, elapsed));
     Ok(RunResult {
         pressure,
         format: 1,
@@ -522,9 +520,8 @@ fn oom_kill_result(k: &Kernel, x: &mm::oom_kill::OomKill) -> mmsim_spec::output:
 fn cgroup_results(k: &mut Kernel) -> BTreeMap<String, CgroupResult> {
     let absent = vmstat::memory_stat_absent(k.preset);
     let mut out = BTreeMap::new();
-    let now = k.now();
     for i in 1..k.memcgs.len() {
-        let psi = k.psi.show(i as u16, now);
+        let psi = k.psi_show(i as u16);
         let m = &k.memcgs[i];
         let stat = k.memory_stat(i as u16);
         let ev = m.events;

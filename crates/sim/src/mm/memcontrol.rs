@@ -424,12 +424,12 @@ impl Kernel {
         if memcg == target || self.is_root(memcg) {
             return;
         }
-        let c = &mut self.memcgs[memcg as usize].memory;
+        let m = &mut self.memcgs[memcg as usize];
+        debug_assert!(m.parent == Some(ROOT_MEMCG));
+        let c = &mut m.memory;
         if c.usage == 0 {
             return;
         }
-        debug_assert!(self.memcgs[memcg as usize].parent == Some(ROOT_MEMCG));
-        let c = &mut self.memcgs[memcg as usize].memory;
         c.emin = c.min;
         c.elow = c.low;
     }

@@ -93,6 +93,18 @@ pub struct PsiTask {
     pub last_at: u64,
 }
 
+impl PsiTask {
+    /// TSK_MEMSTALL_RUNNING if it is in a memory stall: what its running
+    /// adds beside TSK_RUNNING.
+    fn memstall_running(&self) -> u8 {
+        if self.in_memstall {
+            TSK_MEMSTALL_RUNNING
+        } else {
+            0
+        }
+    }
+}
+
 /// One CPU of a group (`psi_group_cpu`).
 #[derive(Clone, Copy, Debug, Default)]
 struct GroupCpu {
@@ -169,8 +181,6 @@ pub struct Psi {
     pub kthreads: [PsiTask; 2],
     /// The entity on the CPU the kernel is running for.
     pub current: Option<PsiWho>,
-    /// Everything before this is applied.
-    applied_to: u64,
     /// The latest time the groups' times were collected at.
     collected_to: u64,
 }
@@ -186,7 +196,6 @@ impl Psi {
             curr_memstall: vec![false; cpus],
             kthreads: [PsiTask::default(); 2],
             current: None,
-            applied_to: 0,
             collected_to: 0,
         }
     }
@@ -237,7 +246,6 @@ impl Psi {
             };
             self.apply(c);
         }
-        self.applied_to = self.applied_to.max(to);
     }
 
     /// A queued change on every group from the task's up to the machine.
@@ -370,11 +378,11 @@ impl crate::kernel::Kernel {
         use crate::mm::folio::{PG_UPTODATE, PG_WORKINGSET};
         let Some(who) = self.psi.current else { return };
         let f = self.folios.get(pfn);
-        let thrashing = !f.test(PG_UPTODATE) && f.test(PG_WORKINGSET);
-        let entered = thrashing && !self.psi_memstall_enter();
+        if !f.test(PG_UPTODATE) && f.test(PG_WORKINGSET) {
+            self.psi_memstall_sleep();
+        }
         let mut t = self.psi_task(who);
         t.in_iowait = true;
-        t.leave_on_run |= entered;
         self.psi_set_task(who, t);
     }
 
@@ -394,11 +402,7 @@ impl crate::kernel::Kernel {
     pub fn psi_io_wait(&mut self, until: u64) {
         let Some(who) = self.psi.current else { return };
         let mut t = self.psi_task(who);
-        let ms = if t.in_memstall {
-            TSK_MEMSTALL_RUNNING
-        } else {
-            0
-        };
+        let ms = t.memstall_running();
         let now = self.now();
         let on = TSK_ONCPU | TSK_RUNNING | ms;
         self.psi_change(who, &mut t, on, TSK_IOWAIT, now);
@@ -419,11 +423,7 @@ impl crate::kernel::Kernel {
     pub fn psi_switch_in(&mut self, who: PsiWho, cpu: usize, ready: u64, start: u64) {
         let mut t = self.psi_task(who);
         let cpu = cpu as u16;
-        let ms = if t.in_memstall {
-            TSK_MEMSTALL_RUNNING
-        } else {
-            0
-        };
+        let ms = t.memstall_running();
         if t.flags & TSK_RUNNING == 0 {
             if t.cpu != cpu && t.flags != 0 {
                 let f = t.flags;
@@ -460,13 +460,8 @@ impl crate::kernel::Kernel {
         let (clear, set) = match how {
             PsiOut::Preempted => (TSK_ONCPU, 0),
             PsiOut::Sleep => {
-                let ms = if t.in_memstall {
-                    TSK_MEMSTALL_RUNNING
-                } else {
-                    0
-                };
                 let io = if t.in_iowait { TSK_IOWAIT } else { 0 };
-                (TSK_ONCPU | TSK_RUNNING | ms, io)
+                (TSK_ONCPU | TSK_RUNNING | t.memstall_running(), io)
             }
             PsiOut::Exit => {
                 t.in_memstall = false;
