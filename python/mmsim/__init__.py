@@ -116,8 +116,9 @@ class Result:
     @property
     def cgroups(self):
         """A pandas DataFrame, one row per cgroup: memory.current,
-        memory.peak, memory.swap.current, then memory.stat and
-        memory.events entries (as `stat.NAME`, `events.NAME`)."""
+        memory.peak, memory.swap.current, then memory.stat, memory.events
+        and memory.swap.events entries (as `stat.NAME`, `events.NAME`,
+        `swap_events.NAME`)."""
         import pandas as pd
 
         rows = []

@@ -56,7 +56,8 @@ pub fn passes(median: f64, min: f64, max: f64, sim: f64, tol: f64) -> bool {
 /// A counter of a run: a /proc/vmstat name; `interrupts/ROW`, a
 /// /proc/interrupts row summed over the CPUs (`interrupts/TLB`: the
 /// TLB-shootdown IPIs); `memory_events/CGROUP/EVENT`, a cgroup's
-/// memory.events line; `memory_stat/CGROUP/KEY`, a memory.stat line at
+/// memory.events line (`memory_swap_events/CGROUP/EVENT`: its
+/// memory.swap.events line); `memory_stat/CGROUP/KEY`, a memory.stat line at
 /// the end of the workload; `oom_kill/TASK`, 1 if the OOM killer ended the
 /// task, else 0, and `oom_kill/TASK/anon_rss_kb` (or `file_rss_kb`,
 /// `shmem_rss_kb`, `pgtables_kb`), what its kill logged (0 if none).
@@ -72,6 +73,13 @@ fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
         .and_then(|x| x.split_once('/'))
     {
         let events = r.cgroups.get(cg).map(|c| &c.memory_events);
+        return events.and_then(|e| e.get(ev)).copied().unwrap_or(0) as i64;
+    }
+    if let Some((cg, ev)) = name
+        .strip_prefix("memory_swap_events/")
+        .and_then(|x| x.split_once('/'))
+    {
+        let events = r.cgroups.get(cg).map(|c| &c.memory_swap_events);
         return events.and_then(|e| e.get(ev)).copied().unwrap_or(0) as i64;
     }
     if let Some((cg, key)) = name
@@ -478,7 +486,8 @@ mod tests {
             "elapsed_ns": 0, "vmstat": {{}}, "profile": {{}},
             "integrity": {{ "pages_checked": 0, "violations": 0 }},
             "cgroups": {{ "w": {{ "memory_current": 0, "memory_swap_current": 0,
-              "memory_stat": {{ "anon": 4096 }}, "memory_events": {{ "oom_kill": 2 }} }} }},
+              "memory_stat": {{ "anon": 4096 }}, "memory_events": {{ "oom_kill": 2 }},
+              "memory_swap_events": {{ "max": 3, "fail": 5 }} }} }},
             "tasks": [
               {{ "name": "p", "cgroup": "w", "start_ns": 0, "end_ns": 9, "phases": [] }},
               {{ "name": "p/fork0", "cgroup": "w", "start_ns": 0, "end_ns": 9, "phases": [],
@@ -499,6 +508,9 @@ mod tests {
         assert_eq!(counter(&r, "memory_events/x/oom_kill"), 0);
         assert_eq!(counter(&r, "memory_stat/w/anon"), 4096);
         assert_eq!(counter(&r, "memory_stat/x/anon"), 0);
+        assert_eq!(counter(&r, "memory_swap_events/w/fail"), 5);
+        assert_eq!(counter(&r, "memory_swap_events/w/max"), 3);
+        assert_eq!(counter(&r, "memory_swap_events/x/max"), 0);
         // Whether a task died is judged exactly; its RSS by tolerance.
         assert!(exact("oom_kill/p/fork0") && exact("memory_events/w/oom"));
         assert!(!exact("oom_kill/p/fork0/anon_rss_kb") && !exact("pgfault"));

@@ -688,6 +688,14 @@ pub(crate) fn summary(r: &RunResult) -> String {
             mib("file_mapped"),
             mib("swapcached")
         );
+        let swap_ev = |k: &str| cg.memory_swap_events.get(k).copied().unwrap_or(0);
+        if swap_ev("max") + swap_ev("fail") > 0 {
+            s += &format!(
+                "  memory.swap.events max {} fail {} (swap charges memory.swap.max refused; folios that got no swap slot)\n",
+                swap_ev("max"),
+                swap_ev("fail")
+            );
+        }
         for k in [
             "pgscan",
             "pgsteal",

@@ -111,6 +111,17 @@ pub fn protection(min: &str, low: &str) -> Result<Vec<(&'static str, String)>, S
     }
 }
 
+/// The file and value that set memory.swap.max (none left at "max"); Err
+/// on cgroup v1, whose memory.memsw.limit_in_bytes limits memory and swap
+/// together, which is another limit.
+pub fn swap_max(max: &str) -> Result<Option<(&'static str, String)>, String> {
+    match (mode(), max) {
+        (_, "max") => Ok(None),
+        (Mode::V2(_), _) => Ok(Some(("memory.swap.max", max.to_string()))),
+        (Mode::V1(_), _) => Err("memory_swap_max: this kernel's memory controller is cgroup v1, which has no memory.swap.max (memory.memsw.limit_in_bytes limits memory and swap together); expected memory_swap_max = \"max\" on this machine".into()),
+    }
+}
+
 /// The file and value that set memory.oom.group; Err on cgroup v1, which
 /// has no group kill (its OOM killer always picks one task).
 pub fn oom_group(on: bool) -> Result<Option<(&'static str, String)>, String> {
@@ -193,5 +204,23 @@ mod tests {
         assert_eq!(v2["pgmajfault"], 3);
         // pgpgin counts charge events in v1, not what v2 means: dropped.
         assert!(!v2.contains_key("pgpgin") && !v2.contains_key("total_rss"));
+    }
+
+    #[test]
+    fn swap_max_is_written_on_v2_and_refused_on_v1() {
+        assert_eq!(swap_max("max"), Ok(None));
+        match mode() {
+            Mode::V2(_) => assert_eq!(
+                swap_max("16777216"),
+                Ok(Some(("memory.swap.max", "16777216".to_string())))
+            ),
+            Mode::V1(_) => {
+                let e = swap_max("16777216").unwrap_err();
+                assert!(
+                    e.starts_with("memory_swap_max:") && e.contains("\"max\""),
+                    "{e}"
+                );
+            }
+        }
     }
 }

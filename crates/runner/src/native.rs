@@ -48,15 +48,29 @@ pub fn preflight(spec: &Spec) -> Result<(), String> {
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
             crate::cgroup::oom_group(cg.memory_oom_group)
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
+            crate::cgroup::swap_max(&limit_text(cg.memory_swap_max))
+                .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
         }
         for s in crate::setup::settings(spec) {
             if let mmsim_spec::Setting::MemoryHigh { cgroup, limit } = s {
                 crate::cgroup::limit_write(true, limit.pages().map(|p| p << 12))
                     .map_err(|e| format!("--native: a set step of cgroup.{cgroup}.{e}"))?;
             }
+            if let mmsim_spec::Setting::MemorySwapMax { cgroup, limit } = s {
+                crate::cgroup::swap_max(&limit_text(*limit))
+                    .map_err(|e| format!("--native: a set step of cgroup.{cgroup}.{e}"))?;
+            }
         }
     }
     Ok(())
+}
+
+/// A limit as a cgroup file takes it.
+fn limit_text(l: mmsim_spec::Limit) -> String {
+    match l {
+        mmsim_spec::Limit::Max => "max".to_string(),
+        mmsim_spec::Limit::Bytes(b) => b.to_string(),
+    }
 }
 
 /// What of the spec a native run cannot give it, whatever the machine.

@@ -191,6 +191,8 @@ pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
     let stat = parse_pairs(&fs::read_to_string(format!("{dir}/memory.stat")).unwrap_or_default());
     let events =
         parse_pairs(&fs::read_to_string(format!("{dir}/memory.events")).unwrap_or_default());
+    let swap_events =
+        parse_pairs(&fs::read_to_string(format!("{dir}/memory.swap.events")).unwrap_or_default());
     let psi = pressure(Some(dir));
     CgroupResult {
         memory_current: read_u64(&format!("{dir}/memory.current")),
@@ -201,6 +203,10 @@ pub fn cgroup_snapshot(dir: &str) -> CgroupResult {
         memory_swap_current: read_u64(&format!("{dir}/memory.swap.current")),
         memory_stat: stat,
         memory_events: events
+            .into_iter()
+            .map(|(k, v)| (k, v.max(0) as u64))
+            .collect(),
+        memory_swap_events: swap_events
             .into_iter()
             .map(|(k, v)| (k, v.max(0) as u64))
             .collect(),
@@ -233,6 +239,8 @@ fn cgroup_snapshot_v1(dir: &str) -> CgroupResult {
         memory_swap_current: memsw.saturating_sub(usage),
         memory_stat: crate::cgroup::v1_stat_as_v2(&stat),
         memory_events: events,
+        // cgroup v1 has no memory.swap.events (nor swap.max).
+        memory_swap_events: BTreeMap::new(),
         // cgroup v1 has no pressure files.
         memory_pressure: None,
         io_pressure: None,

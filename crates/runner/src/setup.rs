@@ -377,6 +377,13 @@ impl Setup {
                 self.knobs
                     .push((format!("cgroup:{}/{file}", cg.name), value.clone()));
             }
+            if let Some((file, value)) = crate::cgroup::swap_max(&limit(cg.memory_swap_max))
+                .map_err(|e| format!("cgroup.{}.{e}", cg.name))?
+            {
+                write(&format!("{dir}/{file}"), &value)?;
+                self.knobs
+                    .push((format!("cgroup:{}/{file}", cg.name), value.clone()));
+            }
             self.knobs.push((
                 format!("cgroup:{}/memory.max", cg.name),
                 limit(cg.memory_max),

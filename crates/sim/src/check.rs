@@ -825,8 +825,16 @@ fn mapped_pages(k: &Kernel, head: Pfn) -> i64 {
 }
 
 /// memory.current of every cgroup equals the folios charged to it and its
-/// descendants plus what the per-CPU stocks hold for them.
+/// descendants plus what the per-CPU stocks hold for them;
+/// memory.swap.current the slots recorded for them (swap_cgroup), within
+/// memory.swap.max.
 fn check_memcg(k: &Kernel) -> Result<(), SimError> {
+    let mut swapped = vec![0u64; k.memcgs.len()];
+    for si in &k.swap {
+        for &m in si.cgroup.iter() {
+            swapped[m as usize] += 1;
+        }
+    }
     let mut charged = vec![0u64; k.memcgs.len()];
     let mut anon = vec![0i64; k.memcgs.len()];
     for (p, f) in live_frames(k) {
@@ -853,6 +861,17 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
             return fail(format!(
                 "memcg {} memory.current {} pages but {want} are charged",
                 k.memcgs[m].name, k.memcgs[m].memory.usage
+            ));
+        }
+        let swap = &k.memcgs[m].swap;
+        let want: u64 = (0..k.memcgs.len())
+            .filter(|&d| k.is_descendant(d as u16, m as u16))
+            .map(|d| swapped[d])
+            .sum();
+        if swap.usage != want || swap.max.is_some_and(|max| swap.usage > max) {
+            return fail(format!(
+                "memcg {} memory.swap.current {} pages (memory.swap.max {:?}) but {want} slots are recorded for it",
+                k.memcgs[m].name, swap.usage, swap.max
             ));
         }
         if k.memcgs[m].stat.get(Mc::Anon) != anon[m] {

@@ -350,7 +350,11 @@ impl Kernel {
             },
             unmodelled: None,
             oom: Default::default(),
-            psi: crate::sched::psi::Psi::new(&parents, spec.machine.cpus as usize),
+            psi: crate::sched::psi::Psi::new(
+                &parents,
+                spec.machine.cpus as usize,
+                crate::release::Release::of(spec.machine.kernel).psi_memstall_running,
+            ),
             // boot_watermarks sets it once the machine's size is known.
             thp: crate::mm::huge_anon::ThpCtl::new(&spec.sysfs, true, spec.features.anon_mthp),
             huge: Default::default(),
@@ -493,6 +497,13 @@ impl Kernel {
                     .memcg_by_name(cgroup)
                     .expect("the parser checked the cgroup");
                 self.memory_high_write(m, limit.pages());
+            }
+            Setting::MemorySwapMax { cgroup, limit } => {
+                let m = self
+                    .memcg_by_name(cgroup)
+                    .expect("the parser checked the cgroup");
+                // swap_max_write: an xchg, nothing reclaimed or freed.
+                self.memcgs[m as usize].swap.max = limit.pages();
             }
             Setting::Swappiness(n) => self.sysctl.swappiness = *n,
             Setting::PageCluster(n) => self.sysctl.page_cluster = *n,
@@ -637,6 +648,7 @@ fn boot_memcgs(spec: &Spec) -> Vec<Memcg> {
         m.memory.high = cg.memory_high.pages();
         m.memory.min = cg.memory_min.pages().unwrap_or(u64::MAX);
         m.memory.low = cg.memory_low.pages().unwrap_or(u64::MAX);
+        m.swap.max = cg.memory_swap_max.pages();
         m.oom_group = cg.memory_oom_group;
         memcgs.push(m);
     }

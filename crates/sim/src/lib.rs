@@ -411,6 +411,12 @@ fn knobs_in_force(spec: &Spec, costs: &machine_profile::CostProfile) -> BTreeMap
                 m.insert(format!("cgroup:{}/{file}", cg.name), limit(l));
             }
         }
+        if cg.memory_swap_max != mmsim_spec::Limit::Max {
+            m.insert(
+                format!("cgroup:{}/memory.swap.max", cg.name),
+                limit(cg.memory_swap_max),
+            );
+        }
     }
     for d in &spec.disks {
         m.insert(
@@ -548,6 +554,10 @@ fn cgroup_results(k: &mut Kernel) -> BTreeMap<String, CgroupResult> {
                 .into_iter()
                 .map(|(n, v)| (n.to_string(), v))
                 .collect(),
+                memory_swap_events: [("high", 0), ("max", ev.swap_max), ("fail", ev.swap_fail)]
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect(),
                 memory_pressure: Some(psi.memory),
                 io_pressure: Some(psi.io),
                 cpu_pressure: Some(psi.cpu),

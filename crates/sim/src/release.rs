@@ -175,6 +175,15 @@ behaviours! {
     /// another CPU only when that writer has write-locked its VMA (fork:
     /// all of them; khugepaged's collapse: the one it changes).
     per_vma_locks,
+    /// PSI as 5.12-5.13 made it ("psi: Use ONCPU state tracking machinery
+    /// to detect reclaim", "psi: Fix PSI_MEM_FULL state when tasks are in
+    /// memstall and doing reclaim", "psi: Add PSI_CPU_FULL state"): memory
+    /// full when every runnable task of the group on a CPU is in a memory
+    /// stall or the one on the CPU reclaims, judged at each change, and a
+    /// cpu full line. Before: full only with no runnable task, a
+    /// reclaiming CPU sampled full at each scheduler tick
+    /// (psi_memstall_tick), and no cpu full.
+    psi_memstall_running,
 }
 
 impl Release {
@@ -188,6 +197,7 @@ impl Release {
         memory_peak: true,
         memory_reclaim: true,
         memcg_protection_stale_target: true,
+        psi_memstall_running: true,
         xfs_large_folios: true,
         zram_thp_one_bio: true,
         ..Release::NONE

@@ -181,3 +181,41 @@ fn pressure_is_deterministic() {
         b.cgroups["w"].memory_pressure
     );
 }
+
+/// 5.10's rules on the same lone thrashing task: the task reclaims and
+/// swaps in while counted as running, so 5.10's test_state never finds
+/// memory full (it wants no runnable task); only the scheduler ticks
+/// that find it stalled record full, from each stall's start to its last
+/// tick. Full is then above 0 and short of some, where 6.1's equals it;
+/// and 5.10 has no cpu full.
+#[test]
+fn v5_10_samples_full_at_ticks_and_has_no_cpu_full() {
+    let text = |kernel: &str| {
+        format!(
+            r#"
+[machine]
+kernel = "{kernel}"
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "256M"
+[cgroup.w]
+memory_max = "32M"
+[task.main]
+cgroup = "w"
+steps = [
+  {{ op = "mmap", name = "heap", kind = "anon", size = "64M" }},
+  {{ op = "touch", region = "heap", write = 1.0 }},
+  {{ op = "touch", region = "heap", write = 0.0 }},
+]
+"#
+        )
+    };
+    let p = machine(&run_checked(&text("5.10")));
+    let m = p.memory;
+    assert!(m.full.total_us > 0);
+    assert!(m.full.total_us < m.some.total_us, "{m:?}");
+    assert_eq!(p.cpu.full.total_us, 0);
+    let p = machine(&run_checked(&text("6.1")));
+    assert_eq!(p.memory.full.total_us, p.memory.some.total_us);
+}

@@ -706,6 +706,8 @@ pub struct Cgroup {
     /// protects everything).
     pub memory_min: Limit,
     pub memory_low: Limit,
+    /// memory.swap.max: the swap its pages may hold ("max" by default).
+    pub memory_swap_max: Limit,
     /// memory.oom.group: an OOM kill in it kills every task in it.
     pub memory_oom_group: bool,
 }
@@ -1028,6 +1030,12 @@ pub enum Setting {
         cgroup: String,
         limit: Limit,
     },
+    /// Its memory.swap.max: later swap charges meet the new limit (what
+    /// is already in swap stays, as writing the file leaves it).
+    MemorySwapMax {
+        cgroup: String,
+        limit: Limit,
+    },
     Swappiness(u32),
     WatermarkScaleFactor(u32),
     MinFreeKbytes(u64),
@@ -1040,7 +1048,9 @@ impl Setting {
     /// value as the file takes it; None for a cgroup's file.
     pub fn knob(&self) -> Option<(String, String)> {
         let (k, v) = match self {
-            Setting::MemoryMax { .. } | Setting::MemoryHigh { .. } => return None,
+            Setting::MemoryMax { .. }
+            | Setting::MemoryHigh { .. }
+            | Setting::MemorySwapMax { .. } => return None,
             Setting::VmaRaEnabled(b) => (
                 "sysfs:kernel/mm/swap/vma_ra_enabled".to_string(),
                 if *b { "true" } else { "false" }.to_string(),

@@ -385,6 +385,10 @@ pub struct CgroupResult {
     /// memory.stat at the same moment (sizes in bytes).
     pub memory_stat: BTreeMap<String, i64>,
     pub memory_events: BTreeMap<String, u64>,
+    /// memory.swap.events (high, max, fail); absent where it was not read
+    /// (cgroup v1, results recorded before it was).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub memory_swap_events: BTreeMap<String, u64>,
     /// The cgroup's memory.pressure, io.pressure and cpu.pressure at the
     /// same moment (totals since the run began); absent without cgroup
     /// v2's pressure files.

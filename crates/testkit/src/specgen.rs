@@ -351,7 +351,8 @@ fn draw_files(d: &mut Draw, out: &mut String, memory: u64) -> Vec<(String, u64, 
     files
 }
 
-/// Up to two memory cgroups with their limits (and memory.oom.group).
+/// Up to two memory cgroups with their limits (and memory.oom.group,
+/// protection, memory.swap.max).
 fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
     let ncg = d.below(3);
     for c in 0..ncg {
@@ -366,6 +367,10 @@ fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
         if d.chance(15) {
             let which = d.pick(&["memory_low", "memory_min"]);
             writeln!(out, "{which} = \"{}M\"", d.pick(&[1u64, 4, 16, 64])).unwrap();
+        }
+        if d.chance(15) {
+            let swap_max = d.pick(&["0", "100K", "1M", "4M", "16M"]);
+            writeln!(out, "memory_swap_max = \"{swap_max}\"").unwrap();
         }
     }
     ncg

@@ -18,6 +18,20 @@ pub(super) fn run(s: &mmsim_spec::Setting) -> Result<(), String> {
                 None => return Ok(()),
             }
         }
+        Setting::MemorySwapMax { cgroup, limit } => {
+            let v = match limit {
+                mmsim_spec::Limit::Max => "max".to_string(),
+                mmsim_spec::Limit::Bytes(b) => b.to_string(),
+            };
+            match crate::cgroup::swap_max(&v)? {
+                Some((file, v)) => (format!("{}/{file}", cgroup_dir(cgroup)), v),
+                // Back to "max" on v2, or v1, which never had it.
+                None if matches!(crate::cgroup::mode(), crate::cgroup::Mode::V2(_)) => {
+                    (format!("{}/memory.swap.max", cgroup_dir(cgroup)), v)
+                }
+                None => return Ok(()),
+            }
+        }
         _ => {
             let (knob, v) = s.knob().expect("not a cgroup's");
             (crate::setup::knob_path(&knob).expect("a knob's file"), v)

@@ -533,7 +533,7 @@ impl Kernel {
             // the mapping (below).
             pte & PTE_SWP_EXCLUSIVE != 0
         } else {
-            if self.vm_swap_full() || (write && f.refcount == 1 + nr as u32) {
+            if self.mem_cgroup_swap_full(f.memcg) || (write && f.refcount == 1 + nr as u32) {
                 self.folio_free_swap(head);
             }
             pte & PTE_SWP_EXCLUSIVE != 0 || self.folios.get(head).refcount == 1
@@ -592,7 +592,7 @@ impl Kernel {
         // device, else when swap is full or on a write to an exclusive
         // page.
         let sync = self.swap[swp_type(f.swap)].flags & super::swapfile::SWP_SYNCHRONOUS_IO != 0;
-        if later && (sync || self.vm_swap_full() || (write && exclusive)) {
+        if later && (sync || self.mem_cgroup_swap_full(f.memcg) || (write && exclusive)) {
             self.folio_free_swap(head);
         }
         if write && bits & PTE_WRITE == 0 {

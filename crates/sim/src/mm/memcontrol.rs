@@ -3,6 +3,7 @@
 //! throttling on return to user space, swap accounting.
 
 use super::oom_kill::{Constraint, MemcgEvent, Oom};
+use super::swapfile::{swp_offset, swp_type, SwpEntry};
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, MemcgStat};
 use crate::SimError;
@@ -43,6 +44,10 @@ pub struct MemcgEvents {
     pub oom: u64,
     pub oom_kill: u64,
     pub oom_group_kill: u64,
+    /// memory.swap.events: a swap charge refused by memory.swap.max, and
+    /// every folio_alloc_swap that gave the memcg no slot (either way).
+    pub swap_max: u64,
+    pub swap_fail: u64,
 }
 
 pub struct Memcg {
@@ -353,6 +358,8 @@ impl Kernel {
                 MemcgEvent::Oom => &mut e.oom,
                 MemcgEvent::OomKill => &mut e.oom_kill,
                 MemcgEvent::OomGroupKill => &mut e.oom_group_kill,
+                MemcgEvent::SwapMax => &mut e.swap_max,
+                MemcgEvent::SwapFail => &mut e.swap_fail,
             } += 1;
             cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
         }
@@ -792,17 +799,85 @@ impl Kernel {
         }
     }
 
-    /// `mem_cgroup_try_charge_swap` (v2: the swap counter; no swap.max
-    /// modelled yet, so it always succeeds).
-    pub fn mem_cgroup_charge_swap(&mut self, memcg: u16, nr: u64) {
-        let mut cur = Some(memcg);
-        while let Some(m) = cur {
-            if m == ROOT_MEMCG {
-                break;
-            }
-            self.memcgs[m as usize].swap.usage += nr;
-            cur = self.memcgs[m as usize].parent;
+    /// `__mem_cgroup_try_charge_swap` (v2), the end of every
+    /// `folio_alloc_swap`: no slot found is a swap.events fail; slots the
+    /// memcg's or an ancestor's memory.swap.max refuses are a max and a
+    /// fail (both in the folio's memcg, as memcg_memory_event counts them)
+    /// and go back (`put_swap_folio`). The root is never charged.
+    #[inline]
+    pub fn mem_cgroup_try_charge_swap(
+        &mut self,
+        memcg: u16,
+        entry: Option<SwpEntry>,
+        nr: u32,
+    ) -> Option<SwpEntry> {
+        let Some(entry) = entry else {
+            self.memcg_memory_event(memcg, MemcgEvent::SwapFail);
+            return None;
+        };
+        if !self.swap_counter_try_charge(memcg, nr as u64) {
+            self.memcg_memory_event(memcg, MemcgEvent::SwapMax);
+            self.memcg_memory_event(memcg, MemcgEvent::SwapFail);
+            self.put_unused_swap(entry, nr);
+            return None;
         }
+        // swap_cgroup_record: a large run never crosses devices.
+        let off = swp_offset(entry) as usize;
+        self.swap[swp_type(entry)].cgroup[off..off + nr as usize].fill(memcg);
+        Some(entry)
+    }
+
+    /// `page_counter_try_charge` on swap: all levels below the root or
+    /// none.
+    fn swap_counter_try_charge(&mut self, memcg: u16, nr: u64) -> bool {
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            let c = &self.memcgs[cur as usize].swap;
+            if c.max.is_some_and(|max| c.usage + nr > max) {
+                return false;
+            }
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        }
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            self.memcgs[cur as usize].swap.usage += nr;
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        }
+        true
+    }
+
+    /// `mem_cgroup_get_nr_swap_pages`: the free swap, less where the memcg
+    /// or an ancestor has less room under its memory.swap.max (0 at
+    /// least: callers ask "> 0" and "< MIN_LRU_BATCH").
+    pub fn mem_cgroup_get_nr_swap_pages(&self, memcg: u16) -> u64 {
+        let mut nr = self.swapfile.nr_swap_pages();
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            let c = &self.memcgs[cur as usize].swap;
+            if let Some(max) = c.max {
+                nr = nr.min(max as i64 - c.usage as i64);
+            }
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        }
+        nr.max(0) as u64
+    }
+
+    /// `mem_cgroup_swap_full`: swap is half full, globally
+    /// (`vm_swap_full`) or in the memcg or an ancestor against its
+    /// memory.swap.max (no memory.swap.high is modelled: "max").
+    pub fn mem_cgroup_swap_full(&self, memcg: u16) -> bool {
+        if self.swapfile.vm_swap_full() {
+            return true;
+        }
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            let c = &self.memcgs[cur as usize].swap;
+            if c.max.is_some_and(|max| c.usage * 2 >= max) {
+                return true;
+            }
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        }
+        false
     }
 
     pub fn mem_cgroup_uncharge_swap(&mut self, memcg: u16, nr: u64) {

@@ -728,7 +728,7 @@ impl Kernel {
         } else {
             write && f.refcount == 2
         };
-        if f.test(PG_SWAPCACHE) && (self.vm_swap_full() || free) {
+        if f.test(PG_SWAPCACHE) && (self.mem_cgroup_swap_full(f.memcg) || free) {
             self.folio_free_swap(pfn);
         }
         exclusive || self.folios.get(pfn).refcount == 1
@@ -754,7 +754,7 @@ impl Kernel {
         // PTE's swap_free in 5.10; after it here, with the same result:
         // the slot is freed, the page leaves the swap cache dirty.
         let f = *self.folios.get(pfn);
-        if f.test(PG_SWAPCACHE) && (reuse || self.vm_swap_full()) {
+        if f.test(PG_SWAPCACHE) && (reuse || self.mem_cgroup_swap_full(f.memcg)) {
             self.folio_free_swap(pfn);
         }
         reuse

@@ -140,16 +140,18 @@ impl Kernel {
     }
 
     /// `oc->totalpages`: the memcg's memory.max plus the swap it may use
-    /// (`mem_cgroup_get_max`, cgroup v2 with swappiness), or all RAM and
+    /// (`mem_cgroup_get_max`, cgroup v2 with swappiness: its own
+    /// memory.swap.max or all swap, whichever is less), or all RAM and
     /// swap (`constrained_alloc`).
     fn oom_totalpages(&self, c: Constraint) -> u64 {
         let swap = self.swapfile.total_swap_pages().max(0) as u64;
         match c {
             Constraint::None => self.zones.iter().map(|z| z.managed).sum::<u64>() + swap,
             Constraint::Memcg(m) => {
-                let max = self.memcgs[m as usize].memory.max.unwrap_or(u64::MAX);
+                let memcg = &self.memcgs[m as usize];
+                let max = memcg.memory.max.unwrap_or(u64::MAX);
                 let with_swap = if self.sysctl.swappiness > 0 {
-                    max.saturating_add(swap)
+                    max.saturating_add(swap.min(memcg.swap.max.unwrap_or(u64::MAX)))
                 } else {
                     max
                 };
@@ -341,4 +343,7 @@ pub enum MemcgEvent {
     Oom,
     OomKill,
     OomGroupKill,
+    /// memory.swap.events max and fail.
+    SwapMax,
+    SwapFail,
 }

@@ -147,9 +147,9 @@ impl Kernel {
         if self.swap[ty].swap_map[off as usize] == super::swapfile::SWAP_HAS_CACHE {
             if let Some(pfn) = self.swap_folio_of(entry) {
                 // __try_to_reclaim_swap: with a reference of its own.
-                let f = self.folios.get_mut(pfn);
-                if f.mapcount == 0 || self.swapfile.vm_swap_full() {
-                    f.refcount += 1;
+                let f = *self.folios.get(pfn);
+                if f.mapcount == 0 || self.mem_cgroup_swap_full(f.memcg) {
+                    self.folios.get_mut(pfn).refcount += 1;
                     self.folio_free_swap(pfn);
                     self.folio_put(pfn);
                 }

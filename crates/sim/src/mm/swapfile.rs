@@ -388,11 +388,6 @@ impl Kernel {
         self.swapfile.slot_cache_active = true;
     }
 
-    /// `vm_swap_full`: less than half of all swap space is free.
-    pub fn vm_swap_full(&self) -> bool {
-        self.swapfile.vm_swap_full()
-    }
-
     /// `get_swap_pages`: up to `n` slots from the highest-priority device
     /// that has room; slots come back marked SWAP_HAS_CACHE.
     /// Devices of equal priority take turns: each one tried is requeued
@@ -454,10 +449,17 @@ impl Kernel {
 
     /// `folio_alloc_swap` for an order-0 folio: a slot from the per-CPU
     /// cache (refilled 64 at a time) or straight from the device, then the
-    /// memcg swap charge. None = no swap space.
+    /// memcg swap charge. None = no swap space or memory.swap.max.
     pub fn folio_alloc_swap(&mut self, memcg: u16) -> Option<SwpEntry> {
+        let entry = self.get_swap_page();
+        self.mem_cgroup_try_charge_swap(memcg, entry, 1)
+    }
+
+    /// A slot for an order-0 folio: from the per-CPU cache (refilled 64
+    /// at a time) or straight from the device.
+    fn get_swap_page(&mut self) -> Option<SwpEntry> {
         let cpu = self.cur_cpu;
-        let entry = if self.check_cache_active() {
+        if self.check_cache_active() {
             if self.cpus[cpu].slots.slots.is_empty() {
                 let mut v = Vec::with_capacity(SWAP_SLOTS_CACHE_SIZE);
                 self.get_swap_pages(SWAP_SLOTS_CACHE_SIZE, &mut v);
@@ -469,10 +471,7 @@ impl Kernel {
             let mut v = Vec::with_capacity(1);
             self.get_swap_pages(1, &mut v);
             v.pop()
-        }?;
-        self.swap[swp_type(entry)].cgroup[swp_offset(entry) as usize] = memcg;
-        self.mem_cgroup_charge_swap(memcg, 1);
-        Some(entry)
+        }
     }
 
     /// `folio_alloc_swap` for a large folio of `order` (6.12, not 6.1): an
@@ -483,6 +482,11 @@ impl Kernel {
     /// `global_cluster` shared by all CPUs. None: the caller splits the
     /// folio.
     pub fn folio_alloc_swap_order(&mut self, memcg: u16, order: u8) -> Option<SwpEntry> {
+        let entry = self.get_swap_pages_order(order);
+        self.mem_cgroup_try_charge_swap(memcg, entry, 1 << order)
+    }
+
+    fn get_swap_pages_order(&mut self, order: u8) -> Option<SwpEntry> {
         let nr = 1u32 << order;
         let ty = *self.swap_avail().first()?;
         let solid = self.swap[ty].flags & SWP_SOLIDSTATE != 0;
@@ -496,26 +500,16 @@ impl Kernel {
         // them, which may take free slots of a cluster kept for an order
         // (the large allocation then moves on to another cluster).
         let cpu = if solid { self.cur_cpu } else { 0 };
-        self.alloc_large_slots(ty, order, memcg, cpu)
+        self.alloc_large_slots(ty, order, cpu)
     }
 
     /// An aligned run of 2^`order` slots on device `ty` from `cpu`'s
-    /// cluster for the order, accounted and charged to `memcg` (the large
-    /// allocations' common part).
-    fn alloc_large_slots(
-        &mut self,
-        ty: usize,
-        order: u8,
-        memcg: u16,
-        cpu: usize,
-    ) -> Option<SwpEntry> {
+    /// cluster for the order, accounted (the large allocations' common
+    /// part).
+    fn alloc_large_slots(&mut self, ty: usize, order: u8, cpu: usize) -> Option<SwpEntry> {
         let nr = 1u32 << order;
         let off = self.swap[ty].alloc_large(cpu, order)?;
         self.swapfile.nr_swap_pages -= nr as i64;
-        for o in off..off + nr {
-            self.swap[ty].cgroup[o as usize] = memcg;
-        }
-        self.mem_cgroup_charge_swap(memcg, nr as u64);
         Some(swp_entry(ty, off))
     }
 
@@ -525,6 +519,11 @@ impl Kernel {
     /// free cluster from it (`swap_alloc_cluster`), which only a
     /// solid-state device keeps a list of. None: the caller splits.
     pub fn folio_alloc_swap_thp(&mut self, memcg: u16) -> Option<SwpEntry> {
+        let entry = self.get_swap_pages_thp();
+        self.mem_cgroup_try_charge_swap(memcg, entry, SWAPFILE_CLUSTER)
+    }
+
+    fn get_swap_pages_thp(&mut self) -> Option<SwpEntry> {
         const NR: u32 = SWAPFILE_CLUSTER;
         if self.swapfile.nr_swap_pages < NR as i64 {
             return None;
@@ -537,7 +536,7 @@ impl Kernel {
         }
         // alloc_large's order-9 run is a whole free cluster, the head of
         // the free list, as swap_alloc_cluster takes.
-        self.alloc_large_slots(ty, 9, memcg, self.cur_cpu)
+        self.alloc_large_slots(ty, 9, self.cur_cpu)
     }
 
     /// `swap_duplicate` for a PTE taking a reference to the slot.
@@ -582,6 +581,19 @@ impl Kernel {
         for i in 0..nr {
             self.put_swap_folio(entry + i);
         }
+    }
+
+    /// `put_swap_folio` of slots just allocated and never used (a swap
+    /// charge refused): a large run only the swap cache bit holds goes
+    /// back to its device at once (6.1's `swap_free_cluster`, 6.12's
+    /// `swap_entry_range_free`), one slot through the CPU's return batch.
+    pub fn put_unused_swap(&mut self, entry: SwpEntry, nr: u32) {
+        if nr == 1 {
+            self.put_swap_folio(entry);
+            return;
+        }
+        let entries: Vec<SwpEntry> = (0..nr).map(|i| entry + i).collect();
+        self.swapcache_free_entries(&entries);
     }
 
     /// `free_swap_slot`: queue in the CPU's return batch of 64, freed

@@ -966,7 +966,7 @@ impl Kernel {
 
     fn activate_locked(&mut self, pfn: Pfn, stat: &mut ReclaimStat) -> bool {
         let f = *self.folios.get(pfn);
-        if f.test(PG_SWAPCACHE) && self.vm_swap_full() {
+        if f.test(PG_SWAPCACHE) && self.mem_cgroup_swap_full(f.memcg) {
             self.folio_free_swap(pfn);
         }
         self.folios.get_mut(pfn).set(PG_ACTIVE);

@@ -101,12 +101,6 @@ impl Kernel {
             self.memcg_stat(f.memcg, mrest, nr as i64);
         }
     }
-
-    /// `mem_cgroup_get_nr_swap_pages`: swap the memcg may still use (no
-    /// memory.swap.max is modelled, so the global free swap).
-    pub fn mem_cgroup_get_nr_swap_pages(&self, _memcg: u16) -> u64 {
-        self.swapfile.nr_swap_pages().max(0) as u64
-    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,12 @@
 //! earlier moment (at most the scheduler's quantum earlier) is counted
 //! from the read on.
 //!
+//! 5.10 (`release.psi_memstall_running` off) judges memory full as it did
+//! before 5.12-5.13: only with no runnable task in the group on the CPU, a reclaiming
+//! CPU being sampled full at each scheduler tick instead
+//! (`psi_memstall_tick`: the time from the last change to the last tick),
+//! and it has no cpu full (its files print no such line: mmsim gives 0).
+//!
 //! Simplifications, none of which changes a total or average by more than
 //! rounding: the averaging worker is not a task (its own few µs of running
 //! are not counted) and it stops after a period in which no CPU of the
@@ -177,6 +183,9 @@ pub struct Psi {
     seq: u64,
     /// Per CPU: whether the task on it is in a memory stall.
     curr_memstall: Vec<bool>,
+    /// 5.12-5.13's rules (TSK_MEMSTALL_RUNNING, full judged at each
+    /// change, cpu full); off: 5.10's (see the module's comment).
+    memstall_running: bool,
     /// kswapd's and khugepaged's flags (tasks keep theirs in KTask).
     pub kthreads: [PsiTask; 2],
     /// The entity on the CPU the kernel is running for.
@@ -188,12 +197,13 @@ pub struct Psi {
 impl Psi {
     /// The machine's group and one per cgroup (`parents[i]`: cgroup i's
     /// parent; index 0 is the root, the machine).
-    pub fn new(parents: &[Option<u16>], cpus: usize) -> Self {
+    pub fn new(parents: &[Option<u16>], cpus: usize, memstall_running: bool) -> Self {
         Psi {
             groups: parents.iter().map(|&p| Group::new(p, cpus)).collect(),
             queue: BinaryHeap::new(),
             seq: 0,
             curr_memstall: vec![false; cpus],
+            memstall_running,
             kthreads: [PsiTask::default(); 2],
             current: None,
             collected_to: 0,
@@ -251,6 +261,11 @@ impl Psi {
     /// A queued change on every group from the task's up to the machine.
     fn apply(&mut self, c: Change) {
         let cpu = c.cpu as usize;
+        let rules = Rules {
+            memstall_running: self.memstall_running,
+            // 5.10's ticks sample what ran until this change.
+            ticked_memstall: self.curr_memstall[cpu],
+        };
         if c.curr != 0 {
             self.curr_memstall[cpu] = c.curr == 2;
         }
@@ -261,7 +276,7 @@ impl Psi {
         let mut g = Some(c.group);
         while let Some(i) = g {
             let group = &mut self.groups[i as usize];
-            group_change(group, cpu, c.clear, c.set, at, curr_memstall);
+            group_change(group, cpu, (c.clear, c.set), at, curr_memstall, rules);
             g = group.parent;
         }
     }
@@ -277,8 +292,9 @@ impl Psi {
     /// `psi_avgs_work` of group `g` at `now`.
     fn avgs_work(&mut self, g: usize, now: u64) {
         let now = self.collection_time(now);
+        let ticked = !self.memstall_running;
         let group = &mut self.groups[g];
-        let nonidle = collect_percpu_times(group, now);
+        let nonidle = collect_percpu_times(group, now, ticked, &self.curr_memstall);
         if now >= group.avg_next_update {
             group.avg_next_update = update_averages(group, now);
         }
@@ -293,8 +309,9 @@ impl Psi {
     pub fn show(&mut self, g: u16, now: u64) -> Pressure {
         self.advance(now);
         let now = self.collection_time(now);
+        let ticked = !self.memstall_running;
         let group = &mut self.groups[g as usize];
-        collect_percpu_times(group, now);
+        collect_percpu_times(group, now, ticked, &self.curr_memstall);
         if now >= group.avg_next_update {
             group.avg_next_update = update_averages(group, now);
         }
@@ -313,12 +330,20 @@ impl Psi {
             io: res(PSI_IO_SOME, PSI_IO_FULL),
             cpu: res(PSI_CPU_SOME, PSI_CPU_FULL),
         };
-        if g == 0 {
-            // "CPU FULL is undefined at the system level".
+        if g == 0 || !self.memstall_running {
+            // "CPU FULL is undefined at the system level"; 5.10 has none.
             p.cpu.full = PressureLine::default();
         }
         p
     }
+}
+
+/// Which release's rules a change is judged by, and (5.10) whether the
+/// CPU's current task was in a memory stall until the change.
+#[derive(Clone, Copy)]
+struct Rules {
+    memstall_running: bool,
+    ticked_memstall: bool,
 }
 
 /// The kernel's side: where tasks enter and leave stalls, and the
@@ -490,23 +515,32 @@ pub enum PsiOut {
 }
 
 /// `test_state`.
-fn test_state(tasks: &[u32; NR_PSI_TASK_COUNTS], state: usize, oncpu: bool) -> bool {
+fn test_state(tasks: &[u32; NR_PSI_TASK_COUNTS], state: usize, oncpu: bool, r: Rules) -> bool {
+    // 5.10: no task is counted as running in a memory stall.
+    let memstall_running = if r.memstall_running {
+        tasks[NR_MEMSTALL_RUNNING]
+    } else {
+        0
+    };
     match state {
         PSI_IO_SOME => tasks[NR_IOWAIT] > 0,
         PSI_IO_FULL => tasks[NR_IOWAIT] > 0 && tasks[NR_RUNNING] == 0,
         PSI_MEM_SOME => tasks[NR_MEMSTALL] > 0,
-        PSI_MEM_FULL => tasks[NR_MEMSTALL] > 0 && tasks[NR_RUNNING] == tasks[NR_MEMSTALL_RUNNING],
+        PSI_MEM_FULL => tasks[NR_MEMSTALL] > 0 && tasks[NR_RUNNING] == memstall_running,
         PSI_CPU_SOME => tasks[NR_RUNNING] > oncpu as u32,
-        PSI_CPU_FULL => tasks[NR_RUNNING] > 0 && !oncpu,
+        PSI_CPU_FULL => r.memstall_running && tasks[NR_RUNNING] > 0 && !oncpu,
         PSI_NONIDLE => tasks[NR_IOWAIT] > 0 || tasks[NR_MEMSTALL] > 0 || tasks[NR_RUNNING] > 0,
         _ => false,
     }
 }
 
 /// `record_times`: the time since the last change goes to the states the
-/// CPU was in.
-fn record_times(gc: &mut GroupCpu, now: u64) {
+/// CPU was in; on 5.10, with its current task reclaiming (`ticked`), a
+/// memory stall that was not full is full up to the last tick
+/// (`psi_memstall_tick`).
+fn record_times(gc: &mut GroupCpu, now: u64, ticked: bool) {
     let delta = now - gc.state_start;
+    gc.times[PSI_MEM_FULL] += ticked_full(gc, now, ticked);
     gc.state_start = now;
     for s in 0..NR_PSI_STATES {
         if gc.state_mask & (1 << s) != 0 {
@@ -515,8 +549,31 @@ fn record_times(gc: &mut GroupCpu, now: u64) {
     }
 }
 
+/// 5.10's `psi_memstall_tick` samples from the last change to `now`: each
+/// tick (every CPU's, at each jiffy) that finds the CPU's current task of
+/// the group reclaiming records min(time since the last record, a
+/// jiffy) as full, so a stall is full from its start to its last tick.
+fn ticked_full(gc: &GroupCpu, now: u64, ticked: bool) -> u64 {
+    let sampled = ticked
+        && gc.state_mask & PSI_ONCPU != 0
+        && gc.state_mask & (1 << PSI_MEM_SOME) != 0
+        && gc.state_mask & (1 << PSI_MEM_FULL) == 0;
+    if !sampled {
+        return 0;
+    }
+    let last_tick = now / JIFFY_NS * JIFFY_NS;
+    last_tick.saturating_sub(gc.state_start)
+}
+
 /// `psi_group_change` of one group on one CPU at `now`.
-fn group_change(g: &mut Group, cpu: usize, clear: u8, set: u8, now: u64, curr_memstall: bool) {
+fn group_change(
+    g: &mut Group,
+    cpu: usize,
+    (clear, set): (u8, u8),
+    now: u64,
+    curr_memstall: bool,
+    r: Rules,
+) {
     let gc = &mut g.cpus[cpu];
     // A change made later for an earlier moment (see the module's
     // comment) counts from the last one on.
@@ -539,16 +596,18 @@ fn group_change(g: &mut Group, cpu: usize, clear: u8, set: u8, now: u64, curr_me
     }
     let oncpu = state_mask & PSI_ONCPU != 0;
     for s in 0..NR_PSI_STATES {
-        if test_state(&gc.tasks, s, oncpu) {
+        if test_state(&gc.tasks, s, oncpu, r) {
             state_mask |= 1 << s;
         }
     }
     // A CPU reclaiming for the group could run nothing productive even if
-    // something were runnable: that is full.
-    if oncpu && curr_memstall {
+    // something were runnable: that is full (5.12; 5.10 samples it at
+    // ticks instead).
+    if r.memstall_running && oncpu && curr_memstall {
         state_mask |= 1 << PSI_MEM_FULL;
     }
-    record_times(gc, now);
+    let ticked = !r.memstall_running && r.ticked_memstall;
+    record_times(gc, now, ticked);
     gc.state_mask = state_mask;
     if g.work_at.is_none() {
         g.work_at = Some(now.saturating_add(PSI_PERIOD_NS));
@@ -559,12 +618,14 @@ fn group_change(g: &mut Group, cpu: usize, clear: u8, set: u8, now: u64, curr_me
 /// since the last collection on each CPU (the current state's included),
 /// weighed by the CPU's non-idle jiffies, into the group's totals.
 /// Whether any CPU was non-idle since.
-fn collect_percpu_times(g: &mut Group, now: u64) -> bool {
+fn collect_percpu_times(g: &mut Group, now: u64, ticked: bool, curr_memstall: &[bool]) -> bool {
     let mut deltas = [0u128; NR_PSI_STATES - 1];
     let mut nonidle_total: u64 = 0;
     let mut changed = false;
-    for gc in &mut g.cpus {
+    for (gc, &reclaiming) in g.cpus.iter_mut().zip(curr_memstall) {
         let mut times = gc.times;
+        // 5.10: the ticks since the last change have recorded their full.
+        times[PSI_MEM_FULL] += ticked_full(gc, now, ticked && reclaiming);
         let mut d = [0u64; NR_PSI_STATES];
         for s in 0..NR_PSI_STATES {
             if gc.state_mask & (1 << s) != 0 {
@@ -726,7 +787,7 @@ mod tests {
     /// memory, both full), runs 1 ms. CPU 1 idles and weighs nothing.
     #[test]
     fn a_lone_task_stalls_some_and_full() {
-        let mut p = Psi::new(&[None, Some(0)], 2);
+        let mut p = Psi::new(&[None, Some(0)], 2, true);
         let mut t = task(0, 1);
         let ms = 1_000_000;
         p.task_change(&mut t, 0, TSK_RUNNING | TSK_ONCPU, 0);
@@ -768,7 +829,7 @@ mod tests {
     /// reclaims: memory some, and full since the one on the CPU reclaims.
     #[test]
     fn a_reclaimer_on_the_cpu_is_full_with_a_runnable_task_beside() {
-        let mut p = Psi::new(&[None, Some(0)], 1);
+        let mut p = Psi::new(&[None, Some(0)], 1, true);
         let (mut a, mut b) = (task(0, 1), task(0, 1));
         // Tens of ms: a CPU weighs its whole non-idle jiffies only.
         let ms = 10_000_000;
@@ -790,12 +851,74 @@ mod tests {
         assert_eq!(p.show(0, 4 * ms).cpu.full, PressureLine::default());
     }
 
+    /// 5.10: a task reclaiming on its CPU is full only up to the last
+    /// scheduler tick of its stall (ticks every 4 ms, HZ = 250), and not
+    /// at all for a stall between two ticks; a stall with nothing of the
+    /// group runnable (a folio wait) is full throughout; no cpu full.
+    #[test]
+    fn v5_10_samples_a_reclaimer_full_at_ticks() {
+        let mut p = Psi::new(&[None, Some(0)], 1, false);
+        let mut t = task(0, 1);
+        let us = 1_000;
+        p.task_change(&mut t, 0, TSK_RUNNING | TSK_ONCPU, 0);
+        // Reclaim from 1.5 ms to 9.5 ms: ticks at 4 and 8 ms.
+        t.in_memstall = true;
+        p.task_change(&mut t, 0, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 1_500 * us);
+        t.in_memstall = false;
+        p.task_change(&mut t, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 0, 9_500 * us);
+        // Reclaim from 12.5 ms to 15.5 ms: no tick.
+        t.in_memstall = true;
+        p.task_change(&mut t, 0, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 12_500 * us);
+        t.in_memstall = false;
+        p.task_change(&mut t, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 0, 15_500 * us);
+        // A 2 ms folio wait off the CPU, in a memory stall.
+        t.in_memstall = true;
+        p.task_change(&mut t, TSK_RUNNING | TSK_ONCPU, TSK_MEMSTALL, 17_000 * us);
+        t.in_memstall = false;
+        p.task_change(&mut t, TSK_MEMSTALL, TSK_RUNNING | TSK_ONCPU, 19_000 * us);
+        p.task_change(&mut t, TSK_RUNNING | TSK_ONCPU, 0, 24_000 * us);
+        let s = p.show(1, 40_000 * us);
+        assert_eq!(s.memory.some.total_us, 8_000 + 3_000 + 2_000);
+        assert_eq!(s.memory.full.total_us, 6_500 + 2_000);
+        assert_eq!(s.cpu.full, PressureLine::default());
+        // The same on 6.1: the reclaimer is full throughout.
+        let mut p = Psi::new(&[None, Some(0)], 1, true);
+        let mut t = task(0, 1);
+        p.task_change(&mut t, 0, TSK_RUNNING | TSK_ONCPU, 0);
+        t.in_memstall = true;
+        p.task_change(&mut t, 0, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 1_500 * us);
+        t.in_memstall = false;
+        p.task_change(&mut t, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 0, 9_500 * us);
+        p.task_change(&mut t, TSK_RUNNING | TSK_ONCPU, 0, 24_000 * us);
+        assert_eq!(p.show(1, 40_000 * us).memory.full.total_us, 8_000);
+    }
+
+    /// 5.10, a reclaimer with another task of its group runnable beside
+    /// it: memory full comes from the ticks alone (6.1: throughout), and a
+    /// read between ticks counts what the last tick recorded.
+    #[test]
+    fn v5_10_full_beside_a_runnable_task_is_ticks_only() {
+        let mut p = Psi::new(&[None, Some(0)], 1, false);
+        let (mut a, mut b) = (task(0, 1), task(0, 1));
+        let ms = 1_000_000;
+        p.task_change(&mut a, 0, TSK_RUNNING | TSK_ONCPU, 0);
+        p.task_change(&mut b, 0, TSK_RUNNING, 0);
+        a.in_memstall = true;
+        p.task_change(&mut a, 0, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, ms);
+        // Read at 30 ms, the stall going on: ticks at 4 .. 28 ms.
+        let s = p.show(1, 30 * ms);
+        assert_eq!(s.memory.some.total_us, 29_000);
+        assert_eq!(s.memory.full.total_us, 27_000);
+        assert_eq!(s.cpu.some.total_us, 30_000);
+        assert_eq!(s.cpu.full, PressureLine::default());
+    }
+
     /// Two CPUs, one stalled throughout and one running throughout: the
     /// machine's some is half the time (each CPU weighed by its non-idle
     /// time), where a union of the tasks' stalls would say all of it.
     #[test]
     fn cpus_are_weighed_by_their_non_idle_time() {
-        let mut p = Psi::new(&[None], 2);
+        let mut p = Psi::new(&[None], 2, true);
         let (mut a, mut b) = (task(0, 0), task(1, 0));
         let ms = 1_000_000;
         a.in_memstall = true;
@@ -811,7 +934,7 @@ mod tests {
     /// read 10 s into a full stall sees avg10 near 1 − e^(−1).
     #[test]
     fn the_worker_feeds_the_averages_while_stalled() {
-        let mut p = Psi::new(&[None], 1);
+        let mut p = Psi::new(&[None], 1, true);
         let mut a = task(0, 0);
         a.in_memstall = true;
         p.task_change(&mut a, 0, TSK_RUNNING | TSK_ONCPU, 0);
@@ -827,7 +950,7 @@ mod tests {
     /// applied in time order.
     #[test]
     fn queued_changes_apply_in_time_order() {
-        let mut p = Psi::new(&[None], 2);
+        let mut p = Psi::new(&[None], 2, true);
         let (mut a, mut b) = (task(0, 0), task(1, 0));
         let ms = 1_000_000;
         // CPU 1's whole slice is simulated first, then CPU 0's.

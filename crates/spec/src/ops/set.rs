@@ -52,7 +52,11 @@ impl StepOp for Set {
         op: &Op,
         _regions: &mut Regions,
     ) -> Result<(), SpecError> {
-        let Op::Set(Setting::MemoryMax { cgroup, .. } | Setting::MemoryHigh { cgroup, .. }) = op
+        let Op::Set(
+            Setting::MemoryMax { cgroup, .. }
+            | Setting::MemoryHigh { cgroup, .. }
+            | Setting::MemorySwapMax { cgroup, .. },
+        ) = op
         else {
             return Ok(());
         };
@@ -73,7 +77,7 @@ static SET_KEYS: LazyLock<String> = LazyLock::new(|| {
         .iter()
         .map(|k| format!("sysctl.\"{}\", ", k.name))
         .collect();
-    format!("a string: a key path a set step can change, as --set writes it: cgroup.NAME.memory_max, cgroup.NAME.memory_high, {}or sysfs.\"{VMA_RA_ENABLED}\"", sysctls)
+    format!("a string: a key path a set step can change, as --set writes it: cgroup.NAME.memory_max, cgroup.NAME.memory_high, cgroup.NAME.memory_swap_max, {}or sysfs.\"{VMA_RA_ENABLED}\"", sysctls)
 });
 
 /// A `set` step's key and value, checked as the spec's own table checks
@@ -94,13 +98,13 @@ fn setting(rep: &Reporter, f: &Fields, key: &Node, value: &Node) -> Result<Setti
         )
     };
     Ok(match parts.as_slice() {
-        ["cgroup", name, field @ ("memory_max" | "memory_high")] => {
+        ["cgroup", name, field @ ("memory_max" | "memory_high" | "memory_swap_max")] => {
             let limit = limit(rep, value, &vpath)?;
             let cgroup = name.to_string();
-            if *field == "memory_max" {
-                Setting::MemoryMax { cgroup, limit }
-            } else {
-                Setting::MemoryHigh { cgroup, limit }
+            match *field {
+                "memory_max" => Setting::MemoryMax { cgroup, limit },
+                "memory_high" => Setting::MemoryHigh { cgroup, limit },
+                _ => Setting::MemorySwapMax { cgroup, limit },
             }
         }
         ["sysctl", name] => {

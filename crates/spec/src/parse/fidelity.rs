@@ -15,7 +15,8 @@ pub(super) fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Fidelity, Sp
     f.only(&["tolerance", "time_tolerance", "miss"], "[fidelity]")?;
     // /proc/vmstat names, the per-size `hugepages-64kB/stats/swpout`,
     // /proc/interrupts rows as `interrupts/TLB`, memory.events lines as
-    // `memory_events/CGROUP/oom_kill`, OOM kills as `oom_kill/TASK`.
+    // `memory_events/CGROUP/oom_kill` (memory.swap.events lines as
+    // `memory_swap_events/CGROUP/fail`), OOM kills as `oom_kill/TASK`.
     let counter = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/');
     let phase = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     let counters = fractions(
@@ -23,7 +24,7 @@ pub(super) fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Fidelity, Sp
         &f,
         "tolerance",
         &counter,
-        "a /proc/vmstat name such as pgfault (or a per-size statistic such as hugepages-64kB/stats/swpout, interrupts/TLB for the TLB-shootdown IPIs, memory_events/CGROUP/EVENT, memory_stat/CGROUP/KEY, or oom_kill/TASK)",
+        "a /proc/vmstat name such as pgfault (or a per-size statistic such as hugepages-64kB/stats/swpout, interrupts/TLB for the TLB-shootdown IPIs, memory_events/CGROUP/EVENT, memory_swap_events/CGROUP/EVENT, memory_stat/CGROUP/KEY, or oom_kill/TASK)",
     )?;
     Ok(Fidelity {
         misses: misses(rep, &f, &counters)?,

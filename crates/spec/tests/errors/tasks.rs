@@ -63,6 +63,14 @@ memory_max = "lots"
 "#,
     ));
     check(&e, 4, "cgroup.w.memory_max", &["\"lots\"", "\"max\""]);
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[cgroup.w]
+memory_swap_max = -1
+"#,
+    ));
+    check(&e, 4, "cgroup.w.memory_swap_max", &["-1", "\"max\""]);
 }
 
 #[test]
@@ -84,6 +92,7 @@ memory_limit = "1M"
             "memory_min",
             "memory_low",
             "memory_high",
+            "memory_swap_max",
             "memory_oom_group",
         ],
     );
