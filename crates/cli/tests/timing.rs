@@ -117,8 +117,12 @@ fn one_machine(specs: &[PathBuf], slug: &str) {
         assert!(runs.len() >= 5, "{}: {} runs", spec.display(), runs.len());
         for r in &runs {
             assert_eq!(r["engine"]["name"], "linux-native", "{}", spec.display());
+            // The release, not the build: the AMD guest's runs span two
+            // builds of 6.18.44 (-fc-v657 on 2026-11-24, -fc-v595 on
+            // 2026-11-27), one machine for the suite.
+            let release = r["engine"]["version"].as_str().unwrap_or("");
             let m = (
-                r["engine"]["version"].as_str().unwrap_or("").to_string(),
+                release.split('-').next().unwrap_or("").to_string(),
                 r["knobs"]["native:cpu"].as_str().unwrap_or("").to_string(),
             );
             assert!(!m.1.is_empty(), "{}: no CPU model", spec.display());
@@ -178,38 +182,62 @@ fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
 /// and why (docs/timing.md "Intel Xeon: a miss"). The test fails if any
 /// other phase misses, and if one of these comes within tolerance (then
 /// this list is out of date).
-const KNOWN_MISSES: &[(&str, &[&str])] = &[(
-    // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
-    // apart (steal time up to 16 %, DAMON's kdamond scanning): the
-    // calibration's least disturbed runs price paths faster than the
-    // suite's fastest run of a slower period.
-    "intel-xeon-2-50ghz",
-    &[
-        "dontneed main/dontneed",
-        "munmap main/munmap_anon",
-        "munmap main/munmap_shmem",
-        "psi_zram_memcg main/read",
-        "psi_zram_memcg main/rewrite",
-        "resident main/seq",
-        "swapoff main/swapoff",
-        "tmpfs_rw main/write_128k",
-        "zram_memcg main/refault_zipf",
-    ],
-)];
+const KNOWN_MISSES: &[(&str, &[&str])] = &[
+    (
+        // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
+        // apart (steal time up to 16 %, DAMON's kdamond scanning): the
+        // calibration's least disturbed runs price paths faster than the
+        // suite's fastest run of a slower period.
+        "intel-xeon-2-50ghz",
+        &[
+            "dontneed main/dontneed",
+            "munmap main/munmap_anon",
+            "munmap main/munmap_shmem",
+            "psi_zram_memcg main/read",
+            "psi_zram_memcg main/rewrite",
+            "resident main/seq",
+            "swapoff main/swapoff",
+            "tmpfs_rw main/write_128k",
+            "zram_memcg main/refault_zipf",
+        ],
+    ),
+    (
+        // Two threads reclaiming in one memcg cost each other more than the
+        // model's locks and flushes say (two_procs shows the same miss; the
+        // real pair ran twice as long as on the Intel guest), recorded on a
+        // day this guest ran zram_memcg 0.68-0.88x its 2026-11-24 speed.
+        "amd-epyc",
+        &[
+            "smp_threads_reclaim main/write",
+            "smp_threads_reclaim main/thread0/write",
+        ],
+    ),
+];
 
 /// Phases whose memory pressure totals miss `PRESSURE_TOLERANCE` with a
 /// machine's profile (docs/timing.md "Memory pressure"): the stalled share
 /// of each phase is within 10 % of the real runs', but the phases run
 /// about 0.7× as long as the real ones on this guest (the time misses
 /// above), and so do their stalls.
-const KNOWN_PRESSURE_MISSES: &[(&str, &[&str])] = &[(
-    "intel-xeon-2-50ghz",
-    &[
-        "psi_zram_memcg main/write",
-        "psi_zram_memcg main/read",
-        "psi_zram_memcg main/rewrite",
-    ],
-)];
+const KNOWN_PRESSURE_MISSES: &[(&str, &[&str])] = &[
+    (
+        "intel-xeon-2-50ghz",
+        &[
+            "psi_zram_memcg main/write",
+            "psi_zram_memcg main/read",
+            "psi_zram_memcg main/rewrite",
+        ],
+    ),
+    (
+        "amd-epyc",
+        &[
+            "psi_zram_memcg main/read",
+            "psi_zram_memcg main/rewrite",
+            "smp_threads_reclaim main/write",
+            "smp_threads_reclaim main/thread0/write",
+        ],
+    ),
+];
 
 /// A machine's entry of a known-miss list.
 fn known_of(list: &[(&str, &'static [&'static str])], slug: &str) -> &'static [&'static str] {
