@@ -184,6 +184,12 @@ behaviours! {
     /// reclaiming CPU sampled full at each scheduler tick
     /// (psi_memstall_tick), and no cpu full.
     psi_memstall_running,
+    /// A read counts as a memory stall for a workingset folio only:
+    /// swap_readpage's `if (workingset)` around its submission, and
+    /// read_pages for a readahead batch holding one. Before (5.10): every
+    /// swap read's submission is a memory stall, and no file readahead
+    /// is (the wait on a locked workingset page is one on both).
+    psi_workingset_reads,
 }
 
 impl Release {
@@ -198,6 +204,7 @@ impl Release {
         memory_reclaim: true,
         memcg_protection_stale_target: true,
         psi_memstall_running: true,
+        psi_workingset_reads: true,
         xfs_large_folios: true,
         zram_thp_one_bio: true,
         ..Release::NONE

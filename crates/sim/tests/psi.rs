@@ -219,3 +219,35 @@ steps = [
     let p = machine(&run_checked(&text("6.1")));
     assert_eq!(p.memory.full.total_us, p.memory.some.total_us);
 }
+
+/// A swap read of a page that was never active is no memory stall on 6.1
+/// (swap_readpage's `if (workingset)`), and is one on 5.10, which counts
+/// every swap read's submission: MADV_PAGEOUT of 16 MiB, read back.
+#[test]
+fn v5_10_counts_every_swap_read_as_a_memory_stall() {
+    let text = |kernel: &str| {
+        format!(
+            r#"
+[machine]
+kernel = "{kernel}"
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "256M"
+[task.main]
+steps = [
+  {{ op = "mmap", name = "heap", kind = "anon", size = "16M" }},
+  {{ op = "touch", region = "heap", write = 1.0 }},
+  {{ op = "madvise", region = "heap", advice = "pageout" }},
+  {{ op = "touch", region = "heap", write = 0.0 }},
+]
+"#
+        )
+    };
+    let new = run_checked(&text("6.1"));
+    assert_eq!(new.vmstat["pswpin"], 4096);
+    assert_eq!(machine(&new).memory.some.total_us, 0);
+    let old = run_checked(&text("5.10"));
+    assert_eq!(old.vmstat["pswpin"], 4096);
+    assert!(machine(&old).memory.some.total_us > 0);
+}

@@ -181,3 +181,20 @@ fn a_set_step_moves_memory_swap_max() {
     assert_eq!(r.cgroups["w"].memory_swap_current, 32 << 20);
     assert_eq!(swap_event(&r, "max"), 4096);
 }
+
+/// A `set` step lowering memory.swap.max below what is in swap leaves it
+/// there (swap_max_write is an xchg) and refuses every later charge.
+#[test]
+fn a_set_step_below_the_usage_keeps_what_is_in_swap() {
+    let steps = r#"{ op = "mmap", name = "a", kind = "anon", size = "32M" },
+   { op = "touch", region = "a", order = "seq", write = 1.0 },
+   { op = "madvise", region = "a", advice = "pageout", length = "16M" },
+   { op = "set", key = "cgroup.w.memory_swap_max", value = "4M" },
+   { op = "phase", name = "second" },
+   { op = "madvise", region = "a", advice = "pageout" },
+   { op = "phase", name = "end" },"#;
+    let r = run_checked(&memcg_spec("256M", "", steps));
+    assert_eq!(r.cgroups["w"].memory_swap_current, 16 << 20);
+    assert_eq!(phase_vm(&r, 0, "second", "pswpout"), 0);
+    assert_eq!(swap_event(&r, "max"), 4096);
+}

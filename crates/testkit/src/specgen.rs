@@ -779,11 +779,9 @@ impl Gen<'_, '_> {
         let (key, value) = match self.d.below(6) {
             0 | 1 if self.ncg > 0 => {
                 let c = self.d.below(self.ncg);
-                let field = if self.d.chance(70) {
-                    "memory_max"
-                } else {
-                    "memory_high"
-                };
+                let field =
+                    self.d
+                        .pick(&["memory_max", "memory_max", "memory_high", "memory_swap_max"]);
                 let value = match self.d.pick(&[0u64, 4, 8, 16, 32, 64]) {
                     0 => "\"max\"".to_string(),
                     m => format!("\"{m}M\""),

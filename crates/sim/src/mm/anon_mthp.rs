@@ -421,6 +421,8 @@ impl Kernel {
         }
         self.folio_add_lru(head);
         if !self.swap_read_folio_zeromap(head, first_entry) {
+            // swap_read_folio: the memory stall of a workingset folio.
+            let psi = self.swap_read_memstall_enter(head);
             self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
             for i in 0..nr {
                 let version = self.zram_read_page(ty, off + i);
@@ -429,6 +431,7 @@ impl Kernel {
             self.vm.add(Vm::Pswpin, nr as i64);
             let memcg = self.folios.get(head).memcg;
             self.memcg_stat(memcg, Mc::Pswpin, nr as i64);
+            self.psi_memstall_leave(psi);
         }
         // count_memcg_event_mm: the faulting mm's memcg.
         self.vm.inc(Vm::Pgmajfault);

@@ -794,12 +794,16 @@ impl Kernel {
         if self.swap_read_folio_zeromap(pfn, entry) {
             return Ok(pfn);
         }
+        // swap_readpage(page, true): the same memory stall as through the
+        // swap cache.
+        let psi = self.swap_read_memstall_enter(pfn);
         self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
         let version = self.zram_read_page(ty, off as u32);
         self.folios.version[pfn as usize] = version;
         self.vm.inc(Vm::Pswpin);
         let memcg = self.folios.get(pfn).memcg;
         self.memcg_stat(memcg, Mc::Pswpin, 1);
+        self.psi_memstall_leave(psi);
         Ok(pfn)
     }
 

@@ -198,11 +198,19 @@ impl Kernel {
             f.clear(PG_LOCKED);
             return;
         }
-        // Reading a workingset folio back is thrashing: its submission (all
-        // of a synchronous device's read) is a memory stall.
-        let psi = !f.test(PG_WORKINGSET) || self.psi_memstall_enter();
+        let psi = self.swap_read_memstall_enter(pfn);
         self.swap_readpage_dev(pfn, entry, f);
         self.psi_memstall_leave(psi);
+    }
+
+    /// swap_readpage's `psi_memstall_enter`: reading a workingset folio
+    /// back is thrashing, so its submission (all of a synchronous device's
+    /// read) is a memory stall; 5.10 counts every swap read's. The token
+    /// for `psi_memstall_leave`.
+    pub(crate) fn swap_read_memstall_enter(&mut self, pfn: Pfn) -> bool {
+        let workingset = self.folios.get(pfn).test(PG_WORKINGSET);
+        let stall = workingset || !self.release.psi_workingset_reads;
+        !stall || self.psi_memstall_enter()
     }
 
     fn swap_readpage_dev(&mut self, pfn: Pfn, entry: SwpEntry, f: super::folio::Folio) {

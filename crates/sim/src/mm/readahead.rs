@@ -126,7 +126,9 @@ impl Kernel {
     pub fn read_pages(&mut self, run: &[Pfn]) {
         use super::folio::PG_WORKINGSET;
         let workingset = run.iter().any(|&p| self.folios.get(p).test(PG_WORKINGSET));
-        let psi = !workingset || self.psi_memstall_enter();
+        // (5.10 counts no readahead as a memory stall.)
+        let stall = workingset && self.release.psi_workingset_reads;
+        let psi = !stall || self.psi_memstall_enter();
         for &pfn in run {
             let f = *self.folios.get(pfn);
             let (inode, index) = (f.mapping, f.index as u64);

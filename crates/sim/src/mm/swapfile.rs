@@ -264,8 +264,15 @@ impl SwapInfo {
                         self.swap_map[off as usize] = SWAP_HAS_CACHE;
                     }
                     self.inuse_pages += nr;
-                    // Its cluster left the free list when it was taken.
-                    self.cluster_used[(o / SWAPFILE_CLUSTER) as usize] += nr as u16;
+                    // Its cluster left the free list when it was taken, and
+                    // went back if every slot of it was freed since (a run
+                    // refused by its swap charge, a folio swapped in and
+                    // freed): off it again, as the order-0 scan does.
+                    let c = (o / SWAPFILE_CLUSTER) as usize;
+                    if self.cluster_used[c] == 0 {
+                        self.free_clusters.retain(|&x| x as usize != c);
+                    }
+                    self.cluster_used[c] += nr as u16;
                     return Some(o);
                 }
                 self.order_cluster[cpu][order as usize] = None;

@@ -1054,8 +1054,9 @@ impl Kernel {
             // shmem_writepage: to swap through the swap cache; without a
             // slot the folio is redirtied and activated.
             self.folios.get_mut(pfn).clear(PG_DIRTY);
-            self.vm.inc(Vm::NrVmscanWrite);
             if !self.traced(Fn::SwapWritepage, |k| k.shmem_writepage(pfn, list)) {
+                // AOP_WRITEPAGE_ACTIVATE: pageout returns before counting
+                // the write.
                 self.folios.get_mut(pfn).set(PG_DIRTY);
                 return PageOut::Activate;
             }
@@ -1063,6 +1064,8 @@ impl Kernel {
             if !f.test(PG_WRITEBACK) {
                 f.clear(PG_RECLAIM);
             }
+            let nr = f.nr_pages() as i64;
+            self.vm.add(Vm::NrVmscanWrite, nr);
             return PageOut::Success;
         }
         if !f.test(PG_SWAPCACHE) {
@@ -1077,8 +1080,10 @@ impl Kernel {
             // Completed already (or never started): nothing to rotate.
             f.clear(PG_RECLAIM);
         }
-        // pageout counts a write it started whatever the writepage did.
-        self.vm.inc(Vm::NrVmscanWrite);
+        // pageout counts a write it started whatever the writepage did,
+        // every page of the folio (node_stat_add_folio).
+        let nr = self.folios.get(pfn).nr_pages() as i64;
+        self.vm.add(Vm::NrVmscanWrite, nr);
         PageOut::Success
     }
 
