@@ -182,6 +182,30 @@ fn pressure_is_deterministic() {
     );
 }
 
+/// A task on `kernel`'s preset with 256 MiB of zram, in a cgroup
+/// holding `cgroup` (empty: the root), running `steps`.
+fn on_kernel(kernel: &str, cgroup: &str, steps: &str) -> RunResult {
+    let (table, join) = if cgroup.is_empty() {
+        (String::new(), "")
+    } else {
+        (format!("[cgroup.w]\n{cgroup}\n"), "cgroup = \"w\"\n")
+    };
+    run_checked(&format!(
+        r#"
+[machine]
+kernel = "{kernel}"
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "256M"
+{table}[task.main]
+{join}steps = [
+{steps}
+]
+"#
+    ))
+}
+
 /// 5.10's rules on the same lone thrashing task: the task reclaims and
 /// swaps in while counted as running, so 5.10's test_state never finds
 /// memory full (it wants no runnable task); only the scheduler ticks
@@ -190,33 +214,18 @@ fn pressure_is_deterministic() {
 /// and 5.10 has no cpu full.
 #[test]
 fn v5_10_samples_full_at_ticks_and_has_no_cpu_full() {
-    let text = |kernel: &str| {
-        format!(
-            r#"
-[machine]
-kernel = "{kernel}"
-memory = "512M"
-[[swap]]
-device = "zram"
-size = "256M"
-[cgroup.w]
-memory_max = "32M"
-[task.main]
-cgroup = "w"
-steps = [
-  {{ op = "mmap", name = "heap", kind = "anon", size = "64M" }},
-  {{ op = "touch", region = "heap", write = 1.0 }},
-  {{ op = "touch", region = "heap", write = 0.0 }},
-]
-"#
-        )
+    let thrash = |kernel: &str| {
+        let steps = r#"{ op = "mmap", name = "heap", kind = "anon", size = "64M" },
+  { op = "touch", region = "heap", write = 1.0 },
+  { op = "touch", region = "heap", write = 0.0 },"#;
+        machine(&on_kernel(kernel, "memory_max = \"32M\"", steps))
     };
-    let p = machine(&run_checked(&text("5.10")));
+    let p = thrash("5.10");
     let m = p.memory;
     assert!(m.full.total_us > 0);
     assert!(m.full.total_us < m.some.total_us, "{m:?}");
     assert_eq!(p.cpu.full.total_us, 0);
-    let p = machine(&run_checked(&text("6.1")));
+    let p = thrash("6.1");
     assert_eq!(p.memory.full.total_us, p.memory.some.total_us);
 }
 
@@ -225,29 +234,14 @@ steps = [
 /// every swap read's submission: MADV_PAGEOUT of 16 MiB, read back.
 #[test]
 fn v5_10_counts_every_swap_read_as_a_memory_stall() {
-    let text = |kernel: &str| {
-        format!(
-            r#"
-[machine]
-kernel = "{kernel}"
-memory = "512M"
-[[swap]]
-device = "zram"
-size = "256M"
-[task.main]
-steps = [
-  {{ op = "mmap", name = "heap", kind = "anon", size = "16M" }},
-  {{ op = "touch", region = "heap", write = 1.0 }},
-  {{ op = "madvise", region = "heap", advice = "pageout" }},
-  {{ op = "touch", region = "heap", write = 0.0 }},
-]
-"#
-        )
-    };
-    let new = run_checked(&text("6.1"));
+    let steps = r#"{ op = "mmap", name = "heap", kind = "anon", size = "16M" },
+  { op = "touch", region = "heap", write = 1.0 },
+  { op = "madvise", region = "heap", advice = "pageout" },
+  { op = "touch", region = "heap", write = 0.0 },"#;
+    let new = on_kernel("6.1", "", steps);
     assert_eq!(new.vmstat["pswpin"], 4096);
     assert_eq!(machine(&new).memory.some.total_us, 0);
-    let old = run_checked(&text("5.10"));
+    let old = on_kernel("5.10", "", steps);
     assert_eq!(old.vmstat["pswpin"], 4096);
     assert!(machine(&old).memory.some.total_us > 0);
 }
