@@ -10,10 +10,21 @@ use mmsim_sim::output::RunResult;
 /// reads its memory back. Global reclaim (kswapd, direct) takes what it
 /// needs from both unless `a` is protected.
 fn siblings(a_extra: &str) -> RunResult {
+    siblings_on(
+        "6.1",
+        a_extra,
+        r#"{ op = "touch", region = "heap", write = 0.0 }"#,
+    )
+}
+
+/// `siblings` on `kernel`'s preset, `a`'s last step `a_last` (after its
+/// second of sleep).
+fn siblings_on(kernel: &str, a_extra: &str, a_last: &str) -> RunResult {
     run_checked(&format!(
         r#"
 [machine]
 memory = "256M"
+kernel = "{kernel}"
 [[swap]]
 device = "zram"
 size = "512M"
@@ -26,7 +37,7 @@ steps = [
   {{ op = "mmap", name = "heap", kind = "anon", size = "96M" }},
   {{ op = "touch", region = "heap", write = 1.0 }},
   {{ op = "sleep", duration = "1s" }},
-  {{ op = "touch", region = "heap", write = 0.0 }},
+  {a_last},
 ]
 [task.b]
 cgroup = "b"
@@ -94,34 +105,11 @@ fn memory_min_is_never_breached() {
 #[test]
 fn on_6_1_a_limit_reclaim_reads_the_targets_stale_protection() {
     let run = |kernel: &str| {
-        run_checked(&format!(
-            r#"
-[machine]
-memory = "256M"
-kernel = "{kernel}"
-[[swap]]
-device = "zram"
-size = "512M"
-[cgroup.a]
-memory_low = "128M"
-[cgroup.b]
-[task.a]
-cgroup = "a"
-steps = [
-  {{ op = "mmap", name = "heap", kind = "anon", size = "96M" }},
-  {{ op = "touch", region = "heap", write = 1.0 }},
-  {{ op = "sleep", duration = "1s" }},
-  {{ op = "set", key = "cgroup.a.memory_max", value = "64M" }},
-]
-[task.b]
-cgroup = "b"
-steps = [
-  {{ op = "sleep", duration = "100ms" }},
-  {{ op = "mmap", name = "heap", kind = "anon", size = "160M" }},
-  {{ op = "touch", region = "heap", write = 1.0 }},
-]
-"#
-        ))
+        siblings_on(
+            kernel,
+            "memory_low = \"128M\"",
+            r#"{ op = "set", key = "cgroup.a.memory_max", value = "64M" }"#,
+        )
     };
     let old = run("6.1");
     assert!(old.cgroups["a"].memory_events["low"] > 0);

@@ -830,65 +830,52 @@ impl Kernel {
     /// `page_counter_try_charge` on swap: all levels below the root or
     /// none.
     fn swap_counter_try_charge(&mut self, memcg: u16, nr: u64) -> bool {
-        let mut cur = memcg;
-        while cur != ROOT_MEMCG {
-            let c = &self.memcgs[cur as usize].swap;
-            if c.max.is_some_and(|max| c.usage + nr > max) {
-                return false;
-            }
-            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        let over = self.ancestors(memcg).any(|m| {
+            let c = &self.memcgs[m as usize].swap;
+            c.max.is_some_and(|max| c.usage + nr > max)
+        });
+        if !over {
+            self.swap_counter_add(memcg, nr as i64);
         }
-        let mut cur = memcg;
-        while cur != ROOT_MEMCG {
-            self.memcgs[cur as usize].swap.usage += nr;
-            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        !over
+    }
+
+    /// The swap counters of the memcg and its ancestors below the root,
+    /// moved by `nr` pages (a charge, or an uncharge when negative).
+    fn swap_counter_add(&mut self, memcg: u16, nr: i64) {
+        let mut cur = Some(memcg);
+        while let Some(m) = cur.filter(|&m| m != ROOT_MEMCG) {
+            let c = &mut self.memcgs[m as usize].swap;
+            debug_assert!(c.usage as i64 + nr >= 0, "swap counter underflow");
+            c.usage = (c.usage as i64 + nr) as u64;
+            cur = self.memcgs[m as usize].parent;
         }
-        true
     }
 
     /// `mem_cgroup_get_nr_swap_pages`: the free swap, less where the memcg
     /// or an ancestor has less room under its memory.swap.max (0 at
     /// least: callers ask "> 0" and "< MIN_LRU_BATCH").
     pub fn mem_cgroup_get_nr_swap_pages(&self, memcg: u16) -> u64 {
-        let mut nr = self.swapfile.nr_swap_pages();
-        let mut cur = memcg;
-        while cur != ROOT_MEMCG {
-            let c = &self.memcgs[cur as usize].swap;
-            if let Some(max) = c.max {
-                nr = nr.min(max as i64 - c.usage as i64);
-            }
-            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
-        }
-        nr.max(0) as u64
+        let room = self.ancestors(memcg).filter_map(|m| {
+            let c = &self.memcgs[m as usize].swap;
+            c.max.map(|max| max as i64 - c.usage as i64)
+        });
+        room.fold(self.swapfile.nr_swap_pages(), i64::min).max(0) as u64
     }
 
     /// `mem_cgroup_swap_full`: swap is half full, globally
     /// (`vm_swap_full`) or in the memcg or an ancestor against its
     /// memory.swap.max (no memory.swap.high is modelled: "max").
     pub fn mem_cgroup_swap_full(&self, memcg: u16) -> bool {
-        if self.swapfile.vm_swap_full() {
-            return true;
-        }
-        let mut cur = memcg;
-        while cur != ROOT_MEMCG {
-            let c = &self.memcgs[cur as usize].swap;
-            if c.max.is_some_and(|max| c.usage * 2 >= max) {
-                return true;
-            }
-            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
-        }
-        false
+        self.swapfile.vm_swap_full()
+            || self.ancestors(memcg).any(|m| {
+                let c = &self.memcgs[m as usize].swap;
+                c.max.is_some_and(|max| c.usage * 2 >= max)
+            })
     }
 
     pub fn mem_cgroup_uncharge_swap(&mut self, memcg: u16, nr: u64) {
-        let mut cur = Some(memcg);
-        while let Some(m) = cur {
-            if m == ROOT_MEMCG {
-                break;
-            }
-            self.memcgs[m as usize].swap.usage -= nr;
-            cur = self.memcgs[m as usize].parent;
-        }
+        self.swap_counter_add(memcg, -(nr as i64));
     }
 
     /// Adds to a memcg's own memory.stat (summed over the hierarchy when read).

@@ -264,7 +264,7 @@ impl Psi {
         let rules = Rules {
             memstall_running: self.memstall_running,
             // 5.10's ticks sample what ran until this change.
-            ticked_memstall: self.curr_memstall[cpu],
+            ticked_memstall: !self.memstall_running && self.curr_memstall[cpu],
         };
         if c.curr != 0 {
             self.curr_memstall[cpu] = c.curr == 2;
@@ -338,8 +338,9 @@ impl Psi {
     }
 }
 
-/// Which release's rules a change is judged by, and (5.10) whether the
-/// CPU's current task was in a memory stall until the change.
+/// Which release's rules a change is judged by, and whether 5.10's ticks
+/// sampled the interval up to it (the CPU's current task was in a memory
+/// stall until the change).
 #[derive(Clone, Copy)]
 struct Rules {
     memstall_running: bool,
@@ -606,8 +607,7 @@ fn group_change(
     if r.memstall_running && oncpu && curr_memstall {
         state_mask |= 1 << PSI_MEM_FULL;
     }
-    let ticked = !r.memstall_running && r.ticked_memstall;
-    record_times(gc, now, ticked);
+    record_times(gc, now, r.ticked_memstall);
     gc.state_mask = state_mask;
     if g.work_at.is_none() {
         g.work_at = Some(now.saturating_add(PSI_PERIOD_NS));
