@@ -79,10 +79,19 @@ fn every_reproducer_ends_as_its_header_says() {
         let bytes = std::fs::read(path).expect("read reproducer");
         let want = expectation(path, &bytes);
         // A reproducer whose end depends on time names the profile it was
-        // found with (`# profile: NAME`); the others run with the default.
+        // found with (`# profile: NAME`, or a committed profile's file under
+        // crates/sim/profiles/); the others run with the default.
         let profile = String::from_utf8_lossy(&bytes)
             .lines()
             .find_map(|l| l.strip_prefix("# profile: ").map(str::to_string))
+            .map(|p| match p.ends_with(".toml") {
+                true => Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../sim/profiles")
+                    .join(p)
+                    .to_string_lossy()
+                    .into_owned(),
+                false => p,
+            })
             .unwrap_or_else(|| "default".into());
         let out = Command::new(MMSIM)
             .env("MMSIM_PROFILE", profile)

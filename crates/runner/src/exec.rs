@@ -274,12 +274,15 @@ impl<'s> Child<'s> {
             pressure: psi,
         }) = self.open.take()
         {
+            // The phase ends before its counters are read (phase.rs says
+            // why).
+            let end_ns = self.now();
             let after = procfs::vmstat();
             let pressure = procfs::pressure_since(psi);
             self.phases.push(PhaseResult {
                 name,
                 start_ns: start,
-                end_ns: self.now(),
+                end_ns,
                 vmstat: procfs::delta(&after, &before),
                 kv: self.open_kv.take(),
                 trace_requests: std::mem::take(&mut self.open_requests),
