@@ -33,6 +33,15 @@ pub struct Cpu {
     /// When each flush IPI sent to this CPU whose handler has not been
     /// charged arrived (tlb.rs `run_pending_ipis`).
     pub ipi_pending: Vec<u64>,
+    /// The memory stalls entities ran in here since this CPU's pending
+    /// IPIs were last charged, `[enter, leave)` each, and the one open now
+    /// (more than one CPU only): an IPI that arrived inside one interrupted
+    /// a stall (tlb.rs `run_pending_ipis`).
+    pub memstall_spans: Vec<(u64, u64)>,
+    pub memstall_since: Option<u64>,
+    /// Handlers of IPIs that interrupted a memory stall, charged inside one
+    /// once the next entity is on the CPU (`charge_stalled_ipis`).
+    pub ipi_stalled: u64,
 }
 
 /// Kernel-side state of a task (what `task_struct` carries for mm).

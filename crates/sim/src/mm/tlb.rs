@@ -21,6 +21,11 @@
 //! show), and a target's handler time lands at the start of its next slice
 //! (slices run one after another, so the slice an IPI interrupted may
 //! already have run); an IPI that found its target idle costs it nothing.
+//! One that arrived inside a memory stall the target ran (reclaim) is
+//! charged inside a stall there, so it counts in PSI as it does on Linux,
+//! where the interrupted task stays TSK_MEMSTALL through the handler; an
+//! IPI that arrives ahead of the target's clock (its slice not yet run)
+//! is charged as running time, not knowing what it will interrupt.
 
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
@@ -209,19 +214,46 @@ impl Kernel {
 
     /// At the start of a slice on `cpu` (at `start`; its last slice ended
     /// at `prev_end`): the handlers of the IPIs it took, charged to what
-    /// runs now, except those that arrived while it was idle.
+    /// runs now, except those that arrived while it was idle. One that
+    /// arrived inside a memory stall the CPU ran (reclaim) prolonged that
+    /// stall, as an interrupt does on Linux (the task stays TSK_MEMSTALL
+    /// through it): its handler is owed to `charge_stalled_ipis`, which
+    /// charges it inside a stall once the next entity is on the CPU (the
+    /// same time, accounted as stalled; moved to this slice's start).
     pub fn run_pending_ipis(&mut self, cpu: usize, prev_end: u64, start: u64) {
-        let pending = &mut self.cpus[cpu].ipi_pending;
-        if pending.is_empty() {
+        let c = &mut self.cpus[cpu];
+        if c.ipi_pending.is_empty() {
+            c.memstall_spans.clear();
             return;
         }
-        let busy = pending
+        let (mut busy, mut stalled) = (0, 0);
+        for &t in c
+            .ipi_pending
             .iter()
             .filter(|&t| !(prev_end..start).contains(t))
-            .count() as u64;
-        pending.clear();
+        {
+            if c.memstall_spans.iter().any(|&(a, b)| a <= t && t < b) {
+                stalled += 1;
+            } else {
+                busy += 1;
+            }
+        }
+        c.ipi_pending.clear();
+        c.memstall_spans.clear();
+        c.ipi_stalled += stalled;
         if busy > 0 {
             self.charge_cost(Fn::FlushTlbFunc, busy * self.costs.ipi_handler);
+        }
+    }
+
+    /// The handlers `run_pending_ipis` found inside a memory stall, charged
+    /// now inside one of the entity just switched in on `cpu`.
+    pub fn charge_stalled_ipis(&mut self, cpu: usize) {
+        let n = std::mem::take(&mut self.cpus[cpu].ipi_stalled);
+        if n > 0 {
+            let psi = self.psi_memstall_enter();
+            self.charge_cost(Fn::FlushTlbFunc, n * self.costs.ipi_handler);
+            self.psi_memstall_leave(psi);
         }
     }
 
@@ -283,6 +315,48 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::CpuMask;
+    use crate::kernel::Kernel;
+    use crate::sched::psi::PsiWho;
+
+    fn kernel(cpus: u32) -> Kernel {
+        let text = format!("[machine]\nmemory = \"256M\"\ncpus = {cpus}\n[task.t]\nsteps = []\n");
+        let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
+        Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
+    }
+
+    /// CPU 1 ran a reclaim stall from 1 to 5 µs and took 10,000 flush
+    /// IPIs inside it and one after it: the one after is its next
+    /// entity's time, the others prolong a memory stall (as an interrupt
+    /// of a TSK_MEMSTALL task does), though all take the same time. (So
+    /// many that the stall outweighs a jiffy: psi weighs each CPU's share
+    /// by its non-idle jiffies.)
+    #[test]
+    fn an_ipi_that_interrupts_a_memory_stall_is_stalled_time() {
+        let mut k = kernel(2);
+        let h = k.costs.ipi_handler;
+        k.cur_cpu = 1;
+        k.cpus[1].memstall_spans.push((1_000, 5_000));
+        k.cpus[1].ipi_pending.extend([2_000; 10_000]);
+        k.cpus[1].ipi_pending.push(6_000);
+        k.clock_base = 10_000;
+        k.pending_ns = 0;
+        k.run_pending_ipis(1, 8_000, 10_000);
+        assert_eq!(k.pending_ns, h);
+        assert_eq!(k.cpus[1].ipi_stalled, 10_000);
+        assert!(k.cpus[1].memstall_spans.is_empty() && k.cpus[1].ipi_pending.is_empty());
+        k.psi_switch_in(PsiWho::Kthread(0), 1, 10_000, 10_000);
+        k.charge_stalled_ipis(1);
+        assert_eq!(k.pending_ns, 10_001 * h);
+        let now = k.now();
+        let p = k.psi.show(0, now);
+        assert_eq!(p.memory.some.total_us, 10_000 * h / 1_000);
+        assert_eq!(k.cpus[1].ipi_stalled, 0);
+        // The stall it was charged in is a span an IPI could interrupt.
+        assert_eq!(
+            k.cpus[1].memstall_spans,
+            [(10_000 + h, 10_000 + 10_001 * h)]
+        );
+    }
 
     #[test]
     fn a_mask_holds_cpus_across_words() {

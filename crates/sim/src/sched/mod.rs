@@ -105,9 +105,11 @@ impl<'s> Scheduler<'s> {
                 self.run_task(entity, k, (ready, start), switched, &mut at_end)?
             } else if entity == self.rq.khugepaged_entity() {
                 k.psi_switch_in(PsiWho::Kthread(1), cpu, ready, start);
+                k.charge_stalled_ipis(cpu);
                 self.rq.run_khugepaged(k, start)?
             } else {
                 k.psi_switch_in(PsiWho::Kthread(0), cpu, ready, start);
+                k.charge_stalled_ipis(cpu);
                 self.rq.run_kswapd(k, start)?
             };
             self.wake_oom_victims(k);
@@ -153,6 +155,7 @@ impl<'s> Scheduler<'s> {
         let ktask = self.player.tasks[entity].ktask;
         k.cur_task = Some(ktask);
         k.psi_switch_in(PsiWho::Task(ktask), cpu, ready, start);
+        k.charge_stalled_ipis(cpu);
         k.switch_mm(cpu, k.tasks[self.player.tasks[entity].ktask].mm);
         self.lru_gen_use_mm(k, entity, start, switched);
         // Tasks the slice may fork come after these.

@@ -382,6 +382,9 @@ impl crate::kernel::Kernel {
         t.in_memstall = true;
         let now = self.now();
         self.psi_change(who, &mut t, 0, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, now);
+        if self.cpus.len() > 1 {
+            self.cpus[self.cur_cpu].memstall_since = Some(now);
+        }
         false
     }
 
@@ -394,6 +397,9 @@ impl crate::kernel::Kernel {
         t.in_memstall = false;
         let now = self.now();
         self.psi_change(who, &mut t, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 0, now);
+        if let Some(since) = self.cpus[self.cur_cpu].memstall_since.take() {
+            self.cpus[self.cur_cpu].memstall_spans.push((since, now));
+        }
     }
 
     /// The running task is about to sleep waiting for folio `pfn`'s I/O
@@ -417,6 +423,9 @@ impl crate::kernel::Kernel {
     pub fn psi_memstall_sleep(&mut self) {
         let Some(who) = self.psi.current else { return };
         if !self.psi_memstall_enter() {
+            // A stall slept through, not run: the CPU's IPIs meanwhile
+            // interrupt whatever runs there instead.
+            self.cpus[self.cur_cpu].memstall_since = None;
             let mut t = self.psi_task(who);
             t.leave_on_run = true;
             self.psi_set_task(who, t);
