@@ -186,6 +186,8 @@ pub struct Kernel {
     /// The cache lines CPUs share, by what they belong to (cacheline.rs);
     /// empty with one CPU.
     pub lines: crate::cacheline::SharedLines,
+    /// Some CPU's `stock_drain_pending` is set (memcontrol.rs).
+    pub stock_drains_pending: bool,
     /// What the fault or zap in progress carries between its functions.
     pub fault: crate::mm::memory::FaultCtx,
     /// Cluster swap readahead's global state (swap_state.c's).
@@ -415,6 +417,7 @@ impl Kernel {
             tlb_ubc: Default::default(),
             mmap_locks: Default::default(),
             lines: Default::default(),
+            stock_drains_pending: false,
             uncharge_list: Default::default(),
             shmem_thp_possible: spec.files.iter().any(|f| {
                 f.on == mmsim_spec::FileOn::Tmpfs && f.huge != mmsim_spec::TmpfsHuge::Never

@@ -334,14 +334,21 @@ impl Kernel {
                 self.drain_stock(cpu);
             } else {
                 self.cpus[cpu].stock_drain_pending = true;
+                self.stock_drains_pending = true;
             }
         }
     }
 
-    /// Runs a CPU's queued stock drain (`drain_local_stock` in a kworker).
-    pub fn run_pending_stock_drain(&mut self, cpu: usize) {
-        if std::mem::take(&mut self.cpus[cpu].stock_drain_pending) {
-            self.drain_stock(cpu);
+    /// Runs every CPU's queued stock drain (`drain_local_stock` in a
+    /// kworker), CPU by CPU; nothing to look at while none is queued.
+    pub fn run_pending_stock_drains(&mut self) {
+        if !std::mem::take(&mut self.stock_drains_pending) {
+            return;
+        }
+        for cpu in 0..self.cpus.len() {
+            if std::mem::take(&mut self.cpus[cpu].stock_drain_pending) {
+                self.drain_stock(cpu);
+            }
         }
     }
 

@@ -44,6 +44,8 @@ impl<'s> Scheduler<'s> {
         let cpus = spec.machine.cpus as usize;
         let rq = RunQueue {
             tasks: (0..player.tasks.len()).map(|_| Entity::new(0, 0)).collect(),
+            ready: vec![0; player.tasks.len()],
+            ready_vruntime: vec![0; player.tasks.len()],
             cpu_free_at: vec![0; cpus],
             last_on_cpu: vec![None; cpus],
             kswapd_ready: None,
@@ -90,9 +92,7 @@ impl<'s> Scheduler<'s> {
             k.uncharge_list.retire(start);
             k.mmap_locks.retire(start);
             // Work items queued for other CPUs have run by now.
-            for c in 0..self.rq.cpu_free_at.len() {
-                k.run_pending_stock_drain(c);
-            }
+            k.run_pending_stock_drains();
             k.clock_base = start;
             k.pending_ns = 0;
             k.process_io_completions(start);
@@ -178,6 +178,7 @@ impl<'s> Scheduler<'s> {
             k.enter_lazy_tlb(cpu);
         }
         self.rq.tasks[entity].vruntime += end.saturating_sub(start);
+        self.rq.sync(entity);
         if self.rq.tasks[entity].state == TaskState::Done {
             // The last task of those before the slice ends (no other task
             // ends during this one's slice).
@@ -213,6 +214,7 @@ impl<'s> Scheduler<'s> {
             if matches!(t.state, TaskState::Sleeping(_) | TaskState::Waiting) {
                 t.state = TaskState::Ready;
                 t.clock = at;
+                self.rq.sync(i);
             }
         }
     }
@@ -237,6 +239,7 @@ impl<'s> Scheduler<'s> {
             if let TaskState::Sleeping(_) = t.state {
                 t.state = TaskState::Ready;
                 t.clock = now.max(since);
+                self.rq.sync(i);
             }
         }
     }
@@ -246,6 +249,7 @@ impl<'s> Scheduler<'s> {
         let t = &mut self.rq.tasks[i];
         if let TaskState::Sleeping(_) = t.state {
             t.state = TaskState::Ready;
+            self.rq.sync(i);
         }
         let mut slice = Slice {
             rq: &mut self.rq,
@@ -265,6 +269,7 @@ impl<'s> Scheduler<'s> {
             TaskState::Sleeping(until) => until,
             _ => end,
         };
+        self.rq.sync(i);
         Ok(end)
     }
 
