@@ -170,8 +170,9 @@ impl<'s> Child<'s> {
         if let Err(e) = self.wait_all() {
             error.get_or_insert(e);
         }
-        self.close_phase();
+        // The task ends before its last phase's counters are read.
         let end = self.now();
+        self.close_phase_at(end);
         let cgroups = cgroups_now(self.spec);
         Report {
             task: TaskResult {
@@ -267,6 +268,14 @@ impl<'s> Child<'s> {
     }
 
     pub(crate) fn close_phase(&mut self) {
+        let end_ns = self.now();
+        self.close_phase_at(end_ns);
+    }
+
+    /// Closes the open phase, which ended at `end_ns`: its counters are
+    /// read after that (phase.rs says why), pressure first, so that the
+    /// pressure window ends as near the phase's end as it can.
+    pub(crate) fn close_phase_at(&mut self, end_ns: u64) {
         if let Some(OpenPhase {
             name,
             start,
@@ -274,11 +283,8 @@ impl<'s> Child<'s> {
             pressure: psi,
         }) = self.open.take()
         {
-            // The phase ends before its counters are read (phase.rs says
-            // why).
-            let end_ns = self.now();
-            let after = procfs::vmstat();
             let pressure = procfs::pressure_since(psi);
+            let after = procfs::vmstat();
             self.phases.push(PhaseResult {
                 name,
                 start_ns: start,

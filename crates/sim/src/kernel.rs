@@ -33,10 +33,11 @@ pub struct Cpu {
     /// When each flush IPI sent to this CPU whose handler has not been
     /// charged arrived (tlb.rs `run_pending_ipis`).
     pub ipi_pending: Vec<u64>,
-    /// The memory stalls entities ran in here since this CPU's pending
-    /// IPIs were last charged, `[enter, leave)` each, and the one open now
-    /// (more than one CPU only): an IPI that arrived inside one interrupted
-    /// a stall (tlb.rs `run_pending_ipis`).
+    /// The memory stalls entities ran in here since this CPU's last slice
+    /// started, `[enter, leave)` each (a stall an entity runs across
+    /// slices is cut at each switch), and the one open now (more than one
+    /// CPU only): an IPI that arrived inside one interrupted a stall
+    /// (tlb.rs `run_pending_ipis`).
     pub memstall_spans: Vec<(u64, u64)>,
     pub memstall_since: Option<u64>,
     /// Handlers of IPIs that interrupted a memory stall, charged inside one

@@ -23,9 +23,14 @@
 //! already have run); an IPI that found its target idle costs it nothing.
 //! One that arrived inside a memory stall the target ran (reclaim) is
 //! charged inside a stall there, so it counts in PSI as it does on Linux,
-//! where the interrupted task stays TSK_MEMSTALL through the handler; an
-//! IPI that arrives ahead of the target's clock (its slice not yet run)
-//! is charged as running time, not knowing what it will interrupt.
+//! where the interrupted task stays TSK_MEMSTALL through the handler. The
+//! stall is charged to the entity that runs next there (its cgroup's
+//! pressure, where Linux charges the interrupted task's), and only IPIs
+//! that arrived during the target's last slice are matched against its
+//! stalls (one from a sender further behind counts as running time, as
+//! does one that arrives ahead of the target's clock, not knowing what it
+//! will interrupt); a stall that sleeps on I/O inside (swapoff's reads)
+//! counts the IPIs of its sleep too.
 
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
@@ -315,13 +320,38 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::CpuMask;
+    use crate::cost_model::Fn;
     use crate::kernel::Kernel;
-    use crate::sched::psi::PsiWho;
+    use crate::sched::psi::{PsiOut, PsiWho};
 
     fn kernel(cpus: u32) -> Kernel {
         let text = format!("[machine]\nmemory = \"256M\"\ncpus = {cpus}\n[task.t]\nsteps = []\n");
         let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
         Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
+    }
+
+    /// kswapd's balance_pgdat stall runs across its slices: the span a
+    /// CPU keeps ends when kswapd leaves it and starts again where it
+    /// runs next, so what runs on CPU 1 meanwhile is not in it.
+    #[test]
+    fn a_stall_run_across_slices_is_cut_at_each_switch() {
+        let mut k = kernel(2);
+        k.cur_cpu = 1;
+        (k.clock_base, k.pending_ns) = (1_000, 0);
+        k.psi_switch_in(PsiWho::Kthread(0), 1, 1_000, 1_000);
+        assert!(!k.psi_memstall_enter());
+        k.charge_cost(Fn::FlushTlbFunc, 4_000);
+        k.psi_switch_out(PsiWho::Kthread(0), k.now(), PsiOut::Preempted);
+        assert_eq!(k.cpus[1].memstall_spans, [(1_000, 5_000)]);
+        assert_eq!(k.cpus[1].memstall_since, None);
+        k.cur_cpu = 0;
+        (k.clock_base, k.pending_ns) = (9_000, 0);
+        k.psi_switch_in(PsiWho::Kthread(0), 0, 9_000, 9_000);
+        assert_eq!(k.cpus[0].memstall_since, Some(9_000));
+        k.charge_cost(Fn::FlushTlbFunc, 2_000);
+        k.psi_memstall_leave(false);
+        assert_eq!(k.cpus[0].memstall_spans, [(9_000, 11_000)]);
+        assert!(k.cpus[1].memstall_since.is_none());
     }
 
     /// CPU 1 ran a reclaim stall from 1 to 5 µs and took 10,000 flush

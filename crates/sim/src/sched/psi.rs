@@ -481,6 +481,11 @@ impl crate::kernel::Kernel {
         }
         self.psi_change(who, &mut t, 0, TSK_ONCPU, start);
         self.psi.current = Some(who);
+        // A stall it runs in (left at its last switch-out) is this CPU's
+        // from now; a slept one ends just below.
+        if self.cpus.len() > 1 && t.in_memstall && !t.leave_on_run {
+            self.cpus[cpu as usize].memstall_since = Some(start);
+        }
         if t.leave_on_run {
             t.leave_on_run = false;
             self.psi_set_task(who, t);
@@ -507,6 +512,11 @@ impl crate::kernel::Kernel {
         };
         self.psi_change(who, &mut t, clear, set, at);
         self.psi.current = None;
+        // A running stall (kswapd's balance_pgdat spans its slices) stops
+        // being this CPU's when the entity leaves it.
+        if let Some(since) = self.cpus[self.cur_cpu].memstall_since.take() {
+            self.cpus[self.cur_cpu].memstall_spans.push((since, at));
+        }
     }
 
     /// The pressure files of the machine (`memcg` 0) or a cgroup now.
