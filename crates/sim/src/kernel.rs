@@ -692,3 +692,14 @@ impl Kernel {
         }
     }
 }
+
+/// A unit test's machine: 256 MiB, `cpus` CPUs, the `preset` kernel, one
+/// task with no steps, cost_model.rs's reference costs.
+#[cfg(test)]
+pub(crate) fn test_kernel(cpus: u32, preset: &str) -> Kernel {
+    let text = format!(
+        "[machine]\nmemory = \"256M\"\ncpus = {cpus}\nkernel = \"{preset}\"\n[task.t]\nsteps = []\n"
+    );
+    let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
+    Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
+}

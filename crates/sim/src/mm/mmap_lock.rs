@@ -140,13 +140,7 @@ impl Kernel {
 mod tests {
     use super::*;
 
-    fn kernel(cpus: u32, preset: &str) -> Kernel {
-        let text = format!(
-            "[machine]\nmemory = \"256M\"\ncpus = {cpus}\nkernel = \"{preset}\"\n[task.t]\nsteps = []\n"
-        );
-        let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
-        Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
-    }
+    use crate::kernel::test_kernel as kernel;
 
     /// Task 0 holds mm 0's lock for writing from 1,000 to 5,000 ns,
     /// locking `vma`; then task 1 runs at 3,000 ns.

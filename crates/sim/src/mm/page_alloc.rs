@@ -741,13 +741,7 @@ mod tests {
     use super::*;
 
     fn kernel() -> Kernel {
-        let spec = mmsim_spec::parse_str(
-            "[machine]\nmemory = \"256M\"\n[task.t]\nsteps = []\n",
-            "t.toml",
-            &[],
-        )
-        .expect("spec");
-        Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
+        crate::kernel::test_kernel(1, "6.1")
     }
 
     fn blocks(k: &Kernel) -> Vec<Vec<(Pfn, usize)>> {

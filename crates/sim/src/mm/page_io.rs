@@ -360,10 +360,7 @@ mod tests {
     use crate::mm::page_alloc::Gfp;
 
     fn kernel(preset: &str) -> Kernel {
-        let text =
-            format!("[machine]\nmemory = \"256M\"\nkernel = \"{preset}\"\n[task.t]\nsteps = []\n");
-        let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
-        Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
+        crate::kernel::test_kernel(1, preset)
     }
 
     /// An anonymous folio on the LRU (`extra`: PG_active, PG_dirty),

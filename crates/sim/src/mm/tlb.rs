@@ -325,9 +325,7 @@ mod tests {
     use crate::sched::psi::{PsiOut, PsiWho};
 
     fn kernel(cpus: u32) -> Kernel {
-        let text = format!("[machine]\nmemory = \"256M\"\ncpus = {cpus}\n[task.t]\nsteps = []\n");
-        let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
-        Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
+        crate::kernel::test_kernel(cpus, "6.1")
     }
 
     /// kswapd's balance_pgdat stall runs across its slices: the span a

@@ -397,8 +397,15 @@ impl crate::kernel::Kernel {
         t.in_memstall = false;
         let now = self.now();
         self.psi_change(who, &mut t, TSK_MEMSTALL | TSK_MEMSTALL_RUNNING, 0, now);
-        if let Some(since) = self.cpus[self.cur_cpu].memstall_since.take() {
-            self.cpus[self.cur_cpu].memstall_spans.push((since, now));
+        self.memstall_span_end(now);
+    }
+
+    /// The current CPU's running stall, if one is open, ends at `at`: a
+    /// span an IPI may have interrupted (mm/tlb.rs).
+    fn memstall_span_end(&mut self, at: u64) {
+        let c = &mut self.cpus[self.cur_cpu];
+        if let Some(since) = c.memstall_since.take() {
+            c.memstall_spans.push((since, at));
         }
     }
 
@@ -514,9 +521,7 @@ impl crate::kernel::Kernel {
         self.psi.current = None;
         // A running stall (kswapd's balance_pgdat spans its slices) stops
         // being this CPU's when the entity leaves it.
-        if let Some(since) = self.cpus[self.cur_cpu].memstall_since.take() {
-            self.cpus[self.cur_cpu].memstall_spans.push((since, at));
-        }
+        self.memstall_span_end(at);
     }
 
     /// The pressure files of the machine (`memcg` 0) or a cgroup now.

@@ -66,6 +66,15 @@ impl Entity {
             TaskState::Waiting | TaskState::Done => None,
         }
     }
+
+    /// Its entries in `RunQueue::ready` and `ready_vruntime`.
+    fn ready_entries(&self) -> (u64, u64) {
+        let vruntime = match self.state {
+            TaskState::Ready => self.vruntime,
+            _ => u64::MAX,
+        };
+        (self.ready().unwrap_or(u64::MAX), vruntime)
+    }
 }
 
 /// The CPUs and the entities competing for them.
@@ -163,12 +172,7 @@ impl RunQueue {
     /// Task `i`'s entry in `ready`, after a change of its state or clock.
     #[inline]
     pub(super) fn sync(&mut self, i: usize) {
-        let t = &self.tasks[i];
-        self.ready[i] = t.ready().unwrap_or(u64::MAX);
-        self.ready_vruntime[i] = match t.state {
-            TaskState::Ready => t.vruntime,
-            _ => u64::MAX,
-        };
+        (self.ready[i], self.ready_vruntime[i]) = self.tasks[i].ready_entries();
     }
 
     /// Task `i` has no more children: out of wait(2) if it was in it.
@@ -237,14 +241,8 @@ impl RunQueue {
     /// does not outlive the workload).
     pub(super) fn pick(&self) -> Option<(usize, u64)> {
         debug_assert!(
-            (0..self.tasks.len()).all(|i| {
-                let t = &self.tasks[i];
-                let v = match t.state {
-                    TaskState::Ready => t.vruntime,
-                    _ => u64::MAX,
-                };
-                self.ready[i] == t.ready().unwrap_or(u64::MAX) && self.ready_vruntime[i] == v
-            }),
+            (0..self.tasks.len())
+                .all(|i| self.tasks[i].ready_entries() == (self.ready[i], self.ready_vruntime[i])),
             "rq: a task's state, clock or vruntime changed without sync"
         );
         // The earliest, the lowest index among equals.
