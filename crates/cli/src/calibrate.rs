@@ -235,7 +235,7 @@ pub fn spec_names() -> Vec<&'static str> {
     SPECS.to_vec()
 }
 
-fn spec_path(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn spec_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.toml"))
 }
 
@@ -246,6 +246,7 @@ fn sim_run(spec: &mmsim_spec::Spec, costs: Costs) -> Result<RunResult, String> {
             costs,
             label: "calibrate".into(),
             cpu: None,
+            compress: Default::default(),
         },
         ..Default::default()
     };
@@ -695,6 +696,7 @@ pub fn profile(
         provenance,
         cost,
         checks: BTreeMap::new(),
+        compress: Default::default(),
     };
     // What calibrate writes, a run can load.
     MachineProfile::parse(&p.to_toml())?;
@@ -732,6 +734,12 @@ pub struct CalibrateArgs {
     /// a profile (exit 1 if any lies outside).
     #[arg(long, value_name = "PROFILE", conflicts_with = "output")]
     pub check: Option<PathBuf>,
+    /// Measure only zram's compressors on every page content (natively,
+    /// --runs times) and write PROFILE again with its `compress` table
+    /// measured (to -o if given); --record and --from keep and reuse the
+    /// runs under DIR/zram-content/.
+    #[arg(long, value_name = "PROFILE", conflicts_with = "check")]
+    pub zram_content: Option<PathBuf>,
 }
 
 /// The simulator's side of every calibration spec: count matrices, and
@@ -783,6 +791,9 @@ pub fn calibrate_cmd(a: &CalibrateArgs) -> ExitCode {
 }
 
 fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
+    if let Some(profile) = &a.zram_content {
+        return crate::calibrate_content::calibrate_content(a, profile);
+    }
     let (all, sim_runs) = all_counts(&a.dir).map_err(|e| (2, e))?;
     if a.dry_run {
         print_dry_run(&all);
@@ -1020,7 +1031,7 @@ fn recorded_runs(dir: &Path) -> usize {
 }
 
 /// The time now in date(1)'s `format`, UTC.
-fn date_now(format: &str) -> String {
+pub(crate) fn date_now(format: &str) -> String {
     std::process::Command::new("date")
         .args(["-u", format])
         .output()

@@ -361,6 +361,7 @@ pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
         }
     };
     let mut rows = Vec::new();
+    let mut zram = Vec::new();
     let mut skipped = Vec::new();
     for spec in specs {
         let name = crate::timing::spec_name(&spec);
@@ -369,14 +370,17 @@ pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
             continue;
         }
         match crate::timing::phases(&spec, &machine) {
-            Ok(mut r) => rows.append(&mut r),
+            Ok((mut r, mut z)) => {
+                rows.append(&mut r);
+                zram.append(&mut z);
+            }
             Err(e) => {
                 eprintln!("mmsim: {e}");
                 return ExitCode::from(2);
             }
         }
     }
-    let table = crate::timing::markdown(&rows, &skipped);
+    let table = crate::timing::markdown(&rows, &zram, &skipped);
     let code = match write {
         Some(path) => write_between(path, &timing_markers(&machine), &table),
         None => {
@@ -412,7 +416,18 @@ pub fn timing_cmd(dir: &Path, check: bool, write: Option<&Path>) -> ExitCode {
     if check && !out.is_empty() {
         eprintln!("mmsim: phase time out of tolerance: {}", out.join(", "));
     }
-    if check && !(out.is_empty() && psi_out.is_empty()) {
+    let zram_out: Vec<String> = zram
+        .iter()
+        .filter(|z| !z.within())
+        .map(|z| format!("{} swap {} ({:.3})", z.spec, z.swap, z.ratio()))
+        .collect();
+    if check && !zram_out.is_empty() {
+        eprintln!(
+            "mmsim: zram compr_data_size out of tolerance: {}",
+            zram_out.join(", ")
+        );
+    }
+    if check && !(out.is_empty() && psi_out.is_empty() && zram_out.is_empty()) {
         return ExitCode::from(1);
     }
     code

@@ -1,6 +1,7 @@
 //! The `mmsim` command.
 
 mod calibrate;
+mod calibrate_content;
 mod diff;
 mod fidelity;
 mod oracle_cmd;

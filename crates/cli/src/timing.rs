@@ -185,8 +185,72 @@ fn timed(phase: &str) -> bool {
     !phase.starts_with("wait")
 }
 
-/// Every timed phase of the spec at `path`, simulated and recorded.
-pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
+/// Tolerance of zram's compr_data_size (a stated content's stored bytes).
+pub const ZRAM_TOLERANCE: f64 = 0.10;
+
+/// zram's mm_stat at a spec's end, simulated beside the real runs'
+/// (their median).
+#[derive(Debug, Clone)]
+pub struct ZramRow {
+    pub spec: String,
+    pub swap: usize,
+    pub real_compr: u64,
+    pub real_compr_spread: (u64, u64),
+    pub sim_compr: u64,
+    pub real_mem_used: u64,
+    pub sim_mem_used: u64,
+    pub real_same: u64,
+    pub sim_same: u64,
+}
+
+impl ZramRow {
+    pub fn ratio(&self) -> f64 {
+        self.sim_compr as f64 / self.real_compr.max(1) as f64
+    }
+
+    pub fn within(&self) -> bool {
+        (self.ratio() - 1.0).abs() <= ZRAM_TOLERANCE
+    }
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// The zram rows of a spec whose regions state content.
+fn zram_rows(name: &str, sim: &RunResult, real: &[RunResult]) -> Vec<ZramRow> {
+    sim.zram
+        .iter()
+        .map(|z| {
+            let of = |f: &dyn Fn(&mmsim_spec::output::ZramMmStat) -> u64| -> Vec<u64> {
+                real.iter()
+                    .filter_map(|r| r.zram.iter().find(|x| x.swap == z.swap))
+                    .map(f)
+                    .collect()
+            };
+            let compr = of(&|x| x.compr_data_size);
+            ZramRow {
+                spec: name.to_string(),
+                swap: z.swap,
+                real_compr_spread: (
+                    compr.iter().copied().min().unwrap_or(0),
+                    compr.iter().copied().max().unwrap_or(0),
+                ),
+                real_compr: median(compr),
+                sim_compr: z.compr_data_size,
+                real_mem_used: median(of(&|x| x.mem_used_total)),
+                sim_mem_used: z.mem_used_total,
+                real_same: median(of(&|x| x.same_pages)),
+                sim_same: z.same_pages,
+            }
+        })
+        .collect()
+}
+
+/// Every timed phase of the spec at `path`, simulated and recorded, and
+/// its zram devices' stored bytes when its regions state content.
+pub fn phases(path: &Path, machine: &str) -> Result<(Vec<PhaseTime>, Vec<ZramRow>), String> {
     let spec = mmsim_spec::load(path, &[]).map_err(|e| e.to_string())?;
     let real = recorded_native(path, machine);
     if real.is_empty() {
@@ -197,12 +261,18 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
             path.display()
         ));
     }
-    let sim = mmsim_sim::run(&spec, crate::sim_options())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let opts = crate::sim_options();
+    // cost_model.rs documents no page content's compression: the
+    // reference column takes the run's profile's measured table.
+    let compress = opts.costs.compress.clone();
+    let sim = mmsim_sim::run(&spec, opts).map_err(|e| format!("{}: {e}", path.display()))?;
     let reference = mmsim_sim::run(
         &spec,
         mmsim_sim::RunOptions {
-            costs: mmsim_sim::machine_profile::CostProfile::reference(),
+            costs: mmsim_sim::machine_profile::CostProfile {
+                compress,
+                ..mmsim_sim::machine_profile::CostProfile::reference()
+            },
             ..Default::default()
         },
     )
@@ -215,6 +285,7 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
             .map_or(DEFAULT_TIME_TOLERANCE, |t| t.1)
     };
     let name = spec_name(path);
+    let zram = zram_rows(&name, &sim, &real);
     let mut out = Vec::new();
     for (t, rt) in sim.tasks.iter().zip(&reference.tasks) {
         for (p, rp) in t
@@ -260,7 +331,42 @@ pub fn phases(path: &Path, machine: &str) -> Result<Vec<PhaseTime>, String> {
             });
         }
     }
-    Ok(out)
+    Ok((out, zram))
+}
+
+/// zram's stored bytes for the specs whose regions state content.
+fn zram_markdown(rows: &[ZramRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::new();
+    s += "
+zram's mm_stat at the end (stated page content; real: the median run; memory used: 6.1's zsmalloc in mmsim, 6.18's in the real kernel):
+
+";
+    s += "| spec | swap | real compr_data_size (MiB) | real spread | mmsim (MiB) | sim/real | tolerance | same_pages real / mmsim | mem_used_total real / mmsim (MiB) |\n";
+    s += "|---|---|---|---|---|---|---|---|---|\n";
+    let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {}–{} | {} | {:.3} | {:.0}%{} | {} / {} | {} / {} |",
+            r.spec,
+            r.swap,
+            mib(r.real_compr),
+            mib(r.real_compr_spread.0),
+            mib(r.real_compr_spread.1),
+            mib(r.sim_compr),
+            r.ratio(),
+            ZRAM_TOLERANCE * 100.0,
+            if r.within() { "" } else { " ✗" },
+            r.real_same,
+            r.sim_same,
+            mib(r.real_mem_used),
+            mib(r.sim_mem_used)
+        );
+    }
+    s
 }
 
 /// The phases whose real runs read /proc/pressure: memory some and full,
@@ -305,7 +411,7 @@ fn ms(ns: u64) -> String {
 
 /// The markdown table of every phase, then the summary lines, then the
 /// specs not recorded on this CPU model (name, why).
-pub fn markdown(rows: &[PhaseTime], skipped: &[(String, String)]) -> String {
+pub fn markdown(rows: &[PhaseTime], zram: &[ZramRow], skipped: &[(String, String)]) -> String {
     let mut s = String::new();
     s += "| spec | phase | real fastest (ms) | real spread (ms) | mmsim (ms) | sim/real | tolerance | reference sim/real |\n";
     s += "|---|---|---|---|---|---|---|---|\n";
@@ -346,6 +452,7 @@ pub fn markdown(rows: &[PhaseTime], skipped: &[(String, String)]) -> String {
         "the reference profile's values",
     );
     s += &pressure_markdown(rows);
+    s += &zram_markdown(zram);
     if !skipped.is_empty() {
         s += "\nNot recorded on this CPU model, so not in the table:\n\n";
         for (spec, why) in skipped {

@@ -126,6 +126,25 @@ pub fn zram_bench(
     )
 }
 
+/// `mmsim-runner --native --zram-bench PAGES --zram-content-bench` on a
+/// spec with a zram [[swap]]: every compressor and page content.
+pub fn zram_content_bench(
+    runner: &Path,
+    spec_path: &Path,
+    pages: u64,
+) -> Result<Result<String, String>, OracleError> {
+    supervise(
+        runner,
+        spec_path,
+        &[],
+        &[
+            "--zram-bench".into(),
+            pages.to_string(),
+            "--zram-content-bench".into(),
+        ],
+    )
+}
+
 /// Runs the runner natively on `spec_path` with `extra` arguments, under
 /// the journal and signal supervision above: Ok(Ok(document)),
 /// Ok(Err(refusal)) when it refused (exit 2).

@@ -40,6 +40,9 @@ pub struct Report {
     pub violations: u64,
     /// Every spec cgroup, read when this task finished its steps.
     pub cgroups: BTreeMap<String, CgroupResult>,
+    /// zram's mm_stat then, when a region states its content.
+    #[serde(default)]
+    pub zram: Vec<mmsim_spec::output::ZramMmStat>,
     pub error: Option<String>,
     /// The reports of the processes this one forked or spawned and of the
     /// threads it started, in the order they were started.
@@ -174,6 +177,10 @@ impl<'s> Child<'s> {
         let end = self.now();
         self.close_phase_at(end);
         let cgroups = cgroups_now(self.spec);
+        let zram = match crate::region::has_content(self.spec) {
+            true => crate::setup::zram_mm_stat(),
+            false => Vec::new(),
+        };
         Report {
             task: TaskResult {
                 name: self.name.clone(),
@@ -187,6 +194,7 @@ impl<'s> Child<'s> {
             pages_checked: self.checked,
             violations: self.violations,
             cgroups,
+            zram,
             error,
             forks: std::mem::take(&mut self.reports),
         }
@@ -555,6 +563,7 @@ mod tests {
             addr: mem.as_mut_ptr() as *mut u8,
             pages: pages as u64,
             tokens: Tokens::Private(Arc::new(PageTokens::new(pages))),
+            content: None,
         };
         (r, mem)
     }
@@ -582,6 +591,7 @@ mod tests {
                 base: 0,
                 owned: true,
             },
+            content: None,
         }
     }
 
@@ -602,6 +612,7 @@ mod tests {
                 base: 2,
                 owned: false,
             },
+            content: None,
         };
         assert_eq!(touch(&mut a, 3, true), (0, 0));
         assert_eq!(touch(&mut b, 1, false), (1, 0));
@@ -690,6 +701,7 @@ mod tests {
                 base: 0,
                 owned: false,
             },
+            content: None,
         };
         assert_ne!(r.addr as *mut libc::c_void, libc::MAP_FAILED);
         assert_eq!(touch(&mut r, 4, false), (1, 0));

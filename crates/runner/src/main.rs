@@ -28,7 +28,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE] [--zram-bench PAGES]]\n       mmsim-runner --teardown JOURNAL";
+const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE] [--zram-bench PAGES [--zram-content-bench]]]\n       mmsim-runner --teardown JOURNAL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +38,7 @@ fn main() -> ExitCode {
     let mut native = false;
     let mut journal = None;
     let mut zram_bench = None;
+    let mut content_bench = false;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
             "--output" | "-o" => output = it.next(),
             "--native" => native = true,
             "--journal" => journal = it.next(),
+            "--zram-content-bench" => content_bench = true,
             "--zram-bench" => match it.next().and_then(|n| n.parse::<u64>().ok()) {
                 Some(n) if n > 0 => zram_bench = Some(n),
                 _ => {
@@ -129,7 +131,7 @@ fn main() -> ExitCode {
             );
             return ExitCode::from(2);
         }
-        return match bench_zram(&spec, journal.as_deref(), pages) {
+        return match bench_zram(&spec, journal.as_deref(), pages, content_bench) {
             Ok(doc) => match output {
                 Some(out) => write_output(&out, &doc),
                 None => {
@@ -188,11 +190,17 @@ fn bench_zram(
     spec: &mmsim_spec::Spec,
     journal: Option<&str>,
     pages: u64,
+    content: bool,
 ) -> Result<String, String> {
     let mut setup = setup::Setup::apply(spec, journal)?;
-    let r = zram_bench::run(&setup.devices[0], pages);
+    let doc = match content {
+        false => zram_bench::run(&setup.devices[0], pages)
+            .map(|r| serde_json::to_string_pretty(&r).expect("serialises")),
+        true => zram_bench::run_content(&setup.devices[0], pages)
+            .map(|r| serde_json::to_string_pretty(&r).expect("serialises")),
+    };
     setup.teardown();
-    Ok(serde_json::to_string_pretty(&r?).expect("serialises"))
+    doc
 }
 
 fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<RunResult, String> {
@@ -264,6 +272,7 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
             invariant_checks: None,
         },
         cgroups: last.map(|r| r.cgroups.clone()).unwrap_or_default(),
+        zram: last.map(|r| r.zram.clone()).unwrap_or_default(),
         tasks: reports.into_iter().map(|r| r.task).collect(),
         vmstat: procfs::delta(&after, &before),
         profile: BTreeMap::new(),

@@ -45,6 +45,7 @@ pub(crate) fn killed_report(
         pages_checked: 0,
         violations: 0,
         cgroups,
+        zram: Vec::new(),
         error: None,
         forks: Vec::new(),
     }

@@ -6,6 +6,7 @@
 use crate::exec::Child;
 use crate::setup::SharedFile;
 use crate::shared::SharedTokens;
+use mmsim_spec::content::{Content, Kind};
 use mmsim_spec::MapKind;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,6 +17,108 @@ pub(crate) struct Region {
     pub(crate) addr: *mut u8,
     pub(crate) pages: u64,
     pub(crate) tokens: Tokens,
+    /// What its pages hold once written (None: the token and zeros).
+    pub(crate) content: Option<Arc<RegionContent>>,
+}
+
+/// Templates per kind: pages of each kind's bytes a write copies from.
+const TEMPLATES: usize = 16;
+
+/// A region's stated content: each page's kind and the bytes the first
+/// write of a page copies into it (`mmsim_spec::content::fill` of the
+/// page's kind, one of TEMPLATES pages per kind by page number; zram
+/// compresses each page alone, so repeating them changes no size).
+pub(crate) struct RegionContent {
+    /// Each page's kind, for a mix; else `kinds[0]` for all.
+    per_page: Vec<u8>,
+    kinds: Vec<Kind>,
+    /// TEMPLATES pages per kind, in `kinds` order.
+    templates: Vec<u8>,
+}
+
+impl RegionContent {
+    pub(crate) fn new(name: &str, c: &Content, pages: u64) -> RegionContent {
+        let kinds: Vec<Kind> = c.kinds().collect();
+        let per_page = match kinds.len() {
+            1 => Vec::new(),
+            _ => (0..pages)
+                .map(|p| {
+                    let k = c.kind_of(name, p);
+                    kinds.iter().position(|&x| x == k).expect("drawn") as u8
+                })
+                .collect(),
+        };
+        let mut templates = vec![0u8; kinds.len() * TEMPLATES * PAGE];
+        for (i, page) in templates.chunks_exact_mut(PAGE).enumerate() {
+            mmsim_spec::content::fill(kinds[i / TEMPLATES], (i % TEMPLATES) as u64, 0, page);
+        }
+        RegionContent {
+            per_page,
+            kinds,
+            templates,
+        }
+    }
+
+    fn kind(&self, page: usize) -> (usize, Kind) {
+        let i = self.per_page.get(page).map_or(0, |&k| k as usize);
+        (i, self.kinds[i])
+    }
+
+    /// A write of `token` to page `page` at `p` (`first`: the page held
+    /// zeros): the simulator's `content_write_cost` prices the same.
+    fn write(&self, p: *mut u32, page: usize, first: bool, token: u32) {
+        let (i, kind) = self.kind(page);
+        let dst = p as *mut u8;
+        match kind {
+            Kind::Zero => {
+                if first {
+                    // SAFETY: a whole page of the mapping, ours.
+                    unsafe { std::ptr::write_bytes(dst, 0, PAGE) };
+                }
+                // SAFETY: aligned, mapped, ours.
+                unsafe { std::ptr::write_volatile(p, 0) };
+            }
+            Kind::Same => {
+                // SAFETY: a whole page of the mapping, ours.
+                let page = unsafe { std::slice::from_raw_parts_mut(dst, PAGE) };
+                mmsim_spec::content::fill_same(token, page);
+            }
+            _ => {
+                if first {
+                    let t = (i * TEMPLATES + page % TEMPLATES) * PAGE;
+                    // SAFETY: a template page and a page of the mapping.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(self.templates[t..].as_ptr(), dst, PAGE)
+                    };
+                }
+                // SAFETY: aligned, mapped, ours.
+                unsafe { std::ptr::write_volatile(p, token) };
+            }
+        }
+    }
+
+    /// What a read of page `page` finds at its start if it holds `token`.
+    fn expected(&self, page: usize, token: u32) -> u32 {
+        match self.kind(page).1 {
+            Kind::Zero => 0,
+            _ => token,
+        }
+    }
+}
+
+/// True if a region of the spec states its content.
+pub(crate) fn has_content(spec: &mmsim_spec::Spec) -> bool {
+    let mut any = false;
+    spec.for_each_op(&mut |op| {
+        any |= matches!(
+            op,
+            mmsim_spec::Op::Mmap {
+                content: Some(_),
+                ..
+            }
+        );
+    });
+    any
 }
 
 // SAFETY: a Region is a handle to a mapping of this process and to token
@@ -83,6 +186,7 @@ impl Region {
             addr: self.addr,
             pages: self.pages,
             tokens,
+            content: self.content.clone(),
         }
     }
 }
@@ -397,6 +501,7 @@ impl Child<'_> {
             addr: addr as *mut u8,
             pages,
             tokens,
+            content: None,
         })
     }
 }
@@ -472,14 +577,22 @@ pub(crate) fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
         Tokens::Private(t) => t,
         Tokens::Shared { tokens, base, .. } => {
             if write {
+                let first = tokens.get(base + page) == 0;
                 let next = tokens.next(base + page);
-                // SAFETY: aligned, mapped, ours.
-                unsafe { std::ptr::write_volatile(p, next) };
+                match &r.content {
+                    Some(c) => c.write(p, page, first, next),
+                    // SAFETY: aligned, mapped, ours.
+                    None => unsafe { std::ptr::write_volatile(p, next) },
+                }
                 return (0, 0);
             }
             // SAFETY: aligned, mapped, ours.
             let found = unsafe { std::ptr::read_volatile(p) };
-            return (1, (found != tokens.get(base + page)) as u64);
+            let mut expected = tokens.get(base + page);
+            if let Some(c) = &r.content {
+                expected = c.expected(page, expected);
+            }
+            return (1, (found != expected) as u64);
         }
         Tokens::FilePrivate { file, base, own } => {
             if write {
@@ -499,10 +612,14 @@ pub(crate) fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
         }
     };
     if write {
-        let next = t.get(page).wrapping_add(1).max(1);
+        let prev = t.get(page);
+        let next = prev.wrapping_add(1).max(1);
         t.set(page, next);
-        // SAFETY: aligned, mapped, ours.
-        unsafe { std::ptr::write_volatile(p, next) };
+        match &r.content {
+            Some(c) => c.write(p, page, prev == 0, next),
+            // SAFETY: aligned, mapped, ours.
+            None => unsafe { std::ptr::write_volatile(p, next) },
+        }
         if t.is_lazy(page) {
             t.set_lazy(page..page + 1, false);
         }
@@ -510,7 +627,11 @@ pub(crate) fn touch(r: &mut Region, page: usize, write: bool) -> (u64, u64) {
     }
     // SAFETY: aligned, mapped, ours.
     let found = unsafe { std::ptr::read_volatile(p) };
-    if found == t.get(page) {
+    let expected = match &r.content {
+        Some(c) if t.get(page) != 0 => c.expected(page, t.get(page)),
+        _ => t.get(page),
+    };
+    if found == expected {
         return (1, 0);
     }
     if found == 0 && t.is_lazy(page) {

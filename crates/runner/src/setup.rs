@@ -18,6 +18,21 @@ use std::time::{Duration, Instant};
 const SWAP_FLAG_PREFER: libc::c_int = 0x8000;
 const SWAP_FLAG_PRIO_MASK: libc::c_int = 0x7fff;
 
+/// The spec's zram swap devices (`[[swap]]` index, block device name),
+/// for the tasks' reads of mm_stat (forked after setup, they inherit it).
+static ZRAM_DEVICES: std::sync::Mutex<Vec<(usize, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// mm_stat of every zram swap device of the spec, now.
+pub fn zram_mm_stat() -> Vec<mmsim_spec::output::ZramMmStat> {
+    let d = ZRAM_DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+    d.iter()
+        .filter_map(|(i, name)| {
+            let line = read_trim(&format!("/sys/block/{name}/mm_stat"));
+            mmsim_spec::output::ZramMmStat::parse(*i, &line)
+        })
+        .collect()
+}
+
 /// A swap device as set up, for the `swapoff` and `swapon` steps.
 #[derive(Debug, Clone)]
 pub struct SwapNode {
@@ -332,7 +347,7 @@ impl Setup {
             // The n-th device of its kind.
             let nth = spec.swap[..i].iter().filter(|d| d.kind == dev.kind).count();
             let node = match dev.kind {
-                SwapKind::Zram => self.zram_swapon(i, dev.size, dev.priority)?,
+                SwapKind::Zram => self.zram_swapon(i, dev)?,
                 _ => self.disk_swapon(i, nth, dev)?,
             };
             self.devices.push(node);
@@ -657,7 +672,8 @@ impl Setup {
     }
 
     /// A zram device of `size` bytes with a swap header, swapped on.
-    fn zram_swapon(&mut self, i: usize, size: u64, prio: Option<i32>) -> Result<SwapNode, String> {
+    fn zram_swapon(&mut self, i: usize, spec_dev: &SwapDevice) -> Result<SwapNode, String> {
+        let (size, prio) = (spec_dev.size, spec_dev.priority);
         let mut n = i;
         let free = |n: usize| read_trim(&format!("/sys/block/zram{n}/disksize")) == "0";
         if !std::path::Path::new(&format!("/sys/block/zram{n}")).exists() || !free(n) {
@@ -666,7 +682,29 @@ impl Setup {
                 .parse()
                 .map_err(|_| "no zram device available (is the zram module loaded?)".to_string())?;
         }
+        if let Some(c) = &spec_dev.compressor {
+            // comp_algorithm is taken only before disksize.
+            let path = format!("/sys/block/zram{n}/comp_algorithm");
+            let offered = read_trim(&path);
+            if !offered
+                .replace(['[', ']'], " ")
+                .split_whitespace()
+                .any(|w| w == c)
+            {
+                return Err(format!(
+                    "swap[{i}]: compressor {c:?}: this kernel's zram offers {offered}"
+                ));
+            }
+            write(&path, c)?;
+        }
+        let algo = read_trim(&format!("/sys/block/zram{n}/comp_algorithm"));
+        self.knobs
+            .push((format!("swap:{i}:comp_algorithm"), current_value(&algo)));
         write(&format!("/sys/block/zram{n}/disksize"), &size.to_string())?;
+        ZRAM_DEVICES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((i, format!("zram{n}")));
         let dev = format!("/dev/zram{n}");
         mkswap(&dev, size)?;
         let node = SwapNode {

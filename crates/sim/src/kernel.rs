@@ -127,6 +127,11 @@ pub struct Kernel {
     pub uncharge_list: crate::mm::memcontrol::UnchargeList,
     pub lruvecs: Vec<Lruvec>,
     pub swap: Vec<SwapInfo>,
+    /// The page contents regions stated (`mm/page_content.rs`).
+    pub contents: crate::mm::page_content::PageContents,
+    /// What zram makes of each content kind, per swap device and kind id
+    /// (resolved from the profile before the run; empty: no content).
+    pub zram_kind_costs: Vec<Vec<crate::machine_profile::KindCost>>,
     /// swapfile.c's globals (free and total slots, the mmlist …).
     pub swapfile: crate::mm::swapfile::Globals,
     /// Time syscalls spent waiting for I/O inside a step (swapoff).
@@ -384,6 +389,8 @@ impl Kernel {
             memcgs,
             lruvecs: vec![Lruvec::default(); nmemcg],
             swap: Vec::new(),
+            contents: Default::default(),
+            zram_kind_costs: Vec::new(),
             swapfile: Default::default(),
             io_wait_ns: 0,
             mms: Vec::new(),

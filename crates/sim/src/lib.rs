@@ -287,6 +287,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     check_limits(spec)?;
     check_work(spec, &opts)?;
     let mut k = Kernel::new(spec, opts.costs.costs)?;
+    k.setup_page_contents(spec, &opts.costs.compress)?;
     let machine = machine_info(&k, spec);
     let vm_start = k.vm.clone();
     let mut sched = sched::Scheduler::new(spec, &mut k);
@@ -297,10 +298,12 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     }
     sched.player.check = opts.check;
     let mut cgroups_at_end = BTreeMap::new();
+    let mut zram_at_end = Vec::new();
     let mut check_err = None;
     let mut at_end_checks = 0;
     let elapsed = sched.run(&mut k, |k| {
         cgroups_at_end = cgroup_results(k);
+        zram_at_end = k.zram_mm_stat();
         if opts.check {
             check_err = check::check_all(k).err();
             at_end_checks += 1;
@@ -351,6 +354,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     let pressure = Some(k.psi.show(0, elapsed));
     Ok(RunResult {
         pressure,
+        zram: zram_at_end,
         format: 1,
         engine: Engine {
             name: "mmsim".into(),

@@ -185,6 +185,96 @@ pub struct MachineProfile {
     pub cost: BTreeMap<String, CostEntry>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub checks: BTreeMap<String, CheckEntry>,
+    /// What each page content costs zram with each compressor:
+    /// compressor → content kind (mmsim_spec::content::Kind::name) →
+    /// entry. Measured by `mmsim calibrate --zram-content`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub compress: CompressTable,
+}
+
+/// compressor → kind → what zram makes of such a page.
+pub type CompressTable = BTreeMap<String, BTreeMap<String, CompressEntry>>;
+
+/// One page content through one compressor, in the kernel's zram.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompressEntry {
+    /// compr_data_size per page stored (0: same-filled, nothing stored).
+    pub bytes: u64,
+    /// zram's write of one page (compression and store), ns.
+    pub compress_ns: u64,
+    /// zram's read of one page (decompression), ns.
+    pub decompress_ns: u64,
+    pub method: String,
+}
+
+/// What zram makes of a page of one kind: its compressed length and the
+/// time of a write and of a read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KindCost {
+    pub comp_len: u32,
+    pub compress_ns: u64,
+    pub decompress_ns: u64,
+}
+
+/// A kind's cost with `compressor` from `table`. A ratio the table has
+/// not measured is interpolated linearly in its random share (1/ratio)
+/// between the nearest measured ratios (random content is ratio 1), as
+/// the generator's bytes are: zeros, then 4096/ratio random bytes.
+pub fn kind_cost(
+    table: &CompressTable,
+    compressor: &str,
+    kind: mmsim_spec::content::Kind,
+) -> Result<KindCost, String> {
+    use mmsim_spec::content::Kind;
+    let Some(t) = table.get(compressor) else {
+        let have: Vec<&str> = table.keys().map(|k| k.as_str()).collect();
+        return Err(format!(
+            "the machine profile has no measurement of zram's compressor {compressor:?} (it has {}); page content needs one: `sudo mmsim calibrate --zram-content` measures the compressors this machine's kernel has",
+            if have.is_empty() { "none".to_string() } else { have.join(", ") }
+        ));
+    };
+    let cost = |e: &CompressEntry| KindCost {
+        comp_len: e.bytes as u32,
+        compress_ns: e.compress_ns,
+        decompress_ns: e.decompress_ns,
+    };
+    if let Some(e) = t.get(&kind.name()) {
+        return Ok(cost(e));
+    }
+    let Kind::Ratio(r) = kind else {
+        return Err(format!(
+            "the machine profile has no measurement of content {} through {compressor:?}",
+            kind.name()
+        ));
+    };
+    // (random share, cost) of every measured ratio, random included.
+    let mut pts: Vec<(f64, KindCost)> = t
+        .iter()
+        .filter_map(|(name, e)| match Kind::parse(name)? {
+            Kind::Random => Some((1.0, cost(e))),
+            Kind::Ratio(m) => Some((100.0 / m as f64, cost(e))),
+            _ => None,
+        })
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let f = 100.0 / r as f64;
+    let hi = pts.iter().position(|p| p.0 >= f);
+    let (Some(hi), true) = (hi, pts.first().is_some_and(|p| p.0 <= f)) else {
+        return Err(format!(
+            "content {} through {compressor:?}: the machine profile measured ratios from {} to 1.00 (random); expected a ratio within them",
+            kind.name(),
+            pts.last().map_or("none".into(), |_| format!("{:.2}", 1.0 / pts[0].0))
+        ));
+    };
+    let (a, b) = (pts[hi - 1], pts[hi]);
+    let w = (f - a.0) / (b.0 - a.0);
+    let lerp = |x: u64, y: u64| (x as f64 + (y as f64 - x as f64) * w).round() as u64;
+    Ok(KindCost {
+        comp_len: lerp(a.1.comp_len as u64, b.1.comp_len as u64) as u32,
+        compress_ns: lerp(a.1.compress_ns, b.1.compress_ns),
+        decompress_ns: lerp(a.1.decompress_ns, b.1.decompress_ns),
+    })
 }
 
 /// The profile a run uses on a CPU no committed profile was measured on.
@@ -333,6 +423,8 @@ pub struct CostProfile {
     pub label: String,
     /// The CPU it was measured on (None: cost_model.rs's reference values).
     pub cpu: Option<String>,
+    /// zram's cost per page content and compressor (empty: none measured).
+    pub compress: std::sync::Arc<CompressTable>,
 }
 
 impl CostProfile {
@@ -342,6 +434,7 @@ impl CostProfile {
             costs: Costs::REFERENCE,
             label: "reference".into(),
             cpu: None,
+            compress: Default::default(),
         }
     }
 
@@ -354,6 +447,7 @@ impl CostProfile {
                 costs: p.costs(),
                 label: format!("default: {}", p.label()),
                 cpu: Some(p.machine.cpu.clone()),
+                compress: std::sync::Arc::new(p.compress.clone()),
             }
         });
         DEFAULT.clone()
@@ -369,6 +463,7 @@ impl CostProfile {
                 costs: p.costs(),
                 label: format!("{file}: {}", p.label()),
                 cpu: Some(p.machine.cpu.clone()),
+                compress: std::sync::Arc::new(p.compress.clone()),
             })
         })
     }
@@ -417,6 +512,7 @@ impl CostProfile {
                     costs: p.costs(),
                     label: format!("{path}: {}", p.label()),
                     cpu: Some(p.machine.cpu.clone()),
+                    compress: std::sync::Arc::new(p.compress.clone()),
                 })
             }
         }
@@ -469,6 +565,7 @@ mod tests {
                 })
                 .collect(),
             checks: BTreeMap::new(),
+            compress: Default::default(),
         }
     }
 

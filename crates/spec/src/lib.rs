@@ -3,6 +3,7 @@
 //! simulator and the native runner so that both read a file one way and
 //! draw the same access streams.
 
+pub mod content;
 mod error;
 pub mod kv;
 pub mod model;

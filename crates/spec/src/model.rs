@@ -686,12 +686,24 @@ pub struct SwapDevice {
     /// of a read and of a write, ns; None = the device model's.
     pub read_latency: Option<u64>,
     pub write_latency: Option<u64>,
+    /// zram's comp_algorithm (None: the kernel's default, `compressor()`).
+    pub compressor: Option<String>,
     /// Line of `size` in the spec file (0: from `--set`), for errors found
     /// after parsing (the host memory its slots take).
     pub size_line: usize,
 }
 
 impl SwapDevice {
+    /// zram's compressor: the spec's, else the preset's default
+    /// (CONFIG_ZRAM_DEF_COMP of Debian's kernel: lzo-rle in 5.10 and 6.1,
+    /// lz4 in 6.12's bookworm-backports config and 7.3's).
+    pub fn compressor(&self, preset: Preset) -> &str {
+        self.compressor.as_deref().unwrap_or(match preset {
+            Preset::V5_10 | Preset::V6_1 => "lzo-rle",
+            Preset::V6_12 | Preset::V7_3 => "lz4",
+        })
+    }
+
     pub fn rotational(&self) -> bool {
         self.kind != SwapKind::Zram && self.rotational.unwrap_or(self.kind.default_rotational())
     }
@@ -864,6 +876,9 @@ pub enum Op {
         offset: u64,
         /// PROT_EXEC (VM_EXEC): a program's text.
         exec: bool,
+        /// What its pages hold once written (None: the runner's 4-byte
+        /// token and zeros), for the compressors of zram and zswap.
+        content: Option<crate::content::Content>,
     },
     Munmap {
         region: String,

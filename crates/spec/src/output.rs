@@ -39,6 +39,44 @@ pub struct RunResult {
     /// read at the end. Absent where the kernel has no PSI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pressure: Option<Pressure>,
+    /// zram's `mm_stat` of each zram swap device as the last task ends,
+    /// when a region of the spec states its content (docs/output.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zram: Vec<ZramMmStat>,
+}
+
+/// /sys/block/zramN/mm_stat, bytes where the kernel gives bytes.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ZramMmStat {
+    /// The `[[swap]]` entry's index in the spec.
+    pub swap: usize,
+    pub orig_data_size: u64,
+    pub compr_data_size: u64,
+    pub mem_used_total: u64,
+    pub mem_used_max: u64,
+    pub same_pages: u64,
+    pub huge_pages: u64,
+}
+
+impl ZramMmStat {
+    /// Parses mm_stat's line (orig_data_size compr_data_size
+    /// mem_used_total mem_limit mem_used_max same_pages pages_compacted
+    /// huge_pages ...).
+    pub fn parse(swap: usize, line: &str) -> Option<ZramMmStat> {
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .map(|w| w.parse().ok())
+            .collect::<Option<_>>()?;
+        (v.len() >= 8).then(|| ZramMmStat {
+            swap,
+            orig_data_size: v[0],
+            compr_data_size: v[1],
+            mem_used_total: v[2],
+            mem_used_max: v[4],
+            same_pages: v[5],
+            huge_pages: v[7],
+        })
+    }
 }
 
 /// The three pressure files of a group (the machine or a cgroup).
@@ -441,6 +479,28 @@ pub struct ZramBench {
     pub pool_bytes: u64,
     /// Token pages stored then (3n).
     pub token_pages: u64,
+}
+
+/// `mmsim-runner --native --zram-content-bench PAGES`: each compressor
+/// and page content through the kernel's zram (zram_bench.rs).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ZramContentBench {
+    /// n: each pair writes n and 2n fresh slots (3n pages stored).
+    pub pages: u64,
+    pub entries: Vec<ZramContentEntry>,
+}
+
+/// One compressor and content kind ("token": the runner's token pages).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ZramContentEntry {
+    pub compressor: String,
+    pub kind: String,
+    /// O_DIRECT 4 KiB writes of n and of 2n fresh slots, ns.
+    pub write_ns: [u64; 2],
+    /// Reads of the same slots, ns.
+    pub read_ns: [u64; 2],
+    /// mm_stat after the writes (3n pages stored).
+    pub mm_stat: ZramMmStat,
 }
 
 fn is_zero(n: &u64) -> bool {

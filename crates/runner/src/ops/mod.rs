@@ -40,7 +40,14 @@ pub(crate) fn run_step<'s>(c: &mut Child<'s>, s: &'s Step) -> Result<(), String>
             file,
             offset,
             exec,
-        } => mmap::run(c, name, *kind, *pages, *file, *offset, *exec).map_err(at),
+            content,
+        } => mmap::run(
+            c,
+            name,
+            (*kind, *pages, *file, *offset, *exec),
+            content.as_ref(),
+        )
+        .map_err(at),
         Op::Munmap { region } => munmap::run(c, region).map_err(at),
         Op::Touch(t) => touch::run(c, t).map_err(at),
         Op::Madvise {

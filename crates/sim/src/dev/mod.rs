@@ -1,3 +1,4 @@
 //! Swap and block device models.
 pub mod blockdev;
 pub mod zram;
+pub mod zsmalloc;

@@ -3,23 +3,58 @@
 //! pays the (de)compression time.
 //!
 //! The compressed copies live in zsmalloc's pool, which takes real page
-//! frames from the page allocator (`nr_zspages`). Simplification: every
-//! stored page costs the pool `costs.zram_stored_bytes` (measured on the
-//! real kernel for pages holding one content token, fragmentation
-//! included; cost_model::ZRAM_STORED_BYTES), and the pool grows and shrinks page
-//! by page.
+//! frames from the page allocator (`nr_zspages`).
+//!
+//! - A page of a region that stated its `content` (mm/page_content.rs)
+//!   is stored as the kernel stores it: a same-filled page (zeros, one
+//!   repeated word) as its value alone (`same_pages`); any other as an
+//!   object of the length its kind compresses to with the device's
+//!   compressor (the profile's table, measured on the real kernel), in
+//!   zsmalloc's size classes (dev/zsmalloc.rs), whole if at least
+//!   zs_huge_class_size (`huge_pages`).
+//! - A page without stated content holds the runner's 4-byte token and
+//!   zeros. Simplification: it costs the pool `costs.zram_stored_bytes`
+//!   (measured on the real kernel for such pages, fragmentation included;
+//!   cost_model::ZRAM_STORED_BYTES), and that pool grows and shrinks page
+//!   by page.
 
+use super::zsmalloc::{ZsConfig, ZsPool};
 use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::mm::folio::{Pfn, PG_KERNEL};
 use crate::mm::page_alloc::Gfp;
 
+const PAGE_SIZE: u32 = 4096;
+const NO_OBJECT: u32 = u32::MAX;
+
 pub struct Zram {
     /// Content token of each stored slot; `stored` marks which hold data.
     pub version: Vec<u32>,
     pub stored: Vec<bool>,
+    /// Pages without stated content stored, and their pool.
     pub nr_stored: u64,
     pub pool: Vec<Pfn>,
+    /// Pages with stated content: each slot's zspage (NO_OBJECT: a
+    /// same-filled page) and compressed length; sized at the first.
+    object: Vec<u32>,
+    comp_len: Vec<u16>,
+    pub zs: Option<ZsPool>,
+    pub stats: ZramStats,
+}
+
+/// zram's `mm_stat` counters of the pages with stated content (those
+/// without are `nr_stored` pages of `zram_stored_bytes` each), and the
+/// pool's high-water mark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZramStats {
+    /// pages_stored: orig_data_size in pages.
+    pub pages_stored: u64,
+    /// compr_data_size, bytes.
+    pub compr_data_size: u64,
+    pub same_pages: u64,
+    pub huge_pages: u64,
+    /// mem_used_max, pages.
+    pub mem_used_max: u64,
 }
 
 impl Zram {
@@ -29,7 +64,16 @@ impl Zram {
             stored: vec![false; slots as usize],
             nr_stored: 0,
             pool: Vec::new(),
+            object: Vec::new(),
+            comp_len: Vec::new(),
+            zs: None,
+            stats: ZramStats::default(),
         }
+    }
+
+    /// mem_used_total in pages: both pools.
+    pub fn mem_used_pages(&self) -> u64 {
+        self.pool.len() as u64 + self.zs.as_ref().map_or(0, |z| z.pages)
     }
 
     fn pool_pages_needed(&self, stored_bytes: u64) -> usize {
@@ -41,6 +85,9 @@ impl Kernel {
     /// `zram_rw_page` write: compress and store. False if the pool could not
     /// grow (the write fails with -ENOMEM and the folio stays dirty).
     pub fn zram_write_page(&mut self, ty: usize, offset: u32, version: u32) -> bool {
+        if self.contents.kind_of(version) != 0 {
+            return self.zram_write_content(ty, offset, version);
+        }
         self.charge_cost(cost_model::Fn::ZramWrite, self.costs.zram_compress);
         let stored_bytes = self.costs.zram_stored_bytes;
         let z = &mut self.swap[ty].zram;
@@ -50,7 +97,9 @@ impl Kernel {
                 match self.alloc_page(Gfp::Memalloc) {
                     Some(p) => {
                         self.folios.get_mut(p).set(PG_KERNEL);
-                        self.swap[ty].zram.pool.push(p);
+                        let z = &mut self.swap[ty].zram;
+                        z.pool.push(p);
+                        z.stats.mem_used_max = z.stats.mem_used_max.max(z.mem_used_pages());
                         self.vm.inc(crate::vmstat::Vm::NrZspages);
                     }
                     None => {
@@ -67,6 +116,108 @@ impl Kernel {
         true
     }
 
+    /// `zram_write_page` of a page with stated content: a same-filled page
+    /// keeps its value, any other is compressed to its kind's length and
+    /// stored in zsmalloc (whole when at least zs_huge_class_size). False
+    /// if zsmalloc could not get a page.
+    fn zram_write_content(&mut self, ty: usize, offset: u32, version: u32) -> bool {
+        let kind = self.contents.kind_of(version);
+        let cost = self.zram_kind_costs[ty][kind];
+        self.charge_cost(cost_model::Fn::ZramWrite, cost.compress_ns);
+        // zram_write_page frees what the slot held before storing anew.
+        self.zram_slot_free_notify(ty, offset);
+        let same = self.contents.kinds[kind].same_filled();
+        let cfg = ZsConfig {
+            chain: if self.release.zsmalloc_chain_8 { 8 } else { 4 },
+            inuse_ratio: self.release.zsmalloc_chain_8,
+        };
+        let z = &mut self.swap[ty].zram;
+        if z.object.is_empty() {
+            z.object = vec![NO_OBJECT; z.stored.len()];
+            z.comp_len = vec![0; z.stored.len()];
+        }
+        let zs = z.zs.get_or_insert_with(|| ZsPool::new(cfg));
+        let mut len = cost.comp_len.min(PAGE_SIZE);
+        let huge = !same && len >= zs.huge_class_size;
+        if huge {
+            len = PAGE_SIZE;
+        }
+        let object = match same {
+            true => NO_OBJECT,
+            false => match self.zs_malloc(ty, len) {
+                Some(o) => o,
+                None => return false,
+            },
+        };
+        let z = &mut self.swap[ty].zram;
+        let o = offset as usize;
+        (z.object[o], z.comp_len[o]) = (object, len as u16);
+        z.stored[o] = true;
+        z.version[o] = version;
+        z.stats.pages_stored += 1;
+        z.stats.same_pages += same as u64;
+        z.stats.huge_pages += huge as u64;
+        z.stats.compr_data_size += if same { 0 } else { len as u64 };
+        z.stats.mem_used_max = z.stats.mem_used_max.max(z.mem_used_pages());
+        self.count_zram_bio(crate::vmstat::Vm::Pgpgout);
+        true
+    }
+
+    /// `zs_malloc` of `len` bytes in device `ty`'s pool, a new zspage's
+    /// pages from the page allocator if no zspage of its class has room.
+    fn zs_malloc(&mut self, ty: usize, len: u32) -> Option<u32> {
+        let zs = self.swap[ty].zram.zs.as_mut().expect("pool");
+        if let Some(o) = zs.malloc(len) {
+            return Some(o);
+        }
+        let n = zs.pages_for(len) as usize;
+        let mut frames = [0 as Pfn; 8];
+        for i in 0..n {
+            match self.alloc_page(Gfp::Memalloc) {
+                Some(p) => {
+                    self.folios.get_mut(p).set(PG_KERNEL);
+                    frames[i] = p;
+                }
+                None => {
+                    for &p in &frames[..i] {
+                        self.free_page(p);
+                    }
+                    return None;
+                }
+            }
+        }
+        self.vm.add(crate::vmstat::Vm::NrZspages, n as i64);
+        let zs = self.swap[ty].zram.zs.as_mut().expect("pool");
+        Some(zs.new_zspage(len, &frames[..n]))
+    }
+
+    /// mm_stat of each zram swap device, when a region states its content
+    /// (none otherwise: the output of runs without content is as before).
+    pub fn zram_mm_stat(&self) -> Vec<mmsim_spec::output::ZramMmStat> {
+        if self.contents.is_empty() {
+            return Vec::new();
+        }
+        let page = PAGE_SIZE as u64;
+        let token_bytes = self.costs.zram_stored_bytes;
+        self.swap
+            .iter()
+            .enumerate()
+            .filter(|(_, si)| si.kind == mmsim_spec::SwapKind::Zram)
+            .map(|(i, si)| {
+                let z = &si.zram;
+                mmsim_spec::output::ZramMmStat {
+                    swap: i,
+                    orig_data_size: (z.stats.pages_stored + z.nr_stored) * page,
+                    compr_data_size: z.stats.compr_data_size + z.nr_stored * token_bytes,
+                    mem_used_total: z.mem_used_pages() * page,
+                    mem_used_max: z.stats.mem_used_max * page,
+                    same_pages: z.stats.same_pages,
+                    huge_pages: z.stats.huge_pages,
+                }
+            })
+            .collect()
+    }
+
     /// 7.3's swap reaches zram through submit_bio (no rw_page any more),
     /// which counts each page in pgpgin or pgpgout (4 kB); through 6.12
     /// rw_page counted nothing.
@@ -78,7 +229,14 @@ impl Kernel {
 
     /// `zram_rw_page` read: decompress; returns the stored content token.
     pub fn zram_read_page(&mut self, ty: usize, offset: u32) -> u32 {
-        self.charge_cost(cost_model::Fn::ZramRead, self.costs.zram_decompress);
+        let kind = self
+            .contents
+            .kind_of(self.swap[ty].zram.version[offset as usize]);
+        let ns = match kind {
+            0 => self.costs.zram_decompress,
+            k => self.zram_kind_costs[ty][k].decompress_ns,
+        };
+        self.charge_cost(cost_model::Fn::ZramRead, ns);
         self.count_zram_bio(crate::vmstat::Vm::Pgpgin);
         let z = &self.swap[ty].zram;
         debug_assert!(z.stored[offset as usize], "read of an empty zram slot");
@@ -93,10 +251,37 @@ impl Kernel {
             return;
         }
         z.stored[offset as usize] = false;
+        if self.contents.kind_of(z.version[offset as usize]) != 0 {
+            self.zram_free_content(ty, offset);
+            return;
+        }
         z.nr_stored -= 1;
         if z.pool_pages_needed(stored_bytes) < z.pool.len() {
             let p = z.pool.pop().expect("pool page");
             self.vm.add(crate::vmstat::Vm::NrZspages, -1);
+            self.free_page(p);
+        }
+    }
+
+    /// `zram_free_page` of a page with stated content.
+    fn zram_free_content(&mut self, ty: usize, offset: u32) {
+        let z = &mut self.swap[ty].zram;
+        let (o, len) = (z.object[offset as usize], z.comp_len[offset as usize]);
+        z.stats.pages_stored -= 1;
+        if o == NO_OBJECT {
+            z.stats.same_pages -= 1;
+            return;
+        }
+        z.stats.compr_data_size -= len as u64;
+        z.stats.huge_pages -= (len as u32 == PAGE_SIZE) as u64;
+        let zs = z.zs.as_mut().expect("pool");
+        let Some(frames) = zs.free(o) else {
+            return;
+        };
+        let frames: Vec<Pfn> = frames.to_vec();
+        self.vm
+            .add(crate::vmstat::Vm::NrZspages, -(frames.len() as i64));
+        for p in frames {
             self.free_page(p);
         }
     }

@@ -5,6 +5,7 @@
 
 use super::folio::*;
 use super::page_alloc::Gfp;
+use super::page_content::kind_id;
 use super::pgtable::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO};
 use crate::cost_model::Fn;
@@ -228,7 +229,12 @@ impl Kernel {
             self.inodes[inode as usize].user_version[page]
         };
         if write {
-            let next = expected.wrapping_add(1).max(1);
+            // A first write, or a token with a kind: the region may state
+            // its content (mm/page_content.rs); else the count moves on.
+            let next = match expected == 0 || kind_id(expected) != 0 {
+                true => self.token_written(vma, idx, expected),
+                false => expected.wrapping_add(1).max(1),
+            };
             if private {
                 self.vmas[vma as usize].user_version[idx] = next;
             } else {

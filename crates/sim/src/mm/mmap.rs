@@ -108,6 +108,9 @@ pub struct Vma {
     /// A private file mapping that has copied a page (its anon_vma is in
     /// use, so fork copies its page tables).
     pub anon_used: bool,
+    /// What its pages hold once written (`PageContents`; 0: no content
+    /// stated).
+    pub content: u32,
 }
 
 /// `anon_vma`: the VMAs an anon folio's rmap walk visits. A forked
@@ -279,6 +282,7 @@ impl Kernel {
             inode: NIL,
             ra: Default::default(),
             anon_used: false,
+            content: 0,
         });
         self.mms[mm as usize].vmas.push(id);
         id
@@ -352,6 +356,7 @@ impl Kernel {
             inode,
             ra: super::readahead::FileRa::new(ra_pages),
             anon_used: false,
+            content: 0,
         });
         self.inodes[inode as usize].vmas.push(id);
         self.mms[mm as usize].vmas.push(id);
@@ -401,7 +406,7 @@ impl Kernel {
             // The same inode, PTEs left to faults.
             let (inode, offset, pages) = (p.inode, p.pgoff, p.pages);
             let (shared, exec) = (p.flags & VM_SHARED != 0, p.flags & VM_EXEC != 0);
-            let (ra, flags) = (p.ra, p.flags);
+            let (ra, flags, content) = (p.ra, p.flags, p.content);
             let v = self.mmap_file(mm, inode, offset, pages, shared, exec);
             let start = self.vmas[pv as usize].start_vpn;
             let c = &mut self.vmas[v as usize];
@@ -412,6 +417,7 @@ impl Kernel {
             c.pmd_tables = vec![NIL; table_span(start, pages, PMD_SHIFT)];
             c.ra = ra;
             c.flags = flags;
+            c.content = content;
             return v;
         }
         let av = self.anon_vmas.len() as u32;
@@ -435,6 +441,7 @@ impl Kernel {
             inode: p.inode,
             ra: p.ra,
             anon_used: p.anon_used,
+            content: p.content,
         };
         self.anon_vmas.push(AnonVma {
             vmas: Vec::new(),

@@ -15,6 +15,7 @@ pub mod mmap;
 pub mod mmap_lock;
 pub mod oom_kill;
 pub mod page_alloc;
+pub mod page_content;
 pub mod page_io;
 pub mod pgtable;
 pub mod readahead;

@@ -1088,7 +1088,7 @@ impl Kernel {
     }
 
     /// 6.12's zero-filled swap-out in `swap_writepage`: a folio all of
-    /// whose pages are zeros (never written) is marked in the device's
+    /// whose pages are zeros (never written, or written as zeros) is marked in the device's
     /// zeromap and not written (`swpout_zero`); any other folio clears the
     /// marks its slots may hold from an earlier one. True: done.
     fn swap_zeromap_folio(&mut self, pfn: Pfn) -> bool {
@@ -1103,7 +1103,7 @@ impl Kernel {
         );
         let zero = self.folios.version[pfn as usize..pfn as usize + nr]
             .iter()
-            .all(|&v| v == 0);
+            .all(|&v| self.contents.is_zero_page(v));
         self.swap[ty].zeromap[off..off + nr].fill(zero);
         if zero {
             self.vm.add(Vm::SwpoutZero, nr as i64);

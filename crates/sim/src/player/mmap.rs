@@ -21,6 +21,7 @@ pub(super) fn start(
         file,
         offset,
         exec,
+        content,
     } = &step.op
     else {
         unreachable!("mmap::start runs mmap steps")
@@ -50,6 +51,13 @@ pub(super) fn start(
             *exec,
         ),
     };
+    if let Some(c) = content {
+        let rc = k
+            .contents
+            .register(name, c)
+            .map_err(|e| super::at_step(step, e))?;
+        k.vmas[vma as usize].content = rc;
+    }
     p.tasks[i].regions.insert(name.clone(), vma);
     Ok(None)
 }

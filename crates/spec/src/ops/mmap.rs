@@ -1,11 +1,15 @@
 //! `mmap`: a new region, private or shared, anonymous or of a `[[file]]`.
 
 use super::{name_field, StepCx, StepOp};
+use crate::content::{ratio_hundredths, Content, Kind};
 use crate::error::{Reporter, SpecError};
 use crate::model::{File, FileOn, MapKind, Op};
-use crate::parse::fields::{boolean, size, string, Fields, SIZE_WORDS};
+use crate::parse::fields::{
+    boolean, integer, number, size, string, type_error, Fields, SIZE_WORDS,
+};
 use crate::parse::regions::{RegionCheck, Regions};
 use crate::parse::MAX_MAP_BYTES;
+use crate::tree::{Node, Val};
 use crate::units::PAGE_SIZE;
 use crate::work::{Sizes, WorkCx};
 
@@ -17,7 +21,9 @@ impl StepOp for Mmap {
     }
 
     fn keys(&self) -> &'static [&'static str] {
-        &["op", "name", "kind", "size", "file", "offset", "exec"]
+        &[
+            "op", "name", "kind", "size", "file", "offset", "exec", "content",
+        ]
     }
 
     fn required(&self) -> &'static [&'static str] {
@@ -29,6 +35,7 @@ impl StepOp for Mmap {
             "name" => "a string: a new region name of letters, digits, '_' or '-'",
             "kind" => "a string: one of anon, shmem, shared_anon, file, file_private",
             "size" => SIZE_WORDS,
+            "content" => CONTENT_WORDS,
             _ => super::words(field),
         }
     }
@@ -82,6 +89,20 @@ impl StepOp for Mmap {
             }
             Some(n) => boolean(rep, n, &f.path("exec"))?,
         };
+        let content = match f.get("content") {
+            None => None,
+            Some(n) if matches!(kind, MapKind::File | MapKind::FilePrivate) => {
+                return Err(rep.at(
+                    n.at,
+                    f.path("content"),
+                    format!(
+                        "found content on kind \"{}\", expected it only on kind = \"anon\", \"shmem\" or \"shared_anon\" (the pages that swap; a file's pages are written back to its disk as they are)",
+                        kind.name()
+                    ),
+                ))
+            }
+            Some(n) => Some(content(rep, n, &f.path("content"))?),
+        };
         Ok(Op::Mmap {
             name,
             kind,
@@ -89,6 +110,7 @@ impl StepOp for Mmap {
             file,
             offset,
             exec,
+            content,
         })
     }
 
@@ -217,4 +239,82 @@ fn mmap_file(
         ));
     }
     Ok((Some(idx), offset))
+}
+
+const CONTENT_WORDS: &str = "a page content: \"zero\", \"same\", \"text\" or \"random\"; a table { ratio = R } with R from 1.0 to 32.0; or an array of those, each a table with a `weight` (a positive integer), e.g. [{ kind = \"text\", weight = 3 }, { ratio = 2.0, weight = 1 }]";
+
+/// `content`: one kind, or a mix with weights.
+fn content(rep: &Reporter, node: &Node, key: &str) -> Result<Content, SpecError> {
+    match &node.val {
+        Val::Array(items) if !items.is_empty() => {
+            let mut parts: Vec<(Kind, u32)> = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let k = format!("{key}[{i}]");
+                let f = Fields::of(rep, k.clone(), item, CONTENT_WORDS)?;
+                f.only(&["kind", "ratio", "weight"], "a content part")?;
+                let kind = content_kind(rep, &f, item, &k)?;
+                let w = f.require("weight", "a positive integer")?;
+                let weight = integer(
+                    rep,
+                    w,
+                    &f.path("weight"),
+                    1,
+                    1 << 20,
+                    "an integer from 1 to 1048576",
+                )?;
+                if parts.iter().any(|p| p.0 == kind) {
+                    return Err(rep.at(
+                        item.at,
+                        k,
+                        format!(
+                            "found the kind {} twice, expected each kind once in a mix",
+                            kind.name()
+                        ),
+                    ));
+                }
+                parts.push((kind, weight as u32));
+            }
+            Ok(Content { parts })
+        }
+        Val::Str(_) | Val::Table(_) => {
+            let kind = match &node.val {
+                Val::Table(_) => {
+                    let f = Fields::of(rep, key.to_string(), node, CONTENT_WORDS)?;
+                    f.only(&["kind", "ratio"], "content")?;
+                    content_kind(rep, &f, node, key)?
+                }
+                _ => named_kind(rep, node, key)?,
+            };
+            Ok(Content::one(kind))
+        }
+        _ => Err(type_error(rep, node, key, CONTENT_WORDS)),
+    }
+}
+
+/// A table's kind: `kind = "text"` or `ratio = R`, exactly one.
+fn content_kind(rep: &Reporter, f: &Fields, node: &Node, key: &str) -> Result<Kind, SpecError> {
+    match (f.get("kind"), f.get("ratio")) {
+        (Some(k), None) => named_kind(rep, k, &f.path("kind")),
+        (None, Some(r)) => {
+            let words = "a number from 1.0 to 32.0 (the page's size over its compressed size)";
+            let v = number(rep, r, &f.path("ratio"), words)?;
+            ratio_hundredths(v)
+                .map(Kind::Ratio)
+                .ok_or_else(|| type_error(rep, r, &f.path("ratio"), words))
+        }
+        _ => Err(rep.at(
+            node.at,
+            key.to_string(),
+            "found a content table with neither or both of `kind` and `ratio`, expected exactly one",
+        )),
+    }
+}
+
+fn named_kind(rep: &Reporter, node: &Node, key: &str) -> Result<Kind, SpecError> {
+    let words = "a string: one of zero, same, text, random (or a table { ratio = R })";
+    let s = string(rep, node, key, words)?;
+    match Kind::parse(s) {
+        Some(k) if !matches!(k, Kind::Ratio(_)) => Ok(k),
+        _ => Err(type_error(rep, node, key, words)),
+    }
 }

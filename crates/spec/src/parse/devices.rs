@@ -39,6 +39,7 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
             "rotational",
             "read_latency",
             "write_latency",
+            "compressor",
         ],
         "[[swap]]",
     )?;
@@ -113,7 +114,26 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
     };
     let read_latency = latency("read_latency")?;
     let write_latency = latency("write_latency")?;
+    let compressor = match s.get("compressor") {
+        None => None,
+        Some(n) if kind != SwapKind::Zram => {
+            return Err(rep.at(
+                n.at,
+                s.path("compressor"),
+                "found compressor on a device that stores pages as they are; expected it only on device = \"zram\"",
+            ))
+        }
+        Some(n) => {
+            let words = "a string: one of lzo-rle, lzo, lz4, lz4hc, zstd, deflate, 842 (zram's comp_algorithm)";
+            let c = string(rep, n, &s.path("compressor"), words)?;
+            if !ZRAM_COMPRESSORS.contains(&c) {
+                return Err(rep.at(n.at, s.path("compressor"), format!("found {c:?}, expected {words}")));
+            }
+            Some(c.to_string())
+        }
+    };
     Ok(SwapDevice {
+        compressor,
         kind,
         size,
         priority,
@@ -123,6 +143,10 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         size_line: rep.line(sz.at),
     })
 }
+
+/// The compressors zram's comp_algorithm accepts (those the kernel's
+/// crypto API offers it).
+pub const ZRAM_COMPRESSORS: &[&str] = &["lzo-rle", "lzo", "lz4", "lz4hc", "zstd", "deflate", "842"];
 
 /// Why a 5.10 spec may not ask for shmem THP.
 pub(super) const NO_SHMEM_THP_5_10: &str = "found shmem THP asked for with machine.kernel = \"5.10\": mmsim models 6.1's shmem THP, and 5.10's differs on what the fidelity suite measures (the oracle's 5.10 runs end with none of the huge pages they allocated and fault twice as often); expected \"never\" on 5.10, or machine.kernel = \"6.1\" or later";

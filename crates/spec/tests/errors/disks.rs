@@ -44,6 +44,7 @@ steps = [
             file: Some(0),
             offset: 1024,
             exec: true,
+            content: None,
         }
     );
     assert!(matches!(

@@ -32,6 +32,7 @@ steps = [
             file: Some(0),
             offset: 1024,
             exec: false,
+            content: None,
         }
     );
     assert!(matches!(

@@ -61,6 +61,7 @@ fn with_task(head: &str) -> String {
     format!("{head}{TASK}")
 }
 
+mod content;
 mod disks;
 mod display;
 mod files;

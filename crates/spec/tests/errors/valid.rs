@@ -118,6 +118,7 @@ fn full_valid_spec() {
             file: None,
             offset: 0,
             exec: false,
+            content: None,
         }
     );
     // mmap rounds a length up to whole pages.
@@ -130,6 +131,7 @@ fn full_valid_spec() {
             file: None,
             offset: 0,
             exec: false,
+            content: None,
         }
     );
     assert_eq!(
@@ -194,6 +196,7 @@ fn full_valid_spec() {
             file: None,
             offset: 0,
             exec: false,
+            content: None,
         }
     );
     let Op::Touch(u) = &t.steps[1].op else {
