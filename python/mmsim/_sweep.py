@@ -99,6 +99,11 @@ def _row(point: Mapping[str, Any], doc: str | None, error: str | None) -> dict[s
     for task in r.json["tasks"]:
         for p in task["phases"]:
             row[f"{task['name']}{_PHASE_SEP}{p['name']}.duration_ns"] = p["end_ns"] - p["start_ns"]
+    # zram's mm_stat, as the CLI's sweep names it (present when a region
+    # states its content).
+    for z in r.json.get("zram", []):
+        for field in ("orig_data_size", "compr_data_size", "mem_used_total", "mem_used_max", "same_pages"):
+            row[f"zram{z['swap']}.{field}"] = z[field]
     row.update(r.vmstat)
     row["error"] = None
     return row

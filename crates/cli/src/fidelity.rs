@@ -60,8 +60,13 @@ pub fn passes(median: f64, min: f64, max: f64, sim: f64, tol: f64) -> bool {
 /// memory.swap.events line); `memory_stat/CGROUP/KEY`, a memory.stat line at
 /// the end of the workload; `oom_kill/TASK`, 1 if the OOM killer ended the
 /// task, else 0, and `oom_kill/TASK/anon_rss_kb` (or `file_rss_kb`,
-/// `shmem_rss_kb`, `pgtables_kb`), what its kill logged (0 if none).
+/// `shmem_rss_kb`, `pgtables_kb`), what its kill logged (0 if none);
+/// `zram/N/FIELD`, a field of the mm_stat of `[[swap]]` entry N at the end
+/// (present when a region states its content).
 fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
+    if let Some((n, field)) = name.strip_prefix("zram/").and_then(|x| x.split_once('/')) {
+        return zram_counter(r, n, field);
+    }
     if let Some(row) = name.strip_prefix("interrupts/") {
         return r.interrupts.get(row).copied().unwrap_or(0) as i64;
     }
@@ -90,6 +95,23 @@ fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
         return stat.and_then(|s| s.get(key)).copied().unwrap_or(0);
     }
     r.vmstat.get(name).copied().unwrap_or(0)
+}
+
+/// `zram/N/FIELD` (0 where the run has no such device or field).
+fn zram_counter(r: &mmsim_spec::output::RunResult, n: &str, field: &str) -> i64 {
+    let Some(z) = r.zram.iter().find(|z| n.parse() == Ok(z.swap)) else {
+        return 0;
+    };
+    let v = match field {
+        "orig_data_size" => z.orig_data_size,
+        "compr_data_size" => z.compr_data_size,
+        "mem_used_total" => z.mem_used_total,
+        "mem_used_max" => z.mem_used_max,
+        "same_pages" => z.same_pages,
+        "huge_pages" => z.huge_pages,
+        _ => 0,
+    };
+    v as i64
 }
 
 /// What an OOM kill's log line gives, by `oom_kill/TASK/FIELD`.

@@ -720,6 +720,19 @@ pub(crate) fn summary(r: &RunResult) -> String {
             }
         }
     }
+    for z in &r.zram {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        s += &format!(
+            "\nzram (swap[{}], mm_stat as the last task ends): {:.1} MiB stored in {:.1} MiB compressed, {:.1} MiB of memory (most {:.1}); {} same-filled and {} whole pages\n",
+            z.swap,
+            mib(z.orig_data_size),
+            mib(z.compr_data_size),
+            mib(z.mem_used_total),
+            mib(z.mem_used_max),
+            z.same_pages,
+            z.huge_pages
+        );
+    }
     let verdict = if r.integrity.violations == 0 {
         "OK"
     } else {

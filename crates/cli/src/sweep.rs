@@ -61,8 +61,9 @@ pub fn points(dims: &[Dim]) -> Vec<Vec<String>> {
 
 /// A run's row: `elapsed_ns`, `TASK/PHASE.duration_ns`, the machine's
 /// memory stall over the run (`memory_some_us`, `memory_full_us`, where
-/// the engine reads pressure), then the whole-run counters, by column
-/// name.
+/// the engine reads pressure), zram's mm_stat when a region states its
+/// content (`zramN.compr_data_size` … for `[[swap]]` entry N), then the
+/// whole-run counters, by column name.
 fn row(r: &RunResult) -> Vec<(String, i64)> {
     let mut cols = vec![("elapsed_ns".to_string(), r.elapsed_ns as i64)];
     if let Some(p) = &r.pressure {
@@ -76,6 +77,16 @@ fn row(r: &RunResult) -> Vec<(String, i64)> {
                 (p.end_ns - p.start_ns) as i64,
             ));
         }
+    }
+    for z in &r.zram {
+        let n = z.swap;
+        cols.extend([
+            (format!("zram{n}.orig_data_size"), z.orig_data_size as i64),
+            (format!("zram{n}.compr_data_size"), z.compr_data_size as i64),
+            (format!("zram{n}.mem_used_total"), z.mem_used_total as i64),
+            (format!("zram{n}.mem_used_max"), z.mem_used_max as i64),
+            (format!("zram{n}.same_pages"), z.same_pages as i64),
+        ]);
     }
     cols.extend(r.vmstat.iter().map(|(k, &v)| (k.clone(), v)));
     cols
@@ -199,11 +210,12 @@ fn plot(t: &Table, dims: &[Dim], x: &str, y: &str, out: &Path) -> Result<(), Str
     };
     // One series per value of the other keys.
     let mut series: Vec<Series> = Vec::new();
-    // A failed point has no value to draw.
+    // A failed point has no value to draw, nor has one whose task never
+    // ran the phase (the OOM killer ended it first): an empty cell.
     for r in t
         .rows
         .iter()
-        .filter(|r| r.last().is_none_or(|e| e.is_empty()))
+        .filter(|r| r.last().is_none_or(|e| e.is_empty()) && !r[yi].is_empty())
     {
         let label: Vec<String> = dims
             .iter()

@@ -304,6 +304,14 @@ fn shorten(s: &str, n: usize) -> String {
 
 // ---- lines against a grid key -------------------------------------------
 
+/// The fields of zram's mm_stat that are sizes in bytes.
+const ZRAM_BYTES: [&str; 4] = [
+    ".orig_data_size",
+    ".compr_data_size",
+    ".mem_used_total",
+    ".mem_used_max",
+];
+
 /// An axis's values in the unit people read: a time in ns as ms or s, a
 /// size in bytes as MiB; a count as it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -328,6 +336,10 @@ impl Axis {
         }
         if let Some(stem) = name.strip_suffix("_bytes") {
             return Axis::mib(stem);
+        }
+        // zram's mm_stat sizes (sweep's `zramN.FIELD` columns) are bytes.
+        if name.starts_with("zram") && ZRAM_BYTES.iter().any(|f| name.ends_with(f)) {
+            return Axis::mib(name);
         }
         Axis {
             label: name.to_string(),
@@ -440,6 +452,12 @@ mod tests {
             ("main/write.duration (ms)", 1e6)
         );
         assert_eq!(Axis::for_column("x_bytes", 1.0).label, "x (MiB)");
+        let z = Axis::for_column("zram0.mem_used_max", 1e9);
+        assert_eq!(
+            (z.label.as_str(), z.scale),
+            ("zram0.mem_used_max (MiB)", 1048576.0)
+        );
+        assert_eq!(Axis::for_column("zram0.same_pages", 1e6).scale, 1.0);
         assert_eq!(Axis::for_column("pswpout", 1e9).scale, 1.0);
     }
 

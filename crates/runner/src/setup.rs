@@ -701,6 +701,13 @@ impl Setup {
         self.knobs
             .push((format!("swap:{i}:comp_algorithm"), current_value(&algo)));
         write(&format!("/sys/block/zram{n}/disksize"), &size.to_string())?;
+        if let Some(pages) = spec_dev.mem_limit {
+            // mem_limit is taken after disksize (a reset clears it).
+            write(
+                &format!("/sys/block/zram{n}/mem_limit"),
+                &(pages * 4096).to_string(),
+            )?;
+        }
         ZRAM_DEVICES
             .lock()
             .unwrap_or_else(|e| e.into_inner())

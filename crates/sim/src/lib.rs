@@ -223,6 +223,25 @@ const MAX_SWAPFILES: usize = 29;
 /// mapped page (PTE and content token), allocated at mmap.
 const MAX_MAP_PAGES: u64 = 1 << 28;
 
+/// A zram compressor the preset's kernel does not offer is refused, as
+/// that kernel's comp_algorithm refuses it.
+fn check_zram_compressor(spec: &Spec) -> Result<(), SimError> {
+    let preset = spec.machine.kernel;
+    let Some(offers) = mmsim_spec::SwapDevice::zram_offers(preset) else {
+        return Ok(());
+    };
+    for (i, d) in spec.swap.iter().enumerate() {
+        let c = d.compressor(preset);
+        if d.kind == mmsim_spec::SwapKind::Zram && !offers.contains(&c) {
+            return Err(SimError::Spec(format!(
+                "swap[{i}]: found compressor {c:?}, which zram on {preset}'s kernel does not offer; expected one of {}",
+                offers.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// What a valid spec can still ask beyond what this simulator holds.
 fn check_limits(spec: &Spec) -> Result<(), SimError> {
     if spec.swap.len() > MAX_SWAPFILES {
@@ -284,6 +303,7 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
 /// Runs a spec in the simulator.
 pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     check_shmem_huge(spec)?;
+    check_zram_compressor(spec)?;
     check_limits(spec)?;
     check_work(spec, &opts)?;
     let mut k = Kernel::new(spec, opts.costs.costs)?;

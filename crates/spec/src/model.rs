@@ -688,12 +688,26 @@ pub struct SwapDevice {
     pub write_latency: Option<u64>,
     /// zram's comp_algorithm (None: the kernel's default, `compressor()`).
     pub compressor: Option<String>,
+    /// zram's mem_limit in pages (None: no limit; `0` in the spec is none,
+    /// as the kernel reads it).
+    pub mem_limit: Option<u64>,
     /// Line of `size` in the spec file (0: from `--set`), for errors found
     /// after parsing (the host memory its slots take).
     pub size_line: usize,
 }
 
 impl SwapDevice {
+    /// The compressors zram offers on the preset's Debian kernel, where
+    /// known (its comp_algorithm list): 6.12's and 7.3's have no lzo or
+    /// lzo-rle (read under QEMU, 2026-11-27); None: not restricted (6.1
+    /// offers lzo-rle and lzo; 5.10's list was not read).
+    pub fn zram_offers(preset: Preset) -> Option<&'static [&'static str]> {
+        match preset {
+            Preset::V6_12 | Preset::V7_3 => Some(&["lz4", "lz4hc", "zstd", "deflate"]),
+            Preset::V5_10 | Preset::V6_1 => None,
+        }
+    }
+
     /// zram's compressor: the spec's, else the preset's default
     /// (CONFIG_ZRAM_DEF_COMP of Debian's kernel: lzo-rle in 5.10 and 6.1,
     /// lz4 in 6.12's bookworm-backports config and 7.3's).

@@ -309,6 +309,15 @@ fn draw_swaps(d: &mut Draw, out: &mut String) -> usize {
         let dev = d.pick(&["zram", "zram", "nvme", "virtio", "hdd"]);
         let size = d.pick(&[8u64, 32, 64, 256]);
         writeln!(out, "[[swap]]\ndevice = \"{dev}\"\nsize = \"{size}M\"").unwrap();
+        // zram's compressor (lz4: every preset's kernel offers it) and a
+        // mem_limit that a swapping workload reaches.
+        if dev == "zram" && d.chance(20) {
+            writeln!(out, "compressor = \"lz4\"").unwrap();
+        }
+        if dev == "zram" && d.chance(15) {
+            let limit = d.pick(&[1u64, 4, 16]);
+            writeln!(out, "mem_limit = \"{limit}M\"").unwrap();
+        }
     }
     nswap
 }
@@ -550,7 +559,35 @@ impl Gen<'_, '_> {
             pages,
             private_anon: text.starts_with("kind = \"anon\""),
         });
-        format!("{{ op = \"mmap\", name = \"{name}\", {text} }}")
+        // What the pages hold, for zram's compressor (the pages that swap).
+        let swappable = !text.contains("\"file");
+        let content = match swappable && self.d.chance(25) {
+            true => format!(", content = {}", self.content()),
+            false => String::new(),
+        };
+        format!("{{ op = \"mmap\", name = \"{name}\", {text}{content} }}")
+    }
+
+    /// A page content: one kind, a ratio, or a mix.
+    fn content(&mut self) -> String {
+        let one = |d: &mut Draw| -> String {
+            match d.below(6) {
+                0 => "kind = \"zero\"".into(),
+                1 => "kind = \"same\"".into(),
+                2 => "kind = \"text\"".into(),
+                3 => "kind = \"random\"".into(),
+                _ => format!("ratio = {}", d.pick(&["1.5", "2.0", "2.5", "4.0", "8.0"])),
+            }
+        };
+        if self.d.chance(70) {
+            return format!("{{ {} }}", one(self.d));
+        }
+        let (a, b) = (one(self.d), one(self.d));
+        if a == b {
+            return format!("{{ {a} }}");
+        }
+        let (wa, wb) = (1 + self.d.below(4), 1 + self.d.below(4));
+        format!("[{{ {a}, weight = {wa} }}, {{ {b}, weight = {wb} }}]")
     }
 
     fn touch(&mut self, name: &str, pages: u64) -> String {

@@ -137,6 +137,19 @@ fn the_generator_still_draws_what_fuzzing_found() {
     let trace = count(&|s| any_step(s, &|o| matches!(o, Op::Touch(t) if t.order == Order::Trace)));
     let oom_group = count(&|s| s.cgroups.iter().any(|c| c.memory_oom_group));
     let oom_score_adj = count(&|s| s.tasks.iter().any(|t| t.oom_score_adj != 0));
+    let content_zram = count(&|s| {
+        s.swap.iter().any(|d| d.kind == mmsim_spec::SwapKind::Zram)
+            && any_step(s, &|o| {
+                matches!(
+                    o,
+                    Op::Mmap {
+                        content: Some(_),
+                        ..
+                    }
+                )
+            })
+    });
+    let zram_mem_limit = count(&|s| s.swap.iter().any(|d| d.mem_limit.is_some()));
     for (what, n) in [
         (
             "shared file mappings written on a machine of 128 MiB or less",
@@ -162,6 +175,8 @@ fn the_generator_still_draws_what_fuzzing_found() {
         ("trace steps", trace),
         ("memory.oom.group", oom_group),
         ("oom_score_adj", oom_score_adj),
+        ("page content with zram swap", content_zram),
+        ("zram's mem_limit", zram_mem_limit),
     ] {
         // Small probabilities, but not zero: a few in every 2000.
         assert!(n >= 5, "{what}: {n} of 2000 generated specs");

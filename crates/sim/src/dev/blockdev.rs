@@ -143,6 +143,7 @@ mod tests {
     fn dev(kind: SwapKind, read_latency: Option<u64>) -> mmsim_spec::SwapDevice {
         mmsim_spec::SwapDevice {
             compressor: None,
+            mem_limit: None,
             kind,
             size: 1 << 30,
             priority: None,

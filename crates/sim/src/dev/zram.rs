@@ -40,6 +40,8 @@ pub struct Zram {
     comp_len: Vec<u16>,
     pub zs: Option<ZsPool>,
     pub stats: ZramStats,
+    /// mem_limit, pages (None: none).
+    pub limit_pages: Option<u64>,
 }
 
 /// zram's `mm_stat` counters of the pages with stated content (those
@@ -58,8 +60,9 @@ pub struct ZramStats {
 }
 
 impl Zram {
-    pub fn new(slots: u32) -> Self {
+    pub fn new(slots: u32, limit_pages: Option<u64>) -> Self {
         Zram {
+            limit_pages,
             version: vec![0; slots as usize],
             stored: vec![false; slots as usize],
             nr_stored: 0,
@@ -74,6 +77,16 @@ impl Zram {
     /// mem_used_total in pages: both pools.
     pub fn mem_used_pages(&self) -> u64 {
         self.pool.len() as u64 + self.zs.as_ref().map_or(0, |z| z.pages)
+    }
+
+    /// `zram_write_page`'s mem_limit check: would the pool with `more`
+    /// pages exceed it? The kernel allocates, finds zs_get_total_pages
+    /// over the limit and frees the object again (-ENOMEM); mmsim does
+    /// not allocate the pages it would give back at once (zram allocates
+    /// without direct reclaim, so the round trip changes no counter).
+    fn over_limit(&self, more: u64) -> bool {
+        self.limit_pages
+            .is_some_and(|l| self.mem_used_pages() + more > l)
     }
 
     fn pool_pages_needed(&self, stored_bytes: u64) -> usize {
@@ -94,6 +107,10 @@ impl Kernel {
         if !z.stored[offset as usize] {
             z.nr_stored += 1;
             if z.pool_pages_needed(stored_bytes) > z.pool.len() {
+                if z.over_limit(1) {
+                    z.nr_stored -= 1;
+                    return false;
+                }
                 match self.alloc_page(Gfp::Memalloc) {
                     Some(p) => {
                         self.folios.get_mut(p).set(PG_KERNEL);
@@ -124,8 +141,6 @@ impl Kernel {
         let kind = self.contents.kind_of(version);
         let cost = self.zram_kind_costs[ty][kind];
         self.charge_cost(cost_model::Fn::ZramWrite, cost.compress_ns);
-        // zram_write_page frees what the slot held before storing anew.
-        self.zram_slot_free_notify(ty, offset);
         let same = self.contents.kinds[kind].same_filled();
         let cfg = ZsConfig {
             chain: if self.release.zsmalloc_chain_8 { 8 } else { 4 },
@@ -149,6 +164,8 @@ impl Kernel {
                 None => return false,
             },
         };
+        // Once stored, zram_write_page frees what the slot held before.
+        self.zram_slot_free_notify(ty, offset);
         let z = &mut self.swap[ty].zram;
         let o = offset as usize;
         (z.object[o], z.comp_len[o]) = (object, len as u16);
@@ -171,6 +188,9 @@ impl Kernel {
             return Some(o);
         }
         let n = zs.pages_for(len) as usize;
+        if self.swap[ty].zram.over_limit(n as u64) {
+            return None;
+        }
         let mut frames = [0 as Pfn; 8];
         for i in 0..n {
             match self.alloc_page(Gfp::Memalloc) {

@@ -116,6 +116,14 @@ impl PageContents {
         }
     }
 
+    /// Whether a page whose token is `found` holds what the user last
+    /// wrote, token `expected`, though the two differ: a page written as
+    /// zeros that came back from 6.12's zeromap (which keeps no token,
+    /// only the fact that the page was zeros) holds the zeros written.
+    pub fn reads_as(&self, found: u32, expected: u32) -> bool {
+        found == 0 && self.is_zero_page(expected)
+    }
+
     /// A page whose bytes are all zero: never written, or written as
     /// zeros.
     #[inline]

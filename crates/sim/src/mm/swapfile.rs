@@ -146,7 +146,7 @@ impl SwapInfo {
             cluster_next: 1,
             cluster_nr: SWAPFILE_CLUSTER,
             requeued: 0,
-            zram: Zram::new(if kind == SwapKind::Zram { max } else { 0 }),
+            zram: Zram::new(if kind == SwapKind::Zram { max } else { 0 }, dev.mem_limit),
             zeromap: vec![false; max as usize],
             bdev: (kind != SwapKind::Zram).then(|| BlockDev::new(dev, max)),
         }

@@ -31,6 +31,15 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         node,
         "a table such as { device = \"zram\", size = \"512M\" }",
     )?;
+    for (key, what) in ZRAM_UNMODELLED {
+        if let Some(n) = s.get(key) {
+            return Err(rep.at(
+                n.at,
+                s.path(key),
+                format!("found {key}, a zram setting mmsim does not model ({what}); expected none of {}", ZRAM_UNMODELLED.iter().map(|k| k.0).collect::<Vec<_>>().join(", ")),
+            ));
+        }
+    }
     s.only(
         &[
             "device",
@@ -40,6 +49,7 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
             "read_latency",
             "write_latency",
             "compressor",
+            "mem_limit",
         ],
         "[[swap]]",
     )?;
@@ -132,8 +142,23 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
             Some(c.to_string())
         }
     };
+    let mem_limit = match s.get("mem_limit") {
+        None => None,
+        Some(n) if kind != SwapKind::Zram => {
+            return Err(rep.at(
+                n.at,
+                s.path("mem_limit"),
+                "found mem_limit on a device that does not hold pages in memory; expected it only on device = \"zram\"",
+            ))
+        }
+        Some(n) => match super::fields::size(rep, n, &s.path("mem_limit"))? {
+            0 => None,
+            b => Some(b.div_ceil(PAGE_SIZE)),
+        },
+    };
     Ok(SwapDevice {
         compressor,
+        mem_limit,
         kind,
         size,
         priority,
@@ -143,6 +168,32 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         size_line: rep.line(sz.at),
     })
 }
+
+/// zram's sysfs settings a [[swap]] table may not take, and why.
+const ZRAM_UNMODELLED: &[(&str, &str)] = &[
+    (
+        "recomp_algorithm",
+        "recompression of stored pages with a second compressor",
+    ),
+    (
+        "recompress",
+        "recompression of stored pages with a second compressor",
+    ),
+    (
+        "backing_dev",
+        "writeback of stored pages to a backing device",
+    ),
+    ("writeback", "writeback of stored pages to a backing device"),
+    (
+        "writeback_limit",
+        "writeback of stored pages to a backing device",
+    ),
+    ("compact", "compaction of zsmalloc's pool"),
+    (
+        "algorithm_params",
+        "compressor parameters (levels, dictionaries)",
+    ),
+];
 
 /// The compressors zram's comp_algorithm accepts (those the kernel's
 /// crypto API offers it).

@@ -151,3 +151,29 @@ compressor = "lz4"
         &["only on device = \"zram\""],
     );
 }
+
+#[test]
+fn mem_limit_on_zram_and_unmodelled_zram_settings() {
+    let zram = with_task(
+        r#"[machine]
+memory = "512M"
+[[swap]]
+device = "zram"
+size = "64M"
+mem_limit = "16M"
+"#,
+    );
+    assert_eq!(parse(&zram).unwrap().swap[0].mem_limit, Some(4096));
+    check(
+        &rejected(&zram.replace("\"zram\"", "\"nvme\"")),
+        6,
+        "swap[0].mem_limit",
+        &["only on device = \"zram\""],
+    );
+    check(
+        &rejected(&zram.replace("mem_limit = \"16M\"", "recomp_algorithm = \"zstd\"")),
+        6,
+        "swap[0].recomp_algorithm",
+        &["does not model", "recompression"],
+    );
+}
