@@ -823,7 +823,11 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
         runs: runs.len() as u32,
         sessions: 0, // counted by profile()
     };
-    let (p, solved) = profile(&all, &runs, &sessions, machine, provenance).map_err(|e| (1, e))?;
+    let (mut p, solved) =
+        profile(&all, &runs, &sessions, machine, provenance).map_err(|e| (1, e))?;
+    if let Some(dir) = a.from.as_ref().or(a.record.as_ref()) {
+        p.compress = crate::calibrate_content::table_from(dir, &p)?;
+    }
     eprint!(
         "mmsim calibrate: the fit, each equation measured (the runs' minimum, ns) and fitted:\n{}",
         residual_table(&solved)
@@ -977,10 +981,14 @@ fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String
         eprintln!("mmsim calibrate: run {} of {}", run + 1, a.runs);
         let user = ubench::run().map_err(|e| (1, e))?;
         let smp = smp::run().map_err(|e| (1, e))?;
-        let zram_text =
-            mmsim_oracle::native::zram_bench(&runner, &spec_path(&a.dir, "zram"), ZRAM_BENCH_PAGES)
-                .map_err(|e| (1, e.to_string()))?
-                .map_err(|refusal| (2, refusal))?;
+        let zram_text = mmsim_oracle::native::zram_bench(
+            &runner,
+            &spec_path(&a.dir, "zram"),
+            ZRAM_BENCH_PAGES,
+            false,
+        )
+        .map_err(|e| (1, e.to_string()))?
+        .map_err(|refusal| (2, refusal))?;
         let zram: ZramBench = serde_json::from_str(&zram_text)
             .map_err(|e| (1, format!("the zram bench's document: {e}")))?;
         let mut specs = BTreeMap::new();

@@ -21,6 +21,22 @@ use std::path::{Path, PathBuf};
 /// n: each kind is written over n and 2n fresh slots.
 const PAGES: u64 = 4096;
 
+/// The table the zram content runs recorded under DIR/zram-content/
+/// solve to with `p`'s zram constants; empty when there are none (the
+/// whole calibration solved `--from` a folder keeps its table).
+pub fn table_from(dir: &Path, p: &MachineProfile) -> Result<CompressTable, (u8, String)> {
+    let d = dir.join("zram-content");
+    if !d.is_dir() {
+        return Ok(CompressTable::new());
+    }
+    let runs = load(&d).map_err(|e| (2, e))?;
+    if runs.is_empty() {
+        return Ok(CompressTable::new());
+    }
+    let c = p.costs();
+    solve(&runs, c.zram_compress, c.zram_decompress)
+}
+
 pub fn calibrate_content(a: &CalibrateArgs, profile: &Path) -> Result<(), (u8, String)> {
     let text =
         std::fs::read_to_string(profile).map_err(|e| (2, format!("{}: {e}", profile.display())))?;
@@ -47,7 +63,7 @@ pub fn calibrate_content(a: &CalibrateArgs, profile: &Path) -> Result<(), (u8, S
         print!("{doc}");
         return Ok(());
     }
-    crate::write_atomically(&out, doc.as_bytes())
+    crate::write_atomically(&out, doc.trim_end().as_bytes())
         .map_err(|e| (1, format!("{}: {e}", out.display())))?;
     eprintln!(
         "mmsim calibrate: wrote {} ({} compressors, {} runs)",
@@ -68,11 +84,12 @@ fn measure(a: &CalibrateArgs) -> Result<Vec<ZramContentBench>, (u8, String)> {
             a.runs
         );
         let doc =
-            mmsim_oracle::native::zram_content_bench(&runner, &spec_path(&a.dir, "zram"), PAGES)
+            mmsim_oracle::native::zram_bench(&runner, &spec_path(&a.dir, "zram"), PAGES, true)
                 .map_err(|e| (1, e.to_string()))?
                 .map_err(|refusal| (2, refusal))?;
-        let b: ZramContentBench = serde_json::from_str(&doc)
+        let mut b: ZramContentBench = serde_json::from_str(&doc)
             .map_err(|e| (1, format!("the zram content bench's document: {e}")))?;
+        b.date = date_now("+%Y-%m-%d");
         out.push(b);
     }
     Ok(out)
@@ -142,7 +159,9 @@ pub fn solve(
         min_of(reference, &|e| e.write_ns),
         min_of(reference, &|e| e.read_ns),
     );
-    let date = date_now("+%Y-%m-%d");
+    // The last run's day: the table solved again from the recordings is
+    // the same, whatever day that is.
+    let date = runs.iter().map(|r| r.date.as_str()).max().unwrap_or("");
     let mut table = CompressTable::new();
     for ((comp, kind), es) in &by {
         if kind == "token" {
@@ -167,4 +186,66 @@ pub fn solve(
         );
     }
     Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mmsim_spec::output::ZramMmStat;
+
+    fn entry(comp: &str, kind: &str, w: [u64; 2], r: [u64; 2], compr: u64) -> ZramContentEntry {
+        ZramContentEntry {
+            compressor: comp.into(),
+            kind: kind.into(),
+            write_ns: w,
+            read_ns: r,
+            mm_stat: ZramMmStat {
+                compr_data_size: compr,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// n = 10: token pages with lzo-rle write at 2,000 ns a page at the
+    /// margin and read at 500; text at 4,000 and 1,500 in the faster run;
+    /// so text costs zram_compress + 2,000 and zram_decompress + 1,000,
+    /// and stores 1,000 bytes a page (30 pages, 30,000 bytes).
+    #[test]
+    fn each_kind_is_the_reference_plus_its_margin_over_token_pages() {
+        let run = |slow: u64| ZramContentBench {
+            date: format!("2026-11-2{slow}"),
+            pages: 10,
+            entries: vec![
+                entry("lzo-rle", "token", [10_000, 30_000], [5_000, 10_000], 1_230),
+                entry(
+                    "lzo-rle",
+                    "text",
+                    [20_000, 60_000 + slow * 1_000],
+                    [8_000, 23_000],
+                    30_000,
+                ),
+            ],
+        };
+        let t = solve(&[run(7), run(1)], 700, 300).expect("solves");
+        let e = &t["lzo-rle"]["text"];
+        assert_eq!(
+            (e.bytes, e.compress_ns, e.decompress_ns),
+            (1_000, 2_800, 1_300)
+        );
+        assert!(e.method.contains("2026-11-27"), "{}", e.method);
+        assert!(!t["lzo-rle"].contains_key("token"));
+        let none = solve(
+            &[ZramContentBench {
+                date: String::new(),
+                pages: 10,
+                entries: vec![],
+            }],
+            1,
+            1,
+        );
+        assert!(
+            none.is_err(),
+            "no lzo-rle token pages to difference against"
+        );
+    }
 }

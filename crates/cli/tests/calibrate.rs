@@ -40,6 +40,9 @@ fn every_committed_profile_is_what_its_recordings_solve_to() {
         assert!(o.status.success(), "{file}: {err}");
         let solved = MachineProfile::parse(&String::from_utf8_lossy(&o.stdout)).expect("parses");
         assert_eq!(solved.cost, p.cost, "{file}");
+        // The compression table too, from the zram content runs
+        // (calibrate --zram-content) the same folder holds, if any.
+        assert_eq!(solved.compress, p.compress, "{file}");
         assert_eq!(solved.machine, p.machine, "{file}");
         assert_eq!(solved.provenance.runs, p.provenance.runs, "{file}");
         assert_eq!(solved.provenance.date, p.provenance.date, "{file}");

@@ -111,38 +111,20 @@ pub fn run_once(runner: &Path, spec_path: &Path, sets: &[String]) -> Result<Outc
     Ok(Outcome::Done(Box::new(doc)))
 }
 
-/// The runner's zram bench (`--zram-bench PAGES`) on the zram swap of
-/// `spec_path`: its JSON document, or the runner's refusal.
+/// The runner's zram bench (`--zram-bench PAGES`; with `content`, every
+/// compressor and page content, `--zram-content-bench`) on the zram swap
+/// of `spec_path`: its JSON document, or the runner's refusal.
 pub fn zram_bench(
     runner: &Path,
     spec_path: &Path,
     pages: u64,
+    content: bool,
 ) -> Result<Result<String, String>, OracleError> {
-    supervise(
-        runner,
-        spec_path,
-        &[],
-        &["--zram-bench".into(), pages.to_string()],
-    )
-}
-
-/// `mmsim-runner --native --zram-bench PAGES --zram-content-bench` on a
-/// spec with a zram [[swap]]: every compressor and page content.
-pub fn zram_content_bench(
-    runner: &Path,
-    spec_path: &Path,
-    pages: u64,
-) -> Result<Result<String, String>, OracleError> {
-    supervise(
-        runner,
-        spec_path,
-        &[],
-        &[
-            "--zram-bench".into(),
-            pages.to_string(),
-            "--zram-content-bench".into(),
-        ],
-    )
+    let mut args = vec!["--zram-bench".to_string(), pages.to_string()];
+    if content {
+        args.push("--zram-content-bench".into());
+    }
+    supervise(runner, spec_path, &[], &args)
 }
 
 /// Runs the runner natively on `spec_path` with `extra` arguments, under

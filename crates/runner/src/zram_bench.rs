@@ -53,6 +53,15 @@ impl Drop for Aligned {
     }
 }
 
+/// One 4 KiB I/O at slot `s` went through whole.
+fn whole_page(r: std::io::Result<usize>, s: u64) -> Result<(), String> {
+    match r {
+        Ok(PAGE) => Ok(()),
+        Ok(k) => Err(format!("short zram I/O at slot {s}: {k} bytes")),
+        Err(e) => Err(format!("zram I/O at slot {s}: {e}")),
+    }
+}
+
 /// Times one pass over slots `[first, first + n)`.
 fn pass(
     dev: &std::fs::File,
@@ -74,11 +83,7 @@ fn pass(
         } else {
             dev.read_at(buf.slice(), off)
         };
-        match r {
-            Ok(PAGE) => {}
-            Ok(k) => return Err(format!("short zram I/O at slot {s}: {k} bytes")),
-            Err(e) => return Err(format!("zram I/O at slot {s}: {e}")),
-        }
+        whole_page(r, s)?;
     }
     Ok(t.elapsed().as_nanos() as u64)
 }
@@ -193,11 +198,7 @@ fn content_pass(
             }
             None => dev.read_at(buf.slice(), off),
         };
-        match r {
-            Ok(PAGE) => {}
-            Ok(k) => return Err(format!("short zram I/O at slot {s}: {k} bytes")),
-            Err(e) => return Err(format!("zram I/O at slot {s}: {e}")),
-        }
+        whole_page(r, s)?;
     }
     Ok(t.elapsed().as_nanos() as u64)
 }
@@ -263,5 +264,9 @@ pub fn run_content(node: &crate::setup::SwapNode, pages: u64) -> Result<ZramCont
     write("reset", "1")?;
     write("comp_algorithm", &original)?;
     write("disksize", &disksize)?;
-    Ok(ZramContentBench { pages, entries })
+    Ok(ZramContentBench {
+        date: String::new(),
+        pages,
+        entries,
+    })
 }

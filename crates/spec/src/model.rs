@@ -699,8 +699,9 @@ pub struct SwapDevice {
 impl SwapDevice {
     /// The compressors zram offers on the preset's Debian kernel, where
     /// known (its comp_algorithm list): 6.12's and 7.3's have no lzo or
-    /// lzo-rle (read under QEMU, 2026-11-27); None: not restricted (6.1
-    /// offers lzo-rle and lzo; 5.10's list was not read).
+    /// lzo-rle (read under QEMU, 2026-11-27); None: not restricted (5.10
+    /// and 6.1 offer lzo-rle, their default, and lzo; their whole lists
+    /// were not read).
     pub fn zram_offers(preset: Preset) -> Option<&'static [&'static str]> {
         match preset {
             Preset::V6_12 | Preset::V7_3 => Some(&["lz4", "lz4hc", "zstd", "deflate"]),
@@ -710,7 +711,8 @@ impl SwapDevice {
 
     /// zram's compressor: the spec's, else the preset's default
     /// (CONFIG_ZRAM_DEF_COMP of Debian's kernel: lzo-rle in 5.10 and 6.1,
-    /// lz4 in 6.12's bookworm-backports config and 7.3's).
+    /// lz4 in 6.12's and 7.3's; each read from the device under QEMU,
+    /// fidelity/results/zram_content/).
     pub fn compressor(&self, preset: Preset) -> &str {
         self.compressor.as_deref().unwrap_or(match preset {
             Preset::V5_10 | Preset::V6_1 => "lzo-rle",

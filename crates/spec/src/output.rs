@@ -485,6 +485,9 @@ pub struct ZramBench {
 /// and page content through the kernel's zram (zram_bench.rs).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ZramContentBench {
+    /// The day it ran (YYYY-MM-DD), set by `mmsim calibrate`.
+    #[serde(default)]
+    pub date: String,
     /// n: each pair writes n and 2n fresh slots (3n pages stored).
     pub pages: u64,
     pub entries: Vec<ZramContentEntry>,
