@@ -102,16 +102,7 @@ fn zram_counter(r: &mmsim_spec::output::RunResult, n: &str, field: &str) -> i64 
     let Some(z) = r.zram.iter().find(|z| n.parse() == Ok(z.swap)) else {
         return 0;
     };
-    let v = match field {
-        "orig_data_size" => z.orig_data_size,
-        "compr_data_size" => z.compr_data_size,
-        "mem_used_total" => z.mem_used_total,
-        "mem_used_max" => z.mem_used_max,
-        "same_pages" => z.same_pages,
-        "huge_pages" => z.huge_pages,
-        _ => 0,
-    };
-    v as i64
+    z.field(field).unwrap_or(0) as i64
 }
 
 /// What an OOM kill's log line gives, by `oom_kill/TASK/FIELD`.

@@ -59,6 +59,16 @@ pub fn points(dims: &[Dim]) -> Vec<Vec<String>> {
     out
 }
 
+/// The mm_stat fields a row has for each zram device (as the Python
+/// sweep's).
+const ZRAM_COLUMNS: [&str; 5] = [
+    "orig_data_size",
+    "compr_data_size",
+    "mem_used_total",
+    "mem_used_max",
+    "same_pages",
+];
+
 /// A run's row: `elapsed_ns`, `TASK/PHASE.duration_ns`, the machine's
 /// memory stall over the run (`memory_some_us`, `memory_full_us`, where
 /// the engine reads pressure), zram's mm_stat when a region states its
@@ -79,14 +89,10 @@ fn row(r: &RunResult) -> Vec<(String, i64)> {
         }
     }
     for z in &r.zram {
-        let n = z.swap;
-        cols.extend([
-            (format!("zram{n}.orig_data_size"), z.orig_data_size as i64),
-            (format!("zram{n}.compr_data_size"), z.compr_data_size as i64),
-            (format!("zram{n}.mem_used_total"), z.mem_used_total as i64),
-            (format!("zram{n}.mem_used_max"), z.mem_used_max as i64),
-            (format!("zram{n}.same_pages"), z.same_pages as i64),
-        ]);
+        for f in ZRAM_COLUMNS {
+            let v = z.field(f).expect("an mm_stat field");
+            cols.push((format!("zram{}.{f}", z.swap), v as i64));
+        }
     }
     cols.extend(r.vmstat.iter().map(|(k, &v)| (k.clone(), v)));
     cols

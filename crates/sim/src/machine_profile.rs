@@ -438,17 +438,23 @@ impl CostProfile {
         }
     }
 
+    /// What a run takes from profile `p`, labelled `NAME: where and
+    /// when it was measured`.
+    fn of(p: MachineProfile, name: &str) -> CostProfile {
+        CostProfile {
+            costs: p.costs(),
+            label: format!("{name}: {}", p.label()),
+            cpu: Some(p.machine.cpu),
+            compress: std::sync::Arc::new(p.compress),
+        }
+    }
+
     /// The committed default profile (profiles/default.toml).
     pub fn default_profile() -> CostProfile {
         static DEFAULT: std::sync::LazyLock<CostProfile> = std::sync::LazyLock::new(|| {
             let p = MachineProfile::parse(DEFAULT_PROFILE)
                 .expect("profiles/default.toml is checked by the tests");
-            CostProfile {
-                costs: p.costs(),
-                label: format!("default: {}", p.label()),
-                cpu: Some(p.machine.cpu.clone()),
-                compress: std::sync::Arc::new(p.compress.clone()),
-            }
+            CostProfile::of(p, "default")
         });
         DEFAULT.clone()
     }
@@ -459,12 +465,7 @@ impl CostProfile {
         PROFILES.iter().find_map(|(file, text)| {
             let p =
                 MachineProfile::parse(text).expect("committed profiles are checked by the tests");
-            (p.machine.cpu == cpu).then(|| CostProfile {
-                costs: p.costs(),
-                label: format!("{file}: {}", p.label()),
-                cpu: Some(p.machine.cpu.clone()),
-                compress: std::sync::Arc::new(p.compress.clone()),
-            })
+            (p.machine.cpu == cpu).then(|| CostProfile::of(p, file))
         })
     }
 
@@ -508,12 +509,7 @@ impl CostProfile {
             path => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
                 let p = MachineProfile::parse(&text).map_err(|e| format!("{path}: {e}"))?;
-                Ok(CostProfile {
-                    costs: p.costs(),
-                    label: format!("{path}: {}", p.label()),
-                    cpu: Some(p.machine.cpu.clone()),
-                    compress: std::sync::Arc::new(p.compress.clone()),
-                })
+                Ok(CostProfile::of(p, path))
             }
         }
     }

@@ -59,6 +59,20 @@ pub struct ZramMmStat {
 }
 
 impl ZramMmStat {
+    /// A field by its mm_stat name (fidelity's `zram/N/FIELD`, sweep's
+    /// `zramN.FIELD`); None for a name it does not have.
+    pub fn field(&self, name: &str) -> Option<u64> {
+        Some(match name {
+            "orig_data_size" => self.orig_data_size,
+            "compr_data_size" => self.compr_data_size,
+            "mem_used_total" => self.mem_used_total,
+            "mem_used_max" => self.mem_used_max,
+            "same_pages" => self.same_pages,
+            "huge_pages" => self.huge_pages,
+            _ => return None,
+        })
+    }
+
     /// Parses mm_stat's line (orig_data_size compr_data_size
     /// mem_used_total mem_limit mem_used_max same_pages pages_compacted
     /// huge_pages ...).

@@ -295,13 +295,15 @@ impl Kernel {
         z.stats.compr_data_size -= len as u64;
         z.stats.huge_pages -= (len as u32 == PAGE_SIZE) as u64;
         let zs = z.zs.as_mut().expect("pool");
-        let Some(frames) = zs.free(o) else {
+        let Some(freed) = zs.free(o) else {
             return;
         };
-        let frames: Vec<Pfn> = frames.to_vec();
-        self.vm
-            .add(crate::vmstat::Vm::NrZspages, -(frames.len() as i64));
-        for p in frames {
+        // Copied out of the pool (no allocation: a zspage has at most 8).
+        let mut frames = [0 as Pfn; 8];
+        let n = freed.len();
+        frames[..n].copy_from_slice(freed);
+        self.vm.add(crate::vmstat::Vm::NrZspages, -(n as i64));
+        for &p in &frames[..n] {
             self.free_page(p);
         }
     }
