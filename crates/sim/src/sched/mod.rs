@@ -1,10 +1,12 @@
 //! Tasks on simulated CPUs and the event clock.
 //!
-//! Every task and kswapd has its own clock. The scheduler always advances
-//! the entity that is ready earliest, on the CPU that frees up first, for
-//! at most one time slice; with more runnable entities than CPUs they take
-//! turns, slice by slice. A woken kswapd runs at once on an idle CPU, or
-//! preempts its waker if CFS's wakeup rule says so (`wakeup_preempts`).
+//! Every task and kswapd has its own clock, and each CPU a run queue. The
+//! scheduler always advances the entity that can start earliest on the
+//! CPU it is queued on (or that pulls it: `RunQueue::pick`), for at most
+//! one time slice; entities queued on one CPU take turns, slice by slice,
+//! and the load balancer moves waiting ones between CPUs. A woken kswapd
+//! runs at once on an idle CPU, or preempts its waker if CFS's wakeup rule
+//! says so (`wakeup_preempts`).
 //! khugepaged runs at nice 19: it never preempts, and takes an idle CPU or
 //! its turn. Simplification: under contention for the CPUs it gets a full
 //! turn where CFS would give it about 1.5% of a CPU (weight 15 against
@@ -25,7 +27,7 @@ use crate::player::Player;
 use crate::SimError;
 use mmsim_spec::Spec;
 use psi::{PsiOut, PsiWho};
-use rq::{Entity, RunQueue, Slice, SliceEnd, TaskState};
+use rq::{Entity, Pick, RunQueue, Slice, SliceEnd, TaskState};
 
 pub struct Scheduler<'s> {
     /// The tasks' workload: what each does when it runs.
@@ -42,6 +44,7 @@ impl<'s> Scheduler<'s> {
     pub fn new(spec: &'s Spec, k: &mut Kernel) -> Self {
         let player = Player::new(spec, k);
         let cpus = spec.machine.cpus as usize;
+        let balance = rq::Balance::domain(spec.machine.topology, cpus);
         let rq = RunQueue {
             tasks: (0..player.tasks.len()).map(|_| Entity::new(0, 0)).collect(),
             ready: vec![0; player.tasks.len()],
@@ -54,10 +57,17 @@ impl<'s> Scheduler<'s> {
             khugepaged_ready: k.khugepaged.take_wakeup(),
             kswapd_vruntime: 0,
             min_vruntime: 0,
+            cur_entity: 0,
             cur_cpu: 0,
             cur_start: 0,
             topology: spec.machine.topology,
             kthread_cpu: [None; 2],
+            kthread_rq: Default::default(),
+            kthread_waker: [None; 2],
+            queued_on: vec![Vec::new(); cpus],
+            queued_cpu: vec![u32::MAX; player.tasks.len()],
+            balance_next: balance.iter().map(|b| b.next).min().unwrap_or(u64::MAX),
+            balance,
         };
         Scheduler {
             player,
@@ -75,16 +85,26 @@ impl<'s> Scheduler<'s> {
         mut at_end: impl FnMut(&mut Kernel),
     ) -> Result<u64, SimError> {
         let mut last_end = 0;
-        while let Some((entity, ready)) = self.rq.pick() {
+        while let Some(Pick {
+            entity,
+            ready,
+            start,
+            cpu,
+        }) = self.rq.pick()
+        {
             // No entity can change its pressure state before `ready` any
-            // more (picks come in time order).
+            // more (picks come in order of their starts, and no start is
+            // before its ready time).
             k.psi.advance(ready);
-            let cpu = self.rq.select_cpu(entity, ready);
             let prev_end = self.rq.cpu_free_at[cpu];
-            let start = ready.max(prev_end);
+            self.rq.cur_entity = entity;
             self.rq.cur_cpu = cpu;
             self.rq.cur_start = start;
-            self.rq.set_last_cpu(entity, cpu);
+            // context_switch → lru_gen_use_mm: another entity (or idle)
+            // ran on this CPU before.
+            let switched =
+                self.rq.last_on_cpu[cpu] != Some(entity) || start > self.rq.cpu_free_at[cpu];
+            self.rq.start_slice(entity, cpu, start);
             k.cur_cpu = cpu;
             k.set_sibling_busy(self.rq.sibling_busy_until(cpu, start).is_some());
             k.call_paths.reset_to_root();
@@ -97,10 +117,6 @@ impl<'s> Scheduler<'s> {
             k.pending_ns = 0;
             k.process_io_completions(start);
             k.run_pending_ipis(cpu, prev_end, start);
-            // context_switch → lru_gen_use_mm: another entity (or idle)
-            // ran on this CPU before.
-            let switched =
-                self.rq.last_on_cpu[cpu] != Some(entity) || start > self.rq.cpu_free_at[cpu];
             let end = if entity < self.rq.tasks.len() {
                 self.run_task(entity, k, (ready, start), switched, &mut at_end)?
             } else if entity == self.rq.khugepaged_entity() {
@@ -118,7 +134,7 @@ impl<'s> Scheduler<'s> {
                 self.rq.place_woken_kswapd(t);
             }
             if let Some(t) = k.khugepaged.take_wakeup() {
-                self.rq.khugepaged_ready = Some(t);
+                self.rq.wake_khugepaged(t);
             }
             self.rq.update_min_vruntime();
             // A task sleeping (memory.high throttle, sleep op) frees its CPU.
@@ -245,7 +261,7 @@ impl<'s> Scheduler<'s> {
     }
 
     fn run_task_slice(&mut self, i: usize, k: &mut Kernel, start: u64) -> Result<u64, SimError> {
-        let end = self.rq.slice_end(i, self.rq.cur_cpu, start);
+        let (end, deadline) = self.rq.slice_end(i, self.rq.cur_cpu, start);
         let t = &mut self.rq.tasks[i];
         if let TaskState::Sleeping(_) = t.state {
             t.state = TaskState::Ready;
@@ -255,8 +271,11 @@ impl<'s> Scheduler<'s> {
             rq: &mut self.rq,
             me: i,
             end,
+            deadline,
+            yielded: false,
         };
         let how = self.player.run_slice(i, k, &mut slice)?;
+        let holds_cpu = slice.holds_cpu();
         let end = k.now();
         let t = &mut self.rq.tasks[i];
         t.state = match how {
@@ -269,7 +288,9 @@ impl<'s> Scheduler<'s> {
             TaskState::Sleeping(until) => until,
             _ => end,
         };
+        let queued = t.state == TaskState::Ready;
         self.rq.sync(i);
+        self.rq.end_slice(i, queued, holds_cpu);
         Ok(end)
     }
 
