@@ -1223,6 +1223,7 @@ mod tests {
         assert!(!q.wakeup_preempts_on(0, 1));
         // The runner ahead by more than the granularity: preempted.
         q.tasks[0].vruntime = gran + 1;
+        q.sync(0);
         assert!(q.wakeup_preempts_on(0, 1));
         let p = q.pick().expect("a pick");
         assert_eq!((p.entity, p.cpu, p.start), (1, 0, 100));
