@@ -976,16 +976,10 @@ impl RunQueue {
         if ncpu == 1 {
             return local;
         }
-        let queued_by = |c: usize, t: u64| {
-            (0..self.tasks.len() + 2).filter(move |&e| {
-                self.on_rq(e).queued
-                    && self.last_cpu_of(e) == Some(c)
-                    && self.ready_time(e).is_some_and(|r| r <= t)
-            })
-        };
-        let idle = |c: usize| {
-            c != local && self.cpu_free_at[c] <= now && queued_by(c, now).next().is_none()
-        };
+        // The forking entity is queued on its CPU, ready since its slice
+        // began, so `nr_running` counts it there.
+        let nr = self.nr_running(now);
+        let idle = |c: usize| c != local && nr[c] == 0;
         let topo = &self.topology;
         let core_idle = |c: usize| idle(c) && topo.siblings(c).all(|s| s == local || idle(s));
         if let Some(c) = (0..ncpu)
@@ -994,28 +988,16 @@ impl RunQueue {
         {
             return c;
         }
-        let load = |c: usize| {
-            let running = c == local || self.cpu_free_at[c] > now;
-            running as u64
-                + queued_by(c, now)
-                    .filter(|&e| e != self.cur_entity())
-                    .count() as u64
-        };
         let (idlest, least) = (0..ncpu)
             .filter(|&c| c != local)
-            .map(|c| (c, load(c)))
+            .map(|c| (c, nr[c]))
             .min_by_key(|&(c, l)| (l, c))
             .expect("two CPUs at least");
-        if 100 * load(local) <= FORK_IMBALANCE_PCT * least {
+        if 100 * nr[local] <= FORK_IMBALANCE_PCT * least {
             local
         } else {
             idlest
         }
-    }
-
-    /// The entity whose slice is running.
-    fn cur_entity(&self) -> usize {
-        self.cur_entity
     }
 
     /// When entity `e` will want a CPU.
