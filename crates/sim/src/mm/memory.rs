@@ -141,6 +141,11 @@ impl Kernel {
                 self.handle_mm_fault(vma, idx, write)
             };
             match r {
+                // The fault went back to user space without mapping the
+                // page (a `pte_same` that failed): the access is tried
+                // again only after `exit_to_user_mode`, where a fatal
+                // signal ends the task instead.
+                Ok(()) if self.current_is_dying() => return Err(SimError::Oom),
                 Ok(()) => {}
                 Err(FaultError::Retry(until)) => {
                     // The task sleeps; the scheduler retries the access.
@@ -917,6 +922,24 @@ impl Kernel {
     /// copy) replaces the old mapping; the copy starts inactive and loses
     /// the old page's LRU history.
     pub fn wp_page_copy(&mut self, vma: u32, idx: usize, old: Option<Pfn>) -> Fault {
+        // do_wp_page's get_page(vmf->page): the copy's allocation may
+        // reclaim, and reclaim may unmap the page being copied, but
+        // `__remove_mapping`'s refcount freeze fails on this reference,
+        // so the page stays (in the swap cache) instead of being freed
+        // into the very allocation that is waiting for it.
+        let old_head = old.map(|o| self.folios.head_of(o));
+        if let Some(h) = old_head {
+            self.folios.get_mut(h).refcount += 1;
+        }
+        let done = self.wp_page_copy_ref(vma, idx, old);
+        if let Some(h) = old_head {
+            self.folio_put(h);
+        }
+        done
+    }
+
+    /// `wp_page_copy` with the old page's reference held.
+    fn wp_page_copy_ref(&mut self, vma: u32, idx: usize, old: Option<Pfn>) -> Fault {
         // anon_vma_prepare: a copy of the zero page gives the VMA one too.
         self.vmas[vma as usize].anon_used = true;
         let memcg = self.vma_memcg(vma);
