@@ -447,10 +447,12 @@ impl Kernel {
             let src = pte_pfn(pte);
             let head = self.folios.head_of(src);
             // folio_pte_batch: the following PTEs that map the following
-            // pages of the same folio.
+            // pages of the same folio, never past its last page (the next
+            // folio may follow it in memory and in the PTEs).
             let mut batch = 1;
             if self.folios.get(head).order > 0 {
-                while i + batch < nr {
+                let folio_end = head + self.folios.get(head).nr_pages() as Pfn;
+                while i + batch < nr && src + (batch as Pfn) < folio_end {
                     let p = self.vmas[vma as usize].ptes[idx + batch];
                     if !pte_present(p) || p & PTE_ZERO != 0 || pte_pfn(p) != src + batch as Pfn {
                         break;
