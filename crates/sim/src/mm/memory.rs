@@ -73,6 +73,9 @@ pub struct FaultCtx {
     /// A user page fault is being handled (the OOM killer's victims then
     /// exit in their own time: oom_kill.rs).
     in_fault: bool,
+    /// The last access's fault returned without mapping its page: the
+    /// player goes back to user space and makes the access again.
+    again: bool,
 }
 
 impl FaultCtx {
@@ -81,6 +84,12 @@ impl FaultCtx {
     #[inline]
     pub fn take_blocked_until(&mut self) -> Option<u64> {
         self.blocked_until.take()
+    }
+
+    /// Whether the last access must be made again (once).
+    #[inline]
+    pub fn take_again(&mut self) -> bool {
+        std::mem::take(&mut self.again)
     }
 
     /// The fault's preallocated PTE table, taken by the mapping that
@@ -125,41 +134,47 @@ impl Kernel {
     /// makes it: one write access).
     #[inline]
     pub fn user_access(&mut self, vma: u32, idx: usize, write: bool) -> Result<(), SimError> {
-        loop {
-            let pte = self.vmas[vma as usize].ptes[idx];
-            if self.pte_lets_through(pte, write) {
-                self.access_present(vma, idx, pte, write);
-                return Ok(());
+        let pte = self.vmas[vma as usize].ptes[idx];
+        if self.pte_lets_through(pte, write) {
+            self.access_present(vma, idx, pte, write);
+            return Ok(());
+        }
+        // One CPU: no other can hold mmap_lock or share its line.
+        let r = if self.cpus.len() > 1 {
+            match self.handle_mm_fault_locked(vma, idx, write) {
+                Some(r) => r,
+                None => return Ok(()),
             }
-            // One CPU: no other can hold mmap_lock or share its line.
-            let r = if self.cpus.len() > 1 {
-                match self.handle_mm_fault_locked(vma, idx, write) {
-                    Some(r) => r,
-                    None => return Ok(()),
+        } else {
+            self.handle_mm_fault(vma, idx, write)
+        };
+        match r {
+            Ok(()) => {
+                let pte = self.vmas[vma as usize].ptes[idx];
+                if self.pte_lets_through(pte, write) {
+                    self.access_present(vma, idx, pte, write);
+                } else {
+                    // The fault went back to user space without mapping
+                    // the page (a `pte_same` that failed: reclaim took
+                    // it meanwhile). The instruction runs again after
+                    // `exit_to_user_mode`, where a fatal signal, a
+                    // reschedule or memory.high's throttling come first.
+                    self.fault.again = true;
                 }
-            } else {
-                self.handle_mm_fault(vma, idx, write)
-            };
-            match r {
-                // The fault went back to user space without mapping the
-                // page (a `pte_same` that failed): the access is tried
-                // again only after `exit_to_user_mode`, where a fatal
-                // signal ends the task instead.
-                Ok(()) if self.current_is_dying() => return Err(SimError::Oom),
-                Ok(()) => {}
-                Err(FaultError::Retry(until)) => {
-                    // The task sleeps; the scheduler retries the access.
-                    self.fault.blocked_until = Some(until);
-                    return Ok(());
-                }
-                Err(FaultError::Wait(until)) => {
-                    let t = self.cur_task.expect("faults come from tasks");
-                    self.tasks[t].fault_waited = true;
-                    self.fault.blocked_until = Some(until);
-                    return Ok(());
-                }
-                Err(e) => return Err(e.into()),
+                Ok(())
             }
+            Err(FaultError::Retry(until)) => {
+                // The task sleeps; the scheduler retries the access.
+                self.fault.blocked_until = Some(until);
+                Ok(())
+            }
+            Err(FaultError::Wait(until)) => {
+                let t = self.cur_task.expect("faults come from tasks");
+                self.tasks[t].fault_waited = true;
+                self.fault.blocked_until = Some(until);
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
         }
     }
 

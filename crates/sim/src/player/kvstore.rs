@@ -1,7 +1,7 @@
 //! `kvstore`: a key-value server in a region, driven by a memtier-like
 //! client (`mmsim_spec::kv`), request by request.
 
-use super::{after_access, at_step, Activity, Player};
+use super::{after_access, at_step, Access, Activity, Player};
 use crate::kernel::Kernel;
 use crate::sched::rq::{Slice, SliceEnd};
 use crate::SimError;
@@ -144,12 +144,11 @@ fn kv_loop(
             check_heap(k, kr)?;
         }
         let a = kr.buf[kr.pos];
-        if let Some(until) =
-            p.play_access(k, kr.vma, access_page(a) as usize, access_is_write(a))?
-        {
-            return Ok(Some(SliceEnd::Sleep(until)));
+        match p.play_access(k, kr.vma, access_page(a) as usize, access_is_write(a))? {
+            Access::Sleep(until) => return Ok(Some(SliceEnd::Sleep(until))),
+            Access::Done => kr.pos += 1,
+            Access::Again => {}
         }
-        kr.pos += 1;
         if let Some(end) = after_access(k, ktask, slice) {
             return Ok(Some(end));
         }

@@ -458,8 +458,9 @@ impl<'s> Player<'s> {
     }
 
     /// One access of a user page, counted as done unless its fault must
-    /// wait for I/O: then the time it waits until, and the op makes the
-    /// access again when the task wakes.
+    /// wait (the op makes the access again when the task wakes) or went
+    /// back to user space without mapping the page (the op makes it
+    /// again after `after_access`).
     #[inline]
     fn play_access(
         &mut self,
@@ -467,13 +468,16 @@ impl<'s> Player<'s> {
         vma: u32,
         page: usize,
         write: bool,
-    ) -> Result<Option<u64>, SimError> {
+    ) -> Result<Access, SimError> {
         k.user_access(vma, page, write)?;
-        let until = k.fault.take_blocked_until();
-        if until.is_none() {
-            self.done_work += 1;
+        if let Some(until) = k.fault.take_blocked_until() {
+            return Ok(Access::Sleep(until));
         }
-        Ok(until)
+        if k.fault.take_again() {
+            return Ok(Access::Again);
+        }
+        self.done_work += 1;
+        Ok(Access::Done)
     }
 
     /// The pages of a region of task `i`, 0 if it has none of that name.
@@ -483,6 +487,17 @@ impl<'s> Player<'s> {
             .get(region)
             .map_or(0, |&v| k.vmas[v as usize].pages)
     }
+}
+
+/// How a user access ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Done,
+    /// Its fault must wait until then; the access is made again after.
+    Sleep(u64),
+    /// Its fault returned without mapping the page: back in user space
+    /// (`after_access`), the access is made again.
+    Again,
 }
 
 /// Back in user space after an access: the work the return to user space

@@ -1,7 +1,7 @@
 //! `stream`: a file read through a sliding window of mmap(2)s, each page
 //! hashed (user CPU time) after its access.
 
-use super::{after_access, Activity, Player};
+use super::{after_access, Access, Activity, Player};
 use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::sched::rq::{Slice, SliceEnd};
@@ -72,13 +72,18 @@ pub(super) fn run(
             sr.next += n;
         }
         let vma = sr.vma.expect("a window is mapped");
-        if let Some(until) = p.play_access(k, vma, sr.pos as usize, false)? {
-            p.tasks[i].activity = Some(Activity::Stream(sr));
-            return Ok(Some(SliceEnd::Sleep(until)));
+        match p.play_access(k, vma, sr.pos as usize, false)? {
+            Access::Sleep(until) => {
+                p.tasks[i].activity = Some(Activity::Stream(sr));
+                return Ok(Some(SliceEnd::Sleep(until)));
+            }
+            Access::Done => {
+                sr.pos += 1;
+                k.charge_user(sr.work);
+                p.done_work += sr.work / mmsim_spec::work::NS_PER_OP;
+            }
+            Access::Again => {}
         }
-        sr.pos += 1;
-        k.charge_user(sr.work);
-        p.done_work += sr.work / mmsim_spec::work::NS_PER_OP;
         if let Some(end) = after_access(k, ktask, slice) {
             p.tasks[i].activity = Some(Activity::Stream(sr));
             return Ok(Some(end));

@@ -1,7 +1,7 @@
 //! `touch` and `trace`: a stream of page accesses to a region, made in
 //! batches until it ends or the slice does.
 
-use super::{after_access, at_step, Activity, Player};
+use super::{after_access, at_step, Access, Activity, Player};
 use crate::kernel::Kernel;
 use crate::sched::rq::{Slice, SliceEnd};
 use crate::SimError;
@@ -94,12 +94,11 @@ fn touch_loop(
             continue;
         }
         let a = tr.buf[tr.pos];
-        if let Some(until) =
-            p.play_access(k, tr.vma, access_page(a) as usize, access_is_write(a))?
-        {
-            return Ok(Some(SliceEnd::Sleep(until)));
+        match p.play_access(k, tr.vma, access_page(a) as usize, access_is_write(a))? {
+            Access::Sleep(until) => return Ok(Some(SliceEnd::Sleep(until))),
+            Access::Done => tr.pos += 1,
+            Access::Again => {}
         }
-        tr.pos += 1;
         if let Some(end) = after_access(k, ktask, slice) {
             return Ok(Some(end));
         }
