@@ -254,11 +254,24 @@ impl Kernel {
         if m & super::swapfile::SWAP_COUNT_MASK == 0 {
             return None;
         }
-        // swapcache_prepare: with no folio cached, nobody holds HAS_CACHE
-        // (a fault runs start to end without another task in between).
+        // With no folio cached, nobody holds HAS_CACHE (a fault runs
+        // start to end without another task in between).
         debug_assert_eq!(m & super::swapfile::SWAP_HAS_CACHE, 0);
         let memcg = self.swapin_memcg(entry, mm_memcg);
         let pfn = self.alloc_swapin_folio(memcg)?;
+        // swapcache_prepare, after the allocation, whose reclaim may have
+        // let go of the slot's last reference meanwhile (-ENOENT, or
+        // -EEXIST while it waits in a CPU's return batch, after which the
+        // retry finds no user left): the new folio goes back.
+        let m = self.swap[ty].swap_map[off];
+        if m & super::swapfile::SWAP_COUNT_MASK == 0 || m & super::swapfile::SWAP_HAS_CACHE != 0 {
+            self.folios.get_mut(pfn).clear(PG_LOCKED);
+            self.folio_put(pfn);
+            return self.swap_folio_of(entry).map(|p| {
+                self.folios.get_mut(p).refcount += 1;
+                (p, false)
+            });
+        }
         self.swap[ty].swap_map[off] |= super::swapfile::SWAP_HAS_CACHE;
         if let Some(shadow) = self.add_to_swap_cache(pfn, entry) {
             self.workingset_refault(pfn, shadow);
