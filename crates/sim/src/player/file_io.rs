@@ -4,7 +4,7 @@
 use super::{after_access, Activity, Player};
 use crate::cost_model;
 use crate::kernel::Kernel;
-use crate::mm::memory::FaultError;
+use crate::mm::memory::{FaultError, MAX_FAULT_ATTEMPTS};
 use crate::sched::rq::{Slice, SliceEnd};
 use crate::SimError;
 use mmsim_spec::{Op, Step};
@@ -20,6 +20,8 @@ pub(super) struct FileIoRun {
     chunk: u64,
     call_end: u64,
     ra: crate::mm::readahead::FileRa,
+    /// Waits for I/O on the page at `next` so far (`MAX_FAULT_ATTEMPTS`).
+    attempts: u32,
 }
 
 pub(super) fn start(p: &mut Player, i: usize, k: &Kernel, step: &Step) -> Option<SliceEnd> {
@@ -45,6 +47,7 @@ pub(super) fn start(p: &mut Player, i: usize, k: &Kernel, step: &Step) -> Option
         chunk: *chunk,
         call_end: *offset,
         ra: crate::mm::readahead::FileRa::new(ra_pages),
+        attempts: 0,
     }));
     None
 }
@@ -75,8 +78,25 @@ pub(super) fn run(
             k.filemap_read_page(io.inode, io.next, io.call_end, &mut io.ra, memcg)
         };
         match r {
-            Ok(()) => io.next += 1,
+            Ok(()) => {
+                io.next += 1;
+                io.attempts = 0;
+            }
             Err(FaultError::Wait(t) | FaultError::Retry(t)) => {
+                // The fault path's bound (mmsim's own: the kernel has
+                // none): a page read in and reclaimed again before the call
+                // copies it, over and over. filemap_update_page drops its
+                // reference while it waits for a readahead's I/O, as here;
+                // how soon the woken task runs (on one CPU mmsim lets the
+                // running slice end first) decides whether reclaim gets
+                // there before it.
+                io.attempts += 1;
+                if io.attempts >= MAX_FAULT_ATTEMPTS {
+                    return Err(SimError::Unmodelled(format!(
+                        "a {} of a file page waited for its I/O {MAX_FAULT_ATTEMPTS} times in a row, each time finding the page reclaimed again before the call could copy it (other tasks' reclaim took it back): the working set thrashes, and mmsim stops rather than go round further; expected more memory for the workload (machine.memory, a cgroup's memory_max)",
+                        if io.write { "write(2)" } else { "read(2)" }
+                    )));
+                }
                 p.tasks[i].activity = Some(Activity::FileIo(io));
                 return Ok(Some(SliceEnd::Sleep(t.max(k.now()))));
             }
