@@ -229,9 +229,10 @@ impl Kernel {
         Some(pfn)
     }
 
-    /// 7.3's `swap_cache_get_folio`: the slot's folio with a reference,
-    /// and nothing else: no readahead flag cleared, no hit counted or fed
-    /// to the readahead windows (only the fault paths do that there).
+    /// 7.3's `swap_cache_get_folio` (and `__read_swap_cache_async`'s own
+    /// lookup in every release): the slot's folio with a reference, and
+    /// nothing else: no readahead flag cleared, no hit counted or fed to
+    /// the readahead windows (only the fault paths do that there).
     pub fn swap_cache_get_folio(&mut self, entry: SwpEntry) -> Option<Pfn> {
         let pfn = self.swap_folio_of(entry)?;
         self.folios.get_mut(pfn).refcount += 1;
@@ -243,8 +244,7 @@ impl Kernel {
     /// with a reference for the caller; `true` if new (the caller starts
     /// the read). None if the slot is unused or memory ran out.
     pub fn read_swap_cache_async(&mut self, entry: SwpEntry, mm_memcg: u16) -> Option<(Pfn, bool)> {
-        if let Some(pfn) = self.swap_folio_of(entry) {
-            self.folios.get_mut(pfn).refcount += 1;
+        if let Some(pfn) = self.swap_cache_get_folio(entry) {
             return Some((pfn, false));
         }
         let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
@@ -267,10 +267,7 @@ impl Kernel {
         if m & super::swapfile::SWAP_COUNT_MASK == 0 || m & super::swapfile::SWAP_HAS_CACHE != 0 {
             self.folios.get_mut(pfn).clear(PG_LOCKED);
             self.folio_put(pfn);
-            return self.swap_folio_of(entry).map(|p| {
-                self.folios.get_mut(p).refcount += 1;
-                (p, false)
-            });
+            return self.swap_cache_get_folio(entry).map(|p| (p, false));
         }
         self.swap[ty].swap_map[off] |= super::swapfile::SWAP_HAS_CACHE;
         if let Some(shadow) = self.add_to_swap_cache(pfn, entry) {
