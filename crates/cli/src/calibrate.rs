@@ -573,7 +573,10 @@ fn session_ids(sessions: &[String]) -> Vec<&String> {
 /// Solves the runs: every value from every run (fit.rs), its uncertainty
 /// the bootstrap's 95 % interval widened to take in each calibration
 /// session solved alone (runs of one session move together with the
-/// machine's state; only separate sessions show its drift).
+/// machine's state; only separate sessions show its drift) and, from
+/// three sessions on, the 95 % prediction interval of another session's
+/// value (fit::prediction_interval): what `--check` holds a new session
+/// to.
 pub fn solve_runs(
     all: &BTreeMap<&'static str, Counts>,
     runs: &[RunData],
@@ -586,12 +589,19 @@ pub fn solve_runs(
     let mut hi = f.interval.iter().map(|i| i[1]).collect::<Vec<_>>();
     let ids = session_ids(sessions);
     if ids.len() > 1 {
-        for id in ids {
-            let own: Vec<usize> = (0..runs.len()).filter(|&i| sessions[i] == *id).collect();
-            let x = fit::solve(&rows, n, &own);
-            for j in 0..n {
-                lo[j] = lo[j].min(x[j]);
-                hi[j] = hi[j].max(x[j]);
+        let alone: Vec<Vec<f64>> = ids
+            .iter()
+            .map(|id| {
+                let own: Vec<usize> = (0..runs.len()).filter(|&i| sessions[i] == **id).collect();
+                fit::solve(&rows, n, &own)
+            })
+            .collect();
+        for j in 0..n {
+            let xs: Vec<f64> = alone.iter().map(|x| x[j]).collect();
+            let pi = fit::prediction_interval(&xs);
+            for x in xs.iter().copied().chain(pi.into_iter().flatten()) {
+                lo[j] = lo[j].min(x);
+                hi[j] = hi[j].max(x);
             }
         }
     }
@@ -716,7 +726,9 @@ pub struct CalibrateArgs {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Also keep every run's measurements under DIR/run-N/ (a session
-    /// added to those DIR holds; the profile is solved from them all).
+    /// added to those DIR holds; the profile is solved from them all, and
+    /// from three sessions on its spreads say where another session's
+    /// values will fall).
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
     /// Solve from measurements recorded with --record instead of running
@@ -731,7 +743,8 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub runner: Option<PathBuf>,
     /// Compare the values with this profile's spreads instead of writing
-    /// a profile (exit 1 if any lies outside).
+    /// a profile (exit 1 if any lies outside): a new session checked
+    /// against a profile of three sessions or more.
     #[arg(long, value_name = "PROFILE", conflicts_with = "output")]
     pub check: Option<PathBuf>,
     /// Measure only zram's compressors on every page content (natively,
@@ -840,6 +853,14 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
     }
     if let Some(old) = &a.check {
         return check_against(&p, old);
+    }
+    if (p.provenance.sessions as usize) < fit::MIN_SESSIONS {
+        eprintln!(
+            "mmsim calibrate: {} session(s): each spread says how far these runs move, not where another \
+             session's value will fall; record at least {} (`--record DIR`, minutes apart)",
+            p.provenance.sessions,
+            fit::MIN_SESSIONS
+        );
     }
     let text = p.to_toml();
     match &a.output {

@@ -175,6 +175,42 @@ pub fn fit(rows: &[Row], unknowns: usize, nruns: usize) -> Fit {
     }
 }
 
+/// Student's t at 0.975 for 1 to 30 degrees of freedom (any table of
+/// the t distribution); past 30 the 30's value, a little wide.
+const T_975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
+/// Fewest sessions from which [`prediction_interval`] says anything: with
+/// two, Student's t (12.7) makes the interval twenty times the
+/// sessions' difference, which tells a user nothing.
+pub const MIN_SESSIONS: usize = 3;
+
+/// Where another session's value is expected, from the values of the
+/// sessions at hand: the 95 % prediction interval of one more draw,
+/// mean ± t(0.975, S−1) · sd · √(1 + 1/S), never below zero (a cost is
+/// not negative). This and not the bootstrap is what a second
+/// calibration is checked against: the bootstrap resamples runs, and
+/// each value is its runs' least, so a resample can never reach below
+/// the least of the runs it is drawn from, while another session's
+/// least falls below it about half the time; and runs of one session
+/// move together with the machine's state, which only separate sessions
+/// sample. None with fewer than [`MIN_SESSIONS`].
+pub fn prediction_interval(xs: &[f64]) -> Option<[f64; 2]> {
+    let s = xs.len();
+    if s < MIN_SESSIONS {
+        return None;
+    }
+    let n = s as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
+    let t = T_975[(s - 2).min(T_975.len() - 1)];
+    let half = t * var.sqrt() * (1.0 + 1.0 / n).sqrt();
+    Some([(mean - half).max(0.0), mean + half])
+}
+
 /// A row's fitted value (Σ a·x + known) beside its measured one.
 pub fn fitted(row: &Row, x: &[f64]) -> f64 {
     row.a.iter().zip(x).map(|(a, x)| a * x).sum::<f64>() + row.known
@@ -290,6 +326,23 @@ mod tests {
         };
         assert_eq!(r.value(&[0, 1, 2]), Some(150.0));
         assert_eq!(r.value(&[0, 2]), Some(200.0));
+    }
+
+    /// The prediction interval of one more session: Student's t on the
+    /// sessions' spread, wider than their range, never below zero, and
+    /// nothing from fewer than three sessions.
+    #[test]
+    fn another_sessions_value_is_predicted_from_the_sessions_spread() {
+        assert_eq!(prediction_interval(&[100.0, 120.0]), None);
+        // Mean 100, sd √(200/3), S = 4: t(0.975, 3) = 3.182, √1.25.
+        let [lo, hi] = prediction_interval(&[90.0, 100.0, 110.0, 100.0]).unwrap();
+        let half = 3.182 * (200.0f64 / 3.0).sqrt() * 1.25f64.sqrt();
+        assert!((hi - (100.0 + half)).abs() < 1e-9 && (lo - (100.0 - half)).abs() < 1e-9);
+        assert!(lo < 90.0 && hi > 110.0);
+        // Equal sessions: no spread to predict from.
+        assert_eq!(prediction_interval(&[7.0, 7.0, 7.0]), Some([7.0, 7.0]));
+        // A constant near zero with a wide spread stops at zero.
+        assert_eq!(prediction_interval(&[0.0, 50.0, 0.0]).unwrap()[0], 0.0);
     }
 
     /// A row a run did not measure is left out of that run's solve.
