@@ -117,6 +117,11 @@ pub const UNKNOWNS: &[Unknown] = &[
         method: "calibrate/shmem_swapin.toml: read faults swapping tmpfs pages in from zram one page a fault (vm.page-cluster 0, the path 6.18's shmem takes from a synchronous device), 64 and 128 MiB",
     },
     Unknown {
+        name: "shmem_write",
+        fields: &[("shmem_write", 1)],
+        method: "calibrate/read.toml: write(2) over resident tmpfs files in 128 KiB calls, 128, 256 and 384 MiB",
+    },
+    Unknown {
         name: "memcg_reclaim",
         fields: &[("memcg_reclaim", 1)],
         method: "calibrate/memcg_reclaim.toml: 128 and 256 MiB written under a 32 MiB memory.max swapping to zram",
@@ -399,6 +404,8 @@ pub const EQUATIONS: &[(&str, &[(&str, f64)])] = &[
     ("read", &[("read_4k_c", 1.0), ("read_4k_b", -1.0)]),
     ("read", &[("mmap_b", 1.0), ("mmap_a", -1.0)]),
     ("read", &[("mmap_c", 1.0), ("mmap_b", -1.0)]),
+    ("read", &[("write_128k_b", 1.0), ("write_128k_a", -1.0)]),
+    ("read", &[("write_128k_c", 1.0), ("write_128k_b", -1.0)]),
     ("shmem_swapin", &[("b", 1.0), ("a", -1.0)]),
     ("shmem_swapin", &[("c", 1.0), ("b", -1.0)]),
     ("touch", &[("b", 1.0), ("a", -1.0)]),
@@ -558,6 +565,8 @@ pub struct Solved {
     pub spread: BTreeMap<&'static str, [f64; 2]>,
     /// Constants the data cannot tell from zero.
     pub unresolved: Vec<&'static str>,
+    /// Constants no recorded run measures (kept at their reference).
+    pub unmeasured: Vec<&'static str>,
     /// Each equation: measured (the runs' minimum), fitted.
     pub residuals: BTreeMap<String, (f64, f64)>,
 }
@@ -589,15 +598,17 @@ pub fn solve_runs(
     let mut hi = f.interval.iter().map(|i| i[1]).collect::<Vec<_>>();
     let ids = session_ids(sessions);
     if ids.len() > 1 {
-        let alone: Vec<Vec<f64>> = ids
+        let alone: Vec<Vec<Option<f64>>> = ids
             .iter()
             .map(|id| {
                 let own: Vec<usize> = (0..runs.len()).filter(|&i| sessions[i] == **id).collect();
-                fit::solve(&rows, n, &own)
+                fit::solve_supported(&rows, n, &own)
             })
             .collect();
         for j in 0..n {
-            let xs: Vec<f64> = alone.iter().map(|x| x[j]).collect();
+            // Only the sessions that measured it (older recordings may
+            // lack a path added since).
+            let xs: Vec<f64> = alone.iter().filter_map(|x| x[j]).collect();
             let pi = fit::prediction_interval(&xs);
             for x in xs.iter().copied().chain(pi.into_iter().flatten()) {
                 lo[j] = lo[j].min(x);
@@ -610,18 +621,35 @@ pub fn solve_runs(
         hi[j] = hi[j].max(f.value[j]);
     }
     let (vlo, vhi) = (values_of(&lo, runs), values_of(&hi, runs));
-    let values = values_of(&f.value, runs);
-    let spread = values.keys().map(|&k| (k, [vlo[k], vhi[k]])).collect();
+    let mut values = values_of(&f.value, runs);
+    let mut spread: BTreeMap<&'static str, [f64; 2]> =
+        values.keys().map(|&k| (k, [vlo[k], vhi[k]])).collect();
+    // An unknown no recorded run prices (its phases were added after the
+    // runs were recorded) keeps its reference value: not measured.
+    let all_runs: Vec<usize> = (0..runs.len()).collect();
+    let unmeasured: Vec<&'static str> = UNKNOWNS
+        .iter()
+        .zip(fit::solve_supported(&rows, n, &all_runs))
+        .filter(|(_, x)| x.is_none())
+        .flat_map(|(u, _)| u.fields.iter().map(|f| f.0))
+        .collect();
+    for &f in &unmeasured {
+        let r = Costs::REFERENCE.get(f).expect("a field") as f64;
+        values.insert(f, r);
+        spread.insert(f, [r, r]);
+    }
     let unresolved = UNKNOWNS
         .iter()
         .zip(&f.at_zero)
         .filter(|(_, &z)| z >= UNRESOLVED_AT_ZERO)
         .flat_map(|(u, _)| u.fields.iter().map(|f| f.0))
+        .filter(|f| !unmeasured.contains(f))
         .collect();
     Solved {
         values,
         spread,
         unresolved,
+        unmeasured,
         residuals: fit::residuals(&rows, &f.value, runs.len()),
     }
 }
@@ -669,6 +697,24 @@ pub fn profile(
                 .iter()
                 .find(|u| share(u, field).is_some())
                 .expect("every field has a basis");
+            if s.unmeasured.contains(&field) {
+                let method = format!(
+                    "not measured: no recorded run has its phases (added after the runs were recorded), so the reference value; its home: {}",
+                    u.method
+                );
+                let v = Costs::REFERENCE.get(field).expect("a field");
+                cost.insert(
+                    field.to_string(),
+                    CostEntry {
+                        value: v,
+                        unit: unit.to_string(),
+                        spread: [v, v],
+                        basis: Basis::Reference,
+                        method,
+                    },
+                );
+                continue;
+            }
             let basis = if s.unresolved.contains(&field) {
                 Basis::Bound
             } else if u.fields.len() > 1 {
@@ -1309,6 +1355,49 @@ mod tests {
         assert!(e.method.contains("not resolved from zero"), "{}", e.method);
         // The constants priced elsewhere are still recovered.
         assert_eq!(p.cost["touch"].value, truth.touch);
+    }
+
+    /// Runs recorded before a path's phases were added say nothing of its
+    /// unknown: with none that has them it keeps its reference value,
+    /// said so, and the others are still recovered; with some that have
+    /// them it is solved from those.
+    #[test]
+    fn an_unknown_no_recorded_run_prices_keeps_its_reference() {
+        let (all, _) = all_counts(&calibrate_dir()).unwrap();
+        let truth = truth();
+        let old = |j: f64| {
+            let mut r = simulated_run(truth, j);
+            for t in &mut r.specs.get_mut("read").unwrap().tasks {
+                t.phases.retain(|p| !p.name.starts_with("write_128k"));
+            }
+            r
+        };
+        let runs: Vec<RunData> = [1.01, 1.02].iter().map(|&j| old(j)).collect();
+        let sessions = vec!["a".to_string(), "b".to_string()];
+        let (p, s) = profile(
+            &all,
+            &runs,
+            &sessions,
+            MachineInfo::default(),
+            Provenance::default(),
+        )
+        .unwrap();
+        assert_eq!(s.unmeasured, vec!["shmem_write"]);
+        let e = &p.cost["shmem_write"];
+        assert_eq!(e.basis, Basis::Reference);
+        assert_eq!(e.value, Costs::REFERENCE.shmem_write);
+        assert!(e.method.contains("not measured"), "{}", e.method);
+        // Every run 1 % slow: the copy within a few ns.
+        assert!(p.cost["copy_page"].value.abs_diff(truth.copy_page) <= truth.copy_page / 50);
+        // One new session beside the old ones, the least disturbed: the
+        // new path is measured from it.
+        let mut runs = runs;
+        runs.push(simulated_run(truth, 1.0));
+        let sessions = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let s = solve_runs(&all, &runs, &sessions);
+        assert!(s.unmeasured.is_empty());
+        let got = s.values["shmem_write"];
+        assert!((got - truth.shmem_write as f64).abs() < 1.0, "{got}");
     }
 
     /// A many-CPU constant is the median of the runs that have the bench;

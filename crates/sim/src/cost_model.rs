@@ -340,6 +340,14 @@ pub const SWAP_READ_NS: u64 = 0;
 /// values. `mmsim calibrate` measures it.
 pub const SHMEM_SWAPIN_NS: u64 = 0;
 
+/// write(2)'s work per page of a tmpfs file besides the lookup and the
+/// copy (`generic_perform_write`'s `fault_in_iov_readable` of the user
+/// buffer, `shmem_write_begin`'s folio lock, `shmem_write_end`'s
+/// dirtying and unlock, `balance_dirty_pages_ratelimited`): 0 ns in the
+/// reference values, whose write(2) costs what read(2) does. `mmsim
+/// calibrate` measures it (calibrate/read.toml's write phases).
+pub const SHMEM_WRITE_NS: u64 = 0;
+
 /// A memory.max reclaim's own work per page it frees, beyond the scan,
 /// unmap and swap-out constants (`try_to_free_mem_cgroup_pages`' set-up,
 /// the memcg iteration, stat flushes and LRU drains, spread over the pages

@@ -97,12 +97,21 @@ fn median(v: &mut [f64]) -> f64 {
 /// out. Columns are scaled to unit norm first (the counts range from 1 to
 /// millions), and back after.
 pub fn solve(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<f64> {
+    solve_supported(rows, unknowns, runs)
+        .into_iter()
+        .map(|x| x.unwrap_or(0.0))
+        .collect()
+}
+
+/// As [`solve`], with None for an unknown no equation the runs measured
+/// prices (runs recorded before its phases existed say nothing of it).
+pub fn solve_supported(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<Option<f64>> {
     let used: Vec<(&Row, f64)> = rows
         .iter()
         .filter_map(|r| r.value(runs).map(|v| (r, v)))
         .collect();
     if used.is_empty() {
-        return vec![0.0; unknowns];
+        return vec![None; unknowns];
     }
     let mut a = Array2::<f64>::zeros((used.len(), unknowns));
     let mut b = Array1::<f64>::zeros(used.len());
@@ -124,7 +133,7 @@ pub fn solve(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<f64> {
     let (x, _) = nnls::nnls(a.view(), b.view());
     x.iter()
         .zip(&norms)
-        .map(|(x, &n)| if n > 0.0 { x / n } else { 0.0 })
+        .map(|(x, &n)| (n > 0.0).then(|| x / n))
         .collect()
 }
 
@@ -343,6 +352,17 @@ mod tests {
         assert_eq!(prediction_interval(&[7.0, 7.0, 7.0]), Some([7.0, 7.0]));
         // A constant near zero with a wide spread stops at zero.
         assert_eq!(prediction_interval(&[0.0, 50.0, 0.0]).unwrap()[0], 0.0);
+    }
+
+    /// An unknown only unmeasured rows price is None, not zero.
+    #[test]
+    fn an_unknown_no_measured_row_prices_is_unsupported() {
+        let mut r = row("b", vec![0.0, 2.0], vec![10.0, 10.0]);
+        r.runs[0] = None;
+        let rows = vec![row("a", vec![1.0, 0.0], vec![5.0, 5.0]), r];
+        assert_eq!(solve_supported(&rows, 2, &[0]), vec![Some(5.0), None]);
+        assert_eq!(solve_supported(&rows, 2, &[1]), vec![Some(5.0), Some(5.0)]);
+        assert_eq!(solve(&rows, 2, &[0]), vec![5.0, 0.0]);
     }
 
     /// A row a run did not measure is left out of that run's solve.

@@ -967,6 +967,7 @@ impl Kernel {
             p
         };
         self.charge_cost(Fn::User, self.costs.copy_page);
+        self.charge_cost(Fn::FilemapWrite, self.costs.shmem_write);
         let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)
             .max(1);
