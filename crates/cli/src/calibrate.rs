@@ -626,11 +626,10 @@ pub fn solve_runs(
         values.keys().map(|&k| (k, [vlo[k], vhi[k]])).collect();
     // An unknown no recorded run prices (its phases were added after the
     // runs were recorded) keeps its reference value: not measured.
-    let all_runs: Vec<usize> = (0..runs.len()).collect();
     let unmeasured: Vec<&'static str> = UNKNOWNS
         .iter()
-        .zip(fit::solve_supported(&rows, n, &all_runs))
-        .filter(|(_, x)| x.is_none())
+        .zip(&f.measured)
+        .filter(|(_, &m)| !m)
         .flat_map(|(u, _)| u.fields.iter().map(|f| f.0))
         .collect();
     for &f in &unmeasured {
@@ -697,32 +696,20 @@ pub fn profile(
                 .iter()
                 .find(|u| share(u, field).is_some())
                 .expect("every field has a basis");
+            // solve_runs holds an unmeasured constant at its reference.
             if s.unmeasured.contains(&field) {
                 let method = format!(
                     "not measured: no recorded run has its phases (added after the runs were recorded), so the reference value; its home: {}",
                     u.method
                 );
-                let v = Costs::REFERENCE.get(field).expect("a field");
-                cost.insert(
-                    field.to_string(),
-                    CostEntry {
-                        value: v,
-                        unit: unit.to_string(),
-                        spread: [v, v],
-                        basis: Basis::Reference,
-                        method,
-                    },
-                );
-                continue;
-            }
-            let basis = if s.unresolved.contains(&field) {
-                Basis::Bound
+                (Basis::Reference, method)
+            } else if s.unresolved.contains(&field) {
+                (Basis::Bound, u.method.to_string())
             } else if u.fields.len() > 1 {
-                Basis::Bundle
+                (Basis::Bundle, u.method.to_string())
             } else {
-                Basis::Measured
-            };
-            (basis, u.method.to_string())
+                (Basis::Measured, u.method.to_string())
+            }
         };
         let round = |x: f64| x.round().max(0.0) as u64;
         let [lo, hi] = s.spread[field];
@@ -1264,6 +1251,22 @@ mod tests {
         truth
     }
 
+    /// The profile of simulated runs, with no machine or provenance.
+    fn profile_of(
+        all: &BTreeMap<&'static str, Counts>,
+        runs: &[RunData],
+        sessions: &[String],
+    ) -> (MachineProfile, Solved) {
+        profile(
+            all,
+            runs,
+            sessions,
+            MachineInfo::default(),
+            Provenance::default(),
+        )
+        .unwrap()
+    }
+
     /// However the runs fall, the fit cannot write an unmap cheaper than
     /// the PTE clear and TLB flush it includes (a profile mmsim would
     /// refuse to load).
@@ -1340,14 +1343,7 @@ mod tests {
             }
         }
         let sessions = vec![String::new(); runs.len()];
-        let (p, s) = profile(
-            &all,
-            &runs,
-            &sessions,
-            MachineInfo::default(),
-            Provenance::default(),
-        )
-        .unwrap();
+        let (p, s) = profile_of(&all, &runs, &sessions);
         assert!(s.unresolved.contains(&"shmem_swapin"), "{:?}", s.unresolved);
         let e = &p.cost["shmem_swapin"];
         assert_eq!(e.basis, Basis::Bound);
@@ -1374,14 +1370,7 @@ mod tests {
         };
         let runs: Vec<RunData> = [1.01, 1.02].iter().map(|&j| old(j)).collect();
         let sessions = vec!["a".to_string(), "b".to_string()];
-        let (p, s) = profile(
-            &all,
-            &runs,
-            &sessions,
-            MachineInfo::default(),
-            Provenance::default(),
-        )
-        .unwrap();
+        let (p, s) = profile_of(&all, &runs, &sessions);
         assert_eq!(s.unmeasured, vec!["shmem_write"]);
         let e = &p.cost["shmem_write"];
         assert_eq!(e.basis, Basis::Reference);

@@ -140,6 +140,9 @@ pub fn solve_supported(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<Opt
 /// Each unknown's value from every run, and its bootstrap distribution.
 pub struct Fit {
     pub value: Vec<f64>,
+    /// Per unknown: whether any equation the runs measured prices it
+    /// (false: its value is 0 and says nothing, [`solve_supported`]).
+    pub measured: Vec<bool>,
     /// Per unknown: the 2.5th and 97.5th percentiles of the resamples.
     pub interval: Vec<[f64; 2]>,
     /// Per unknown: the share of resamples that put it at zero.
@@ -151,7 +154,9 @@ pub struct Fit {
 /// value). With one run, the interval is the value.
 pub fn fit(rows: &[Row], unknowns: usize, nruns: usize) -> Fit {
     let all: Vec<usize> = (0..nruns).collect();
-    let value = solve(rows, unknowns, &all);
+    let supported = solve_supported(rows, unknowns, &all);
+    let measured = supported.iter().map(Option::is_some).collect();
+    let value: Vec<f64> = supported.into_iter().map(|x| x.unwrap_or(0.0)).collect();
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); unknowns];
     if nruns > 1 {
         let mut rng = mmsim_spec::rng::Rng::new(SEED);
@@ -179,6 +184,7 @@ pub fn fit(rows: &[Row], unknowns: usize, nruns: usize) -> Fit {
     }
     Fit {
         value,
+        measured,
         interval,
         at_zero,
     }
