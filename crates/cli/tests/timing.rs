@@ -181,37 +181,27 @@ fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
 /// Phases known to miss their time tolerance with a machine's profile,
 /// and why (docs/timing.md "Intel Xeon: a miss"). The test fails if any
 /// other phase misses, and if one of these comes within tolerance (then
-/// this list is out of date).
-const KNOWN_MISSES: &[(&str, &[&str])] = &[
-    (
-        // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
-        // apart (steal time up to 16 %, DAMON's kdamond scanning): the
-        // calibration's least disturbed runs price paths faster than the
-        // suite's fastest run of a slower period.
-        "intel-xeon-2-50ghz",
-        &[
-            "dontneed main/dontneed",
-            "munmap main/munmap_anon",
-            "munmap main/munmap_shmem",
-            "psi_zram_memcg main/read",
-            "psi_zram_memcg main/rewrite",
-            "resident main/seq",
-            "swapoff main/swapoff",
-            "tmpfs_rw main/write_128k",
-            "zram_memcg main/refault_zipf",
-        ],
-    ),
-    (
-        // The profile from twelve calibration sessions over two days
-        // (2026-11-27 and -28), the suite recorded on the second, on a
-        // guest whose speed moves by up to a third between runs minutes
-        // apart (docs/calibrate.md "Limits"). munmap_anon: the phase holds
-        // the tmpfs mapping's shared write faults, which no calibration
-        // spec measures apart (docs/timing.md).
-        "amd-epyc",
-        &["munmap main/munmap_anon"],
-    ),
-];
+/// this list is out of date). The AMD EPYC profile has none since its
+/// calibration measured the shared tmpfs write fault (`shmem_shared_fault`,
+/// 2026-11-28), the last of its phases' paths no spec priced apart.
+const KNOWN_MISSES: &[(&str, &[&str])] = &[(
+    // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
+    // apart (steal time up to 16 %, DAMON's kdamond scanning): the
+    // calibration's least disturbed runs price paths faster than the
+    // suite's fastest run of a slower period.
+    "intel-xeon-2-50ghz",
+    &[
+        "dontneed main/dontneed",
+        "munmap main/munmap_anon",
+        "munmap main/munmap_shmem",
+        "psi_zram_memcg main/read",
+        "psi_zram_memcg main/rewrite",
+        "resident main/seq",
+        "swapoff main/swapoff",
+        "tmpfs_rw main/write_128k",
+        "zram_memcg main/refault_zipf",
+    ],
+)];
 
 /// Phases whose memory pressure totals miss `PRESSURE_TOLERANCE` with a
 /// machine's profile (docs/timing.md "Memory pressure"): the stalled share

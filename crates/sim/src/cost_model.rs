@@ -231,6 +231,7 @@ functions! {
     ZramRead = "zram_read_page",
     SwapReadpage = "swap_readpage",
     Unmap = "unmap_page_range",
+    FreeSwapAndCache = "free_swap_and_cache",
     HandleMmFault = "handle_mm_fault",
     TryToFreeMemCgroupPages = "try_to_free_mem_cgroup_pages",
     TryToFreePages = "try_to_free_pages",
@@ -347,6 +348,27 @@ pub const SHMEM_SWAPIN_NS: u64 = 0;
 /// reference values, whose write(2) costs what read(2) does. `mmsim
 /// calibrate` measures it (calibrate/read.toml's write phases).
 pub const SHMEM_WRITE_NS: u64 = 0;
+
+/// A write fault's own work on a shared tmpfs mapping beyond the costs
+/// the model names on that path (fault entry, the folio's allocation,
+/// charge, clear and LRU add, the rmap, the PTE): `do_shared_fault`'s
+/// `finish_fault` and `fault_dirty_shared_page` (the folio dirtied,
+/// `file_update_time`): 0 ns in the reference values, whose shared write
+/// fault costs what those constants add up to. `mmsim calibrate` measures
+/// it (calibrate/munmap_shmem.toml's touch phases: write faults into tmpfs
+/// holes).
+pub const SHMEM_SHARED_FAULT_NS: u64 = 0;
+
+/// The zap of a swap PTE that drops its slot's last reference
+/// (`free_swap_and_cache` from `zap_pte_range`, MADV_DONTNEED/FREE or a
+/// tmpfs truncation): the count under the swap lock, the slot's return
+/// through the per-CPU slot cache (`swapcache_free_entries`) and the
+/// device's `swap_slot_free_notify` (zram frees the stored page): 0 ns in
+/// the reference values, where a zapped swap PTE costs what a present
+/// one's clear does. A zap that leaves the slot referenced (after fork),
+/// or held by the swap cache, does not pay it: those paths only decrement
+/// the count. `mmsim calibrate` measures it (calibrate/swap_zap.toml).
+pub const SWAP_SLOT_FREE_NS: u64 = 0;
 
 /// A memory.max reclaim's own work per page it frees, beyond the scan,
 /// unmap and swap-out constants (`try_to_free_mem_cgroup_pages`' set-up,

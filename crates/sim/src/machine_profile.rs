@@ -78,6 +78,8 @@ costs! {
     swap_read: "ns" = cost_model::SWAP_READ_NS;
     shmem_swapin: "ns" = cost_model::SHMEM_SWAPIN_NS;
     shmem_write: "ns" = cost_model::SHMEM_WRITE_NS;
+    shmem_shared_fault: "ns" = cost_model::SHMEM_SHARED_FAULT_NS;
+    swap_slot_free: "ns" = cost_model::SWAP_SLOT_FREE_NS;
     memcg_reclaim: "ns" = cost_model::MEMCG_RECLAIM_NS;
     smt_throughput: "permille" = cost_model::SMT_THROUGHPUT_PERMILLE;
     cacheline_transfer: "ns" = cost_model::CACHELINE_TRANSFER_NS;

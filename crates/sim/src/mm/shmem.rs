@@ -622,6 +622,9 @@ impl Kernel {
         let dirtied = write && !self.folios.get(head).test(PG_DIRTY);
         if write {
             self.folios.get_mut(head).set(PG_DIRTY);
+            // do_shared_fault's own work: finish_fault, the folio
+            // dirtied, file_update_time (measured as a whole).
+            self.charge_cost(Fn::DoFault, self.costs.shmem_shared_fault);
         }
         if self.pmd_none(vma, idx) && self.do_set_pmd(vma, idx, head, write) {
             self.fault_dirty_shared_retry(vma, dirtied);
