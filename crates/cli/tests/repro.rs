@@ -70,6 +70,24 @@ fn reproducers() -> Vec<PathBuf> {
     files
 }
 
+/// A reproducer whose end depends on time names the profile it was found
+/// with (`# profile: NAME`, or a committed profile's file under
+/// crates/sim/profiles/); the others run with the default.
+fn header_profile(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .find_map(|l| l.strip_prefix("# profile: ").map(str::to_string))
+        .map(|p| match p.ends_with(".toml") {
+            true => Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../sim/profiles")
+                .join(p)
+                .to_string_lossy()
+                .into_owned(),
+            false => p,
+        })
+        .unwrap_or_else(|| "default".into())
+}
+
 #[test]
 fn every_reproducer_ends_as_its_header_says() {
     let files = reproducers();
@@ -78,23 +96,8 @@ fn every_reproducer_ends_as_its_header_says() {
     for path in &files {
         let bytes = std::fs::read(path).expect("read reproducer");
         let want = expectation(path, &bytes);
-        // A reproducer whose end depends on time names the profile it was
-        // found with (`# profile: NAME`, or a committed profile's file under
-        // crates/sim/profiles/); the others run with the default.
-        let profile = String::from_utf8_lossy(&bytes)
-            .lines()
-            .find_map(|l| l.strip_prefix("# profile: ").map(str::to_string))
-            .map(|p| match p.ends_with(".toml") {
-                true => Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../sim/profiles")
-                    .join(p)
-                    .to_string_lossy()
-                    .into_owned(),
-                false => p,
-            })
-            .unwrap_or_else(|| "default".into());
         let out = Command::new(MMSIM)
-            .env("MMSIM_PROFILE", profile)
+            .env("MMSIM_PROFILE", header_profile(&bytes))
             .arg("run")
             .arg(path)
             .arg("--check")
@@ -151,6 +154,7 @@ fn fixed_reproducers_count_what_their_fix_put_right() {
             continue;
         }
         let out = Command::new(MMSIM)
+            .env("MMSIM_PROFILE", header_profile(&bytes))
             .args(["run", "--json", "--check"])
             .arg(&path)
             .output()

@@ -527,6 +527,12 @@ impl Kernel {
             }
             Setting::Swappiness(n) => self.sysctl.swappiness = *n,
             Setting::PageCluster(n) => self.sysctl.page_cluster = *n,
+            Setting::PercpuPagelistHighFraction(n) => {
+                // percpu_pagelist_high_fraction_sysctl_handler: every
+                // zone's lists resized (zone_pcp_update).
+                self.sysctl.percpu_pagelist_high_fraction = *n;
+                self.setup_per_zone_wmarks(self.min_free_kbytes);
+            }
             Setting::WatermarkScaleFactor(n) => {
                 self.sysctl.watermark_scale_factor = *n;
                 self.setup_per_zone_wmarks(self.min_free_kbytes);

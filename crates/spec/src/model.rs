@@ -339,6 +339,10 @@ pub struct Sysctl {
     pub min_free_kbytes: Option<u64>,
     /// vm.page-cluster: swap readahead reads up to 2^n pages; 0 disables it.
     pub page_cluster: u32,
+    /// vm.percpu_pagelist_high_fraction: each per-CPU free list holds up
+    /// to a zone's managed pages / this, split over the CPUs; 0 (the
+    /// kernel's, when a spec leaves it) sizes them from the low watermark.
+    pub percpu_pagelist_high_fraction: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1071,6 +1075,7 @@ pub enum Setting {
     WatermarkScaleFactor(u32),
     MinFreeKbytes(u64),
     PageCluster(u32),
+    PercpuPagelistHighFraction(u32),
     VmaRaEnabled(bool),
 }
 

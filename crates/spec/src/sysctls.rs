@@ -84,6 +84,24 @@ pub const SYSCTLS: &[SysctlKnob] = &[
             _ => None,
         },
     },
+    // 0 is the kernel's own value (lists sized from the low watermark),
+    // which a spec gets by leaving it; 1 to 7 the kernel refuses
+    // (MIN_PERCPU_PAGELIST_HIGH_FRACTION); the file is an int.
+    SysctlKnob {
+        name: "vm.percpu_pagelist_high_fraction",
+        min: 8,
+        max: i32::MAX as i64,
+        default: None,
+        get: |s| {
+            (s.percpu_pagelist_high_fraction != 0).then_some(s.percpu_pagelist_high_fraction as u64)
+        },
+        put: |s, n| s.percpu_pagelist_high_fraction = n as u32,
+        setting: |n| Setting::PercpuPagelistHighFraction(n as u32),
+        of_setting: |s| match s {
+            Setting::PercpuPagelistHighFraction(n) => Some(*n as u64),
+            _ => None,
+        },
+    },
 ];
 
 /// The sysctl `name` names.
@@ -99,6 +117,7 @@ impl Sysctl {
             watermark_scale_factor: 0,
             min_free_kbytes: None,
             page_cluster: 0,
+            percpu_pagelist_high_fraction: 0,
         };
         for k in SYSCTLS {
             if let Some(v) = k.default {

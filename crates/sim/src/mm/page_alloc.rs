@@ -165,13 +165,17 @@ fn zone_batchsize(managed: u64) -> u64 {
     (1u64 << (63 - b.leading_zeros())) - 1
 }
 
-/// `zone_set_pageset_high_and_batch`: high = the low watermark split over
-/// the CPUs (`zone_highsize` with percpu_pagelist_high_fraction = 0), at
-/// least four batches.
-fn zone_set_pageset_high_and_batch(z: &mut Zone) {
+/// `zone_set_pageset_high_and_batch`: high (`zone_highsize`) = the low
+/// watermark, or with vm.percpu_pagelist_high_fraction the managed pages
+/// over it, split over the CPUs, at least four batches.
+fn zone_set_pageset_high_and_batch(z: &mut Zone, high_fraction: u32) {
     let batch = zone_batchsize(z.managed).max(1);
     let cpus = z.pcp.len().max(1) as u64;
-    let high = (z.watermark[WMARK_LOW] / cpus).max(batch << 2);
+    let total = match high_fraction {
+        0 => z.watermark[WMARK_LOW],
+        f => z.managed / f as u64,
+    };
+    let high = (total / cpus).max(batch << 2);
     for p in &mut z.pcp {
         p.batch = batch;
         p.high = high;
@@ -243,8 +247,9 @@ impl Kernel {
             let gap = (min >> 2).max(z.managed * wsf / 10_000);
             z.watermark = [min, min + gap, min + 2 * gap];
         }
+        let fraction = self.sysctl.percpu_pagelist_high_fraction;
         for z in &mut self.zones {
-            zone_set_pageset_high_and_batch(z);
+            zone_set_pageset_high_and_batch(z, fraction);
         }
         let n = self.zones.len();
         for i in 0..n {
@@ -779,6 +784,29 @@ mod tests {
         assert_eq!(k.nr_free_pages(), free);
         assert_eq!(blocks(&k), before, "the split halves merged back");
         crate::check::check_all(&k).expect("after free");
+    }
+
+    #[test]
+    fn a_high_fraction_sizes_the_lists_from_the_managed_pages() {
+        // zone_highsize: the low watermark over the CPUs by default; with
+        // vm.percpu_pagelist_high_fraction, managed / fraction over the
+        // CPUs; never below four batches.
+        let mut k = crate::kernel::test_kernel(2, "6.1");
+        let zi = k.zones.len() - 1;
+        let (managed, low, batch) = {
+            let z = &k.zones[zi];
+            (z.managed, z.watermark[WMARK_LOW], z.pcp[0].batch)
+        };
+        assert_eq!(k.zones[zi].pcp[1].high, (low / 2).max(batch << 2));
+        k.write_setting(&mmsim_spec::Setting::PercpuPagelistHighFraction(8))
+            .expect("a sysctl");
+        assert_eq!(k.zones[zi].pcp[0].high, (managed / 8 / 2).max(batch << 2));
+        assert!(managed / 8 / 2 > batch << 2, "the fraction sets it here");
+        k.write_setting(&mmsim_spec::Setting::PercpuPagelistHighFraction(
+            i32::MAX as u32,
+        ))
+        .expect("a sysctl");
+        assert_eq!(k.zones[zi].pcp[0].high, batch << 2, "four batches at least");
     }
 
     #[test]

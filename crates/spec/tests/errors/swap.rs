@@ -103,6 +103,23 @@ memory = "512M"
 }
 
 #[test]
+fn percpu_pagelist_high_fraction_below_the_kernels_least() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+[sysctl]
+"vm.percpu_pagelist_high_fraction" = 7
+"#,
+    ));
+    check(
+        &e,
+        4,
+        "sysctl.\"vm.percpu_pagelist_high_fraction\"",
+        &["7", "8 to 2147483647"],
+    );
+}
+
+#[test]
 fn vma_ra_enabled_garbage() {
     let e = rejected(&with_task(
         r#"[machine]
