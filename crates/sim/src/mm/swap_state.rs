@@ -142,13 +142,10 @@ impl Kernel {
     /// only the swap cache still holds the slot and its folio is unmapped
     /// or swap is full, free the cached folio's swap too.
     pub fn free_swap_and_cache(&mut self, entry: SwpEntry) {
-        let (ty, off) = (swp_type(entry), swp_offset(entry));
-        // The last reference, no swap cache: the slot goes back now
-        // (count 1 and no other bit set).
-        if self.swap[ty].swap_map[off as usize] == 1 {
+        if self.swap_free(entry) {
             self.charge_cost(cost_model::Fn::FreeSwapAndCache, self.costs.swap_slot_free);
         }
-        self.swap_free(entry);
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
         if self.swap[ty].swap_map[off as usize] == super::swapfile::SWAP_HAS_CACHE {
             if let Some(pfn) = self.swap_folio_of(entry) {
                 // __try_to_reclaim_swap: with a reference of its own.

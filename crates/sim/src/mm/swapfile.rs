@@ -557,17 +557,20 @@ impl Kernel {
     }
 
     /// `swap_free` / `__swap_entry_free`: drop one reference; a slot whose
-    /// value reaches zero goes to `free_swap_slot`.
-    pub fn swap_free(&mut self, entry: SwpEntry) {
+    /// value reaches zero goes to `free_swap_slot`. Returns whether it did
+    /// (the last reference, no swap cache holding the slot).
+    pub fn swap_free(&mut self, entry: SwpEntry) -> bool {
         let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
         let m = &mut self.swap[ty].swap_map[off];
         debug_assert!(*m & SWAP_COUNT_MASK > 0);
         *m -= 1;
-        if *m == 0 {
-            // Parked as HAS_CACHE until the return batch frees it.
-            *m = SWAP_HAS_CACHE;
-            self.free_swap_slot(entry);
+        if *m != 0 {
+            return false;
         }
+        // Parked as HAS_CACHE until the return batch frees it.
+        *m = SWAP_HAS_CACHE;
+        self.free_swap_slot(entry);
+        true
     }
 
     /// `put_swap_folio` / `swapcache_clear`: the swap cache lets go of the

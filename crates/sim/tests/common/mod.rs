@@ -1,6 +1,7 @@
 //! Helpers shared by the simulator's integration tests.
 #![allow(dead_code)]
 
+use mmsim_sim::machine_profile::CostProfile;
 use mmsim_sim::output::RunResult;
 use mmsim_sim::{run, RunOptions, SimError};
 
@@ -14,14 +15,18 @@ pub fn run_checked(text: &str) -> RunResult {
 }
 
 pub fn try_run(text: &str) -> Result<RunResult, SimError> {
-    let s = spec(text);
+    // The documented costs, whatever the default profile: tests that
+    // assert times derive them from cost_model.rs's constants.
+    try_run_with(text, CostProfile::reference())
+}
+
+/// As [`try_run`], with the costs `costs`.
+pub fn try_run_with(text: &str, costs: CostProfile) -> Result<RunResult, SimError> {
     let r = run(
-        &s,
+        &spec(text),
         RunOptions {
             check: true,
-            // The documented costs, whatever the default profile: tests
-            // that assert times derive them from cost_model.rs's constants.
-            costs: mmsim_sim::machine_profile::CostProfile::reference(),
+            costs,
             ..Default::default()
         },
     )?;
