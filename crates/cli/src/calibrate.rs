@@ -109,7 +109,7 @@ pub const UNKNOWNS: &[Unknown] = &[
     Unknown {
         name: "swap_read",
         fields: &[("swap_read", 1)],
-        method: "calibrate/pageout.toml: read faults swapping private anon in from zram, 64 and 128 MiB",
+        method: "calibrate/pageout.toml: read faults swapping private anon in from zram, 64, 128 and 192 MiB, and calibrate/swap_cache.toml's of slots of count 1",
     },
     Unknown {
         name: "shmem_swapin",
@@ -130,6 +130,16 @@ pub const UNKNOWNS: &[Unknown] = &[
         name: "swap_slot_free",
         fields: &[("swap_slot_free", 1)],
         method: "calibrate/swap_zap.toml: munmap of private anon paged out to zram (each swap PTE its slot's only reference), 64, 128 and 192 MiB",
+    },
+    Unknown {
+        name: "swap_cache_add",
+        fields: &[("swap_cache_add", 1)],
+        method: "calibrate/swap_cache.toml: read faults on private anon in zram whose slots a fork shares (through the swap cache, one page a fault) against slots of count 1 (past it), 64, 128 and 192 MiB",
+    },
+    Unknown {
+        name: "swap_cache_del",
+        fields: &[("swap_cache_del", 1)],
+        method: "calibrate/swap_cache.toml: munmap of private anon the swap cache holds (each folio leaves it and frees its slot) against plain anon, 64, 128 and 192 MiB",
     },
     Unknown {
         name: "memcg_reclaim",
@@ -227,7 +237,7 @@ pub const REFERENCE_ONLY: &[(&str, &str)] = &[
     ("smt_throughput", "not measured: no SMT siblings on the machines calibrated; documented instead: a core's two threads deliver up to 1.30 times one thread's throughput on server benchmarks (Marr et al., Intel Technology Journal 6(1), 2002)"),
     ("folio_referenced", "not measured: every stock path that scans the LRU also pays the reclaim's own per-page work (memcg_reclaim), which no path separates from it"),
     ("lru_move", "not measured: as folio_referenced, with which it is always charged"),
-    ("swap_slot", "not measured: swap-out and swap-in pay it in different shares, and each path's own work beyond it goes to that path's residual (the swap-out bundle, swap_read, shmem_swapin)"),
+    ("swap_slot", "not measured: the slot's allocation on swap-out and shmem swap-in's fixed share are paid only beside each path's own residual (the swap-out bundle, shmem_swapin), which no stock path separates; the swap cache's insert and deletion are priced apart (swap_cache_add, swap_cache_del)"),
 ];
 
 /// The calibration specs whose phases are equations of the fit
@@ -242,6 +252,7 @@ pub const SPECS: &[&str] = &[
     "pageout",
     "read",
     "shmem_swapin",
+    "swap_cache",
     "swap_zap",
     "touch",
     "zero_read",
@@ -250,7 +261,7 @@ pub const SPECS: &[&str] = &[
 /// Calibration specs added after the first recordings: a run recorded
 /// before one existed lacks its document, and its equations are left out
 /// of that run's solve (as a phase added later is).
-const ADDED_LATER: &[&str] = &["free_anon", "swap_zap"];
+const ADDED_LATER: &[&str] = &["free_anon", "swap_cache", "swap_zap"];
 
 /// The calibration specs.
 pub fn spec_names() -> Vec<&'static str> {
@@ -429,6 +440,14 @@ pub const EQUATIONS: &[(&str, &[(&str, f64)])] = &[
     ("read", &[("write_128k_c", 1.0), ("write_128k_b", -1.0)]),
     ("shmem_swapin", &[("b", 1.0), ("a", -1.0)]),
     ("shmem_swapin", &[("c", 1.0), ("b", -1.0)]),
+    ("swap_cache", &[("one_b", 1.0), ("one_a", -1.0)]),
+    ("swap_cache", &[("one_c", 1.0), ("one_b", -1.0)]),
+    ("swap_cache", &[("in_b", 1.0), ("in_a", -1.0)]),
+    ("swap_cache", &[("in_c", 1.0), ("in_b", -1.0)]),
+    ("swap_cache", &[("del_b", 1.0), ("del_a", -1.0)]),
+    ("swap_cache", &[("del_c", 1.0), ("del_b", -1.0)]),
+    ("swap_cache", &[("free_b", 1.0), ("free_a", -1.0)]),
+    ("swap_cache", &[("free_c", 1.0), ("free_b", -1.0)]),
     ("swap_zap", &[("zap_b", 1.0), ("zap_a", -1.0)]),
     ("swap_zap", &[("zap_c", 1.0), ("zap_b", -1.0)]),
     ("touch", &[("b", 1.0), ("a", -1.0)]),
@@ -613,6 +632,32 @@ pub struct Solved {
     pub residuals: BTreeMap<String, (f64, f64)>,
 }
 
+/// Residuals whose homes were added after the first recordings: where a
+/// set of runs lacks the home and so cannot separate one from the path
+/// it shares (a slot's release from `swap_read`, before swap_zap), it is
+/// held at its reference value and the path is solved as it was before
+/// the residual existed.
+const LATER_RESIDUALS: &[&str] = &[
+    "shmem_write",
+    "shmem_shared_fault",
+    "swap_slot_free",
+    "swap_cache_add",
+    "swap_cache_del",
+];
+
+/// Per unknown, the value [`fit::solve_supported`] holds it at where the
+/// runs cannot separate it: a later residual's reference value.
+fn held_at_reference() -> Vec<Option<f64>> {
+    UNKNOWNS
+        .iter()
+        .map(|u| {
+            LATER_RESIDUALS
+                .contains(&u.name)
+                .then(|| Costs::REFERENCE.get(u.fields[0].0).expect("a field") as f64)
+        })
+        .collect()
+}
+
 /// The distinct calibration sessions among the runs', in order.
 fn session_ids(sessions: &[String]) -> Vec<&String> {
     let mut ids: Vec<&String> = sessions.iter().collect();
@@ -635,7 +680,8 @@ pub fn solve_runs(
 ) -> Solved {
     let rows = rows(all, runs);
     let n = UNKNOWNS.len();
-    let f = fit::fit(&rows, n, runs.len());
+    let hold = held_at_reference();
+    let f = fit::fit(&rows, n, runs.len(), &hold);
     let mut lo = f.interval.iter().map(|i| i[0]).collect::<Vec<_>>();
     let mut hi = f.interval.iter().map(|i| i[1]).collect::<Vec<_>>();
     let ids = session_ids(sessions);
@@ -644,7 +690,7 @@ pub fn solve_runs(
             .iter()
             .map(|id| {
                 let own: Vec<usize> = (0..runs.len()).filter(|&i| sessions[i] == **id).collect();
-                fit::solve_supported(&rows, n, &own)
+                fit::solve_supported(&rows, n, &own, &hold)
             })
             .collect();
         for j in 0..n {
@@ -837,12 +883,50 @@ pub type SimSide = (
     BTreeMap<&'static str, RunResult>,
 );
 
-/// Every calibration spec's count matrix and reference run.
-pub fn all_counts(dir: &Path) -> Result<SimSide, String> {
+/// The paths of the kernel the runs were recorded on, where they differ
+/// from the 6.1 model's and a calibration spec walks them: the simulator
+/// prices what that kernel ran, not what 6.1 would have.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostKernel {
+    /// 6.14's shmem swap-in past the swap cache from a synchronous device
+    /// (seed 001's mechanism, `features.shmem_skip_swapcache`):
+    /// calibrate/shmem_swapin.toml's faults read each page that way there,
+    /// without the swap cache's insert and deletion that 6.1 pays.
+    pub shmem_skip_swapcache: bool,
+}
+
+impl HostKernel {
+    /// From a release string as uname(2) gives it (`6.18.44-fc-v595`);
+    /// one that does not parse is taken as 6.1.
+    pub fn from_release(release: &str) -> Self {
+        let mut it = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|x| x.parse::<u32>().unwrap_or(0));
+        let version = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+        HostKernel {
+            shmem_skip_swapcache: version >= (6, 14),
+        }
+    }
+
+    /// The running kernel's (for `--dry-run`, which has no runs).
+    pub fn running() -> Self {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        Self::from_release(release.trim())
+    }
+
+    fn apply(self, spec: &mut mmsim_spec::Spec) {
+        spec.features.shmem_skip_swapcache |= self.shmem_skip_swapcache;
+    }
+}
+
+/// Every calibration spec's count matrix and reference run, the
+/// simulator walking `host`'s paths.
+pub fn all_counts(dir: &Path, host: HostKernel) -> Result<SimSide, String> {
     let (mut all, mut runs) = (BTreeMap::new(), BTreeMap::new());
     for name in spec_names() {
         let path = spec_path(dir, name);
-        let spec = mmsim_spec::load(&path, &[]).map_err(|e| e.to_string())?;
+        let mut spec = mmsim_spec::load(&path, &[]).map_err(|e| e.to_string())?;
+        host.apply(&mut spec);
         let (c, run) = counts(&spec, Costs::REFERENCE)?;
         all.insert(name, c);
         runs.insert(name, run);
@@ -882,10 +966,14 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
     if let Some(profile) = &a.zram_content {
         return crate::calibrate_content::calibrate_content(a, profile);
     }
-    let (all, sim_runs) = all_counts(&a.dir).map_err(|e| (2, e))?;
     if a.dry_run {
+        let (all, _) = all_counts(&a.dir, HostKernel::running()).map_err(|e| (2, e))?;
         print_dry_run(&all);
         return Ok(());
+    }
+    if a.from.is_none() {
+        // The specs are checked before any native run is spent on them.
+        all_counts(&a.dir, HostKernel::running()).map_err(|e| (2, e))?;
     }
     let (runs, machine) = match (&a.from, &a.record) {
         (Some(d), _) => load_recorded(d).map_err(|e| (2, e))?,
@@ -896,6 +984,8 @@ fn calibrate(a: &CalibrateArgs) -> Result<(), (u8, String)> {
         }
         (None, None) => measure(a)?,
     };
+    let (all, sim_runs) =
+        all_counts(&a.dir, HostKernel::from_release(&machine.kernel)).map_err(|e| (2, e))?;
     for w in guard(&sim_runs, &runs) {
         eprintln!("mmsim calibrate: counters differ: {w}");
     }
@@ -1229,6 +1319,49 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../calibrate")
     }
 
+    /// The count matrices of the committed specs as a 6.18 kernel walks
+    /// them (the recorded runs' kernel), computed once for the tests.
+    fn counts_618() -> BTreeMap<&'static str, Counts> {
+        static ALL: std::sync::OnceLock<BTreeMap<&'static str, Counts>> =
+            std::sync::OnceLock::new();
+        ALL.get_or_init(|| {
+            all_counts(
+                &calibrate_dir(),
+                HostKernel::from_release("6.18.44-fc-v595"),
+            )
+            .unwrap()
+            .0
+        })
+        .clone()
+    }
+
+    /// The recorded kernel's release decides the shmem swap-in path the
+    /// simulator prices: 6.14 on skips the swap cache from zram, so
+    /// shmem_swapin's phases pay no insert or deletion there, as 6.1's do.
+    #[test]
+    fn the_recorded_kernel_decides_which_shmem_swapin_path_is_priced() {
+        assert!(HostKernel::from_release("6.18.44-fc-v595").shmem_skip_swapcache);
+        assert!(HostKernel::from_release("6.14.0").shmem_skip_swapcache);
+        assert!(!HostKernel::from_release("6.13.12-amd64").shmem_skip_swapcache);
+        assert!(!HostKernel::from_release("6.1.0-56-amd64").shmem_skip_swapcache);
+        assert!(!HostKernel::from_release("").shmem_skip_swapcache);
+        let spec = |host: HostKernel| {
+            let mut s =
+                mmsim_spec::load(&spec_path(&calibrate_dir(), "shmem_swapin"), &[]).unwrap();
+            host.apply(&mut s);
+            counts(&s, Costs::REFERENCE).unwrap().0
+        };
+        let new = spec(HostKernel::from_release("6.18"));
+        let old = spec(HostKernel::from_release("6.1"));
+        for phase in ["a", "b", "c"] {
+            assert_eq!(new[phase].get("swap_cache_add"), None, "{phase}");
+            assert_eq!(new[phase].get("swap_cache_del"), None, "{phase}");
+            assert!(old[phase]["swap_cache_add"] > 0.0, "{phase}");
+            assert!(old[phase]["swap_cache_del"] > 0.0, "{phase}");
+            assert_eq!(new[phase]["shmem_swapin"], old[phase]["shmem_swapin"]);
+        }
+    }
+
     /// One "run" of the calibration made by the simulator itself with
     /// the costs `truth` (the zram bench and user space priced from them).
     /// A slower run (`jitter` > 1) is slower in everything it times, as
@@ -1262,7 +1395,8 @@ mod tests {
         };
         let mut specs = BTreeMap::new();
         for name in spec_names() {
-            let spec = mmsim_spec::load(&spec_path(&calibrate_dir(), name), &[]).unwrap();
+            let mut spec = mmsim_spec::load(&spec_path(&calibrate_dir(), name), &[]).unwrap();
+            HostKernel::from_release("6.18.44-fc-v595").apply(&mut spec);
             let mut run = sim_run(&spec, truth).unwrap();
             for t in &mut run.tasks {
                 for p in &mut t.phases {
@@ -1333,7 +1467,7 @@ mod tests {
     /// consistent, and every unknown is resolved.
     #[test]
     fn calibrating_the_simulator_recovers_its_costs() {
-        let (all, _) = all_counts(&calibrate_dir()).unwrap();
+        let all = counts_618();
         let truth = truth();
         // Runs slower by up to 3 % (interference only adds time): the
         // minimum, the first run, is the truth.
@@ -1372,7 +1506,7 @@ mod tests {
     /// prices is held at zero, flagged, and written with basis "bound".
     #[test]
     fn a_path_cheaper_than_its_constants_is_flagged_not_refused() {
-        let (all, _) = all_counts(&calibrate_dir()).unwrap();
+        let all = counts_618();
         let truth = truth();
         let mut runs: Vec<RunData> = [1.0, 1.02]
             .iter()
@@ -1404,7 +1538,7 @@ mod tests {
     /// them it is solved from those.
     #[test]
     fn an_unknown_no_recorded_run_prices_keeps_its_reference() {
-        let (all, _) = all_counts(&calibrate_dir()).unwrap();
+        let all = counts_618();
         let truth = truth();
         let old = |j: f64| {
             let mut r = simulated_run(truth, j);
@@ -1438,7 +1572,7 @@ mod tests {
     /// free_anon, which supersedes them (`SUPERSEDED`).
     #[test]
     fn a_later_spec_supersedes_an_equation_in_the_runs_that_hold_it() {
-        let (all, _) = all_counts(&calibrate_dir()).unwrap();
+        let all = counts_618();
         let mut old = simulated_run(truth(), 1.0);
         old.specs.remove("free_anon");
         let new = simulated_run(truth(), 1.0);

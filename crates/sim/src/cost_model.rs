@@ -118,8 +118,31 @@ pub const UNMAP_ONE_NS: u64 = 250;
 pub const PAGE_CACHE_ADD_NS: u64 = 100;
 
 /// Swap slot allocation from the per-CPU slot cache, `add_to_swap_cache`
-/// (xarray store) and the matching deletion: ~150 ns together.
+/// (xarray store) and the matching deletion: ~150 ns together. That is
+/// what the reference values price (with SWAP_CACHE_ADD_NS at 0 and the
+/// deletion's half in SWAP_CACHE_DEL_NS); a measured profile prices the
+/// insert and the deletion apart, and this is then the allocation (and
+/// shmem swap-in's fixed share), which no stock path separates.
 pub const SWAP_SLOT_NS: u64 = 150;
+
+/// `add_to_swap_cache` beyond SWAP_SLOT_NS, with the lookup that misses
+/// before it on swap-in (`__read_swap_cache_async`): the store in the
+/// swap cache (6.1's xarray under the i_pages lock), the folio's
+/// reference, PG_swapcache, the node and memcg stats. 0 ns in the
+/// reference values, whose SWAP_SLOT_NS holds it on the swap-out path
+/// and whose swap-in through the cache had no price for it. `mmsim
+/// calibrate` measures it (calibrate/swap_cache.toml: read faults on
+/// slots a fork shares, which go through the swap cache, against slots
+/// of count 1, which skip it on zram).
+pub const SWAP_CACHE_ADD_NS: u64 = 0;
+
+/// `__delete_from_swap_cache` (the store cleared, or the shadow left, the
+/// stats, PG_swapcache, and the swap cache's references dropped) with the
+/// folio lock its callers take: half of SWAP_SLOT_NS, 75 ns, in the
+/// reference values. `mmsim calibrate` measures it
+/// (calibrate/swap_cache.toml: munmap of folios the swap cache holds
+/// against plain anon).
+pub const SWAP_CACHE_DEL_NS: u64 = SWAP_SLOT_NS / 2;
 
 /// Compressing one 4 KiB page in zram. The pages mmsim and its runner write
 /// are zero but for a 4-byte content token. LZO1X-1 (minilzo) compresses
@@ -227,6 +250,9 @@ functions! {
     FolioReferenced = "folio_referenced",
     TryToUnmap = "try_to_unmap_one",
     AddToSwap = "add_to_swap",
+    AddToSwapCache = "add_to_swap_cache",
+    DeleteFromSwapCache = "__delete_from_swap_cache",
+    FreeSwapSlot = "free_swap_slot",
     ZramWrite = "zram_write_page",
     ZramRead = "zram_read_page",
     SwapReadpage = "swap_readpage",
@@ -359,15 +385,18 @@ pub const SHMEM_WRITE_NS: u64 = 0;
 /// holes).
 pub const SHMEM_SHARED_FAULT_NS: u64 = 0;
 
-/// The zap of a swap PTE that drops its slot's last reference
-/// (`free_swap_and_cache` from `zap_pte_range`, MADV_DONTNEED/FREE or a
-/// tmpfs truncation): the count under the swap lock, the slot's return
-/// through the per-CPU slot cache (`swapcache_free_entries`) and the
-/// device's `swap_slot_free_notify` (zram frees the stored page): 0 ns in
-/// the reference values, where a zapped swap PTE costs what a present
-/// one's clear does. A zap that leaves the slot referenced (after fork),
-/// or held by the swap cache, does not pay it: those paths only decrement
-/// the count. `mmsim calibrate` measures it (calibrate/swap_zap.toml).
+/// A swap slot's release once nothing references it (`free_swap_slot`):
+/// the slot's return through the per-CPU slot cache
+/// (`swapcache_free_entries`) and the device's `swap_slot_free_notify`
+/// (zram frees the stored page), with the count's last decrement under
+/// the swap lock. Paid wherever the last reference goes: the zap of a
+/// swap PTE (`free_swap_and_cache` from `zap_pte_range`, MADV_DONTNEED/
+/// FREE, a tmpfs truncation), a swap-in that frees its slot (count 1, or
+/// a write fault freeing the cache), a folio leaving the swap cache with
+/// no PTE left on its slot. A decrement that leaves the slot referenced
+/// (after fork), or held by the swap cache, does not pay it. 0 ns in the
+/// reference values, where a zapped swap PTE costs what a present one's
+/// clear does. `mmsim calibrate` measures it (calibrate/swap_zap.toml).
 pub const SWAP_SLOT_FREE_NS: u64 = 0;
 
 /// A memory.max reclaim's own work per page it frees, beyond the scan,

@@ -80,6 +80,8 @@ costs! {
     shmem_write: "ns" = cost_model::SHMEM_WRITE_NS;
     shmem_shared_fault: "ns" = cost_model::SHMEM_SHARED_FAULT_NS;
     swap_slot_free: "ns" = cost_model::SWAP_SLOT_FREE_NS;
+    swap_cache_add: "ns" = cost_model::SWAP_CACHE_ADD_NS;
+    swap_cache_del: "ns" = cost_model::SWAP_CACHE_DEL_NS;
     memcg_reclaim: "ns" = cost_model::MEMCG_RECLAIM_NS;
     smt_throughput: "permille" = cost_model::SMT_THROUGHPUT_PERMILLE;
     cacheline_transfer: "ns" = cost_model::CACHELINE_TRANSFER_NS;

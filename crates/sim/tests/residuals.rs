@@ -33,11 +33,12 @@ fn phases(r: &RunResult) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// What each phase gains when `set` raises one residual to `NS`.
-fn gained(text: &str, set: fn(&mut Costs)) -> Vec<(String, i64)> {
-    let mut raised = Costs::REFERENCE;
-    set(&mut raised);
-    let base = phases(&run_costs(text, Costs::REFERENCE));
+/// What each phase gains when `set` raises one residual from 0 to `NS`.
+fn gained(text: &str, set: fn(&mut Costs, u64)) -> Vec<(String, i64)> {
+    let (mut zero, mut raised) = (Costs::REFERENCE, Costs::REFERENCE);
+    set(&mut zero, 0);
+    set(&mut raised, NS);
+    let base = phases(&run_costs(text, zero));
     let more = phases(&run_costs(text, raised));
     base.iter()
         .zip(&more)
@@ -73,7 +74,7 @@ steps = [
 
 #[test]
 fn a_zap_that_frees_the_slot_pays_swap_slot_free_per_page() {
-    let g = gained(&zap_spec(""), |c| c.swap_slot_free = NS);
+    let g = gained(&zap_spec(""), |c, v| c.swap_slot_free = v);
     assert_eq!(g[0], ("zap".to_string(), PAGES * NS as i64));
 }
 
@@ -83,7 +84,7 @@ fn a_zap_that_leaves_the_slot_to_a_forked_child_does_not() {
     // only lowers the count (free_swap_and_cache finds it above 0). The
     // child's exit frees them, after the phase.
     let fork = r#"{ op = "fork", steps = [ { op = "sleep", duration = "1s" } ] },"#;
-    let g = gained(&zap_spec(fork), |c| c.swap_slot_free = NS);
+    let g = gained(&zap_spec(fork), |c, v| c.swap_slot_free = v);
     assert_eq!(g[0], ("zap".to_string(), 0));
 }
 
@@ -110,12 +111,84 @@ steps = [
 
 #[test]
 fn a_shared_write_fault_on_tmpfs_pays_shmem_shared_fault_per_page() {
-    let g = gained(&shared_spec(1), |c| c.shmem_shared_fault = NS);
+    let g = gained(&shared_spec(1), |c, v| c.shmem_shared_fault = v);
     assert_eq!(g[0], ("first".to_string(), PAGES * NS as i64));
 }
 
 #[test]
 fn a_shared_read_fault_on_tmpfs_does_not() {
-    let g = gained(&shared_spec(0), |c| c.shmem_shared_fault = NS);
+    let g = gained(&shared_spec(0), |c, v| c.shmem_shared_fault = v);
     assert_eq!(g[0], ("first".to_string(), 0));
+}
+
+/// 16 MiB paged out to zram and read back, `fork` (a child holding every
+/// slot) between the pageout and the reads; then the child's exit and
+/// the munmap.
+fn swapin_spec(fork: bool) -> String {
+    let fork = if fork {
+        r#"{ op = "fork", steps = [ { op = "sleep", duration = "1s" } ] },"#
+    } else {
+        ""
+    };
+    format!(
+        r#"
+[machine]
+memory = "256M"
+[[swap]]
+device = "zram"
+size = "64M"
+[sysctl]
+"vm.page-cluster" = 0
+[task.main]
+steps = [
+  {{ op = "mmap", name = "r", kind = "anon", size = "16M" }},
+  {{ op = "touch", region = "r", write = 1.0 }},
+  {{ op = "madvise", region = "r", advice = "pageout" }},
+  {fork}
+  {{ op = "phase", name = "swapin" }},
+  {{ op = "touch", region = "r", write = 0.0 }},
+  {{ op = "phase", name = "wait" }},
+  {{ op = "wait" }},
+  {{ op = "phase", name = "munmap" }},
+  {{ op = "munmap", region = "r" }},
+  {{ op = "phase", name = "end" }},
+]
+"#
+    )
+}
+
+fn phase(g: &[(String, i64)], name: &str) -> i64 {
+    g.iter().find(|p| p.0 == name).expect("phase").1
+}
+
+#[test]
+fn a_swapin_of_a_shared_slot_pays_swap_cache_add_and_keeps_the_slot() {
+    // A slot of count 2 cannot skip the swap cache: each page is looked
+    // up, inserted and read; the slot stays for the child's reference.
+    let g = gained(&swapin_spec(true), |c, v| c.swap_cache_add = v);
+    assert_eq!(phase(&g, "swapin"), PAGES * NS as i64);
+    let g = gained(&swapin_spec(true), |c, v| c.swap_slot_free = v);
+    assert_eq!(phase(&g, "swapin"), 0);
+}
+
+#[test]
+fn a_swapin_of_a_slot_of_count_1_skips_the_cache_and_frees_the_slot() {
+    let g = gained(&swapin_spec(false), |c, v| c.swap_cache_add = v);
+    assert_eq!(phase(&g, "swapin"), 0);
+    let g = gained(&swapin_spec(false), |c, v| c.swap_slot_free = v);
+    assert_eq!(phase(&g, "swapin"), PAGES * NS as i64);
+}
+
+#[test]
+fn a_munmap_of_folios_the_swap_cache_holds_deletes_them_and_frees_their_slots() {
+    // The child's exit left each slot to the cache (the folio is mapped);
+    // the parent's zap frees the folio's swap (free_swap_cache).
+    let g = gained(&swapin_spec(true), |c, v| c.swap_cache_del = v);
+    assert_eq!(phase(&g, "munmap"), PAGES * NS as i64);
+    assert_eq!(phase(&g, "swapin"), 0);
+    let g = gained(&swapin_spec(true), |c, v| c.swap_slot_free = v);
+    assert_eq!(phase(&g, "munmap"), PAGES * NS as i64);
+    // Without the fork, no folio is in the cache by then.
+    let g = gained(&swapin_spec(false), |c, v| c.swap_cache_del = v);
+    assert_eq!(phase(&g, "munmap"), 0);
 }

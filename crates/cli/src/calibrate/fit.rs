@@ -96,16 +96,23 @@ fn median(v: &mut [f64]) -> f64 {
 /// ((a_i·x − b_i)/σ_i)² over x ≥ 0. Rows no chosen run measured are left
 /// out. Columns are scaled to unit norm first (the counts range from 1 to
 /// millions), and back after.
-pub fn solve(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<f64> {
-    solve_supported(rows, unknowns, runs)
-        .into_iter()
-        .map(|x| x.unwrap_or(0.0))
-        .collect()
-}
-
-/// As [`solve`], with None for an unknown no equation the runs measured
-/// prices (runs recorded before its phases existed say nothing of it).
-pub fn solve_supported(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<Option<f64>> {
+///
+/// None for an unknown the equations the runs measured cannot separate:
+/// no equation prices it (runs recorded before its phases existed say
+/// nothing of it), or it is only ever priced together with others in the
+/// same proportions (its column lies in the span of theirs), where the
+/// least squares could put any share of the sum on it. `hold` gives, for
+/// an unknown whose home may be missing from the runs (a residual added
+/// after them), the value to hold it at when they cannot separate it: it
+/// is then known, not solved (None too), and what it shared a path with
+/// is solved as before it existed. An index past `hold`'s end holds
+/// nothing.
+pub fn solve_supported(
+    rows: &[Row],
+    unknowns: usize,
+    runs: &[usize],
+    hold: &[Option<f64>],
+) -> Vec<Option<f64>> {
     let used: Vec<(&Row, f64)> = rows
         .iter()
         .filter_map(|r| r.value(runs).map(|v| (r, v)))
@@ -122,7 +129,31 @@ pub fn solve_supported(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<Opt
         }
         b[i] = (v - r.known) / s;
     }
-    let norms: Vec<f64> = (0..unknowns)
+    let mut separable = identifiable(&unit_columns(&a).0);
+    let mut held = vec![false; unknowns];
+    for j in 0..unknowns {
+        if let (false, Some(&Some(h))) = (separable[j], hold.get(j)) {
+            b.scaled_add(-h, &a.column(j));
+            a.column_mut(j).fill(0.0);
+            held[j] = true;
+        }
+    }
+    if held.iter().any(|&h| h) {
+        separable = identifiable(&unit_columns(&a).0);
+    }
+    let (a, norms) = unit_columns(&a);
+    let (x, _) = nnls::nnls(a.view(), b.view());
+    x.iter()
+        .zip(&norms)
+        .zip(&separable)
+        .map(|((x, &n), &ok)| (n > 0.0 && ok).then(|| x / n))
+        .collect()
+}
+
+/// `a` with each non-zero column scaled to unit norm, and the norms.
+fn unit_columns(a: &Array2<f64>) -> (Array2<f64>, Vec<f64>) {
+    let mut a = a.clone();
+    let norms: Vec<f64> = (0..a.ncols())
         .map(|j| a.column(j).iter().map(|x| x * x).sum::<f64>().sqrt())
         .collect();
     for (j, &n) in norms.iter().enumerate() {
@@ -130,10 +161,58 @@ pub fn solve_supported(rows: &[Row], unknowns: usize, runs: &[usize]) -> Vec<Opt
             a.column_mut(j).mapv_inplace(|x| x / n);
         }
     }
-    let (x, _) = nnls::nnls(a.view(), b.view());
-    x.iter()
-        .zip(&norms)
-        .map(|(x, &n)| (n > 0.0).then(|| x / n))
+    (a, norms)
+}
+
+/// Relative size below which a pivot counts as zero in [`rank`]: the
+/// columns are of unit norm, and exact collinearity (the same counts in
+/// every row) leaves rounding residue of ~1e-15.
+const RANK_TOL: f64 = 1e-9;
+
+/// The rank of `a` (Gaussian elimination with full pivoting; the fit's
+/// matrices are at most a few dozen square).
+fn rank(mut a: Array2<f64>) -> usize {
+    let (m, n) = a.dim();
+    let mut r = 0;
+    while r < m.min(n) {
+        let mut best = (r, r, 0.0f64);
+        for i in r..m {
+            for j in r..n {
+                if a[(i, j)].abs() > best.2 {
+                    best = (i, j, a[(i, j)].abs());
+                }
+            }
+        }
+        if best.2 <= RANK_TOL {
+            break;
+        }
+        for j in 0..n {
+            a.swap((r, j), (best.0, j));
+        }
+        for i in 0..m {
+            a.swap((i, r), (i, best.1));
+        }
+        for i in r + 1..m {
+            let f = a[(i, r)] / a[(r, r)];
+            for j in r..n {
+                a[(i, j)] -= f * a[(r, j)];
+            }
+        }
+        r += 1;
+    }
+    r
+}
+
+/// Per column of `a` (unit-norm columns, zero where nothing prices it):
+/// whether the rows pin it, i.e. dropping it lowers the rank.
+fn identifiable(a: &Array2<f64>) -> Vec<bool> {
+    let full = rank(a.clone());
+    (0..a.ncols())
+        .map(|j| {
+            let mut without = a.clone();
+            without.column_mut(j).fill(0.0);
+            rank(without) < full
+        })
         .collect()
 }
 
@@ -152,9 +231,9 @@ pub struct Fit {
 /// Solves from all runs, then from [`RESAMPLES`] resamples of them drawn
 /// with replacement (the bootstrap: how far the runs' spread moves each
 /// value). With one run, the interval is the value.
-pub fn fit(rows: &[Row], unknowns: usize, nruns: usize) -> Fit {
+pub fn fit(rows: &[Row], unknowns: usize, nruns: usize, hold: &[Option<f64>]) -> Fit {
     let all: Vec<usize> = (0..nruns).collect();
-    let supported = solve_supported(rows, unknowns, &all);
+    let supported = solve_supported(rows, unknowns, &all, hold);
     let measured = supported.iter().map(Option::is_some).collect();
     let value: Vec<f64> = supported.into_iter().map(|x| x.unwrap_or(0.0)).collect();
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); unknowns];
@@ -164,8 +243,13 @@ pub fn fit(rows: &[Row], unknowns: usize, nruns: usize) -> Fit {
             let pick: Vec<usize> = (0..nruns)
                 .map(|_| rng.below(nruns as u64) as usize)
                 .collect();
-            for (j, x) in solve(rows, unknowns, &pick).into_iter().enumerate() {
-                samples[j].push(x);
+            // A resample that cannot separate an unknown (it drew no run
+            // of the unknown's home) says nothing of it.
+            for (j, x) in solve_supported(rows, unknowns, &pick, hold)
+                .into_iter()
+                .enumerate()
+            {
+                samples[j].extend(x);
             }
         }
     }
@@ -274,7 +358,7 @@ mod tests {
                 row(&format!("r{i}"), a.clone(), vec![v, v * 1.001, v * 1.02])
             })
             .collect();
-        let f = fit(&rows, 3, 3);
+        let f = fit(&rows, 3, 3, &[]);
         for (got, want) in f.value.iter().zip(x) {
             assert!((got - want).abs() < 1e-6 * want, "{got} for {want}");
         }
@@ -296,11 +380,61 @@ mod tests {
             row("x0", vec![1.0, 0.0], vec![120.0, 121.0, 125.0]),
             row("sum", vec![1.0, 1.0], vec![100.0, 101.0, 104.0]),
         ];
-        let f = fit(&rows, 2, 3);
+        let f = fit(&rows, 2, 3, &[]);
         assert_eq!(f.value[1], 0.0);
         assert!(f.value[0] > 100.0 && f.value[0] < 120.0, "{:?}", f.value);
         assert_eq!(f.at_zero[1], 1.0);
         assert_eq!(f.at_zero[0], 0.0);
+    }
+
+    /// Two unknowns only ever priced together, in the same proportion,
+    /// are not solved (any split of their sum fits); a third priced on
+    /// its own is, and a row that separates the two makes them solvable.
+    #[test]
+    fn unknowns_only_priced_together_are_not_solved() {
+        let together = vec![
+            row("ab1", vec![1000.0, 1000.0, 0.0], vec![300_000.0, 301_000.0]),
+            row("ab2", vec![2000.0, 2000.0, 0.0], vec![600_000.0, 602_000.0]),
+            row("c", vec![0.0, 0.0, 500.0], vec![50_000.0, 50_500.0]),
+        ];
+        let x = solve_supported(&together, 3, &[0, 1], &[]);
+        assert_eq!(x[0], None);
+        assert_eq!(x[1], None);
+        assert!((x[2].unwrap() - 100.0).abs() < 1e-6, "{x:?}");
+        let mut apart = together.clone();
+        apart.push(row("a", vec![1000.0, 0.0, 0.0], vec![100_000.0, 100_100.0]));
+        let x = solve_supported(&apart, 3, &[0, 1], &[]);
+        assert!((x[0].unwrap() - 100.0).abs() < 1e-6, "{x:?}");
+        assert!((x[1].unwrap() - 200.0).abs() < 1e-6, "{x:?}");
+    }
+
+    /// An unknown that may be held (a residual whose home the runs lack)
+    /// is held at its value where the runs cannot separate it, and the
+    /// constant it shares its path with is solved as before; where they
+    /// can, it is solved.
+    #[test]
+    fn an_unseparable_residual_is_held_and_the_rest_solved() {
+        // x0 (a path's cost) is only ever priced beside x1 (a residual
+        // added later, whose home is missing); x2 on its own.
+        let rows = vec![
+            row("p1", vec![1000.0, 1000.0, 0.0], vec![300_000.0, 301_000.0]),
+            row("p2", vec![2000.0, 2000.0, 0.0], vec![600_000.0, 602_000.0]),
+            row("c", vec![0.0, 0.0, 500.0], vec![50_000.0, 50_500.0]),
+        ];
+        let hold = [None, Some(50.0), None];
+        let x = solve_supported(&rows, 3, &[0, 1], &hold);
+        assert_eq!(x[1], None);
+        assert!((x[0].unwrap() - 250.0).abs() < 1e-6, "{x:?}");
+        assert!((x[2].unwrap() - 100.0).abs() < 1e-6, "{x:?}");
+        let mut homed = rows.clone();
+        homed.push(row(
+            "home",
+            vec![0.0, 1000.0, 0.0],
+            vec![120_000.0, 121_000.0],
+        ));
+        let x = solve_supported(&homed, 3, &[0, 1], &hold);
+        assert!((x[1].unwrap() - 120.0).abs() < 1e-6, "{x:?}");
+        assert!((x[0].unwrap() - 180.0).abs() < 1e-6, "{x:?}");
     }
 
     /// Noisier runs widen the interval; the minimum is what is solved.
@@ -308,13 +442,13 @@ mod tests {
     fn the_interval_follows_the_runs_spread() {
         let tight = vec![row("a", vec![1.0], vec![100.0, 100.5, 101.0, 100.2, 100.8])];
         let loose = vec![row("a", vec![1.0], vec![100.0, 130.0, 115.0, 160.0, 108.0])];
-        let (t, l) = (fit(&tight, 1, 5), fit(&loose, 1, 5));
+        let (t, l) = (fit(&tight, 1, 5, &[]), fit(&loose, 1, 5, &[]));
         assert_eq!(t.value[0], 100.0);
         assert_eq!(l.value[0], 100.0);
         let w = |f: &Fit| f.interval[0][1] - f.interval[0][0];
         assert!(w(&l) > 5.0 * w(&t), "{:?} {:?}", t.interval, l.interval);
         // Deterministic: the same runs give the same interval.
-        assert_eq!(fit(&loose, 1, 5).interval, l.interval);
+        assert_eq!(fit(&loose, 1, 5, &[]).interval, l.interval);
     }
 
     /// The value is the least disturbed run's, whatever its own size.
@@ -366,9 +500,11 @@ mod tests {
         let mut r = row("b", vec![0.0, 2.0], vec![10.0, 10.0]);
         r.runs[0] = None;
         let rows = vec![row("a", vec![1.0, 0.0], vec![5.0, 5.0]), r];
-        assert_eq!(solve_supported(&rows, 2, &[0]), vec![Some(5.0), None]);
-        assert_eq!(solve_supported(&rows, 2, &[1]), vec![Some(5.0), Some(5.0)]);
-        assert_eq!(solve(&rows, 2, &[0]), vec![5.0, 0.0]);
+        assert_eq!(solve_supported(&rows, 2, &[0], &[]), vec![Some(5.0), None]);
+        assert_eq!(
+            solve_supported(&rows, 2, &[1], &[]),
+            vec![Some(5.0), Some(5.0)]
+        );
     }
 
     /// A row a run did not measure is left out of that run's solve.
@@ -377,6 +513,6 @@ mod tests {
         let mut r = row("b", vec![2.0], vec![10.0, 10.0]);
         r.runs[1] = None;
         let rows = vec![row("a", vec![1.0], vec![5.0, 5.0]), r];
-        assert_eq!(solve(&rows, 1, &[1]), vec![5.0]);
+        assert_eq!(solve_supported(&rows, 1, &[1], &[]), vec![Some(5.0)]);
     }
 }

@@ -57,6 +57,7 @@ impl Kernel {
         self.vm.add(Vm::NrFilePages, nr as i64);
         self.vm.add(Vm::NrSwapcached, nr as i64);
         self.memcg_stat(memcg, Mc::Swapcached, nr as i64);
+        self.charge_cost(cost_model::Fn::AddToSwapCache, self.costs.swap_cache_add);
         (old & 1 == 1).then_some(old)
     }
 
@@ -75,7 +76,10 @@ impl Kernel {
         self.vm.add(Vm::NrFilePages, -(nr as i64));
         self.vm.add(Vm::NrSwapcached, -(nr as i64));
         self.memcg_stat(memcg, Mc::Swapcached, -(nr as i64));
-        self.charge_cost(cost_model::Fn::AddToSwap, self.costs.swap_slot / 2);
+        self.charge_cost(
+            cost_model::Fn::DeleteFromSwapCache,
+            self.costs.swap_cache_del,
+        );
     }
 
     /// `delete_from_swap_cache`: remove, release the slots' cache bits,
@@ -142,9 +146,7 @@ impl Kernel {
     /// only the swap cache still holds the slot and its folio is unmapped
     /// or swap is full, free the cached folio's swap too.
     pub fn free_swap_and_cache(&mut self, entry: SwpEntry) {
-        if self.swap_free(entry) {
-            self.charge_cost(cost_model::Fn::FreeSwapAndCache, self.costs.swap_slot_free);
-        }
+        self.swap_free(entry);
         let (ty, off) = (swp_type(entry), swp_offset(entry));
         if self.swap[ty].swap_map[off as usize] == super::swapfile::SWAP_HAS_CACHE {
             if let Some(pfn) = self.swap_folio_of(entry) {

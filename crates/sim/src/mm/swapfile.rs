@@ -557,20 +557,19 @@ impl Kernel {
     }
 
     /// `swap_free` / `__swap_entry_free`: drop one reference; a slot whose
-    /// value reaches zero goes to `free_swap_slot`. Returns whether it did
-    /// (the last reference, no swap cache holding the slot).
-    pub fn swap_free(&mut self, entry: SwpEntry) -> bool {
+    /// value reaches zero (the last reference, no swap cache holding the
+    /// slot) goes to `free_swap_slot`.
+    pub fn swap_free(&mut self, entry: SwpEntry) {
         let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
         let m = &mut self.swap[ty].swap_map[off];
         debug_assert!(*m & SWAP_COUNT_MASK > 0);
         *m -= 1;
         if *m != 0 {
-            return false;
+            return;
         }
         // Parked as HAS_CACHE until the return batch frees it.
         *m = SWAP_HAS_CACHE;
         self.free_swap_slot(entry);
-        true
     }
 
     /// `put_swap_folio` / `swapcache_clear`: the swap cache lets go of the
@@ -609,6 +608,12 @@ impl Kernel {
     /// `free_swap_slot`: queue in the CPU's return batch of 64, freed
     /// together when it is full (or at once with the caches off).
     fn free_swap_slot(&mut self, entry: SwpEntry) {
+        // The slot's release is priced here, once per slot, though the
+        // batch frees it later: the same work either way.
+        self.charge_cost(
+            crate::cost_model::Fn::FreeSwapSlot,
+            self.costs.swap_slot_free,
+        );
         let cpu = self.cur_cpu;
         if self.swapfile.slot_cache_active && self.swapfile.slot_cache_enabled {
             if self.cpus[cpu].slots.slots_ret.len() >= SWAP_SLOTS_CACHE_SIZE {
