@@ -899,12 +899,8 @@ impl HostKernel {
     /// From a release string as uname(2) gives it (`6.18.44-fc-v595`);
     /// one that does not parse is taken as 6.1.
     pub fn from_release(release: &str) -> Self {
-        let mut it = release
-            .split(|c: char| !c.is_ascii_digit())
-            .map(|x| x.parse::<u32>().unwrap_or(0));
-        let version = (it.next().unwrap_or(0), it.next().unwrap_or(0));
         HostKernel {
-            shmem_skip_swapcache: version >= (6, 14),
+            shmem_skip_swapcache: mmsim_oracle::version_key(release).as_slice() >= &[6, 14][..],
         }
     }
 

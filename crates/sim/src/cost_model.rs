@@ -257,7 +257,6 @@ functions! {
     ZramRead = "zram_read_page",
     SwapReadpage = "swap_readpage",
     Unmap = "unmap_page_range",
-    FreeSwapAndCache = "free_swap_and_cache",
     HandleMmFault = "handle_mm_fault",
     TryToFreeMemCgroupPages = "try_to_free_mem_cgroup_pages",
     TryToFreePages = "try_to_free_pages",

@@ -48,8 +48,14 @@ fn gained(text: &str, set: fn(&mut Costs, u64)) -> Vec<(String, i64)> {
 
 const PAGES: i64 = 4096;
 
-/// 16 MiB paged out to zram; `between` runs before the munmap.
-fn zap_spec(between: &str) -> String {
+/// A child that only sleeps past the parent's phases, holding a second
+/// reference to every swap slot the parent had when it forked.
+const FORK_SLEEPER: &str = r#"{ op = "fork", steps = [ { op = "sleep", duration = "1s" } ] },"#;
+
+/// Region `r`, 16 MiB of private anon written and paged out to zram, then
+/// `steps` (inline step tables, each with its trailing comma); `sysctl`
+/// lines go in a `[sysctl]` table.
+fn paged_out_spec(sysctl: &str, steps: &str) -> String {
     format!(
         r#"
 [machine]
@@ -57,18 +63,30 @@ memory = "256M"
 [[swap]]
 device = "zram"
 size = "64M"
+[sysctl]
+{sysctl}
 [task.main]
 steps = [
   {{ op = "mmap", name = "r", kind = "anon", size = "16M" }},
   {{ op = "touch", region = "r", write = 1.0 }},
   {{ op = "madvise", region = "r", advice = "pageout" }},
-  {between}
+  {steps}
+]
+"#
+    )
+}
+
+/// The paged-out region unmapped; `between` runs before the munmap.
+fn zap_spec(between: &str) -> String {
+    paged_out_spec(
+        "",
+        &format!(
+            r#"{between}
   {{ op = "phase", name = "zap" }},
   {{ op = "munmap", region = "r" }},
   {{ op = "phase", name = "after" }},
-  {{ op = "wait" }},
-]
-"#
+  {{ op = "wait" }},"#
+        ),
     )
 }
 
@@ -83,8 +101,7 @@ fn a_zap_that_leaves_the_slot_to_a_forked_child_does_not() {
     // The child holds a second reference to every slot: the parent's zap
     // only lowers the count (free_swap_and_cache finds it above 0). The
     // child's exit frees them, after the phase.
-    let fork = r#"{ op = "fork", steps = [ { op = "sleep", duration = "1s" } ] },"#;
-    let g = gained(&zap_spec(fork), |c, v| c.swap_slot_free = v);
+    let g = gained(&zap_spec(FORK_SLEEPER), |c, v| c.swap_slot_free = v);
     assert_eq!(g[0], ("zap".to_string(), 0));
 }
 
@@ -121,39 +138,23 @@ fn a_shared_read_fault_on_tmpfs_does_not() {
     assert_eq!(g[0], ("first".to_string(), 0));
 }
 
-/// 16 MiB paged out to zram and read back, `fork` (a child holding every
-/// slot) between the pageout and the reads; then the child's exit and
-/// the munmap.
+/// The paged-out region read back, `fork` (a child holding every slot)
+/// between the pageout and the reads; then the child's exit and the
+/// munmap.
 fn swapin_spec(fork: bool) -> String {
-    let fork = if fork {
-        r#"{ op = "fork", steps = [ { op = "sleep", duration = "1s" } ] },"#
-    } else {
-        ""
-    };
-    format!(
-        r#"
-[machine]
-memory = "256M"
-[[swap]]
-device = "zram"
-size = "64M"
-[sysctl]
-"vm.page-cluster" = 0
-[task.main]
-steps = [
-  {{ op = "mmap", name = "r", kind = "anon", size = "16M" }},
-  {{ op = "touch", region = "r", write = 1.0 }},
-  {{ op = "madvise", region = "r", advice = "pageout" }},
-  {fork}
+    let fork = if fork { FORK_SLEEPER } else { "" };
+    paged_out_spec(
+        r#""vm.page-cluster" = 0"#,
+        &format!(
+            r#"{fork}
   {{ op = "phase", name = "swapin" }},
   {{ op = "touch", region = "r", write = 0.0 }},
   {{ op = "phase", name = "wait" }},
   {{ op = "wait" }},
   {{ op = "phase", name = "munmap" }},
   {{ op = "munmap", region = "r" }},
-  {{ op = "phase", name = "end" }},
-]
-"#
+  {{ op = "phase", name = "end" }},"#
+        ),
     )
 }
 

@@ -129,20 +129,23 @@ pub fn solve_supported(
         }
         b[i] = (v - r.known) / s;
     }
-    let mut separable = identifiable(&unit_columns(&a).0);
-    let mut held = vec![false; unknowns];
-    for j in 0..unknowns {
-        if let (false, Some(&Some(h))) = (separable[j], hold.get(j)) {
-            b.scaled_add(-h, &a.column(j));
-            a.column_mut(j).fill(0.0);
-            held[j] = true;
-        }
+    let (mut unit, mut norms) = unit_columns(&a);
+    let mut separable = identifiable(&unit);
+    let held: Vec<(usize, f64)> = separable
+        .iter()
+        .zip(hold)
+        .enumerate()
+        .filter_map(|(j, (&ok, &h))| h.filter(|_| !ok).map(|h| (j, h)))
+        .collect();
+    for &(j, h) in &held {
+        b.scaled_add(-h, &a.column(j));
+        a.column_mut(j).fill(0.0);
     }
-    if held.iter().any(|&h| h) {
-        separable = identifiable(&unit_columns(&a).0);
+    if !held.is_empty() {
+        (unit, norms) = unit_columns(&a);
+        separable = identifiable(&unit);
     }
-    let (a, norms) = unit_columns(&a);
-    let (x, _) = nnls::nnls(a.view(), b.view());
+    let (x, _) = nnls::nnls(unit.view(), b.view());
     x.iter()
         .zip(&norms)
         .zip(&separable)
@@ -387,16 +390,30 @@ mod tests {
         assert_eq!(f.at_zero[0], 0.0);
     }
 
+    /// x0 and x1 only ever priced together, in the same proportion (their
+    /// sum 300), over two runs; x2 (100) on its own.
+    fn priced_together() -> Vec<Row> {
+        vec![
+            row(
+                "x0+x1",
+                vec![1000.0, 1000.0, 0.0],
+                vec![300_000.0, 301_000.0],
+            ),
+            row(
+                "2(x0+x1)",
+                vec![2000.0, 2000.0, 0.0],
+                vec![600_000.0, 602_000.0],
+            ),
+            row("x2", vec![0.0, 0.0, 500.0], vec![50_000.0, 50_500.0]),
+        ]
+    }
+
     /// Two unknowns only ever priced together, in the same proportion,
     /// are not solved (any split of their sum fits); a third priced on
     /// its own is, and a row that separates the two makes them solvable.
     #[test]
     fn unknowns_only_priced_together_are_not_solved() {
-        let together = vec![
-            row("ab1", vec![1000.0, 1000.0, 0.0], vec![300_000.0, 301_000.0]),
-            row("ab2", vec![2000.0, 2000.0, 0.0], vec![600_000.0, 602_000.0]),
-            row("c", vec![0.0, 0.0, 500.0], vec![50_000.0, 50_500.0]),
-        ];
+        let together = priced_together();
         let x = solve_supported(&together, 3, &[0, 1], &[]);
         assert_eq!(x[0], None);
         assert_eq!(x[1], None);
@@ -416,11 +433,7 @@ mod tests {
     fn an_unseparable_residual_is_held_and_the_rest_solved() {
         // x0 (a path's cost) is only ever priced beside x1 (a residual
         // added later, whose home is missing); x2 on its own.
-        let rows = vec![
-            row("p1", vec![1000.0, 1000.0, 0.0], vec![300_000.0, 301_000.0]),
-            row("p2", vec![2000.0, 2000.0, 0.0], vec![600_000.0, 602_000.0]),
-            row("c", vec![0.0, 0.0, 500.0], vec![50_000.0, 50_500.0]),
-        ];
+        let rows = priced_together();
         let hold = [None, Some(50.0), None];
         let x = solve_supported(&rows, 3, &[0, 1], &hold);
         assert_eq!(x[1], None);
