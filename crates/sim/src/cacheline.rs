@@ -103,6 +103,21 @@ pub enum Line {
     ZoneLock(usize),
     /// A memcg's `memory` page counter, charged per stock batch.
     MemcgCounter(u16),
+    /// The swap cache's lock over one range of a swap device's slots:
+    /// through 6.17 the `xa_lock` of one of its address spaces
+    /// (`swapper_spaces[type][offset >> SWAP_ADDRESS_SPACE_SHIFT]`, 64 MiB
+    /// of swap each), from 6.18 its swap cluster's lock (the swap table).
+    SwapCache { ty: u8, range: u32 },
+    /// A file's page cache `xa_lock` (`mapping->i_pages`), by inode.
+    PageCache(u32),
+}
+
+/// A line and, when it is a spinlock's, the recent holds of its lock
+/// (spinlock.rs).
+#[derive(Clone, Debug, Default)]
+pub struct LineState {
+    pub line: SharedLine,
+    pub holds: Vec<crate::spinlock::Hold>,
 }
 
 /// Every shared line the model follows, by the index of what it belongs
@@ -111,24 +126,38 @@ pub enum Line {
 /// keep those structures as they are.
 #[derive(Debug, Default)]
 pub struct SharedLines {
-    mmap_lock: Vec<SharedLine>,
-    vma_lock: Vec<SharedLine>,
-    lru_lock: Vec<SharedLine>,
-    zone_lock: Vec<SharedLine>,
-    memcg_counter: Vec<SharedLine>,
+    mmap_lock: Vec<LineState>,
+    vma_lock: Vec<LineState>,
+    lru_lock: Vec<LineState>,
+    zone_lock: Vec<LineState>,
+    memcg_counter: Vec<LineState>,
+    /// By swap type, then range.
+    swap_cache: Vec<Vec<LineState>>,
+    page_cache: Vec<LineState>,
+    /// No CPU's clock is before this (the scheduler's slice start): holds
+    /// that ended before it can make no one wait any more.
+    pub horizon: u64,
 }
 
 impl SharedLines {
-    fn get(&mut self, line: Line) -> &mut SharedLine {
+    pub fn get(&mut self, line: Line) -> &mut LineState {
         let (v, i) = match line {
             Line::MmapLock(mm) => (&mut self.mmap_lock, mm as usize),
             Line::VmaLock(vma) => (&mut self.vma_lock, vma as usize),
             Line::LruLock(memcg) => (&mut self.lru_lock, memcg as usize),
             Line::ZoneLock(zi) => (&mut self.zone_lock, zi),
             Line::MemcgCounter(memcg) => (&mut self.memcg_counter, memcg as usize),
+            Line::SwapCache { ty, range } => {
+                let ty = ty as usize;
+                if self.swap_cache.len() <= ty {
+                    self.swap_cache.resize(ty + 1, Vec::new());
+                }
+                (&mut self.swap_cache[ty], range as usize)
+            }
+            Line::PageCache(inode) => (&mut self.page_cache, inode as usize),
         };
         if v.len() <= i {
-            v.resize(i + 1, SharedLine::default());
+            v.resize(i + 1, LineState::default());
         }
         &mut v[i]
     }
@@ -146,17 +175,11 @@ impl Kernel {
     }
 
     #[inline(never)]
-    fn write_shared_line(&mut self, line: Line, f: Fn, ns: u64) {
+    pub(crate) fn write_shared_line(&mut self, line: Line, f: Fn, ns: u64) {
         let (cpu, t) = (self.cur_cpu, self.now());
-        if self.lines.get(line).write(cpu, t) {
+        if self.lines.get(line).line.write(cpu, t) {
             self.charge_cost(f, ns);
         }
-    }
-
-    /// A spinlock taken now: its hand-off from the CPU that last held it.
-    #[inline]
-    pub fn spin_lock_line(&mut self, line: Line) {
-        self.write_line(line, Fn::RawSpinLock, self.costs.lock_handoff);
     }
 
     /// The mmap_lock (6.4+: the VMA's lock) a fault in `vma` takes for

@@ -270,6 +270,7 @@ functions! {
     DownReadTrylock = "down_read_trylock",
     UpRead = "up_read",
     RawSpinLock = "_raw_spin_lock",
+    QueuedSpinLockSlowpath = "native_queued_spin_lock_slowpath",
     AddRmap = "page_add_anon_rmap",
     AddFileRmap = "page_add_file_rmap",
     RemoveRmap = "page_remove_rmap",

@@ -16,6 +16,7 @@ pub mod mm;
 pub mod player;
 pub mod release;
 pub mod sched;
+pub mod spinlock;
 pub mod vmstat;
 
 use kernel::Kernel;

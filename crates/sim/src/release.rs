@@ -150,6 +150,10 @@ behaviours! {
     /// Swap clusters on every device, a rotational one's in one shared
     /// `global_cluster`, so large swap-out works on rotational swap too.
     swap_clusters_rotational,
+    /// The swap cache is the swap table (6.18): a slot's cache entry sits
+    /// in its swap cluster's table under the cluster's lock (512 slots),
+    /// not in an XArray of 64 MiB of swap under that XArray's lock.
+    swap_table,
     /// swapoff's unuse_pte_range looks the swap cache up plainly
     /// (swap_cache_get_folio): no readahead hit is counted or fed back, so
     /// its readahead stays at 1 or 2 pages.
@@ -249,6 +253,7 @@ impl Release {
         fault_around_whole_folios: true,
         shmem_swapin_sync_fallback: true,
         swap_clusters_rotational: true,
+        swap_table: true,
         unuse_plain_lookup: true,
         khugepaged_mthp: true,
         khugepaged_register_at_exec: true,

@@ -162,7 +162,10 @@ impl Kernel {
             self.free_folio_pages(pfn);
             return None;
         }
+        // The insert is the work under the mapping's xa_lock.
+        let lock = self.spin_lock(crate::cacheline::Line::PageCache(inode));
         self.charge_cost(Fn::AddToPageCache, self.costs.page_cache_add);
+        self.spin_unlock(lock);
         let range = index as usize..(index + nr) as usize;
         let shadow = self.inodes[inode as usize].pages[range.clone()]
             .iter()

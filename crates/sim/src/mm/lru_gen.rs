@@ -535,11 +535,17 @@ impl Kernel {
     /// type that has four), the gauges of the one leaving the active pair
     /// moved to inactive.
     fn inc_max_seq(&mut self, memcg: u16, can_swap: bool) {
+        let line = crate::cacheline::Line::LruLock(memcg);
+        let mut lock = self.spin_lock(line);
         for ty in [FILE, ANON] {
             if self.lrugen(memcg).nr_gens(ty) != MAX_NR_GENS as u64 {
                 continue;
             }
-            while !self.inc_min_seq(memcg, ty, can_swap) {}
+            // The lock is dropped between batches (cond_resched).
+            while !self.inc_min_seq(memcg, ty, can_swap) {
+                self.spin_unlock(lock.take());
+                lock = self.spin_relock(line);
+            }
         }
         let lg = self.lrugen(memcg);
         let prev = lru_gen_from_seq(lg.max_seq - 1);
@@ -560,6 +566,7 @@ impl Kernel {
         let lg = self.lrugen_mut(memcg);
         lg.timestamps[next] = now;
         lg.max_seq += 1;
+        self.spin_unlock(lock);
     }
 
     /// `try_to_inc_max_seq`: one pass over the memcg's mm list per new
@@ -1266,11 +1273,13 @@ impl Kernel {
         let now = self.now();
         self.process_io_completions(now);
         let mut list = self.take_scratch();
+        let lock = self.spin_lock(crate::cacheline::Line::LruLock(memcg));
         let (mut scanned, ty) = self.isolate_folios(memcg, sc, swappiness, &mut list);
         scanned += self.try_to_inc_min_seq(memcg, swappiness != 0) as u64;
         if self.lrugen(memcg).nr_gens((swappiness == 0) as usize) == MIN_NR_GENS {
             scanned = 0;
         }
+        self.spin_unlock(lock);
         if list.is_empty() {
             self.give_scratch(list);
             return scanned;

@@ -294,7 +294,9 @@ impl Kernel {
     fn rmqueue(&mut self, zi: usize) -> Pfn {
         let cpu = self.cur_cpu;
         if self.zones[zi].pcp[cpu].list.is_empty() {
-            self.spin_lock_line(crate::cacheline::Line::ZoneLock(zi));
+            // The buddy's work under zone->lock is priced in alloc_page's
+            // per-page bundle, outside: the hold is empty (spinlock.rs).
+            let lock = self.spin_lock(crate::cacheline::Line::ZoneLock(zi));
             let batch = self.zones[zi].pcp[cpu].batch.max(1);
             for _ in 0..batch {
                 let Some(p) = self.take_from_zone(zi) else {
@@ -303,6 +305,7 @@ impl Kernel {
                 self.folios.get_mut(p).flags = PG_PCP;
                 self.zones[zi].pcp[cpu].list.push(p);
             }
+            self.spin_unlock(lock);
         }
         let pcp = &mut self.zones[zi].pcp[cpu];
         pcp.free_factor >>= 1;
@@ -623,13 +626,16 @@ impl Kernel {
     /// the zone.
     fn free_pcppages_bulk(&mut self, zi: usize, cpu: usize, n: u64) {
         let n = (n as usize).min(self.zones[zi].pcp[cpu].list.len());
-        if n > 0 {
-            self.spin_lock_line(crate::cacheline::Line::ZoneLock(zi));
+        if n == 0 {
+            return;
         }
+        // As rmqueue's refill: free_page's bundle prices the buddy's work.
+        let lock = self.spin_lock(crate::cacheline::Line::ZoneLock(zi));
         let pages: Vec<Pfn> = self.zones[zi].pcp[cpu].list.drain(..n).collect();
         for p in pages {
             self.push_free(p);
         }
+        self.spin_unlock(lock);
     }
 
     /// `drain_all_pages`: every CPU's lists back to their zones.

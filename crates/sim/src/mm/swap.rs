@@ -59,13 +59,14 @@ impl Kernel {
         // folio_batch_move_lru: lru_lock taken again where the batch
         // moves on to another lruvec.
         let smp = self.cpus.len() > 1;
-        let mut locked = None;
+        let (mut locked, mut lock) = (None, None);
         for &pfn in &batch {
             if smp {
                 let memcg = self.folios.get(pfn).memcg;
                 if locked != Some(memcg) {
                     locked = Some(memcg);
-                    self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
+                    self.spin_unlock(lock);
+                    lock = self.spin_lock(crate::cacheline::Line::LruLock(memcg));
                 }
             }
             let f = self.folios.get_mut(pfn);
@@ -74,6 +75,9 @@ impl Kernel {
             self.lruvec_add_folio(pfn);
             self.folio_put(pfn);
         }
+        // lru_add_fn's work is priced in the fault's bundle (folio_add_lru
+        // with the rest): the holds are empty, the drain only waits.
+        self.spin_unlock(lock);
         let mut batch = batch;
         batch.clear();
         self.cpus[cpu].lru_add = batch;

@@ -3,7 +3,11 @@
 //! a workingset shadow.
 
 use super::folio::*;
-use super::swapfile::{swp_offset, swp_type, SwpEntry};
+use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAPFILE_CLUSTER};
+
+/// include/linux/swap.h: a swap cache XArray covers 2^14 slots (64 MiB
+/// of swap) before 6.18's swap table.
+const SWAP_ADDRESS_SPACE_SHIFT: u32 = 14;
 use crate::cost_model;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, Vm};
@@ -57,8 +61,25 @@ impl Kernel {
         self.vm.add(Vm::NrFilePages, nr as i64);
         self.vm.add(Vm::NrSwapcached, nr as i64);
         self.memcg_stat(memcg, Mc::Swapcached, nr as i64);
+        // The insert is the work under the cache's lock (xas_lock_irq).
+        let lock = self.spin_lock(self.swap_cache_lock(entry));
         self.charge_cost(cost_model::Fn::AddToSwapCache, self.costs.swap_cache_add);
+        self.spin_unlock(lock);
         (old & 1 == 1).then_some(old)
+    }
+
+    /// The lock over `entry`'s swap cache entry: its XArray's (one per
+    /// `SWAP_ADDRESS_SPACE_PAGES` slots), from 6.18 its swap cluster's.
+    fn swap_cache_lock(&self, entry: SwpEntry) -> crate::cacheline::Line {
+        let shift = if self.release.swap_table {
+            SWAPFILE_CLUSTER.trailing_zeros()
+        } else {
+            SWAP_ADDRESS_SPACE_SHIFT
+        };
+        crate::cacheline::Line::SwapCache {
+            ty: swp_type(entry) as u8,
+            range: swp_offset(entry) >> shift,
+        }
     }
 
     /// `__delete_from_swap_cache`: leave `shadow` (or nothing) behind in
@@ -76,10 +97,14 @@ impl Kernel {
         self.vm.add(Vm::NrFilePages, -(nr as i64));
         self.vm.add(Vm::NrSwapcached, -(nr as i64));
         self.memcg_stat(memcg, Mc::Swapcached, -(nr as i64));
+        // Simplification: the whole deletion is held under the lock; the
+        // folio lock swap_cache_del also prices is taken before it.
+        let lock = self.spin_lock(self.swap_cache_lock(entry));
         self.charge_cost(
             cost_model::Fn::DeleteFromSwapCache,
             self.costs.swap_cache_del,
         );
+        self.spin_unlock(lock);
     }
 
     /// `delete_from_swap_cache`: remove, release the slots' cache bits,
@@ -443,5 +468,30 @@ impl Kernel {
                 k.swap_cluster_readahead(entry, memcg)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::swapfile::swp_entry;
+    use crate::cacheline::Line;
+    use crate::kernel::test_kernel as kernel;
+
+    fn range(l: Line) -> u32 {
+        match l {
+            Line::SwapCache { range, .. } => range,
+            _ => unreachable!("a swap cache lock"),
+        }
+    }
+
+    #[test]
+    fn the_swap_cache_lock_covers_64_mib_of_slots_before_the_swap_table_and_a_cluster_after() {
+        let k = kernel(2, "6.1");
+        let r = |k: &crate::kernel::Kernel, off| range(k.swap_cache_lock(swp_entry(0, off)));
+        assert_eq!(r(&k, 0), r(&k, 16_383));
+        assert_ne!(r(&k, 16_383), r(&k, 16_384));
+        let k = kernel(2, "7.3");
+        assert_eq!(r(&k, 0), r(&k, 511));
+        assert_ne!(r(&k, 511), r(&k, 512));
     }
 }

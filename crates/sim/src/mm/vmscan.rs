@@ -494,7 +494,7 @@ impl Kernel {
         out: &mut Vec<Pfn>,
     ) -> u64 {
         let mut scanned = 0;
-        self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
+        let lock = self.spin_lock(crate::cacheline::Line::LruLock(memcg));
         while scanned < nr {
             let pfn = self.lruvecs[memcg as usize].lists[lru as usize].tail;
             if pfn == NIL {
@@ -518,6 +518,7 @@ impl Kernel {
         }
         self.vm
             .add(isolated_item(lru >= LRU_INACTIVE_FILE), out.len() as i64);
+        self.spin_unlock(lock);
         scanned
     }
 
@@ -526,9 +527,12 @@ impl Kernel {
     /// Returns the pages moved.
     pub(crate) fn move_folios_to_lru(&mut self, list: &[Pfn], memcg: u16) -> u64 {
         let mut moved = 0;
-        if !list.is_empty() {
-            self.spin_lock_line(crate::cacheline::Line::LruLock(memcg));
-        }
+        let line = crate::cacheline::Line::LruLock(memcg);
+        let mut lock = if list.is_empty() {
+            None
+        } else {
+            self.spin_lock(line)
+        };
         for &pfn in list {
             let f = self.folios.get_mut(pfn);
             f.clear(PG_ISOLATED);
@@ -536,7 +540,11 @@ impl Kernel {
             f.refcount -= 1;
             if f.refcount == 0 {
                 f.clear(PG_LRU);
+                // Freed outside the hold, as the kernel frees a large one
+                // (it frees a small one after the loop, outside it too).
+                self.spin_unlock(lock.take());
                 self.free_folio(pfn);
+                lock = self.spin_relock(line);
                 continue;
             }
             let nr = f.nr_pages() as u64;
@@ -548,6 +556,7 @@ impl Kernel {
                 self.workingset_age_nonresident(memcg, nr);
             }
         }
+        self.spin_unlock(lock);
         moved
     }
 

@@ -111,6 +111,7 @@ impl<'s> Scheduler<'s> {
             // No clock is before this slice's start any more.
             k.uncharge_list.retire(start);
             k.mmap_locks.retire(start);
+            k.lines.horizon = start;
             // Work items queued for other CPUs have run by now.
             k.run_pending_stock_drains();
             k.clock_base = start;

@@ -1,0 +1,210 @@
+//! Spinlocks between CPUs (kernel/locking/qspinlock.c): a CPU that takes
+//! a lock another CPU holds spins until the holder releases it
+//! (`native_queued_spin_lock_slowpath`). A hold lasts as long as the
+//! simulated work done under it: the time charged between `spin_lock`
+//! and `spin_unlock`. Contention so follows from the work the model
+//! prices inside each section, not from a factor; a section whose work
+//! the model prices outside it (in a calibrated bundle of the path
+//! around it) holds its lock for no time and makes no one wait, though
+//! it still waits for others and still moves the lock's line
+//! (`lock_handoff`, cacheline.rs).
+//!
+//! The scheduler runs one CPU's slice at a time, each op of a slice at
+//! once, the CPUs in step to within `QUANTUM_NS` (sched/rq.rs), so the
+//! holds of a slice are known whole when the next CPU's slice runs over
+//! the same stretch of time. A lock taken inside another CPU's hold
+//! waits until that hold's end (and any hold that follows on from it).
+//! A hold that another CPU took inside this one's while its slice ran
+//! first, not seeing this one's hold yet, owed a wait until this hold's
+//! end: this CPU pays it at its release instead. Simplification: the
+//! wait lands on the CPU whose slice runs second whichever came first,
+//! so at two CPUs the pair's total wait is the kernel's but which of the
+//! two pays it may not be; with more than two waiters the queue's order
+//! (MCS: first come, first served) is not kept, each waits for the holds
+//! it meets.
+//!
+//! With one CPU no other CPU can hold a lock, so nothing here runs: one
+//! CPU's outputs do not depend on this file.
+
+use crate::cacheline::Line;
+use crate::cost_model::Fn;
+use crate::kernel::Kernel;
+
+/// One hold of a lock by a CPU, from its taking to its release.
+#[derive(Clone, Copy, Debug)]
+pub struct Hold {
+    cpu: u32,
+    start: u64,
+    end: u64,
+}
+
+/// A lock this CPU holds: what `spin_unlock` releases.
+#[must_use = "a spinlock taken is released with spin_unlock"]
+#[derive(Debug)]
+pub struct SpinGuard {
+    line: Line,
+    start: u64,
+}
+
+impl Kernel {
+    /// `spin_lock(lock)`: its line comes over from the CPU that last
+    /// wrote it, then the CPU spins through any other CPU's hold covering
+    /// now. None with one CPU (checked inline: one CPU's paths pay a
+    /// compare).
+    #[inline]
+    pub fn spin_lock(&mut self, line: Line) -> Option<SpinGuard> {
+        if self.cpus.len() == 1 {
+            return None;
+        }
+        Some(self.spin_lock_smp(line))
+    }
+
+    /// `spin_lock` again right after this CPU released `line` to do work
+    /// the kernel does outside the lock (or after its section): the
+    /// line is still in this CPU's cache.
+    #[inline]
+    pub fn spin_relock(&mut self, line: Line) -> Option<SpinGuard> {
+        if self.cpus.len() == 1 {
+            return None;
+        }
+        Some(self.spin_wait_holds(line))
+    }
+
+    #[inline(never)]
+    fn spin_lock_smp(&mut self, line: Line) -> SpinGuard {
+        self.write_shared_line(line, Fn::RawSpinLock, self.costs.lock_handoff);
+        self.spin_wait_holds(line)
+    }
+
+    /// Spins through another CPU's holds covering now; the hold starts
+    /// at their end.
+    fn spin_wait_holds(&mut self, line: Line) -> SpinGuard {
+        let (cpu, now) = (self.cur_cpu as u32, self.now());
+        let horizon = self.lines.horizon;
+        let holds = &mut self.lines.get(line).holds;
+        holds.retain(|h| h.end > horizon);
+        let until = held_until(holds, cpu, now);
+        if until > now {
+            self.charge_cost(Fn::QueuedSpinLockSlowpath, until - now);
+        }
+        SpinGuard {
+            line,
+            start: self.now(),
+        }
+    }
+
+    /// `spin_unlock(lock)`: the hold ends now. Holds other CPUs took
+    /// inside it (their slices ran first) owed a wait until now: it is
+    /// paid here.
+    #[inline]
+    pub fn spin_unlock(&mut self, guard: Option<SpinGuard>) {
+        if let Some(g) = guard {
+            self.spin_unlock_smp(g);
+        }
+    }
+
+    #[inline(never)]
+    fn spin_unlock_smp(&mut self, g: SpinGuard) {
+        let (cpu, end) = (self.cur_cpu as u32, self.now());
+        if end == g.start {
+            return;
+        }
+        let holds = &mut self.lines.get(g.line).holds;
+        let owed: u64 = holds
+            .iter()
+            .filter(|h| h.cpu != cpu && g.start < h.start && h.start < end)
+            .map(|h| end - h.start)
+            .sum();
+        holds.push(Hold {
+            cpu,
+            start: g.start,
+            end,
+        });
+        if owed > 0 {
+            self.charge_cost(Fn::QueuedSpinLockSlowpath, owed);
+        }
+    }
+}
+
+/// The end of the chain of other CPUs' holds covering `t` (`t` if none).
+fn held_until(holds: &[Hold], cpu: u32, mut t: u64) -> u64 {
+    while let Some(h) = holds
+        .iter()
+        .find(|h| h.cpu != cpu && h.start <= t && t < h.end)
+    {
+        t = h.end;
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::kernel::test_kernel as kernel;
+
+    const LOCK: Line = Line::LruLock(1);
+
+    /// CPU `cpu` at `t` holds LOCK for `ns` of work.
+    fn hold(k: &mut Kernel, cpu: usize, t: u64, ns: u64) {
+        k.cur_cpu = cpu;
+        k.clock_base = t;
+        k.pending_ns = 0;
+        let g = k.spin_lock(LOCK);
+        k.charge_cost(Fn::ShrinkInactiveList, ns);
+        k.spin_unlock(g);
+    }
+
+    #[test]
+    fn a_cpu_taking_a_lock_inside_another_cpus_hold_spins_to_its_end() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = 0;
+        hold(&mut k, 0, 1_000, 3_000);
+        hold(&mut k, 1, 2_000, 500);
+        // Waited 1,000 to 4,000 (2,000 ns), then held it 500.
+        assert_eq!(k.now(), 4_500);
+        // Chained: CPU 0 again inside CPU 1's hold (4,000..4,500).
+        hold(&mut k, 0, 4_200, 100);
+        assert_eq!(k.now(), 4_600);
+    }
+
+    #[test]
+    fn a_hold_taken_inside_this_one_by_a_cpu_that_ran_first_is_paid_at_release() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = 0;
+        // CPU 0's slice ran first: it took the lock at 2,000 for 500.
+        hold(&mut k, 0, 2_000, 500);
+        // CPU 1 came first in time (1,000) and held it to 4,000: CPU 0
+        // owed a wait of 2,000, paid by CPU 1 at its release.
+        hold(&mut k, 1, 1_000, 3_000);
+        assert_eq!(k.now(), 6_000);
+    }
+
+    #[test]
+    fn its_own_holds_and_holds_before_the_horizon_make_no_one_wait() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = 0;
+        hold(&mut k, 0, 1_000, 3_000);
+        hold(&mut k, 0, 2_000, 100);
+        assert_eq!(k.now(), 2_100, "a CPU does not wait for itself");
+        // Once no clock can be before 5,000, the holds are retired.
+        k.lines.horizon = 5_000;
+        hold(&mut k, 1, 5_000, 100);
+        assert_eq!(k.lines.get(LOCK).holds.len(), 1);
+        // Another lock is free.
+        k.cur_cpu = 1;
+        k.clock_base = 1_500;
+        k.pending_ns = 0;
+        let g = k.spin_lock(Line::LruLock(2));
+        assert_eq!(k.now(), 1_500);
+        k.spin_unlock(g);
+    }
+
+    #[test]
+    fn one_cpu_takes_no_locks() {
+        let mut k = kernel(1, "6.1");
+        hold(&mut k, 0, 1_000, 3_000);
+        assert!(k.spin_lock(LOCK).is_none());
+        assert!(k.lines.get(LOCK).holds.is_empty());
+    }
+}

@@ -1,0 +1,89 @@
+//! Spinlocks with holders (spinlock.rs): a lock's hold lasts the work the
+//! model prices under it, and a CPU that meets another's hold spins to
+//! its end (native_queued_spin_lock_slowpath).
+
+mod common;
+use common::*;
+
+/// `n` processes on `n` CPUs, each writing its own 24 MiB twice: in one
+/// memcg of 16 MiB a task (`shared`) they all reclaim one lruvec, under
+/// one lru_lock; otherwise each has a 16 MiB memcg of its own.
+fn reclaimers(n: usize, shared: bool) -> String {
+    let mut s = format!(
+        r#"
+[machine]
+memory = "1G"
+cpus = {n}
+[[swap]]
+device = "zram"
+size = "1G"
+"#
+    );
+    let groups = if shared { 1 } else { n };
+    for g in 0..groups {
+        let max = if shared { 16 * n } else { 16 };
+        s += &format!("[cgroup.g{g}]\nmemory_max = \"{max}M\"\n");
+    }
+    for t in 0..n {
+        let g = if shared { 0 } else { t };
+        s += &format!(
+            r#"[task.t{t}]
+cgroup = "g{g}"
+steps = [
+  {{ op = "mmap", name = "heap", kind = "anon", size = "24M" }},
+  {{ op = "touch", region = "heap", write = 1.0, passes = 2 }},
+]
+"#
+        );
+    }
+    s
+}
+
+fn spin_ns(r: &mmsim_spec::output::RunResult) -> u64 {
+    r.profile
+        .get("native_queued_spin_lock_slowpath")
+        .copied()
+        .unwrap_or(0)
+}
+
+#[test]
+fn one_cpu_never_spins() {
+    let r = run_checked(&reclaimers(1, true));
+    assert!(vm(&r, "pswpout") > 0, "it reclaims");
+    assert_eq!(spin_ns(&r), 0);
+}
+
+#[test]
+fn reclaimers_of_one_lruvec_wait_for_each_others_lru_lock_more_the_more_they_are() {
+    let two = run_checked(&reclaimers(2, true));
+    let eight = run_checked(&reclaimers(8, true));
+    for r in [&two, &eight] {
+        assert!(vm(r, "pswpout") > 0, "they reclaim");
+    }
+    // Per reclaimer, the wait grows with the others holding the lock: a
+    // queue of seven ahead waits longer than a queue of one.
+    let per_task = |r: &mmsim_spec::output::RunResult| spin_ns(r) / r.tasks.len() as u64;
+    assert!(per_task(&two) > 0, "two reclaimers of one lruvec meet");
+    assert!(
+        per_task(&eight) > 3 * per_task(&two),
+        "8 CPUs: {} ns a task, 2 CPUs: {} ns",
+        per_task(&eight),
+        per_task(&two)
+    );
+}
+
+#[test]
+fn reclaimers_of_their_own_lruvecs_hardly_wait() {
+    // The same eight reclaimers, each in a memcg of its own: their
+    // lru_locks are distinct, and what is left to meet on (the swap
+    // cache's lock over 64 MiB of slots) holds for a fraction of the time.
+    let shared = run_checked(&reclaimers(8, true));
+    let apart = run_checked(&reclaimers(8, false));
+    assert!(vm(&apart, "pswpout") > 0);
+    assert!(
+        spin_ns(&apart) * 4 < spin_ns(&shared),
+        "apart {} ns, shared {} ns",
+        spin_ns(&apart),
+        spin_ns(&shared)
+    );
+}
