@@ -110,6 +110,9 @@ pub enum Line {
     SwapCache { ty: u8, range: u32 },
     /// A file's page cache `xa_lock` (`mapping->i_pages`), by inode.
     PageCache(u32),
+    /// A swap device's `si->lock`: slot allocation's scan and the
+    /// batched release of freed slots.
+    SwapInfo(u8),
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -134,6 +137,7 @@ pub struct SharedLines {
     /// By swap type, then range.
     swap_cache: Vec<Vec<LineState>>,
     page_cache: Vec<LineState>,
+    swap_info: Vec<LineState>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub horizon: u64,
@@ -155,6 +159,7 @@ impl SharedLines {
                 (&mut self.swap_cache[ty], range as usize)
             }
             Line::PageCache(inode) => (&mut self.page_cache, inode as usize),
+            Line::SwapInfo(ty) => (&mut self.swap_info, ty as usize),
         };
         if v.len() <= i {
             v.resize(i + 1, LineState::default());

@@ -403,10 +403,14 @@ impl Kernel {
         let cpu = self.cur_cpu;
         for ty in self.swap_avail() {
             self.swapfile.requeue_seq += 1;
+            // si->lock around the scan: its work is inside swap_slot's
+            // bundle, so the hold is empty (spinlock.rs).
+            let lock = self.spin_lock(crate::cacheline::Line::SwapInfo(ty as u8));
             let si = &mut self.swap[ty];
             si.requeued = self.swapfile.requeue_seq;
             let mut offs = Vec::with_capacity(n);
             si.scan_swap_map_slots(cpu, n, &mut offs);
+            self.spin_unlock(lock);
             self.swapfile.nr_swap_pages -= offs.len() as i64;
             out.extend(offs.into_iter().map(|o| swp_entry(ty, o)));
             if !out.is_empty() {
@@ -632,8 +636,17 @@ impl Kernel {
     /// the slot is free again; zram drops its copy, the shadow goes, the
     /// memcg's swap charge is returned.
     pub fn swapcache_free_entries(&mut self, entries: &[SwpEntry]) {
+        // si->lock, taken again where the batch moves to another device
+        // (swap_info_get_cont); the work under it is in swap_slot_free's
+        // price, charged where a slot's last reference goes: empty holds.
+        let (mut locked, mut lock) = (None, None);
         for &e in entries {
             let (ty, off) = (swp_type(e), swp_offset(e));
+            if locked != Some(ty) {
+                locked = Some(ty);
+                self.spin_unlock(lock);
+                lock = self.spin_lock(crate::cacheline::Line::SwapInfo(ty as u8));
+            }
             // swap_cgroup_record(entry, 0): the record goes with the charge,
             // so a slot freed again unused (from a slot cache) uncharges
             // nobody.
@@ -652,6 +665,7 @@ impl Kernel {
             }
             self.mem_cgroup_uncharge_swap(memcg, 1);
         }
+        self.spin_unlock(lock);
     }
 
     /// Slots held by the per-CPU allocation caches (allocated, unused).

@@ -563,11 +563,16 @@ impl Kernel {
     /// `folio_isolate_lru` (MADV_PAGEOUT): off the LRU with a reference;
     /// NR_ISOLATED is the caller's business and madvise leaves it alone.
     pub fn isolate_lru_folio(&mut self, pfn: Pfn) {
+        // folio_lruvec_lock_irq: its work is inside the caller's priced
+        // bundle (MADV_PAGEOUT's, khugepaged's), so the hold is empty.
+        let memcg = self.folios.get(pfn).memcg;
+        let lock = self.spin_lock(crate::cacheline::Line::LruLock(memcg));
         self.lruvec_del_folio(pfn);
         let f = self.folios.get_mut(pfn);
         f.clear(PG_LRU);
         f.set(PG_ISOLATED);
         f.refcount += 1;
+        self.spin_unlock(lock);
     }
 
     /// `folio_putback_lru`: an isolated folio back through the lru_add
