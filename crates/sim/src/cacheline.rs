@@ -119,8 +119,8 @@ pub enum Line {
 /// (spinlock.rs).
 #[derive(Clone, Debug, Default)]
 pub struct LineState {
-    pub line: SharedLine,
-    pub holds: Vec<crate::spinlock::Hold>,
+    pub(crate) line: SharedLine,
+    pub(crate) holds: Vec<crate::spinlock::Hold>,
 }
 
 /// Every shared line the model follows, by the index of what it belongs
@@ -140,11 +140,11 @@ pub struct SharedLines {
     swap_info: Vec<LineState>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
-    pub horizon: u64,
+    pub(crate) horizon: u64,
 }
 
 impl SharedLines {
-    pub fn get(&mut self, line: Line) -> &mut LineState {
+    pub(crate) fn get(&mut self, line: Line) -> &mut LineState {
         let (v, i) = match line {
             Line::MmapLock(mm) => (&mut self.mmap_lock, mm as usize),
             Line::VmaLock(vma) => (&mut self.vma_lock, vma as usize),
