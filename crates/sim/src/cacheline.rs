@@ -91,7 +91,7 @@ impl SharedLine {
 }
 
 /// The shared lines the model follows, each where 6.1 writes it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line {
     /// `mm->mmap_lock`'s count: taken for read by every fault before 6.4.
     MmapLock(u32),

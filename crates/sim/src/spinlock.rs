@@ -59,6 +59,18 @@ impl Kernel {
         Some(self.spin_lock_smp(line))
     }
 
+    /// Keeps `held` if it is `line`'s lock, else releases it and takes
+    /// `line`'s: a batch taking the lock of each item's owner in turn
+    /// (`folio_lruvec_relock_irq`, `swap_info_get_cont`).
+    #[inline]
+    pub fn spin_lock_switch(&mut self, held: &mut Option<SpinGuard>, line: Line) {
+        if held.as_ref().is_some_and(|g| g.line == line) {
+            return;
+        }
+        self.spin_unlock(held.take());
+        *held = self.spin_lock(line);
+    }
+
     /// `spin_lock` again right after this CPU released `line` to do work
     /// the kernel does outside the lock (or after its section): the
     /// line is still in this CPU's cache.
@@ -145,11 +157,16 @@ mod tests {
 
     const LOCK: Line = Line::LruLock(1);
 
-    /// CPU `cpu` at `t` holds LOCK for `ns` of work.
-    fn hold(k: &mut Kernel, cpu: usize, t: u64, ns: u64) {
+    /// CPU `cpu` runs at `t`.
+    fn at(k: &mut Kernel, cpu: usize, t: u64) {
         k.cur_cpu = cpu;
         k.clock_base = t;
         k.pending_ns = 0;
+    }
+
+    /// CPU `cpu` at `t` holds LOCK for `ns` of work.
+    fn hold(k: &mut Kernel, cpu: usize, t: u64, ns: u64) {
+        at(k, cpu, t);
         let g = k.spin_lock(LOCK);
         k.charge_cost(Fn::ShrinkInactiveList, ns);
         k.spin_unlock(g);
@@ -192,12 +209,32 @@ mod tests {
         hold(&mut k, 1, 5_000, 100);
         assert_eq!(k.lines.get(LOCK).holds.len(), 1);
         // Another lock is free.
-        k.cur_cpu = 1;
-        k.clock_base = 1_500;
-        k.pending_ns = 0;
+        at(&mut k, 1, 1_500);
         let g = k.spin_lock(Line::LruLock(2));
         assert_eq!(k.now(), 1_500);
         k.spin_unlock(g);
+    }
+
+    #[test]
+    fn a_batch_keeps_the_lock_it_holds_and_switches_at_another() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = 0;
+        hold(&mut k, 1, 1_000, 3_000);
+        at(&mut k, 0, 5_000);
+        let mut held = None;
+        k.spin_lock_switch(&mut held, Line::LruLock(2));
+        k.charge_cost(Fn::ShrinkInactiveList, 100);
+        k.spin_lock_switch(&mut held, Line::LruLock(2));
+        assert_eq!(held.as_ref().map(|g| g.start), Some(5_000), "kept");
+        // Switching releases LruLock(2) at 5,100 and takes LOCK, whose
+        // hold by CPU 1 ended at 4,000.
+        k.spin_lock_switch(&mut held, LOCK);
+        assert_eq!(
+            held.as_ref().map(|g| (g.line, g.start)),
+            Some((LOCK, 5_100))
+        );
+        k.spin_unlock(held);
+        assert_eq!(k.lines.get(Line::LruLock(2)).holds.len(), 1);
     }
 
     #[test]

@@ -59,15 +59,11 @@ impl Kernel {
         // folio_batch_move_lru: lru_lock taken again where the batch
         // moves on to another lruvec.
         let smp = self.cpus.len() > 1;
-        let (mut locked, mut lock) = (None, None);
+        let mut lock = None;
         for &pfn in &batch {
             if smp {
                 let memcg = self.folios.get(pfn).memcg;
-                if locked != Some(memcg) {
-                    locked = Some(memcg);
-                    self.spin_unlock(lock);
-                    lock = self.spin_lock(crate::cacheline::Line::LruLock(memcg));
-                }
+                self.spin_lock_switch(&mut lock, crate::cacheline::Line::LruLock(memcg));
             }
             let f = self.folios.get_mut(pfn);
             f.clear(PG_LRU_BATCH);

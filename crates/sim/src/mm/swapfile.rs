@@ -639,14 +639,10 @@ impl Kernel {
         // si->lock, taken again where the batch moves to another device
         // (swap_info_get_cont); the work under it is in swap_slot_free's
         // price, charged where a slot's last reference goes: empty holds.
-        let (mut locked, mut lock) = (None, None);
+        let mut lock = None;
         for &e in entries {
             let (ty, off) = (swp_type(e), swp_offset(e));
-            if locked != Some(ty) {
-                locked = Some(ty);
-                self.spin_unlock(lock);
-                lock = self.spin_lock(crate::cacheline::Line::SwapInfo(ty as u8));
-            }
+            self.spin_lock_switch(&mut lock, crate::cacheline::Line::SwapInfo(ty as u8));
             // swap_cgroup_record(entry, 0): the record goes with the charge,
             // so a slot freed again unused (from a slot cache) uncharges
             // nobody.
