@@ -21,9 +21,10 @@ out = [f"""# Seed 003{scale}: the seed's micro-benchmark. Each instance maps its
 # The machine: the seed's "IceLake with 48C/96T"{" at reduced scale" if quick else ""}: {sockets} socket{"s" if sockets > 1 else ""} of
 # {cores} cores, two SMT threads each, {n} CPUs. No Ice Lake server part has
 # more than 40 cores a socket (Xeon Scalable 3rd generation), so 48 cores
-# are two sockets of 24 (as a Xeon Gold 6342 or 5318Y pair); mmsim does
-# not price cross-socket traffic yet, so the sockets change only where
-# tasks are placed. {4 if quick else 16} GiB
+# are two sockets of 24 (as a Xeon Gold 6342 or 5318Y pair): the sockets
+# decide where tasks are placed, and a cache line moving between them
+# costs the profile's cross_socket (a documented Ice Lake-SP figure).
+# {4 if quick else 16} GiB
 # of memory (the seed's 192 GiB is not needed: the workload holds
 # {2 * n} MiB and reclaims nothing on its own). The files live on XFS (the
 # seed's file system: its page cache holds large folios) on a RAM disk

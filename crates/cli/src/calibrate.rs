@@ -235,6 +235,7 @@ pub const REFERENCE_ONLY: &[(&str, &str)] = &[
     ("kv_request", "not measured: redis-server's own work; the runner has none"),
     ("exec", "not measured: no runner step execs (spawn forks only)"),
     ("smt_throughput", "not measured: no SMT siblings on the machines calibrated; documented instead: a core's two threads deliver up to 1.30 times one thread's throughput on server benchmarks (Marr et al., Intel Technology Journal 6(1), 2002)"),
+    ("cross_socket", "not measured: the machines calibrated have one socket; documented instead: a cache line bounced by compare-and-swap between two threads of a two-socket Intel Xeon Platinum 8375C (Ice Lake-SP, AWS c6i.metal) takes a median 108 ns across the sockets against 51 ns within one (nviennot's core-to-core-latency, github.com/nviennot/core-to-core-latency, README); the transfer's and the hand-off's cost between sockets, in thousandths of theirs within one"),
     ("folio_referenced", "not measured: every stock path that scans the LRU also pays the reclaim's own per-page work (memcg_reclaim), which no path separates from it"),
     ("lru_move", "not measured: as folio_referenced, with which it is always charged"),
     ("swap_slot", "not measured: the slot's allocation on swap-out and shmem swap-in's fixed share are paid only beside each path's own residual (the swap-out bundle, shmem_swapin), which no stock path separates; the swap cache's insert and deletion are priced apart (swap_cache_add, swap_cache_del)"),

@@ -198,6 +198,20 @@ pub const IPI_NS: u64 = 2330;
 /// The receiver's time lost to one IPI (entry, handler, exit): 1215,
 /// 1087, 1199 ns.
 pub const IPI_HANDLER_NS: u64 = 1199;
+
+/// What a cache line's move between two sockets costs against its move
+/// between two cores of one socket, in thousandths: 2118. Documented, not
+/// measured (the project's machines have one socket): on a two-socket
+/// Intel Xeon Platinum 8375C (Ice Lake-SP, an AWS c6i.metal) a cache line
+/// bounced by compare-and-swap between two threads takes a median 108 ns
+/// across the sockets against 51 ns within one (nviennot's
+/// core-to-core-latency, github.com/nviennot/core-to-core-latency, its
+/// README's single- and dual-socket tables). Ice Lake-SP because it is
+/// the one two-socket machine a seed names (003); the same tables give
+/// 2.7-2.8 for Broadwell and Cascade Lake pairs. Applied to a line's
+/// transfer and a spinlock's hand-off alike (a hand-off moves the lock's
+/// line and its data's).
+pub const CROSS_SOCKET_PERMILLE: u64 = 2118;
 /// Each of two cores copying at once gets this share of one core's copy
 /// bandwidth alone, in thousandths: 903, 990, 955.
 pub const MEM_BW_PAIR_PERMILLE: u64 = 955;

@@ -43,6 +43,9 @@ pub struct Cpu {
     /// Handlers of IPIs that interrupted a memory stall, charged inside one
     /// once the next entity is on the CPU (`charge_stalled_ipis`).
     pub ipi_stalled: u64,
+    /// The socket (package) the CPU is in: a cache line coming from a CPU
+    /// of another costs `cross_socket` (cacheline.rs).
+    pub socket: u16,
 }
 
 /// Kernel-side state of a task (what `task_struct` carries for mm).
@@ -398,7 +401,12 @@ impl Kernel {
             anon_vmas: Vec::new(),
             inodes: Vec::new(),
             disks: Vec::new(),
-            cpus: (0..cpus).map(|_| Cpu::default()).collect(),
+            cpus: (0..cpus)
+                .map(|c| Cpu {
+                    socket: spec.machine.topology.socket_of(c) as u16,
+                    ..Cpu::default()
+                })
+                .collect(),
             cur_cpu: 0,
             tasks: Vec::new(),
             cur_task: None,

@@ -86,6 +86,7 @@ costs! {
     smt_throughput: "permille" = cost_model::SMT_THROUGHPUT_PERMILLE;
     cacheline_transfer: "ns" = cost_model::CACHELINE_TRANSFER_NS;
     lock_handoff: "ns" = cost_model::LOCK_HANDOFF_NS;
+    cross_socket: "permille" = cost_model::CROSS_SOCKET_PERMILLE;
     ipi: "ns" = cost_model::IPI_NS;
     ipi_handler: "ns" = cost_model::IPI_HANDLER_NS;
     mem_bw_pair: "permille" = cost_model::MEM_BW_PAIR_PERMILLE;
