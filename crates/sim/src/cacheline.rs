@@ -25,6 +25,8 @@ use crate::cost_model::{Fn, QUANTUM_NS};
 use crate::kernel::Kernel;
 
 const NONE: u32 = u32::MAX;
+/// Lines of a zone's `vm_stat` (11 items, 8 a line).
+const ZONE_STAT_LINES: usize = 2;
 
 /// The last CPU to write the line and when, and the last of any other
 /// CPU and when.
@@ -116,6 +118,15 @@ pub enum Line {
     /// A swap device's `si->lock`: slot allocation's scan and the
     /// batched release of freed slots.
     SwapInfo(u8),
+    /// The line of the node's `vm_stat` holding these eight items (the
+    /// one node's; mm/vmstat_pcp.rs).
+    NodeStat(u16),
+    /// The line of the global `vm_node_stat` holding these eight items.
+    VmNodeStat(u16),
+    /// A line of a zone's `vm_stat`.
+    ZoneStat { zone: u8, line: u16 },
+    /// A line of the global `vm_zone_stat`.
+    VmZoneStat(u16),
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -141,6 +152,11 @@ pub struct SharedLines {
     swap_cache: Vec<Vec<LineState>>,
     page_cache: Vec<LineState>,
     swap_info: Vec<LineState>,
+    node_stat: Vec<LineState>,
+    vm_node_stat: Vec<LineState>,
+    /// By zone and line (`zone * ZONE_STAT_LINES + line`).
+    zone_stat: Vec<LineState>,
+    vm_zone_stat: Vec<LineState>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -163,6 +179,13 @@ impl SharedLines {
             }
             Line::PageCache(inode) => (&mut self.page_cache, inode as usize),
             Line::SwapInfo(ty) => (&mut self.swap_info, ty as usize),
+            Line::NodeStat(l) => (&mut self.node_stat, l as usize),
+            Line::VmNodeStat(l) => (&mut self.vm_node_stat, l as usize),
+            Line::ZoneStat { zone, line } => (
+                &mut self.zone_stat,
+                zone as usize * ZONE_STAT_LINES + line as usize,
+            ),
+            Line::VmZoneStat(l) => (&mut self.vm_zone_stat, l as usize),
         };
         if v.len() <= i {
             v.resize(i + 1, LineState::default());

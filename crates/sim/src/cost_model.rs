@@ -290,6 +290,8 @@ functions! {
     RemoveRmap = "page_remove_rmap",
     FolioRemoveRmapRange = "folio_remove_rmap_range",
     ModLruvecState = "__mod_lruvec_page_state",
+    ModNodePageState = "__mod_node_page_state",
+    ModZonePageState = "__mod_zone_page_state",
     PtepClearFlush = "ptep_clear_flush",
     SwapinReadahead = "swapin_readahead",
     SwapWritepage = "swap_writepage",

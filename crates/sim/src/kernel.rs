@@ -58,6 +58,10 @@ pub struct KTask {
     /// `exit_to_user_mode_loop` tests): `TIF_NOTIFY_RESUME` (memory.high
     /// debt), `TIF_SIGPENDING` (SIGKILL). One test per access while none.
     pub ti_work: u8,
+    /// When the pending SIGKILL was sent: another CPU's slice may run
+    /// behind the sender's clock (within a quantum), and a task does not
+    /// act on a signal before it was sent.
+    pub sigkill_at: u64,
     /// A fault being retried: when it first started and whether an attempt
     /// was major; whether an attempt read from swap.
     pub fault_start: Option<(u64, bool)>,
@@ -195,6 +199,9 @@ pub struct Kernel {
     /// The cache lines CPUs share, by what they belong to (cacheline.rs);
     /// empty with one CPU.
     pub lines: crate::cacheline::SharedLines,
+    /// vmstat's per-CPU differentials (mm/vmstat_pcp.rs); empty with one
+    /// CPU.
+    pub stat_diffs: crate::mm::vmstat_pcp::StatDiffs,
     /// Some CPU's `stock_drain_pending` is set (memcontrol.rs).
     pub stock_drains_pending: bool,
     /// What the fault or zap in progress carries between its functions.
@@ -433,6 +440,7 @@ impl Kernel {
             tlb_ubc: Default::default(),
             mmap_locks: Default::default(),
             lines: Default::default(),
+            stat_diffs: Default::default(),
             stock_drains_pending: false,
             uncharge_list: Default::default(),
             shmem_thp_possible: spec.files.iter().any(|f| {
@@ -464,6 +472,7 @@ impl Kernel {
             v.add(crate::vmstat::Vm::NrFreePages, k.nr_free_pages() as i64);
             v
         };
+        k.zero_stat_diffs();
         Ok(k)
     }
 
@@ -480,6 +489,7 @@ impl Kernel {
         self.zones[z].managed -= absent;
         let base = self.calculate_min_free_kbytes();
         self.setup_per_zone_wmarks(base);
+        self.refresh_zone_stat_thresholds();
         self.zones[z].managed += absent;
         self.min_free_kbytes = base;
         // hugepage_init leaves THP off on machines under 512 MiB of RAM, and

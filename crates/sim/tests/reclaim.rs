@@ -132,8 +132,10 @@ steps = [
     );
     assert_eq!(r.tasks.len(), 3);
     assert!(r.cgroups["w"].memory_peak.unwrap() <= 24 << 20);
-    // After munmap everything is uncharged but the per-CPU stocks.
-    assert!(r.cgroups["w"].memory_current <= 2 * 64 * 4096);
+    // After munmap everything is uncharged but the per-CPU stocks (64
+    // pages at most each) and the folios each CPU's lru_add batch still
+    // holds a reference to (15 at most), freed at its next drain.
+    assert!(r.cgroups["w"].memory_current <= 2 * (64 + 15) * 4096);
 }
 
 /// Two tasks on two CPUs in one memcg that holds half their pages, each

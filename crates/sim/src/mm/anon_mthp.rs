@@ -194,7 +194,7 @@ impl Kernel {
         // One reference per mapped page (folio_ref_add(nr - 1)).
         f.refcount += nr - 1;
         let memcg = f.memcg;
-        self.vm.add(Vm::NrAnonPages, nr as i64);
+        self.mod_node_page_state(Vm::NrAnonPages, nr as i64);
         self.memcg_stat(memcg, Mc::Anon, nr as i64);
         self.vm.inc(mthp_item(order, MthpStat::NrAnon));
     }
@@ -575,7 +575,7 @@ impl Kernel {
         }
         for i in 0..nr as Pfn {
             if self.folios.page_mapcount_add(head + i, 1) == 1 {
-                self.vm.inc(Vm::NrAnonPages);
+                self.mod_node_page_state(Vm::NrAnonPages, 1);
                 self.memcg_stat(memcg, Mc::Anon, 1);
             }
             if exclusive {

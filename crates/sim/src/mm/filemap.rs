@@ -179,7 +179,7 @@ impl Kernel {
         for slot in &mut self.inodes[inode as usize].pages[range] {
             *slot = (pfn as u64) << 2 | SLOT_FOLIO;
         }
-        self.vm.add(Vm::NrFilePages, nr as i64);
+        self.mod_node_page_state(Vm::NrFilePages, nr as i64);
         self.memcg_stat(memcg, Mc::File, nr as i64);
         self.hist.pagecache_folio_pages.record(nr);
         if let Some(s) = shadow.filter(|_| !for_write) {
@@ -203,7 +203,7 @@ impl Kernel {
         for slot in &mut self.inodes[inode as usize].pages[index..index + nr as usize] {
             *slot = entry;
         }
-        self.vm.add(Vm::NrFilePages, -(nr as i64));
+        self.mod_node_page_state(Vm::NrFilePages, -(nr as i64));
         self.memcg_stat(memcg, Mc::File, -(nr as i64));
         self.folio_put_refs(pfn, nr);
     }
@@ -237,8 +237,8 @@ impl Kernel {
             return;
         }
         let nr = f.nr_pages() as i64;
-        self.vm.add(Vm::NrDirty, nr);
-        self.vm.add(Vm::NrDirtied, nr);
+        self.mod_node_page_state(Vm::NrDirty, nr);
+        self.mod_node_page_state(Vm::NrDirtied, nr);
         self.memcg_stat(f.memcg, Mc::FileDirty, nr);
         self.inodes[f.mapping as usize].nr_dirty += nr as u64;
     }
@@ -256,7 +256,7 @@ impl Kernel {
         let f = self.folios.get_mut(pfn);
         f.clear(PG_DIRTY);
         let (memcg, inode, nr) = (f.memcg, f.mapping, f.nr_pages() as i64);
-        self.vm.add(Vm::NrDirty, -nr);
+        self.mod_node_page_state(Vm::NrDirty, -nr);
         self.memcg_stat(memcg, Mc::FileDirty, -nr);
         self.inodes[inode as usize].nr_dirty -= nr as u64;
     }

@@ -248,8 +248,8 @@ impl Kernel {
         f.mapping = av;
         f.index = index;
         let memcg = f.memcg;
-        self.vm.inc(Vm::NrAnonTransparentHugepages);
-        self.vm.add(Vm::NrAnonPages, HPAGE_PMD_NR as i64);
+        self.mod_node_page_state(Vm::NrAnonTransparentHugepages, 1);
+        self.mod_node_page_state(Vm::NrAnonPages, HPAGE_PMD_NR as i64);
         self.memcg_stat(memcg, Mc::Anon, HPAGE_PMD_NR as i64);
         self.memcg_stat(memcg, Mc::AnonThp, HPAGE_PMD_NR as i64);
     }
@@ -387,7 +387,7 @@ impl Kernel {
         }
         self.folios.get_mut(head).refcount += HPAGE_PMD_NR as u32 - 1;
         if self.folios.entire_mapcount_add(head, -1) == 0 {
-            self.vm.add(Vm::NrAnonTransparentHugepages, -1);
+            self.mod_node_page_state(Vm::NrAnonTransparentHugepages, -1);
             self.memcg_stat(h.memcg, Mc::AnonThp, -(HPAGE_PMD_NR as i64));
         }
     }
@@ -433,10 +433,10 @@ impl Kernel {
             }
         }
         if self.folios.entire_mapcount_add(head, -1) == 0 {
-            self.vm.add(Vm::NrAnonTransparentHugepages, -1);
+            self.mod_node_page_state(Vm::NrAnonTransparentHugepages, -1);
             self.memcg_stat(memcg, Mc::AnonThp, -(HPAGE_PMD_NR as i64));
         }
-        self.vm.add(Vm::NrAnonPages, -gone);
+        self.mod_node_page_state(Vm::NrAnonPages, -gone);
         self.memcg_stat(memcg, Mc::Anon, -gone);
         if gone > 0 && gone < HPAGE_PMD_NR as i64 {
             self.deferred_split_huge_page(head);

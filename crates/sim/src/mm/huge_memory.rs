@@ -83,7 +83,7 @@ impl Kernel {
         self.folio_add_file_rmap_pages(head, HPAGE_PMD_NR as u32);
         let f = *self.folios.get(head);
         if self.folios.entire_mapcount_add(head, 1) == 1 && f.test(PG_SWAPBACKED) {
-            self.vm.inc(Vm::NrShmemPmdmapped);
+            self.mod_node_page_state(Vm::NrShmemPmdmapped, 1);
         }
         let mm = self.vmas[vma as usize].mm as usize;
         *self.mms[mm].file_counter(f.test(PG_SWAPBACKED)) += HPAGE_PMD_NR;
@@ -118,9 +118,9 @@ impl Kernel {
         }
         let f = *self.folios.get(head);
         if self.folios.entire_mapcount_add(head, -1) == 0 && f.test(PG_SWAPBACKED) {
-            self.vm.add(Vm::NrShmemPmdmapped, -1);
+            self.mod_node_page_state(Vm::NrShmemPmdmapped, -1);
         }
-        self.vm.add(Vm::NrMapped, -gone);
+        self.mod_node_page_state(Vm::NrMapped, -gone);
         self.memcg_stat(f.memcg, Mc::FileMapped, -gone);
         let mm = self.vmas[vma as usize].mm as usize;
         *self.mms[mm].file_counter(f.test(PG_SWAPBACKED)) -= HPAGE_PMD_NR;
@@ -271,7 +271,7 @@ impl Kernel {
                 (tail as u64) << 2 | super::filemap::SLOT_FOLIO;
         }
         if h.order == 9 && h.test(PG_SWAPBACKED) {
-            self.vm.add(Vm::NrShmemHugepages, -1);
+            self.mod_node_page_state(Vm::NrShmemHugepages, -1);
             self.memcg_stat(h.memcg, Mc::ShmemThp, -(nr as i64));
         }
         // The head shrinks to order 0 in place, then the tails go just

@@ -773,7 +773,7 @@ impl Kernel {
         }
         self.charge_cost(Fn::CollapseHugePage, self.costs.lru_move);
         self.isolate_lru_folio(head);
-        self.vm.add(Vm::NrIsolatedAnon, f.nr_pages() as i64);
+        self.mod_node_page_state(Vm::NrIsolatedAnon, f.nr_pages() as i64);
         if f.order > 0 {
             compound.push(head);
         } else {
@@ -785,7 +785,7 @@ impl Kernel {
     /// `release_pte_page`: back from isolation onto the LRU.
     fn release_pte_page(&mut self, head: Pfn) {
         let nr = self.folios.get(head).nr_pages() as i64;
-        self.vm.add(Vm::NrIsolatedAnon, -nr);
+        self.mod_node_page_state(Vm::NrIsolatedAnon, -nr);
         self.folio_putback_lru(head);
     }
 

@@ -24,7 +24,7 @@
 //! to completion inside one reclaimer's step, so one walker at a time).
 
 use super::folio::*;
-use super::lruvec::LruList;
+use super::lruvec::{LruList, LruZone};
 use super::memcontrol::HZ;
 use super::mmap::{VM_LOCKED, VM_RAND_READ, VM_SEQ_READ};
 use super::page_alloc::{WMARK_HIGH, WMARK_LOW};
@@ -265,16 +265,16 @@ impl Kernel {
         match (old, new) {
             (None, Some(n)) => {
                 let a = self.lru_gen_is_active(memcg, n) as u8;
-                self.update_lru_size(memcg, lru + a, delta);
+                self.update_lru_size(memcg, lru + a, delta, LruZone::Is(zone));
             }
             (Some(o), None) => {
                 let a = self.lru_gen_is_active(memcg, o) as u8;
-                self.update_lru_size(memcg, lru + a, -delta);
+                self.update_lru_size(memcg, lru + a, -delta, LruZone::Is(zone));
             }
             (Some(o), Some(n)) => {
                 if !self.lru_gen_is_active(memcg, o) && self.lru_gen_is_active(memcg, n) {
-                    self.update_lru_size(memcg, lru, -delta);
-                    self.update_lru_size(memcg, lru + 1, delta);
+                    self.update_lru_size(memcg, lru, -delta, LruZone::Is(zone));
+                    self.update_lru_size(memcg, lru + 1, delta, LruZone::Is(zone));
                 }
             }
             (None, None) => {}
@@ -289,7 +289,7 @@ impl Kernel {
         let (ty, zone) = (f.is_file_lru() as usize, self.folio_zonenum(pfn));
         self.lrugen_mut(f.memcg).nr_pages[gen][ty][zone] += nr;
         let lru = ty as u8 * LRU_INACTIVE_FILE + self.lru_gen_is_active(f.memcg, gen) as u8;
-        self.update_lru_size(f.memcg, lru, nr);
+        self.update_lru_size(f.memcg, lru, nr, LruZone::Is(zone));
     }
 
     /// `lru_gen_add_folio`: hot folios (PG_active: just faulted in) to the
@@ -558,8 +558,8 @@ impl Kernel {
                     continue;
                 }
                 let lru = ty as u8 * LRU_INACTIVE_FILE;
-                self.update_lru_size(memcg, lru, delta);
-                self.update_lru_size(memcg, lru + 1, -delta);
+                self.update_lru_size(memcg, lru, delta, LruZone::Is(zone));
+                self.update_lru_size(memcg, lru + 1, -delta, LruZone::Is(zone));
             }
         }
         let now = self.jiffies();
@@ -1099,7 +1099,7 @@ impl Kernel {
             } else {
                 (Vm::WorkingsetActivateAnon, Mc::WorkingsetActivateAnon)
             };
-            self.vm.add(vm, delta);
+            self.mod_node_page_state(vm, delta);
             self.memcg_stat(memcg, mc, delta);
             return true;
         }

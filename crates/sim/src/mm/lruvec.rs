@@ -193,6 +193,14 @@ const LRU_VM: [(Vm, Vm); NR_LRU_LISTS] = [
     (Vm::NrActiveFile, Vm::NrZoneActiveFile),
     (Vm::NrUnevictable, Vm::NrZoneUnevictable),
 ];
+/// The zone of an LRU size change: a folio's (looked up only where the
+/// per-CPU differentials need it, with more than one CPU) or a zone's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LruZone {
+    Of(Pfn),
+    Is(usize),
+}
+
 const LRU_MC: [Mc; NR_LRU_LISTS] = [
     Mc::InactiveAnon,
     Mc::ActiveAnon,
@@ -210,13 +218,29 @@ impl Kernel {
 
     /// `update_lru_size`: node, zone and memcg gauges.
     #[inline]
-    pub(crate) fn update_lru_size(&mut self, memcg: u16, lru: u8, n: i64) {
+    pub(crate) fn update_lru_size(&mut self, memcg: u16, lru: u8, n: i64, at: LruZone) {
         let (node, zone) = LRU_VM[lru as usize];
         self.vm.add(node, n);
         self.vm.add(zone, n);
         self.memcgs[memcg as usize]
             .stat
             .add(LRU_MC[lru as usize], n);
+        if self.cpus.len() > 1 {
+            self.lru_size_stat_diffs(lru, n, at);
+        }
+    }
+
+    /// The per-CPU side of `update_lru_size`'s node and zone updates
+    /// (mm/vmstat_pcp.rs), with more than one CPU.
+    #[inline(never)]
+    fn lru_size_stat_diffs(&mut self, lru: u8, n: i64, at: LruZone) {
+        let (node, zone) = LRU_VM[lru as usize];
+        self.node_stat_update(node, n);
+        let zi = match at {
+            LruZone::Of(pfn) => self.zone_of(pfn),
+            LruZone::Is(zi) => zi,
+        };
+        self.zone_stat_update(zi, zone, n);
     }
 
     /// `lruvec_add_folio`: at the head of the list its flags select.
@@ -280,7 +304,7 @@ impl Kernel {
         self.lruvecs[memcg as usize].list_mut(lru).len += nr as u64;
         if lru < LRU_GEN_BASE {
             debug_assert_eq!(self.folios.get(pfn).lru_list(), lru);
-            self.update_lru_size(memcg, lru, nr);
+            self.update_lru_size(memcg, lru, nr, LruZone::Of(pfn));
         } else {
             self.lru_gen_split_size(pfn, nr);
         }
@@ -293,7 +317,7 @@ impl Kernel {
         let d = old_nr as i64 - f.nr_pages() as i64;
         self.lruvecs[f.memcg as usize].list_mut(f.lru).len -= d as u64;
         if f.lru < LRU_GEN_BASE {
-            self.update_lru_size(f.memcg, f.lru, -d);
+            self.update_lru_size(f.memcg, f.lru, -d, LruZone::Of(pfn));
         } else {
             self.lru_gen_split_size(pfn, -d);
         }
@@ -306,7 +330,7 @@ impl Kernel {
         let f = self.folios.get(pfn);
         let (lru, memcg, nr) = (f.lru_list(), f.memcg, f.nr_pages() as i64);
         self.list_link(pfn, memcg, lru, tail);
-        self.update_lru_size(memcg, lru, nr);
+        self.update_lru_size(memcg, lru, nr, LruZone::Of(pfn));
     }
 
     /// The classic `lruvec_del_folio`.
@@ -315,7 +339,7 @@ impl Kernel {
         let f = *self.folios.get(pfn);
         debug_assert_ne!(f.lru, LRU_NONE);
         self.list_unlink(pfn);
-        self.update_lru_size(f.memcg, f.lru, -(f.nr_pages() as i64));
+        self.update_lru_size(f.memcg, f.lru, -(f.nr_pages() as i64), LruZone::Of(pfn));
     }
 
     /// Links `pfn` at the head (or tail) of `memcg`'s list `id`; the

@@ -570,7 +570,7 @@ impl Kernel {
         f.mapcount += 1;
         if f.mapcount == 1 {
             let memcg = f.memcg;
-            self.vm.inc(Vm::NrAnonPages);
+            self.mod_node_page_state(Vm::NrAnonPages, 1);
             self.memcg_stat(memcg, Mc::Anon, 1);
         }
         let mm = self.vmas[vma as usize].mm as usize;
@@ -587,7 +587,7 @@ impl Kernel {
         self.mm_id_add(head, 1, self.vmas[vma as usize].mm);
         if first {
             let memcg = self.folios.get(head).memcg;
-            self.vm.inc(Vm::NrAnonPages);
+            self.mod_node_page_state(Vm::NrAnonPages, 1);
             self.memcg_stat(memcg, Mc::Anon, 1);
         }
         if exclusive {

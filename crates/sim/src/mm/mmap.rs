@@ -173,7 +173,7 @@ impl Kernel {
         let f = self.folios.get_mut(pfn);
         f.flags = PG_PGTABLE | PG_PMD_YOUNG;
         f.memcg = memcg;
-        self.vm.inc(Vm::NrPageTablePages);
+        self.mod_node_page_state(Vm::NrPageTablePages, 1);
         self.memcg_stat(memcg, Mc::Pagetables, 1);
         Ok(pfn)
     }
@@ -199,7 +199,7 @@ impl Kernel {
     /// `pte_free`: a page-table page uncharged and freed.
     pub fn pte_free(&mut self, p: Pfn) {
         let memcg = self.folios.get(p).memcg;
-        self.vm.add(Vm::NrPageTablePages, -1);
+        self.mod_node_page_state(Vm::NrPageTablePages, -1);
         self.memcg_stat(memcg, Mc::Pagetables, -1);
         self.mem_cgroup_uncharge(memcg, 1);
         self.free_page(p);
@@ -606,7 +606,7 @@ impl Kernel {
         }
         self.folios.get_mut(page).clear(PG_ANON_EXCLUSIVE);
         let memcg = self.folios.get(head).memcg;
-        self.vm.add(Vm::NrAnonPages, -1);
+        self.mod_node_page_state(Vm::NrAnonPages, -1);
         self.memcg_stat(memcg, Mc::Anon, -1);
         true
     }
@@ -624,7 +624,7 @@ impl Kernel {
             if f.mapcount == 0 {
                 let memcg = f.memcg;
                 f.clear(PG_ANON_EXCLUSIVE);
-                self.vm.add(Vm::NrAnonPages, -1);
+                self.mod_node_page_state(Vm::NrAnonPages, -1);
                 self.memcg_stat(memcg, Mc::Anon, -1);
             }
             return;

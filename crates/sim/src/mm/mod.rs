@@ -26,4 +26,5 @@ pub mod swap_state;
 pub mod swapfile;
 pub mod tlb;
 pub mod vmscan;
+pub mod vmstat_pcp;
 pub mod workingset;

@@ -297,10 +297,12 @@ impl Kernel {
             oom_score_adj: self.tasks[victim].oom_score_adj,
         };
         self.oom.kills.push(kill);
+        let now = self.now();
         for t in 0..self.tasks.len() {
             let task = &mut self.tasks[t];
             if task.mm == mm && !task.exited && !task.sigkill() {
                 task.ti_work |= crate::kernel::TIF_SIGPENDING;
+                task.sigkill_at = now;
                 self.oom.pending.push(t);
             }
         }

@@ -298,13 +298,17 @@ impl Kernel {
             // per-page bundle, outside: the hold is empty (spinlock.rs).
             let lock = self.spin_lock(crate::cacheline::Line::ZoneLock(zi));
             let batch = self.zones[zi].pcp[cpu].batch.max(1);
+            let mut taken = 0;
             for _ in 0..batch {
                 let Some(p) = self.take_from_zone(zi) else {
                     break;
                 };
                 self.folios.get_mut(p).flags = PG_PCP;
                 self.zones[zi].pcp[cpu].list.push(p);
+                taken += 1;
             }
+            // rmqueue_bulk's one NR_FREE_PAGES update for the batch.
+            self.zone_stat_update(zi, Vm::NrFreePages, -taken);
             self.spin_unlock(lock);
         }
         let pcp = &mut self.zones[zi].pcp[cpu];
@@ -349,6 +353,8 @@ impl Kernel {
         }
         let n = 1u64 << order;
         self.zones[zi].nr_free -= n;
+        // The per-CPU differential is the caller's: rmqueue_bulk updates
+        // it once per batch.
         self.vm.add(Vm::NrFreePages, -(n as i64));
         Some(pfn)
     }
@@ -418,7 +424,7 @@ impl Kernel {
     fn free_one_page(&mut self, zi: usize, mut pfn: Pfn, mut order: usize) {
         self.set_buddy_frames(pfn, 1 << order);
         self.zones[zi].nr_free += 1 << order;
-        self.vm.add(Vm::NrFreePages, 1 << order);
+        self.mod_zone_page_state(zi, Vm::NrFreePages, 1 << order);
         while order < MAX_ORDER - 1 {
             let buddy = pfn ^ (1 << order);
             let z = &self.zones[zi];
@@ -550,6 +556,7 @@ impl Kernel {
             z.watermark_ok_order(z.watermark[WMARK_LOW], highest, order)
         })?;
         let head = self.rmqueue_smallest(zi, order)?;
+        self.zone_stat_update(zi, Vm::NrFreePages, -(1 << order));
         self.prep_compound(head, order);
         self.vm.add(alloc_counter(self.zones[zi].ztype), 1 << order);
         self.charge_cost(

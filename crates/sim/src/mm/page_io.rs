@@ -183,7 +183,7 @@ impl Kernel {
         let f = self.folios.get_mut(pfn);
         f.set(PG_WRITEBACK);
         let (memcg, nr) = (f.memcg, f.nr_pages() as i64);
-        self.vm.add(Vm::NrWriteback, nr);
+        self.mod_node_page_state(Vm::NrWriteback, nr);
         self.memcg_stat(memcg, crate::vmstat::Mc::FileWriteback, nr);
     }
 
@@ -315,8 +315,8 @@ impl Kernel {
     fn end_swap_bio_write(&mut self, pfn: Pfn) {
         self.io_wait.remove(&pfn);
         let nr = self.folios.get(pfn).nr_pages() as i64;
-        self.vm.add(Vm::NrWriteback, -nr);
-        self.vm.add(Vm::NrWritten, nr);
+        self.mod_node_page_state(Vm::NrWriteback, -nr);
+        self.mod_node_page_state(Vm::NrWritten, nr);
         let f = self.folios.get_mut(pfn);
         f.clear(PG_WRITEBACK);
         let memcg = f.memcg;

@@ -189,12 +189,12 @@ impl Kernel {
     #[inline]
     fn shmem_stat(&mut self, memcg: u16, order: u8, sign: i64) {
         let nr = sign << order;
-        self.vm.add(Vm::NrFilePages, nr);
-        self.vm.add(Vm::NrShmem, nr);
+        self.mod_node_page_state(Vm::NrFilePages, nr);
+        self.mod_node_page_state(Vm::NrShmem, nr);
         self.memcg_stat(memcg, Mc::File, nr);
         self.memcg_stat(memcg, Mc::Shmem, nr);
         if order == 9 {
-            self.vm.add(Vm::NrShmemHugepages, sign);
+            self.mod_node_page_state(Vm::NrShmemHugepages, sign);
             self.memcg_stat(memcg, Mc::ShmemThp, nr);
         }
     }
@@ -697,7 +697,7 @@ impl Kernel {
             // NR_FILE_MAPPED counts pages, whatever their folio's size.
             self.charge_cost(Fn::ModLruvecState, self.costs.rmap_stat);
             let memcg = self.folios.get(self.folios.head_of(page)).memcg;
-            self.vm.add(Vm::NrMapped, -1);
+            self.mod_node_page_state(Vm::NrMapped, -1);
             self.memcg_stat(memcg, Mc::FileMapped, -1);
         }
     }
@@ -717,7 +717,7 @@ impl Kernel {
         }
         if unmapped > 0 {
             self.charge_cost(Fn::ModLruvecState, self.costs.rmap_stat);
-            self.vm.add(Vm::NrMapped, -unmapped);
+            self.mod_node_page_state(Vm::NrMapped, -unmapped);
             self.memcg_stat(memcg, Mc::FileMapped, -unmapped);
         }
     }
@@ -734,7 +734,7 @@ impl Kernel {
             }
         }
         let memcg = self.folios.get(head).memcg;
-        self.vm.add(Vm::NrMapped, newly);
+        self.mod_node_page_state(Vm::NrMapped, newly);
         self.memcg_stat(memcg, Mc::FileMapped, newly);
     }
 
@@ -743,7 +743,7 @@ impl Kernel {
     pub fn page_add_file_rmap(&mut self, page: Pfn) {
         if self.folios.page_mapcount_add(page, 1) == 1 {
             let memcg = self.folios.get(self.folios.head_of(page)).memcg;
-            self.vm.inc(Vm::NrMapped);
+            self.mod_node_page_state(Vm::NrMapped, 1);
             self.memcg_stat(memcg, Mc::FileMapped, 1);
         }
     }

@@ -58,8 +58,8 @@ impl Kernel {
         f.set(PG_SWAPCACHE);
         f.swap = entry;
         let memcg = f.memcg;
-        self.vm.add(Vm::NrFilePages, nr as i64);
-        self.vm.add(Vm::NrSwapcached, nr as i64);
+        self.mod_node_page_state(Vm::NrFilePages, nr as i64);
+        self.mod_node_page_state(Vm::NrSwapcached, nr as i64);
         self.memcg_stat(memcg, Mc::Swapcached, nr as i64);
         // The insert is the work under the cache's lock (xas_lock_irq).
         let lock = self.spin_lock(self.swap_cache_lock(entry));
@@ -94,8 +94,8 @@ impl Kernel {
         for i in 0..nr {
             *self.cache_slot(entry + i) = shadow;
         }
-        self.vm.add(Vm::NrFilePages, -(nr as i64));
-        self.vm.add(Vm::NrSwapcached, -(nr as i64));
+        self.mod_node_page_state(Vm::NrFilePages, -(nr as i64));
+        self.mod_node_page_state(Vm::NrSwapcached, -(nr as i64));
         self.memcg_stat(memcg, Mc::Swapcached, -(nr as i64));
         // Simplification: the whole deletion is held under the lock; the
         // folio lock swap_cache_del also prices is taken before it.

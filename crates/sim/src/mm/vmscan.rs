@@ -516,8 +516,7 @@ impl Kernel {
             out.push(pfn);
             self.charge_cost(Fn::ShrinkInactiveList, self.costs.lru_move);
         }
-        self.vm
-            .add(isolated_item(lru >= LRU_INACTIVE_FILE), out.len() as i64);
+        self.mod_node_page_state(isolated_item(lru >= LRU_INACTIVE_FILE), out.len() as i64);
         self.spin_unlock(lock);
         scanned
     }
@@ -660,7 +659,7 @@ impl Kernel {
         let nr_deactivate = self.move_folios_to_lru(&l_inactive, memcg);
         self.vm.add(Vm::Pgdeactivate, nr_deactivate as i64);
         self.memcg_stat(memcg, Mc::Pgdeactivate, nr_deactivate as i64);
-        self.vm.add(isolated_item(file), -nr_taken);
+        self.mod_node_page_state(isolated_item(file), -nr_taken);
         self.give_scratch(hold);
         self.give_scratch(l_active);
         self.give_scratch(l_inactive);
@@ -704,7 +703,7 @@ impl Kernel {
             k.shrink_folio_list(&mut list, sc, &mut stat, &mut kept)
         });
         self.move_folios_to_lru(&kept, memcg);
-        self.vm.add(isolated_item(file), -nr_taken);
+        self.mod_node_page_state(isolated_item(file), -nr_taken);
         // Dirty file pages reclaim cannot write: the flushers are behind.
         if stat.nr_unqueued_dirty == nr_taken as u64 {
             self.wakeup_flusher_threads();
@@ -948,7 +947,7 @@ impl Kernel {
             // the node is flagged PGDAT_DIRTY; not modelled, see
             // docs/model.md): mark it for reclaim at writeback's end and
             // keep it active meanwhile.
-            self.vm.inc(Vm::NrVmscanImmediate);
+            self.mod_node_page_state(Vm::NrVmscanImmediate, 1);
             self.folios.get_mut(pfn).set(PG_RECLAIM);
             return self.activate_locked(pfn, stat);
         }
@@ -1079,7 +1078,7 @@ impl Kernel {
                 f.clear(PG_RECLAIM);
             }
             let nr = f.nr_pages() as i64;
-            self.vm.add(Vm::NrVmscanWrite, nr);
+            self.mod_node_page_state(Vm::NrVmscanWrite, nr);
             return PageOut::Success;
         }
         if !f.test(PG_SWAPCACHE) {
@@ -1097,7 +1096,7 @@ impl Kernel {
         // pageout counts a write it started whatever the writepage did,
         // every page of the folio (node_stat_add_folio).
         let nr = self.folios.get(pfn).nr_pages() as i64;
-        self.vm.add(Vm::NrVmscanWrite, nr);
+        self.mod_node_page_state(Vm::NrVmscanWrite, nr);
         PageOut::Success
     }
 
@@ -1176,7 +1175,7 @@ impl Kernel {
                 return;
             }
         }
-        self.vm.add(Vm::NrWritten, nr as i64);
+        self.mod_node_page_state(Vm::NrWritten, nr as i64);
     }
 
     /// `__remove_mapping` for a clean swap-cache folio: leave a shadow, let
@@ -1257,6 +1256,9 @@ impl Kernel {
                 if std::mem::take(&mut self.kswapd.woken_in_nap) {
                     self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
                 }
+                // Awake: the zones' vmstat thresholds are lowered until
+                // kswapd sleeps for good (kswapd_try_to_sleep).
+                self.set_pgdat_percpu_threshold(true);
                 self.vm.inc(Vm::Pageoutrun);
                 self.set_reclaim_active(true);
                 // balance_pgdat runs in a memory stall throughout.
@@ -1349,6 +1351,7 @@ impl Kernel {
     fn kswapd_nap_over(&mut self) -> KswapdNext {
         if self.prepare_kswapd_sleep() {
             self.kswapd.state = KswapdState::Sleeping;
+            self.set_pgdat_percpu_threshold(false);
             return KswapdNext::Sleep;
         }
         self.vm.inc(Vm::KswapdHighWmarkHitQuickly);

@@ -75,7 +75,7 @@ impl Kernel {
                 Mc::WorkingsetRestoreAnon,
             )
         };
-        self.vm.add(rf, nr as i64);
+        self.mod_node_page_state(rf, nr as i64);
         self.memcg_stat(f.memcg, mrf, nr as i64);
         let mut ws_size = self.lruvec_page_state(evict_memcg, LRU_ACTIVE_FILE);
         if !file {
@@ -92,12 +92,12 @@ impl Kernel {
         }
         self.folios.get_mut(pfn).set(PG_ACTIVE);
         self.workingset_age_nonresident(f.memcg, nr);
-        self.vm.add(act, nr as i64);
+        self.mod_node_page_state(act, nr as i64);
         self.memcg_stat(f.memcg, mact, nr as i64);
         if workingset {
             self.folios.get_mut(pfn).set(PG_WORKINGSET);
             self.lru_note_cost(f.memcg, file, nr);
-            self.vm.add(rest, nr as i64);
+            self.mod_node_page_state(rest, nr as i64);
             self.memcg_stat(f.memcg, mrest, nr as i64);
         }
     }

@@ -164,6 +164,7 @@ fn new_ktask(mm: u32, memcg: u16, oom_score_adj: i16, tgid: usize) -> crate::ker
         memcg,
         nr_pages_over_high: 0,
         ti_work: 0,
+        sigkill_at: 0,
         fault_start: None,
         fault_read: false,
         fault_waited: false,
@@ -227,7 +228,7 @@ impl<'s> Player<'s> {
         let ktask = self.tasks[i].ktask;
         loop {
             if k.tasks[ktask].sigkill() {
-                self.kill(i);
+                self.die(i, k);
                 return Ok(SliceEnd::Killed);
             }
             let end = match self.step_task(i, k, slice) {
@@ -238,7 +239,7 @@ impl<'s> Player<'s> {
             };
             if let Some(end) = end {
                 if k.tasks[ktask].sigkill() {
-                    self.kill(i);
+                    self.die(i, k);
                     return Ok(SliceEnd::Killed);
                 }
                 return Ok(end);
@@ -371,6 +372,19 @@ impl<'s> Player<'s> {
 
     /// SIGKILL: the task stops what it was doing; a phase it had opened
     /// never ends (it is left out, as the real task's report is).
+    /// Task `i` exits on its SIGKILL. Sent from a CPU whose slice ran
+    /// ahead of this one (the CPUs keep in step only within a quantum),
+    /// the signal reaches it at its sending time: until then the task ran
+    /// user code the model does not replay (microseconds at most), so it
+    /// never exits before it was killed.
+    fn die(&mut self, i: usize, k: &mut Kernel) {
+        let (at, now) = (k.tasks[self.tasks[i].ktask].sigkill_at, k.now());
+        if now < at {
+            k.charge_wall(crate::cost_model::Fn::User, at - now);
+        }
+        self.kill(i);
+    }
+
     pub fn kill(&mut self, i: usize) {
         let t = &mut self.tasks[i];
         t.activity = None;
