@@ -28,6 +28,7 @@
 //! updates of a CPU until a flush); the item layout of releases other
 //! than 6.1 (which items share a line: a few move by one place).
 
+use super::page_alloc::{WMARK_LOW, WMARK_MIN};
 use crate::cacheline::Line;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
@@ -140,7 +141,7 @@ impl Kernel {
         let zone_normal: Vec<(i64, bool)> = (self.zones.iter())
             .map(|z| {
                 let t = normal_threshold(cpus, z.managed);
-                let tolerate = z.watermark[1].saturating_sub(z.watermark[0]);
+                let tolerate = z.watermark[WMARK_LOW].saturating_sub(z.watermark[WMARK_MIN]);
                 (t, z.managed > 0 && cpus as u64 * t as u64 > tolerate)
             })
             .collect();
@@ -172,7 +173,7 @@ impl Kernel {
             if !drift_mark {
                 continue;
             }
-            let distance = z.watermark[1].saturating_sub(z.watermark[0]);
+            let distance = z.watermark[WMARK_LOW].saturating_sub(z.watermark[WMARK_MIN]);
             self.stat_diffs.zone_threshold[zi] = match pressure {
                 true => ((distance / cpus).max(1) as i64).min(125),
                 false => normal,
@@ -358,7 +359,7 @@ mod tests {
         assert_eq!(normal, 28);
         assert!(drift_mark);
         let z = &k.zones[zi];
-        let pressure = ((z.watermark[1] - z.watermark[0]) / 64).max(1) as i64;
+        let pressure = ((z.watermark[WMARK_LOW] - z.watermark[WMARK_MIN]) / 64).max(1) as i64;
         k.set_pgdat_percpu_threshold(true);
         assert_eq!(k.stat_diffs.zone_threshold[zi], pressure);
         assert!(pressure < normal);
