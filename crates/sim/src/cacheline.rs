@@ -282,13 +282,12 @@ mod tests {
     /// Writes of one line by `cpus` in turn, 20 µs apart: the time each
     /// write waited for the line.
     fn ping_pong(spec: &str, cpus: &[usize]) -> Vec<u64> {
-        let spec = mmsim_spec::parse_str(spec, "t.toml", &[]).expect("spec");
-        let mut k = Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot");
+        let mut k = crate::kernel::test_kernel_of(spec);
         let mut t = 0;
         cpus.iter()
             .map(|&cpu| {
                 t += 20_000;
-                (k.cur_cpu, k.clock_base, k.pending_ns) = (cpu, t, 0);
+                crate::kernel::test_at(&mut k, cpu, t);
                 k.write_line(Line::MemcgCounter(1), Fn::MemcgCharge, 100);
                 k.pending_ns
             })

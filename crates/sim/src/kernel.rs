@@ -728,9 +728,20 @@ impl Kernel {
 /// task with no steps, cost_model.rs's reference costs.
 #[cfg(test)]
 pub(crate) fn test_kernel(cpus: u32, preset: &str) -> Kernel {
-    let text = format!(
+    test_kernel_of(&format!(
         "[machine]\nmemory = \"256M\"\ncpus = {cpus}\nkernel = \"{preset}\"\n[task.t]\nsteps = []\n"
-    );
-    let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).expect("spec");
+    ))
+}
+
+/// A kernel booted for the spec `text`, with the reference costs.
+#[cfg(test)]
+pub(crate) fn test_kernel_of(text: &str) -> Kernel {
+    let spec = mmsim_spec::parse_str(text, "t.toml", &[]).expect("spec");
     Kernel::new(&spec, crate::machine_profile::Costs::REFERENCE).expect("boot")
+}
+
+/// Test kernel `k`'s CPU `cpu` runs at `t`, nothing yet charged.
+#[cfg(test)]
+pub(crate) fn test_at(k: &mut Kernel, cpu: usize, t: u64) {
+    (k.cur_cpu, k.clock_base, k.pending_ns) = (cpu, t, 0);
 }

@@ -153,16 +153,9 @@ fn held_until(holds: &[Hold], cpu: u32, mut t: u64) -> u64 {
 mod tests {
     use super::*;
 
-    use crate::kernel::test_kernel as kernel;
+    use crate::kernel::{test_at as at, test_kernel as kernel};
 
     const LOCK: Line = Line::LruLock(1);
-
-    /// CPU `cpu` runs at `t`.
-    fn at(k: &mut Kernel, cpu: usize, t: u64) {
-        k.cur_cpu = cpu;
-        k.clock_base = t;
-        k.pending_ns = 0;
-    }
 
     /// CPU `cpu` at `t` holds LOCK for `ns` of work.
     fn hold(k: &mut Kernel, cpu: usize, t: u64, ns: u64) {

@@ -300,12 +300,7 @@ mod tests {
         assert_eq!(normal_threshold(96, 16 * gib), 125);
     }
 
-    use crate::kernel::test_kernel;
-
-    /// CPU `cpu` runs at `t`.
-    fn at(k: &mut Kernel, cpu: usize, t: u64) {
-        (k.cur_cpu, k.clock_base, k.pending_ns) = (cpu, t, 0);
-    }
+    use crate::kernel::{test_at as at, test_kernel};
 
     #[test]
     fn a_fold_moves_the_counters_lines_from_the_cpu_that_folded_last() {
