@@ -127,6 +127,13 @@ pub enum Line {
     ZoneStat { zone: u8, line: u16 },
     /// A line of the global `vm_zone_stat`.
     VmZoneStat(u16),
+    /// The count of a root anon_vma's `rwsem` (by anon_vma index), taken
+    /// for read by each rmap walk of its folios and for write by a THP
+    /// split (mm/rmap.rs).
+    AnonVma(u32),
+    /// The count of a file's `mapping->i_mmap_rwsem` (by inode), taken for
+    /// read by each rmap walk of its mapped folios.
+    IMmap(u32),
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -157,6 +164,8 @@ pub struct SharedLines {
     /// By zone and line (`zone * ZONE_STAT_LINES + line`).
     zone_stat: Vec<LineState>,
     vm_zone_stat: Vec<LineState>,
+    anon_vma: Vec<LineState>,
+    i_mmap: Vec<LineState>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -186,6 +195,8 @@ impl SharedLines {
                 zone as usize * ZONE_STAT_LINES + line as usize,
             ),
             Line::VmZoneStat(l) => (&mut self.vm_zone_stat, l as usize),
+            Line::AnonVma(av) => (&mut self.anon_vma, av as usize),
+            Line::IMmap(inode) => (&mut self.i_mmap, inode as usize),
         };
         if v.len() <= i {
             v.resize(i + 1, LineState::default());

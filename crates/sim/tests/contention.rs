@@ -87,3 +87,32 @@ fn reclaimers_of_their_own_lruvecs_hardly_wait() {
         spin_ns(&shared)
     );
 }
+
+/// Time reclaim's rmap walks waited for their rwsem's line
+/// (`down_read_trylock` under a shrink path: the faults' own
+/// `down_read_trylock` on mmap_lock is not under one).
+fn rmap_line_ns(r: &mmsim_spec::output::RunResult) -> u64 {
+    r.profile_tree
+        .iter()
+        .filter(|row| row.path.contains(";shrink_") && row.path.ends_with(";down_read_trylock"))
+        .map(|row| row.self_ns)
+        .sum()
+}
+
+#[test]
+fn reclaimers_of_one_lruvec_move_each_others_anon_vma_lines() {
+    // In one memcg each reclaimer walks the other's folios too, taking the
+    // other process's anon_vma rwsem for read: its line moves over.
+    let one = run_checked(&reclaimers(1, true));
+    let shared = run_checked(&reclaimers(2, true));
+    let apart = run_checked(&reclaimers(2, false));
+    assert_eq!(rmap_line_ns(&one), 0, "one CPU keeps every line");
+    assert!(
+        rmap_line_ns(&shared) > 0,
+        "the walks meet on both anon_vmas"
+    );
+    // Each in a memcg of its own, a task walks only its own anon_vma from
+    // the one CPU it keeps (no other task wants that CPU): nothing moves.
+    assert!(vm(&apart, "pswpout") > 0);
+    assert_eq!(rmap_line_ns(&apart), 0);
+}

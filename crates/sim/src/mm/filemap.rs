@@ -582,6 +582,8 @@ impl Kernel {
     /// `features.batched_rmap_unmap` (seed 003), for the VMA's whole range
     /// at once.
     pub fn try_to_unmap_page_cache(&mut self, pfn: Pfn) {
+        let inode = self.folios.get(pfn).mapping;
+        self.i_mmap_lock_read(inode, Fn::DownRead);
         let maps = self.page_cache_mappings(pfn);
         let mut i = 0;
         while i < maps.len() {

@@ -4,10 +4,59 @@
 
 use super::folio::*;
 use super::pgtable::*;
+use crate::cacheline::Line;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
 
 impl Kernel {
+    /// An rmap walk of anon_vma `av`'s folios takes the root anon_vma's
+    /// rwsem for read now (`folio_lock_anon_vma_read`,
+    /// `rmap_walk_anon_lock`: down_read_trylock first, which succeeds):
+    /// a write of the rwsem count's line, charged when another CPU's walk
+    /// or THP split wrote it last. Nothing with one CPU.
+    ///
+    /// Simplifications, both only with more than one CPU. up_read's write
+    /// follows the down's by the walk's length (a PTE or a few, well
+    /// under a microsecond), in which another CPU's walk of the same
+    /// anon_vma (one per folio it scans, microseconds apart) seldom
+    /// falls: it is not charged. Write holds (a THP split, fork's
+    /// anon_vma_clone, munmap's unlink_anon_vmas) are not kept, so a walk
+    /// never finds the rwsem held: folio_referenced's try_lock never
+    /// fails (`rwc->contended`), which the kernel's split of one folio
+    /// makes happen only for the microseconds it lasts.
+    #[inline]
+    pub(super) fn anon_vma_lock_read(&mut self, av: u32) {
+        if self.cpus.len() > 1 {
+            let root = self.anon_vmas[av as usize].root;
+            let ns = self.costs.cacheline_transfer;
+            self.write_shared_line(Line::AnonVma(root), Fn::DownReadTrylock, ns);
+        }
+    }
+
+    /// `anon_vma_lock_write` (`f`: DownWrite) or `anon_vma_unlock_write`
+    /// (UpWrite) of `av`'s root for a THP split: the line of its count
+    /// written. A split holds it for microseconds, so both writes are
+    /// charged, as a fault's mmap_lock (memory.rs).
+    pub(super) fn anon_vma_lock_write_line(&mut self, av: u32, f: Fn) {
+        if self.cpus.len() > 1 {
+            let root = self.anon_vmas[av as usize].root;
+            let ns = self.costs.cacheline_transfer;
+            self.write_shared_line(Line::AnonVma(root), f, ns);
+        }
+    }
+
+    /// An rmap walk of a file's (or shmem's) folios takes its
+    /// `i_mmap_rwsem` for read now (`f`: down_read_trylock from
+    /// folio_referenced, down_read from try_to_unmap): its count's line
+    /// written, as `anon_vma_lock_read` (with its simplifications).
+    #[inline]
+    pub(crate) fn i_mmap_lock_read(&mut self, inode: u32, f: Fn) {
+        if self.cpus.len() > 1 {
+            let ns = self.costs.cacheline_transfer;
+            self.write_shared_line(Line::IMmap(inode), f, ns);
+        }
+    }
+
     /// `page_vma_mapped_walk` for an order-0 folio: the PTE of `vma` that
     /// maps `pfn` at linear index `index`, if there is one.
     pub fn page_vma_mapped(&self, pfn: Pfn, index: u32, vma: u32) -> Option<(usize, Pte)> {
@@ -43,6 +92,7 @@ impl Kernel {
     /// PTE for its page's slot.
     fn try_to_unmap_large(&mut self, head: Pfn) {
         let av = self.folios.get(head).mapping;
+        self.anon_vma_lock_read(av);
         let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
         'walk: for &v in &vmas {
             let Some((lo, hi)) = self.anon_folio_range(head, v) else {
@@ -145,6 +195,7 @@ impl Kernel {
         }
         let f = *self.folios.get(pfn);
         let av = f.mapping;
+        self.anon_vma_lock_read(av);
         let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
         for &v in &vmas {
             if let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) {
@@ -190,6 +241,8 @@ impl Kernel {
     /// mapping counts once however many of the folio's PTEs it saw young
     /// (`folio_referenced_one` walks them all, clearing each).
     fn folio_referenced_shmem(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
+        let inode = self.folios.get(pfn).mapping;
+        self.i_mmap_lock_read(inode, Fn::DownReadTrylock);
         let mut referenced = 0;
         let mut vm_flags = 0;
         let mut last = NIL;
@@ -330,6 +383,7 @@ impl Kernel {
         if !f.test(PG_ANON) {
             return (0, 0);
         }
+        self.anon_vma_lock_read(f.mapping);
         if f.order > 0 {
             return self.folio_referenced_large(pfn, target);
         }
