@@ -60,6 +60,9 @@ impl SharedLine {
         };
         let from = match (mine, self.written(other)) {
             (_, None) => None,
+            // This CPU wrote it at this very instant (one section's
+            // writes, or a batch's under one lock): nothing came between.
+            (Some(m), _) if m == t => None,
             (None, Some(_)) => Some(self.cpu[other] as usize),
             (Some(m), Some(o)) => (o + QUANTUM_NS > m).then_some(self.cpu[other] as usize),
         };
@@ -134,6 +137,9 @@ pub enum Line {
     /// The count of a file's `mapping->i_mmap_rwsem` (by inode), taken for
     /// read by each rmap walk of its mapped folios.
     IMmap(u32),
+    /// The cache line of a swap device's `cluster_info` array holding
+    /// these clusters' locks (mm/swapfile.rs `swap_cluster_lock`).
+    SwapCluster { ty: u8, line: u32 },
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -166,6 +172,8 @@ pub struct SharedLines {
     vm_zone_stat: Vec<LineState>,
     anon_vma: Vec<LineState>,
     i_mmap: Vec<LineState>,
+    /// By swap type, then line.
+    swap_cluster: Vec<Vec<LineState>>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -197,6 +205,13 @@ impl SharedLines {
             Line::VmZoneStat(l) => (&mut self.vm_zone_stat, l as usize),
             Line::AnonVma(av) => (&mut self.anon_vma, av as usize),
             Line::IMmap(inode) => (&mut self.i_mmap, inode as usize),
+            Line::SwapCluster { ty, line } => {
+                let ty = ty as usize;
+                if self.swap_cluster.len() <= ty {
+                    self.swap_cluster.resize(ty + 1, Vec::new());
+                }
+                (&mut self.swap_cluster[ty], line as usize)
+            }
         };
         if v.len() <= i {
             v.resize(i + 1, LineState::default());
@@ -271,6 +286,22 @@ mod tests {
         let a: Vec<_> = (5..10).map(|i| l.write(0, i * 2_000)).collect();
         assert_eq!(a, [Some(1); 5]);
         assert_eq!(b, [Some(0); 5]);
+    }
+
+    #[test]
+    fn writes_at_one_instant_move_the_line_once() {
+        // Both CPUs write through the same time; CPU 0's three writes at
+        // one instant (a batch under one lock) take the line over once.
+        let mut l = SharedLine::default();
+        l.write(1, 5_000);
+        assert_eq!(l.write(0, 6_000), Some(1));
+        assert_eq!(l.write(0, 6_000), None);
+        assert_eq!(l.write(0, 6_000), None);
+        assert_eq!(
+            l.write(0, 7_000),
+            Some(1),
+            "the other may have written since"
+        );
     }
 
     #[test]

@@ -150,6 +150,14 @@ behaviours! {
     /// Swap clusters on every device, a rotational one's in one shared
     /// `global_cluster`, so large swap-out works on rotational swap too.
     swap_clusters_rotational,
+    /// The swap-in past the swap cache claims its slots with
+    /// `swapcache_prepare` and lets them go with `swapcache_clear` (6.8),
+    /// each under the cluster's lock; 6.1 claims nothing there.
+    skip_swapcache_prepare,
+    /// `struct swap_cluster_info` carries its list_head (6.11's swap
+    /// allocator): 24 bytes, 8 clusters' locks over 3 cache lines instead
+    /// of 6.1's 8 bytes, 8 a line.
+    swap_cluster_list,
     /// The swap cache is the swap table (6.18): a slot's cache entry sits
     /// in its swap cluster's table under the cluster's lock (512 slots),
     /// not in an XArray of 64 MiB of swap under that XArray's lock.
@@ -238,6 +246,8 @@ impl Release {
         large_swapin_skip_swapcache: true,
         zram_thp_one_bio: false,
         per_vma_locks: true,
+        swap_cluster_list: true,
+        skip_swapcache_prepare: true,
         memory_reclaim_batches: true,
         memcg_protection_stale_target: false,
         ..Release::V6_1

@@ -412,6 +412,7 @@ impl Kernel {
     fn swapin_mthp_read(&mut self, head: Pfn, first_entry: SwpEntry, order: u8, mm_memcg: u16) {
         let nr = 1u32 << order;
         let (ty, off) = (swp_type(first_entry), swp_offset(first_entry));
+        self.lock_cluster_or_swap_info(first_entry);
         for i in 0..nr {
             self.swap[ty].swap_map[(off + i) as usize] |= SWAP_HAS_CACHE;
         }
@@ -450,9 +451,7 @@ impl Kernel {
         write: bool,
     ) {
         let nr = self.folios.get(head).nr_pages() as usize;
-        for i in 0..nr as SwpEntry {
-            self.swap_free(first_entry + i);
-        }
+        self.swap_free_nr(first_entry, nr as u32);
         self.folio_add_new_anon_rmap_ptes(head, vma, first);
         let v = &self.vmas[vma as usize];
         let (mm, flags) = (v.mm, v.flags);
@@ -527,9 +526,7 @@ impl Kernel {
         let f = *self.folios.get(head);
         let nr = f.nr_pages() as usize;
         self.charge_cost(Fn::DoSwapPage, self.costs.pte * nr as u64);
-        for i in 0..nr as SwpEntry {
-            self.swap_free(f.swap + i);
-        }
+        self.swap_free_nr(f.swap, nr as u32);
         let later = self.release.large_swapin_exclusive_marker;
         let exclusive = if later {
             // 7.3: the swap PTE's marker alone; the cache is freed after
@@ -649,6 +646,7 @@ impl Kernel {
                 continue;
             }
             let (ty, first) = (swp_type(first_entry), swp_offset(first_entry));
+            self.lock_cluster_or_swap_info(first_entry);
             for o in first..first + nr {
                 self.swap[ty].swap_map[o as usize] |= SWAP_HAS_CACHE;
             }

@@ -716,8 +716,13 @@ impl Kernel {
         self.page_add_anon_rmap(page, vma, idx, reuse);
         self.vmas[vma as usize].ptes[idx] = mk_pte(page, flags);
         if skip_swapcache {
-            // swapcache_clear: the slot's last user is gone.
-            self.put_swap_folio(entry);
+            // swapcache_clear: the slot's last user is gone. 6.1 neither
+            // claims nor clears the slot on this path (the model's claim
+            // keeps the slot from reuse meanwhile): no lock.
+            if self.release.skip_swapcache_prepare {
+                self.lock_cluster_or_swap_info(entry);
+            }
+            self.put_swap_folio_locked(entry);
         }
         if write_pending {
             let pte = self.vmas[vma as usize].ptes[idx];
@@ -804,6 +809,9 @@ impl Kernel {
         // swapcache_prepare: nobody else can hold the slot in a sequential
         // simulation of one fault at a time.
         debug_assert_eq!(self.swap[ty].swap_map[off] & SWAP_HAS_CACHE, 0);
+        if self.release.skip_swapcache_prepare {
+            self.lock_cluster_or_swap_info(entry);
+        }
         self.swap[ty].swap_map[off] |= SWAP_HAS_CACHE;
         let memcg = self.swapin_memcg(entry, mm_memcg);
         let pfn = match self.alloc_anon_folio(memcg) {

@@ -503,9 +503,7 @@ impl Kernel {
         self.shmem_add_to_page_cache(pfn, inode, first_index);
         self.delete_from_swap_cache(pfn);
         self.folios.get_mut(pfn).set(PG_DIRTY);
-        for i in 0..f.nr_pages() {
-            self.swap_free(first + i);
-        }
+        self.swap_free_nr(first, f.nr_pages());
     }
 
     /// Seed 001 (`features.shmem_skip_swapcache`; merged in 6.14): on a
@@ -565,6 +563,7 @@ impl Kernel {
         );
         // swapcache_prepare over the range: nobody can hold a slot here (a
         // fault runs start to end in mmsim, and the check above).
+        self.lock_cluster_or_swap_info(first);
         for i in 0..nr as usize {
             let m = &mut self.swap[ty].swap_map[off + i];
             debug_assert!(*m & SWAP_COUNT_MASK != 0);
@@ -579,11 +578,10 @@ impl Kernel {
         self.swap_readpage(pfn, first);
         self.shmem_add_to_page_cache(pfn, inode, first_index);
         self.folios.get_mut(pfn).set(PG_DIRTY);
-        for i in 0..nr {
-            // swapcache_clear, then swap_free_nr.
-            self.put_swap_folio(first + i);
-            self.swap_free(first + i);
-        }
+        // swapcache_clear, then swap_free_nr: the shmem entry still holds
+        // each slot, so the first frees none.
+        self.put_swap_folio_nr(first, nr);
+        self.swap_free_nr(first, nr);
         Some(Ok(pfn))
     }
 
@@ -784,9 +782,7 @@ impl Kernel {
         self.charge_cost(Fn::AddToSwap, self.costs.swap_slot);
         let _ = self.add_to_swap_cache(pfn, entry);
         // swap_shmem_alloc: the inode's entries are the slots' references.
-        for i in 0..self.folios.get(pfn).nr_pages() {
-            self.swap_duplicate(entry + i);
-        }
+        self.swap_duplicate_nr(entry, self.folios.get(pfn).nr_pages());
         self.shmem_delete_from_page_cache(pfn, Some(entry));
         self.swap_writepage(pfn);
         true

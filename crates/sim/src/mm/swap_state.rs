@@ -70,7 +70,7 @@ impl Kernel {
 
     /// The lock over `entry`'s swap cache entry: its XArray's (one per
     /// `SWAP_ADDRESS_SPACE_PAGES` slots), from 6.18 its swap cluster's.
-    fn swap_cache_lock(&self, entry: SwpEntry) -> crate::cacheline::Line {
+    pub(super) fn swap_cache_lock(&self, entry: SwpEntry) -> crate::cacheline::Line {
         let shift = if self.release.swap_table {
             SWAPFILE_CLUSTER.trailing_zeros()
         } else {
@@ -112,7 +112,11 @@ impl Kernel {
     pub fn delete_from_swap_cache(&mut self, pfn: Pfn) {
         let (entry, nr) = (self.folios.get(pfn).swap, self.folios.get(pfn).nr_pages());
         self.delete_from_swap_cache_locked(pfn, 0);
-        self.put_swap_folio_nr(entry, nr);
+        // Order 0 by put_swap_folio, as in __remove_mapping (vmscan.rs).
+        match nr {
+            1 => self.put_swap_folio(entry),
+            nr => self.put_swap_folio_nr(entry, nr),
+        }
         self.folio_put_refs(pfn, nr);
     }
 
@@ -132,7 +136,12 @@ impl Kernel {
             return false;
         }
         let (entry, nr) = (f.swap, f.nr_pages());
-        // folio_swapped: any of its slots still referenced.
+        // folio_swapped: any of its slots still referenced (swap_swapcount,
+        // swap_page_trans_huge_swapped). Its lock of the slot's cluster is
+        // not taken here: the same CPU takes it again for put_swap_folio
+        // straight after, which moves the line once for both; only a
+        // folio whose slots are still referenced (nothing freed) moves
+        // the line in the kernel and not here.
         let si = &self.swap[swp_type(entry)];
         if (0..nr).any(|i| si.swap_count(swp_offset(entry) + i) != 0) {
             return false;
@@ -292,6 +301,7 @@ impl Kernel {
         // let go of the slot's last reference meanwhile (-ENOENT, or
         // -EEXIST while it waits in a CPU's return batch, after which the
         // retry finds no user left): the new folio goes back.
+        self.lock_cluster_or_swap_info(entry);
         let m = self.swap[ty].swap_map[off];
         if m & super::swapfile::SWAP_COUNT_MASK == 0 || m & super::swapfile::SWAP_HAS_CACHE != 0 {
             self.folios.get_mut(pfn).clear(PG_LOCKED);

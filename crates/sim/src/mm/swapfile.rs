@@ -2,6 +2,7 @@
 //! slot caches of swap_slots.c, and freeing.
 
 use super::folio::Pfn;
+use crate::cacheline::Line;
 use crate::dev::blockdev::BlockDev;
 use crate::dev::zram::Zram;
 use crate::kernel::Kernel;
@@ -404,12 +405,19 @@ impl Kernel {
         for ty in self.swap_avail() {
             self.swapfile.requeue_seq += 1;
             // si->lock around the scan: its work is inside swap_slot's
-            // bundle, so the hold is empty (spinlock.rs).
+            // bundle, so the hold lasts only for the moves of the
+            // clusters' lines taken under it (spinlock.rs).
             let lock = self.spin_lock(crate::cacheline::Line::SwapInfo(ty as u8));
             let si = &mut self.swap[ty];
             si.requeued = self.swapfile.requeue_seq;
             let mut offs = Vec::with_capacity(n);
             si.scan_swap_map_slots(cpu, n, &mut offs);
+            // scan_swap_map_slots' lock_cluster per slot, nested: one
+            // move of each cluster's line (the same instant).
+            let mut seen = Vec::new();
+            for &o in &offs {
+                self.lock_cluster(swp_entry(ty, o), &mut seen);
+            }
             self.spin_unlock(lock);
             self.swapfile.nr_swap_pages -= offs.len() as i64;
             out.extend(offs.into_iter().map(|o| swp_entry(ty, o)));
@@ -550,8 +558,111 @@ impl Kernel {
         self.alloc_large_slots(ty, 9, self.cur_cpu)
     }
 
+    /// `lock_cluster_or_swap_info` and its unlock around a swap_map update
+    /// of `entry` (priced in the caller's bundle: unmap_one, swap_slot,
+    /// swap_slot_free, the fault's): an empty hold of the cluster's lock,
+    /// or of `si->lock` on a device without clusters, which moves the
+    /// lock's line and waits out another CPU's hold. Nothing with one CPU.
+    #[inline]
+    pub fn lock_cluster_or_swap_info(&mut self, entry: SwpEntry) {
+        if self.cpus.len() > 1 {
+            self.swap_lock_touch(entry, true);
+        }
+    }
+
+    /// `lock_cluster` and its unlock for each slot of a batch under
+    /// si->lock (slot allocation and release), as
+    /// `lock_cluster_or_swap_info`; nothing on a device without clusters,
+    /// whose si->lock the caller holds already. A line moves over once
+    /// per batch (`seen`): the batch's microseconds leave it in this
+    /// CPU's cache between its slots, though the model's clock has moved
+    /// on (each move is charged), so the line's own rule would count it
+    /// again whenever another CPU wrote it within a quantum.
+    #[inline]
+    fn lock_cluster(&mut self, entry: SwpEntry, seen: &mut Vec<Line>) {
+        if self.cpus.len() > 1 {
+            self.lock_cluster_batched(entry, seen);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_cluster_batched(&mut self, entry: SwpEntry, seen: &mut Vec<Line>) {
+        let Some(line) = self.swap_cluster_lock(entry, false) else {
+            return;
+        };
+        if seen.contains(&line) {
+            return;
+        }
+        seen.push(line);
+        let lock = self.spin_lock(line);
+        self.spin_unlock(lock);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn swap_lock_touch(&mut self, entry: SwpEntry, or_swap_info: bool) {
+        let Some(line) = self.swap_cluster_lock(entry, or_swap_info) else {
+            return;
+        };
+        let lock = self.spin_lock(line);
+        self.spin_unlock(lock);
+    }
+
+    /// The line of the lock that guards `entry`'s swap_map byte.
+    ///
+    /// A device has clusters when it is non-rotational (zram, SSDs), and
+    /// from the 7.3 preset every device (`swap_clusters_rotational`);
+    /// without them `si->lock` guards the map (`or_swap_info`), or the
+    /// caller's si->lock does. A cluster's `ci->lock` sits in one
+    /// kvcalloc'd `cluster_info` array, line-aligned for any swap above
+    /// 24 MiB: 6.1's `struct swap_cluster_info` is 8 bytes, so 8 clusters'
+    /// locks share a line; 6.12's is 24 (`swap_cluster_list`), 8 over 3
+    /// lines. Each CPU allocates from its own cluster, and the free list
+    /// hands clusters out 32 apart (SWAP_CLUSTER_COLS), so two CPUs meet
+    /// on a line where one frees or duplicates the other's slots. From
+    /// 6.18 (`swap_table`) the cluster's lock is the swap cache's
+    /// (swap_state.rs), a line per cluster: its 32-byte info shares a line
+    /// with one neighbour, not followed.
+    fn swap_cluster_lock(&self, entry: SwpEntry, or_swap_info: bool) -> Option<Line> {
+        let ty = swp_type(entry);
+        let clusters =
+            self.swap[ty].flags & SWP_SOLIDSTATE != 0 || self.release.swap_clusters_rotational;
+        if !clusters {
+            return or_swap_info.then_some(Line::SwapInfo(ty as u8));
+        }
+        if self.release.swap_table {
+            return Some(self.swap_cache_lock(entry));
+        }
+        let size = if self.release.swap_cluster_list {
+            24
+        } else {
+            8
+        };
+        let cluster = swp_offset(entry) / SWAPFILE_CLUSTER;
+        Some(Line::SwapCluster {
+            ty: ty as u8,
+            line: cluster * size / 64,
+        })
+    }
+
     /// `swap_duplicate` for a PTE taking a reference to the slot.
     pub fn swap_duplicate(&mut self, entry: SwpEntry) {
+        self.lock_cluster_or_swap_info(entry);
+        self.swap_duplicate_locked(entry);
+    }
+
+    /// `swap_duplicate` of `nr` slots from `entry` in one cluster (6.12's
+    /// `swap_shmem_alloc(entry, nr)`: the lock once).
+    pub fn swap_duplicate_nr(&mut self, entry: SwpEntry, nr: u32) {
+        self.lock_cluster_or_swap_info(entry);
+        for i in 0..nr {
+            self.swap_duplicate_locked(entry + i);
+        }
+    }
+
+    #[inline]
+    fn swap_duplicate_locked(&mut self, entry: SwpEntry) {
         let m = &mut self.swap[swp_type(entry)].swap_map[swp_offset(entry) as usize];
         assert!(
             *m & SWAP_COUNT_MASK < SWAP_MAP_MAX,
@@ -564,6 +675,24 @@ impl Kernel {
     /// value reaches zero (the last reference, no swap cache holding the
     /// slot) goes to `free_swap_slot`.
     pub fn swap_free(&mut self, entry: SwpEntry) {
+        self.lock_cluster_or_swap_info(entry);
+        self.swap_free_locked(entry);
+    }
+
+    /// `swap_free_nr` (6.12; 6.1 frees one slot at a time): `nr` slots
+    /// from `entry`, the lock taken once per cluster they span.
+    pub fn swap_free_nr(&mut self, entry: SwpEntry, nr: u32) {
+        for i in 0..nr {
+            let e = entry + i;
+            if i == 0 || swp_offset(e).is_multiple_of(SWAPFILE_CLUSTER) {
+                self.lock_cluster_or_swap_info(e);
+            }
+            self.swap_free_locked(e);
+        }
+    }
+
+    #[inline]
+    fn swap_free_locked(&mut self, entry: SwpEntry) {
         let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
         let m = &mut self.swap[ty].swap_map[off];
         debug_assert!(*m & SWAP_COUNT_MASK > 0);
@@ -579,6 +708,14 @@ impl Kernel {
     /// `put_swap_folio` / `swapcache_clear`: the swap cache lets go of the
     /// slot (clears SWAP_HAS_CACHE).
     pub fn put_swap_folio(&mut self, entry: SwpEntry) {
+        self.lock_cluster_or_swap_info(entry);
+        self.put_swap_folio_locked(entry);
+    }
+
+    /// `put_swap_folio` with the slot's lock held (or, for the model's own
+    /// claim of a slot 6.1 does not claim, none taken).
+    #[inline]
+    pub(crate) fn put_swap_folio_locked(&mut self, entry: SwpEntry) {
         let (ty, off) = (swp_type(entry), swp_offset(entry) as usize);
         let m = &mut self.swap[ty].swap_map[off];
         debug_assert!(*m & SWAP_HAS_CACHE != 0);
@@ -590,9 +727,13 @@ impl Kernel {
     }
 
     /// `put_swap_folio` of a folio of `nr` pages: each slot from `entry`.
+    /// The lock is taken once for the folio (it lies in one cluster);
+    /// the kernel's relock after each slot freed finds the line still in
+    /// this CPU's cache.
     pub fn put_swap_folio_nr(&mut self, entry: SwpEntry, nr: u32) {
+        self.lock_cluster_or_swap_info(entry);
         for i in 0..nr {
-            self.put_swap_folio(entry + i);
+            self.put_swap_folio_locked(entry + i);
         }
     }
 
@@ -638,11 +779,15 @@ impl Kernel {
     pub fn swapcache_free_entries(&mut self, entries: &[SwpEntry]) {
         // si->lock, taken again where the batch moves to another device
         // (swap_info_get_cont); the work under it is in swap_slot_free's
-        // price, charged where a slot's last reference goes: empty holds.
+        // price, charged where a slot's last reference goes: the hold
+        // lasts only for the moves of the clusters' lines taken under it.
         let mut lock = None;
+        let mut seen = Vec::new();
         for &e in entries {
             let (ty, off) = (swp_type(e), swp_offset(e));
             self.spin_lock_switch(&mut lock, crate::cacheline::Line::SwapInfo(ty as u8));
+            // swap_entry_free's lock_cluster, nested.
+            self.lock_cluster(e, &mut seen);
             // swap_cgroup_record(entry, 0): the record goes with the charge,
             // so a slot freed again unused (from a slot cache) uncharges
             // nobody.
@@ -928,5 +1073,90 @@ impl Kernel {
         self.page_add_anon_rmap(page, vma, idx, exclusive);
         self.vmas[vma as usize].ptes[idx] = mk_pte(page, 0);
         self.swap_free(entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{test_at, test_kernel_of};
+
+    fn kernel(release: &str, device: &str, cpus: usize) -> Kernel {
+        test_kernel_of(&format!(
+            "[machine]\nmemory = \"256M\"\ncpus = {cpus}\nkernel = \"{release}\"\n\
+             [[swap]]\ndevice = \"{device}\"\nsize = \"1G\"\n[task.t]\nsteps = []\n"
+        ))
+    }
+
+    /// The cluster_info line holding the lock of slot `offset`'s cluster.
+    fn line_of(k: &Kernel, offset: u32, or_swap_info: bool) -> Option<Line> {
+        k.swap_cluster_lock(swp_entry(0, offset), or_swap_info)
+    }
+
+    #[test]
+    fn eight_clusters_share_a_line_on_6_1_eight_over_three_lines_on_6_12() {
+        let c = |n: u32| n * SWAPFILE_CLUSTER;
+        let k = kernel("6.1", "zram", 2);
+        let at = |k: &Kernel, n| match line_of(k, c(n), true) {
+            Some(Line::SwapCluster { ty: 0, line }) => line,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!([0, 7, 8, 15, 16].map(|n| at(&k, n)), [0, 0, 1, 1, 2]);
+        // 24 bytes each: clusters 0-2 on line 0, 3-5 on line 1, 6-7 on 2.
+        let k = kernel("6.12", "zram", 2);
+        assert_eq!(
+            [0, 2, 3, 5, 6, 7, 8].map(|n| at(&k, n)),
+            [0, 0, 1, 1, 2, 2, 3]
+        );
+        // 7.3: the cluster's lock is the swap cache's, one per cluster.
+        let k = kernel("7.3", "zram", 2);
+        assert_eq!(
+            line_of(&k, c(9) + 5, true),
+            Some(Line::SwapCache { ty: 0, range: 9 })
+        );
+    }
+
+    #[test]
+    fn a_rotational_disk_has_no_clusters_before_7_3() {
+        let k = kernel("6.1", "hdd", 2);
+        assert_eq!(line_of(&k, 4096, true), Some(Line::SwapInfo(0)));
+        assert_eq!(line_of(&k, 4096, false), None, "the caller's si->lock");
+        let k = kernel("7.3", "hdd", 2);
+        assert_eq!(
+            line_of(&k, 4096, false),
+            Some(Line::SwapCache { ty: 0, range: 8 })
+        );
+    }
+
+    /// Slot operations by `cpus` in turn, 20 µs apart, on `offsets`: the
+    /// time each waited for its lock's line.
+    fn swap_map_updates(k: &mut Kernel, ops: &[(usize, u32)]) -> Vec<u64> {
+        let mut t = 0;
+        ops.iter()
+            .map(|&(cpu, offset)| {
+                t += 20_000;
+                test_at(k, cpu, t);
+                k.lock_cluster_or_swap_info(swp_entry(0, offset));
+                k.pending_ns
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cpus_meet_on_a_cluster_line_only_where_they_share_it() {
+        let mut k = kernel("6.1", "zram", 2);
+        let h = k.costs.lock_handoff;
+        let c = |n: u32| n * SWAPFILE_CLUSTER + 1;
+        // CPU 1 frees a slot of CPU 0's cluster 1: the line moves, and
+        // back; cluster 33 (the next one CPU 0 would be given, 32 on) is
+        // on another line and meets nothing.
+        let waits = swap_map_updates(&mut k, &[(0, c(1)), (1, c(1)), (0, c(1)), (1, c(33))]);
+        assert_eq!(waits, [0, h, h, 0]);
+        // Cluster 2 shares cluster 1's line (false sharing).
+        let waits = swap_map_updates(&mut k, &[(1, c(2))]);
+        assert_eq!(waits, [h]);
+        // One CPU takes no lock.
+        let mut k = kernel("6.1", "zram", 1);
+        assert_eq!(swap_map_updates(&mut k, &[(0, c(1)), (0, c(2))]), [0, 0]);
     }
 }
