@@ -413,7 +413,7 @@ impl Kernel {
             let mut offs = Vec::with_capacity(n);
             si.scan_swap_map_slots(cpu, n, &mut offs);
             // scan_swap_map_slots' lock_cluster per slot, nested: one
-            // move of each cluster's line (the same instant).
+            // move of each cluster's line per batch (`lock_cluster`).
             let mut seen = Vec::new();
             for &o in &offs {
                 self.lock_cluster(swp_entry(ty, o), &mut seen);
