@@ -188,11 +188,7 @@ impl SharedLines {
             Line::ZoneLock(zi) => (&mut self.zone_lock, zi),
             Line::MemcgCounter(memcg) => (&mut self.memcg_counter, memcg as usize),
             Line::SwapCache { ty, range } => {
-                let ty = ty as usize;
-                if self.swap_cache.len() <= ty {
-                    self.swap_cache.resize(ty + 1, Vec::new());
-                }
-                (&mut self.swap_cache[ty], range as usize)
+                (grown(&mut self.swap_cache, ty as usize), range as usize)
             }
             Line::PageCache(inode) => (&mut self.page_cache, inode as usize),
             Line::SwapInfo(ty) => (&mut self.swap_info, ty as usize),
@@ -206,18 +202,19 @@ impl SharedLines {
             Line::AnonVma(av) => (&mut self.anon_vma, av as usize),
             Line::IMmap(inode) => (&mut self.i_mmap, inode as usize),
             Line::SwapCluster { ty, line } => {
-                let ty = ty as usize;
-                if self.swap_cluster.len() <= ty {
-                    self.swap_cluster.resize(ty + 1, Vec::new());
-                }
-                (&mut self.swap_cluster[ty], line as usize)
+                (grown(&mut self.swap_cluster, ty as usize), line as usize)
             }
         };
-        if v.len() <= i {
-            v.resize(i + 1, LineState::default());
-        }
-        &mut v[i]
+        grown(v, i)
     }
+}
+
+/// Entry `i` of `v`, grown with defaults to hold it.
+fn grown<T: Clone + Default>(v: &mut Vec<T>, i: usize) -> &mut T {
+    if v.len() <= i {
+        v.resize(i + 1, T::default());
+    }
+    &mut v[i]
 }
 
 impl Kernel {

@@ -59,6 +59,15 @@ impl Kernel {
         Some(self.spin_lock_smp(line))
     }
 
+    /// `spin_lock` and `spin_unlock` around work priced outside the
+    /// section (an empty hold): the line comes over, and another CPU's
+    /// hold is waited out, but no one waits for this one.
+    #[inline]
+    pub fn spin_lock_empty(&mut self, line: Line) {
+        let lock = self.spin_lock(line);
+        self.spin_unlock(lock);
+    }
+
     /// Keeps `held` if it is `line`'s lock, else releases it and takes
     /// `line`'s: a batch taking the lock of each item's owner in turn
     /// (`folio_lruvec_relock_irq`, `swap_info_get_cont`).

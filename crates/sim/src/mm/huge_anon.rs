@@ -546,9 +546,9 @@ impl Kernel {
             // -EBUSY before the counting.
             return false;
         }
-        self.anon_vma_lock_write_line(f.mapping, Fn::DownWrite);
+        self.anon_vma_lock_line(f.mapping, Fn::DownWrite);
         if !self.can_split_folio(head) {
-            self.anon_vma_lock_write_line(f.mapping, Fn::UpWrite);
+            self.anon_vma_lock_line(f.mapping, Fn::UpWrite);
             if f.order == 9 {
                 self.vm.inc(Vm::ThpSplitPageFailed);
             }
@@ -639,7 +639,7 @@ impl Kernel {
                 self.remap_unused_to_zeropage(head + i);
             }
         }
-        self.anon_vma_lock_write_line(f.mapping, Fn::UpWrite);
+        self.anon_vma_lock_line(f.mapping, Fn::UpWrite);
         true
     }
 

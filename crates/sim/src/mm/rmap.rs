@@ -26,18 +26,16 @@ impl Kernel {
     /// makes happen only for the microseconds it lasts.
     #[inline]
     pub(super) fn anon_vma_lock_read(&mut self, av: u32) {
-        if self.cpus.len() > 1 {
-            let root = self.anon_vmas[av as usize].root;
-            let ns = self.costs.cacheline_transfer;
-            self.write_shared_line(Line::AnonVma(root), Fn::DownReadTrylock, ns);
-        }
+        self.anon_vma_lock_line(av, Fn::DownReadTrylock);
     }
 
-    /// `anon_vma_lock_write` (`f`: DownWrite) or `anon_vma_unlock_write`
-    /// (UpWrite) of `av`'s root for a THP split: the line of its count
-    /// written. A split holds it for microseconds, so both writes are
-    /// charged, as a fault's mmap_lock (memory.rs).
-    pub(super) fn anon_vma_lock_write_line(&mut self, av: u32, f: Fn) {
+    /// The line of `av`'s root anon_vma rwsem's count written now, charged
+    /// to `f`: a walk's read lock, or a THP split's `anon_vma_lock_write`
+    /// (DownWrite) and `anon_vma_unlock_write` (UpWrite). A split holds it
+    /// for microseconds, so both its writes are charged, as a fault's
+    /// mmap_lock (memory.rs).
+    #[inline]
+    pub(super) fn anon_vma_lock_line(&mut self, av: u32, f: Fn) {
         if self.cpus.len() > 1 {
             let root = self.anon_vmas[av as usize].root;
             let ns = self.costs.cacheline_transfer;
@@ -51,10 +49,8 @@ impl Kernel {
     /// written, as `anon_vma_lock_read` (with its simplifications).
     #[inline]
     pub(crate) fn i_mmap_lock_read(&mut self, inode: u32, f: Fn) {
-        if self.cpus.len() > 1 {
-            let ns = self.costs.cacheline_transfer;
-            self.write_shared_line(Line::IMmap(inode), f, ns);
-        }
+        let ns = self.costs.cacheline_transfer;
+        self.write_line(Line::IMmap(inode), f, ns);
     }
 
     /// `page_vma_mapped_walk` for an order-0 folio: the PTE of `vma` that

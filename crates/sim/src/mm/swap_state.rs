@@ -112,11 +112,7 @@ impl Kernel {
     pub fn delete_from_swap_cache(&mut self, pfn: Pfn) {
         let (entry, nr) = (self.folios.get(pfn).swap, self.folios.get(pfn).nr_pages());
         self.delete_from_swap_cache_locked(pfn, 0);
-        // Order 0 by put_swap_folio, as in __remove_mapping (vmscan.rs).
-        match nr {
-            1 => self.put_swap_folio(entry),
-            nr => self.put_swap_folio_nr(entry, nr),
-        }
+        self.put_swap_folio_nr(entry, nr);
         self.folio_put_refs(pfn, nr);
     }
 

@@ -595,18 +595,15 @@ impl Kernel {
             return;
         }
         seen.push(line);
-        let lock = self.spin_lock(line);
-        self.spin_unlock(lock);
+        self.spin_lock_empty(line);
     }
 
     #[cold]
     #[inline(never)]
     fn swap_lock_touch(&mut self, entry: SwpEntry, or_swap_info: bool) {
-        let Some(line) = self.swap_cluster_lock(entry, or_swap_info) else {
-            return;
-        };
-        let lock = self.spin_lock(line);
-        self.spin_unlock(lock);
+        if let Some(line) = self.swap_cluster_lock(entry, or_swap_info) {
+            self.spin_lock_empty(line);
+        }
     }
 
     /// The line of the lock that guards `entry`'s swap_map byte.
@@ -729,8 +726,19 @@ impl Kernel {
     /// `put_swap_folio` of a folio of `nr` pages: each slot from `entry`.
     /// The lock is taken once for the folio (it lies in one cluster);
     /// the kernel's relock after each slot freed finds the line still in
-    /// this CPU's cache.
+    /// this CPU's cache. An order-0 folio, the common case, goes straight
+    /// to `put_swap_folio`, kept inline (callgrind counts,
+    /// docs/performance.md).
+    #[inline]
     pub fn put_swap_folio_nr(&mut self, entry: SwpEntry, nr: u32) {
+        if nr == 1 {
+            return self.put_swap_folio(entry);
+        }
+        self.put_swap_folio_range(entry, nr);
+    }
+
+    #[inline(never)]
+    fn put_swap_folio_range(&mut self, entry: SwpEntry, nr: u32) {
         self.lock_cluster_or_swap_info(entry);
         for i in 0..nr {
             self.put_swap_folio_locked(entry + i);

@@ -1188,12 +1188,7 @@ impl Kernel {
         let shadow = self.workingset_eviction(pfn, target);
         let entry = f.swap;
         self.delete_from_swap_cache_locked(pfn, shadow);
-        // An order-0 folio, the common case, by put_swap_folio (inlined:
-        // callgrind counts, docs/performance.md).
-        match f.nr_pages() {
-            1 => self.put_swap_folio(entry),
-            nr => self.put_swap_folio_nr(entry, nr),
-        }
+        self.put_swap_folio_nr(entry, f.nr_pages());
         let f = self.folios.get_mut(pfn);
         f.refcount = 0;
         f.clear(PG_ISOLATED);
