@@ -18,6 +18,7 @@ pub mod trace;
 mod tree;
 pub mod units;
 pub mod work;
+pub mod zipf;
 
 pub use error::SpecError;
 pub use model::*;

@@ -11,7 +11,9 @@
 //! - `uniform`: independent uniform draws in 0..n.
 //! - `zipf`: independent draws of rank k ∈ 1..=n with P(k) ∝ k^−theta, by
 //!   Hörmann & Derflinger's rejection-inversion (libm, so bit-identical on
-//!   every platform); page = k − 1, so the hottest pages open the range.
+//!   every platform; `crate::zipf`, whose table serves a stream that draws
+//!   many times from few ranks with the same draws, faster); page = k − 1,
+//!   so the hottest pages open the range.
 //! - `trace` (the `trace` step): the requests of a file, in its order
 //!   (`crate::trace`); obj_id → page by the step's `map`.
 //!
@@ -26,6 +28,7 @@
 use crate::model::{Order, Touch};
 use crate::rng::{splitmix64, stream_seed, Rng};
 use crate::trace::{TraceError, TraceMap, TraceReader};
+use crate::zipf::Zipf;
 
 const SALT_ORDER: u64 = 0x6f_7264_6572;
 const SALT_WRITE: u64 = 0x77_7269_7465;
@@ -76,6 +79,7 @@ impl TouchStream {
     /// a trace fails: its file cannot be opened.
     pub fn new(t: &Touch, first: u64, n: u64, instance: u32) -> Result<Self, TraceError> {
         let seed = t.seed;
+        let total = t.count.unwrap_or_else(|| t.passes.saturating_mul(n));
         let order = match t.order {
             Order::Trace => {
                 let src = t.trace.as_deref().ok_or_else(|| TraceError {
@@ -95,7 +99,7 @@ impl TouchStream {
             }
             Order::Uniform => OrderGen::Uniform(Rng::new(stream_seed(seed, instance, SALT_ORDER))),
             Order::Zipf => OrderGen::Zipf(
-                Box::new(Zipf::new(n, t.theta)),
+                Box::new(Zipf::for_draws(n, t.theta, total)),
                 Rng::new(stream_seed(seed, instance, SALT_ORDER)),
             ),
         };
@@ -109,7 +113,6 @@ impl TouchStream {
                 rng: Rng::new(stream_seed(seed, instance, SALT_WRITE)),
             }
         };
-        let total = t.count.unwrap_or_else(|| t.passes.saturating_mul(n));
         Ok(TouchStream {
             first,
             n,
@@ -264,84 +267,6 @@ impl Feistel {
             x = self.round(x);
         }
         x
-    }
-}
-
-/// Zipf over ranks 1..=n with exponent theta, by rejection-inversion
-/// (W. Hörmann, G. Derflinger, "Rejection-inversion to generate variates
-/// from monotone discrete distributions", ACM TOMACS 6(3), 1996).
-pub struct Zipf {
-    n: f64,
-    exponent: f64,
-    h_integral_x1: f64,
-    h_integral_n: f64,
-    s: f64,
-}
-
-impl Zipf {
-    pub fn new(n: u64, theta: f64) -> Self {
-        let mut z = Zipf {
-            n: n as f64,
-            exponent: theta,
-            h_integral_x1: 0.0,
-            h_integral_n: 0.0,
-            s: 0.0,
-        };
-        z.h_integral_x1 = z.h_integral(1.5) - 1.0;
-        z.h_integral_n = z.h_integral(n as f64 + 0.5);
-        z.s = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
-        z
-    }
-
-    pub fn sample(&self, rng: &mut Rng) -> u64 {
-        loop {
-            let u = self.h_integral_n + rng.unit() * (self.h_integral_x1 - self.h_integral_n);
-            let x = self.h_integral_inverse(u);
-            let mut k = libm::floor(x + 0.5);
-            if k < 1.0 {
-                k = 1.0;
-            } else if k > self.n {
-                k = self.n;
-            }
-            if k - x <= self.s || u >= self.h_integral(k + 0.5) - self.h(k) {
-                return k as u64;
-            }
-        }
-    }
-
-    fn h(&self, x: f64) -> f64 {
-        libm::exp(-self.exponent * libm::log(x))
-    }
-
-    fn h_integral(&self, x: f64) -> f64 {
-        let log_x = libm::log(x);
-        helper2((1.0 - self.exponent) * log_x) * log_x
-    }
-
-    fn h_integral_inverse(&self, x: f64) -> f64 {
-        let mut t = x * (1.0 - self.exponent);
-        if t < -1.0 {
-            t = -1.0;
-        }
-        libm::exp(helper1(t) * x)
-    }
-}
-
-/// log1p(x)/x, continuous at 0.
-fn helper1(x: f64) -> f64 {
-    if x.abs() > 1e-8 {
-        libm::log1p(x) / x
-    } else {
-        1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x))
-    }
-}
-
-/// expm1(x)/x, continuous at 0.
-fn helper2(x: f64) -> f64 {
-    if x.abs() > 1e-8 {
-        libm::expm1(x) / x
-    } else {
-        1.0 + x * 0.5 * (1.0 + x * (1.0 / 3.0) * (1.0 + 0.25 * x))
     }
 }
 

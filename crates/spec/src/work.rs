@@ -121,6 +121,7 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
         });
     }
     parts.push(maps);
+    parts.push(zipf_tables(spec));
     for (i, f) in spec.files.iter().enumerate() {
         parts.push(Share {
             key: format!("file[{i}].size"),
@@ -152,6 +153,55 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
         .max_by_key(|p| p.amount)
         .expect("the mappings' part at least");
     (total, largest)
+}
+
+/// The zipf samplers' tables (`crate::zipf`): a task's largest, once per
+/// process it runs as (a task holds one touch's stream at a time), named
+/// by the largest one's touch step.
+fn zipf_tables(spec: &Spec) -> Share {
+    let mut part = Share {
+        key: "task".into(),
+        line: 0,
+        amount: 0,
+    };
+    let mut best = 0u128;
+    for t in &spec.tasks {
+        let mut sizes = Sizes::new();
+        let mut task = 0u128;
+        zipf_walk(&t.steps, 1, &mut sizes, &mut |step, bytes| {
+            task = task.max(bytes);
+            if bytes > best {
+                best = bytes;
+                part.key = step.key.clone();
+                part.line = step.line;
+            }
+        });
+        part.amount = part.amount.saturating_add(task * t.instances as u128);
+    }
+    part
+}
+
+fn zipf_walk(steps: &[Step], n: u128, sizes: &mut Sizes, f: &mut impl FnMut(&Step, u128)) {
+    for s in steps {
+        match &s.op {
+            Op::Mmap { name, pages, .. } => {
+                sizes.insert(name.clone(), *pages);
+            }
+            Op::Touch(t) if t.order == crate::Order::Zipf => {
+                let pages = sizes.get(&t.region).copied().unwrap_or(0);
+                let ranks = t.length.unwrap_or(pages.saturating_sub(t.offset));
+                let draws = t.count.unwrap_or(t.passes.saturating_mul(ranks));
+                let bytes = crate::zipf::Zipf::table_bytes(ranks, t.theta, draws);
+                f(s, bytes as u128 * n);
+            }
+            Op::Repeat { steps, .. } => zipf_walk(steps, n, sizes, f),
+            // A child or thread draws beside its creator: both streams count.
+            Op::Fork { steps } | Op::Spawn { steps } | Op::Thread { steps } => {
+                zipf_walk(steps, n.saturating_mul(2), &mut sizes.clone(), f)
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Calls `f(step, pages, multiplicity)` for every mmap step, where
@@ -300,6 +350,27 @@ mod tests {
         let (bytes, part) = host_bytes(&big);
         assert_eq!(bytes, (64u128 << 18) * 12 + 40);
         assert_eq!(part.key, "task.a.steps[0]");
+    }
+
+    #[test]
+    fn zipf_tables_count_per_concurrent_stream() {
+        // 512 ranks drawn 4096 times: a table of 512 × 24 bytes, in the
+        // parent and in the forked child; too few draws build none.
+        let with_theta = |theta: &str| {
+            spec(&format!(
+                "{{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"2M\" }},\n\
+                 {{ op = \"touch\", region = \"h\", order = \"zipf\", theta = 0.9, count = 1000 }},\n\
+                 {{ op = \"fork\", steps = [ {{ op = \"touch\", region = \"h\", order = \"zipf\", theta = {theta}, length = \"2M\", count = 4096 }} ] }},"
+            ))
+        };
+        let s = with_theta("0.99");
+        let part = zipf_tables(&s);
+        assert_eq!(part.amount, 2 * 512 * 24);
+        assert_eq!(part.key, "task.a.steps[2].steps[0]");
+        // Above the table's largest exponent: none, and the rest unchanged.
+        let none = with_theta("1.0");
+        assert_eq!(zipf_tables(&none).amount, 0);
+        assert_eq!(host_bytes(&s).0 - host_bytes(&none).0, 2 * 512 * 24);
     }
 
     #[test]
