@@ -140,6 +140,9 @@ pub enum Line {
     /// The cache line of a swap device's `cluster_info` array holding
     /// these clusters' locks (mm/swapfile.rs `swap_cluster_lock`).
     SwapCluster { ty: u8, line: u32 },
+    /// The split page-table lock of a VMA's PTE table (by VMA, then its
+    /// table's index in the VMA: mm/mmap.rs `ptl_line`).
+    Ptl { vma: u32, table: u32 },
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -174,6 +177,8 @@ pub struct SharedLines {
     i_mmap: Vec<LineState>,
     /// By swap type, then line.
     swap_cluster: Vec<Vec<LineState>>,
+    /// By VMA, then PTE table.
+    ptl: Vec<Vec<LineState>>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -204,6 +209,7 @@ impl SharedLines {
             Line::SwapCluster { ty, line } => {
                 (grown(&mut self.swap_cluster, ty as usize), line as usize)
             }
+            Line::Ptl { vma, table } => (grown(&mut self.ptl, vma as usize), table as usize),
         };
         grown(v, i)
     }

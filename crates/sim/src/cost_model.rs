@@ -321,6 +321,11 @@ functions! {
     LruGenWalk = "walk_mm",
     Khugepaged = "khugepaged",
     CollapseHugePage = "collapse_huge_page",
+    ReleasePages = "release_pages",
+    PageCacheRelease = "__page_cache_release",
+    HandlePteFault = "handle_pte_fault",
+    PageVmaMappedWalk = "page_vma_mapped_walk",
+    ZapPteRange = "zap_pte_range",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

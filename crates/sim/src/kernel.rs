@@ -202,6 +202,8 @@ pub struct Kernel {
     /// vmstat's per-CPU differentials (mm/vmstat_pcp.rs); empty with one
     /// CPU.
     pub stat_diffs: crate::mm::vmstat_pcp::StatDiffs,
+    /// `release_pages`' lruvec lock across a TLB gather's frees (swap.rs).
+    pub release_batch: crate::mm::swap::ReleaseBatch,
     /// Some CPU's `stock_drain_pending` is set (memcontrol.rs).
     pub stock_drains_pending: bool,
     /// What the fault or zap in progress carries between its functions.
@@ -441,6 +443,7 @@ impl Kernel {
             mmap_locks: Default::default(),
             lines: Default::default(),
             stat_diffs: Default::default(),
+            release_batch: Default::default(),
             stock_drains_pending: false,
             uncharge_list: Default::default(),
             shmem_thp_possible: spec.files.iter().any(|f| {

@@ -116,3 +116,131 @@ fn reclaimers_of_one_lruvec_move_each_others_anon_vma_lines() {
     assert!(vm(&apart, "pswpout") > 0);
     assert_eq!(rmap_line_ns(&apart), 0);
 }
+
+/// Two threads of one process (one memcg, one lru_lock) on `cpus` CPUs,
+/// each writing and MADV_DONTNEEDing its own 16 MiB 4 times.
+fn dontneed_threads(cpus: usize) -> String {
+    let half = |offset: &str| {
+        format!(
+            r#"{{ op = "repeat", times = 4, steps = [
+    {{ op = "touch", region = "buf", offset = {offset}, length = "16M", write = 1.0 }},
+    {{ op = "madvise", region = "buf", advice = "dontneed", offset = {offset}, length = "16M" }},
+  ] }}"#
+        )
+    };
+    format!(
+        r#"
+[machine]
+memory = "256M"
+cpus = {cpus}
+[task.main]
+steps = [
+  {{ op = "mmap", name = "buf", kind = "anon", size = "32M" }},
+  {{ op = "thread", steps = [ {} ] }},
+  {},
+  {{ op = "wait" }},
+]
+"#,
+        half("0"),
+        half("\"16M\"")
+    )
+}
+
+/// Time the zaps' frees spent taking lru_lock (`release_pages`' relock).
+fn release_lock_ns(r: &mmsim_spec::output::RunResult) -> u64 {
+    r.profile_tree
+        .iter()
+        .filter(|row| row.path.contains(";release_pages;"))
+        .map(|row| row.self_ns)
+        .sum()
+}
+
+#[test]
+fn threads_freeing_into_one_lruvec_move_its_lock_between_them() {
+    // Each zap's release_pages takes the lruvec's lock once per 32 pages
+    // (or lruvec change); the other thread's faults (their lru_add
+    // drains) and frees took it since, so its line comes over.
+    let one = run_checked(&dontneed_threads(1));
+    let two = run_checked(&dontneed_threads(2));
+    assert_eq!(release_lock_ns(&one), 0, "one CPU takes no lock");
+    let ns = release_lock_ns(&two);
+    assert!(ns > 0, "the threads meet on the lock");
+    // At most one hand-off per 32 freed pages: 2 threads × 4 × 4096.
+    let bound = 2 * 4 * 4096 / 32 * mmsim_sim::machine_profile::Costs::REFERENCE.lock_handoff;
+    assert!(ns <= bound, "{ns} ns > {bound} ns");
+}
+
+/// Time spent taking PTE locks from kernel function `f` (the lock's line
+/// coming over and waits for other CPUs' holds).
+fn ptl_ns(r: &mmsim_spec::output::RunResult, f: &str) -> u64 {
+    r.profile_tree
+        .iter()
+        .filter(|row| {
+            row.path.contains(&format!(";{f};")) || row.path.starts_with(&format!("{f};"))
+        })
+        .map(|row| row.self_ns)
+        .sum()
+}
+
+#[test]
+fn reclaimers_of_one_lruvec_take_each_others_pte_locks() {
+    // In one memcg each reclaimer unmaps the other's pages too: the
+    // walk takes the PTE table's lock the owner's faults took.
+    let one = run_checked(&reclaimers(1, true));
+    let shared = run_checked(&reclaimers(2, true));
+    let apart = run_checked(&reclaimers(2, false));
+    assert_eq!(ptl_ns(&one, "page_vma_mapped_walk"), 0, "one CPU");
+    assert!(ptl_ns(&shared, "page_vma_mapped_walk") > 0);
+    assert!(
+        ptl_ns(&shared, "handle_pte_fault") > 0,
+        "and the owners take them back"
+    );
+    // Each in a memcg of its own, a task's tables stay on its CPU.
+    assert!(vm(&apart, "pswpout") > 0);
+    assert_eq!(ptl_ns(&apart, "page_vma_mapped_walk"), 0);
+    assert_eq!(ptl_ns(&apart, "handle_pte_fault"), 0);
+}
+
+/// Two threads of one process on two CPUs first-touching one 16 MiB
+/// mapping: `shared`, both all of it in shuffled orders of their own (a
+/// page goes to the first to fault it; every PTE table is both's); else
+/// each its own 8 MiB half (4 tables of its own).
+fn first_touch_threads(shared: bool) -> String {
+    let touch = |t: usize| match shared {
+        true => format!(
+            r#"{{ op = "touch", region = "buf", order = "shuffle", seed = {}, write = 1.0 }}"#,
+            t + 1
+        ),
+        false => format!(
+            r#"{{ op = "touch", region = "buf", offset = "{}M", length = "8M", write = 1.0 }}"#,
+            t * 8
+        ),
+    };
+    format!(
+        r#"
+[machine]
+memory = "256M"
+cpus = 2
+[task.main]
+steps = [
+  {{ op = "mmap", name = "buf", kind = "anon", size = "16M" }},
+  {{ op = "thread", steps = [ {} ] }},
+  {},
+  {{ op = "wait" }},
+]
+"#,
+        touch(1),
+        touch(0)
+    )
+}
+
+#[test]
+fn threads_faulting_in_one_pte_table_move_its_lock() {
+    let apart = run_checked(&first_touch_threads(false));
+    let shared = run_checked(&first_touch_threads(true));
+    assert_eq!(ptl_ns(&apart, "handle_pte_fault"), 0, "tables of their own");
+    assert!(ptl_ns(&shared, "handle_pte_fault") > 0, "tables of both");
+    for r in [&apart, &shared] {
+        assert_eq!(vm(r, "pgfault"), 4096, "each page faults once");
+    }
+}

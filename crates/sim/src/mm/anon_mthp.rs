@@ -331,7 +331,7 @@ impl Kernel {
             self.deferred_split_folio(b.head);
         }
         self.free_swap_cache(b.head);
-        self.folio_put_refs(b.head, b.nr);
+        self.tlb_folio_put_refs(b.head, b.nr);
     }
 
     /// 6.12's `do_swap_page` past the swap cache on a SWP_SYNCHRONOUS_IO

@@ -590,9 +590,16 @@ impl Kernel {
             let v = maps[i].0;
             let n = maps[i..].iter().take_while(|m| m.0 == v).count();
             let group = &maps[i..i + n];
+            // page_vma_mapped_walk's PTE lock, held through the unmap (a
+            // PMD mapping's lock is not followed).
+            let ptl = match group[0].2 & PTE_PMD {
+                0 => self.pte_lock(v, group[0].1, Fn::PageVmaMappedWalk),
+                _ => None,
+            };
             self.traced(Fn::TryToUnmap, |k| {
                 k.try_to_unmap_one_page_cache(pfn, group)
             });
+            self.spin_unlock(ptl);
             i += n;
         }
     }

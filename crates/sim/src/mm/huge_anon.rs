@@ -413,7 +413,7 @@ impl Kernel {
         self.mms[mm].rss_anon -= HPAGE_PMD_NR;
         self.page_remove_anon_compound_rmap(head);
         self.free_swap_cache(head);
-        self.folio_put(head);
+        self.tlb_folio_put(head);
     }
 
     /// `page_remove_anon_compound_rmap`: one PMD fewer; pages left with no

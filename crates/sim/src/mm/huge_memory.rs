@@ -136,7 +136,7 @@ impl Kernel {
         if dirty {
             self.filemap_dirty_folio(head);
         }
-        self.folio_put(head);
+        self.tlb_folio_put(head);
     }
 
     /// `__split_huge_pmd` of a page-cache folio's PMD (a partial unmap, or

@@ -250,6 +250,7 @@ impl Kernel {
         let mut tlb = self.tlb_gather_mmu(self.vmas[vma as usize].mm);
         let mut batch = None;
         for idx in first..first + n {
+            self.zap_pte_lock(vma, idx, first);
             let pte = self.vmas[vma as usize].ptes[idx];
             // Private anon reads zeros afterwards, a private file mapping
             // the file again; shared mappings keep their data.

@@ -397,14 +397,23 @@ impl Kernel {
         }
         // A shmem fault that may map a PMD takes only the PMD table now;
         // finish_fault allocates the PTE table if it maps a PTE.
-        let table =
-            if inode != NIL && self.shmem_thp_possible && self.inodes[inode as usize].is_shmem() {
-                self.pmd_alloc(vma, idx)
-            } else {
-                self.pte_alloc(vma, idx)
-            };
+        let pmd_first =
+            inode != NIL && self.shmem_thp_possible && self.inodes[inode as usize].is_shmem();
+        let table = if pmd_first {
+            self.pmd_alloc(vma, idx)
+        } else {
+            self.pte_alloc(vma, idx)
+        };
         if table.is_err() {
             return Err(FaultError::Oom);
+        }
+        // The PTE table's lock, taken by every PTE-level fault
+        // (handle_pte_fault's, do_anonymous_page's, do_swap_page's, the
+        // fault-around's filemap_map_pages, finish_fault's): the fault's
+        // work is priced in its bundle, so the hold is empty. A shmem fault
+        // that may map a PMD takes it in finish_fault, not followed.
+        if !pmd_first {
+            self.pte_lock_empty(vma, idx, Fn::HandlePteFault);
         }
         let pte = self.vmas[vma as usize].ptes[idx];
         if pte_present(pte) && (!write || pte & PTE_WRITE != 0) {

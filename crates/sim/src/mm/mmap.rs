@@ -147,6 +147,91 @@ impl Kernel {
         Ok(())
     }
 
+    /// The split page-table lock of the PTE table that maps page `idx` of
+    /// `vma` (`pte_lockptr`: the spinlock in the table page's struct page;
+    /// Debian's x86-64 kernels split them, NR_CPUS being far above
+    /// SPLIT_PTLOCK_CPUS). mmsim gives each VMA its own tables.
+    pub(crate) fn ptl_line(&self, vma: u32, idx: usize) -> crate::cacheline::Line {
+        let start = self.vmas[vma as usize].start_vpn;
+        let table = ((start + idx as u64) >> PTE_SHIFT) - (start >> PTE_SHIFT);
+        crate::cacheline::Line::Ptl {
+            vma,
+            table: table as u32,
+        }
+    }
+
+    /// `pte_offset_map_lock` from kernel function `f` around work priced
+    /// inside the section, held until `spin_unlock`: None with one CPU.
+    #[inline(always)]
+    pub fn pte_lock(
+        &mut self,
+        vma: u32,
+        idx: usize,
+        f: cost_model::Fn,
+    ) -> Option<crate::spinlock::SpinGuard> {
+        if self.cpus.len() == 1 {
+            return None;
+        }
+        self.pte_lock_smp(vma, idx, f)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pte_lock_smp(
+        &mut self,
+        vma: u32,
+        idx: usize,
+        f: cost_model::Fn,
+    ) -> Option<crate::spinlock::SpinGuard> {
+        let line = self.ptl_line(vma, idx);
+        self.traced(f, |k| k.spin_lock(line))
+    }
+
+    /// `pte_offset_map_lock` … `pte_unmap_unlock` from kernel function `f`
+    /// around work priced in a bundle outside the section (a fault's, a
+    /// zap's, a young bit's test): the lock's line comes over and other
+    /// CPUs' holds are waited out, but no one waits for this one.
+    #[inline(always)]
+    pub fn pte_lock_empty(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
+        if self.cpus.len() > 1 {
+            self.pte_lock_empty_smp(vma, idx, f);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pte_lock_empty_smp(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
+        let line = self.ptl_line(vma, idx);
+        self.traced(f, |k| k.spin_lock_empty(line));
+    }
+
+    /// A zap's walk reaching page `idx` of `vma` (`first`: where it
+    /// started): `zap_pte_range` takes each PTE table's lock once for its
+    /// entries (a block with no table, or mapped by a PMD, has none). An
+    /// empty hold: mmsim frees each page at its PTE, work the kernel does
+    /// after the lock (`release_pages`), so the loop's time is not the
+    /// section's.
+    #[inline]
+    pub fn zap_pte_lock(&mut self, vma: u32, idx: usize, first: usize) {
+        if self.cpus.len() > 1 {
+            self.zap_pte_lock_smp(vma, idx, first);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn zap_pte_lock_smp(&mut self, vma: u32, idx: usize, first: usize) {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + idx as u64;
+        if idx != first && !va.is_multiple_of(1 << PTE_SHIFT) {
+            return;
+        }
+        let table = ((va >> PTE_SHIFT) - (v.start_vpn >> PTE_SHIFT)) as usize;
+        if v.pte_tables[table] != NIL {
+            self.pte_lock_empty_smp(vma, idx, cost_model::Fn::ZapPteRange);
+        }
+    }
+
     /// `pmd_alloc` for page `idx` of `vma`: the PMD table above it (a
     /// fault that may map a PMD allocates no PTE table first).
     pub fn pmd_alloc(&mut self, vma: u32, idx: usize) -> Result<(), crate::SimError> {
@@ -484,6 +569,7 @@ impl Kernel {
         let mut tlb = self.tlb_gather_mmu(self.vmas[vma as usize].mm);
         let mut batch = None;
         for idx in 0..n {
+            self.zap_pte_lock(vma, idx as usize, 0);
             let pte = self.vmas[vma as usize].ptes[idx as usize];
             if pte_none(pte) {
                 batch = None;
@@ -583,7 +669,7 @@ impl Kernel {
             }
             *self.mms[mm].file_counter(self.folios.get(head).test(PG_SWAPBACKED)) -= 1;
             self.page_remove_file_rmap(pfn);
-            self.folio_put(head);
+            self.tlb_folio_put(head);
             return;
         }
         self.mms[mm].rss_anon -= 1;
@@ -592,7 +678,7 @@ impl Kernel {
         }
         self.page_remove_rmap(pfn, vma);
         self.free_swap_cache(head);
-        self.folio_put(head);
+        self.tlb_folio_put(head);
     }
 
     /// One PTE of `mm` mapping `page`, a page of large anonymous folio
@@ -666,6 +752,9 @@ impl Kernel {
     pub fn free_folio(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         if f.test(PG_LRU) {
+            if self.cpus.len() > 1 {
+                self.lru_lock_for_free(f.memcg, f.order);
+            }
             self.lruvec_del_folio(pfn);
         }
         debug_assert!(!f.test(PG_SWAPCACHE));

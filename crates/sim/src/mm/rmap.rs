@@ -95,6 +95,7 @@ impl Kernel {
                 continue;
             };
             let mut idx = lo;
+            let mut locked = false;
             while idx < hi {
                 let pte = self.vmas[v as usize].ptes[idx];
                 if !self.maps_folio(pte, head) {
@@ -104,6 +105,13 @@ impl Kernel {
                 if pte & PTE_PMD != 0 {
                     self.split_huge_pmd_anon(v, idx);
                     continue;
+                }
+                if !locked {
+                    // The walk's PTE lock, once for the folio's table. An
+                    // empty hold: the PTEs' unmaps are not followed as one
+                    // section (simplification, many CPUs only).
+                    self.pte_lock_empty(v, idx, Fn::PageVmaMappedWalk);
+                    locked = true;
                 }
                 let page = pte_pfn(pte);
                 if self.release.unmap_lazyfree_batch && !self.folios.get(head).test(PG_SWAPBACKED) {
@@ -195,10 +203,14 @@ impl Kernel {
         let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
         for &v in &vmas {
             if let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) {
-                // rmap_walk stops at the first mapping that refuses.
-                if !self.traced(Fn::TryToUnmap, |k| {
+                // page_vma_mapped_walk's PTE lock, held through the unmap.
+                let ptl = self.pte_lock(v, idx, Fn::PageVmaMappedWalk);
+                let unmapped = self.traced(Fn::TryToUnmap, |k| {
                     k.try_to_unmap_one(pfn, pfn, v, idx, pte)
-                }) {
+                });
+                self.spin_unlock(ptl);
+                // rmap_walk stops at the first mapping that refuses.
+                if !unmapped {
                     break;
                 }
             }
@@ -251,6 +263,10 @@ impl Kernel {
                 }
             }
             let flags = vma.flags;
+            if pte & PTE_PMD == 0 {
+                // page_vma_mapped_walk's PTE lock (a PMD's is not followed).
+                self.pte_lock_empty(v, idx, Fn::PageVmaMappedWalk);
+            }
             let young = if lru_gen {
                 self.pte_referenced_lru_gen(pfn, v, idx)
             } else if pte & PTE_YOUNG != 0 {
@@ -345,6 +361,11 @@ impl Kernel {
                 if !self.maps_folio(pte, head) {
                     continue;
                 }
+                if !mapped && pte & PTE_PMD == 0 {
+                    // The walk's PTE lock (a folio of at most a PMD's
+                    // size, aligned: one table).
+                    self.pte_lock_empty(v, idx, Fn::PageVmaMappedWalk);
+                }
                 mapped = true;
                 if lru_gen {
                     young |= self.pte_referenced_lru_gen(pte_pfn(pte), v, idx);
@@ -399,6 +420,9 @@ impl Kernel {
             let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) else {
                 continue;
             };
+            // page_vma_mapped_walk's PTE lock, over a test priced in
+            // folio_referenced's bundle.
+            self.pte_lock_empty(v, idx, Fn::PageVmaMappedWalk);
             if flags & super::mmap::VM_LOCKED != 0 {
                 return (referenced, vm_flags | super::mmap::VM_LOCKED);
             }

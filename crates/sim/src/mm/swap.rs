@@ -4,6 +4,24 @@ use super::folio::*;
 use crate::cost_model;
 use crate::kernel::Kernel;
 
+/// `release_pages`' hold of an lruvec's lock across the pages a TLB
+/// gather frees (mm/swap.c): kept while consecutive freed folios belong to
+/// one lruvec, dropped after SWAP_CLUSTER_MAX pages of the batch and at a
+/// large folio (whose `__folio_put_large` takes the lock itself); the
+/// gather's flush ends it. A folio freed outside a gather takes the lock
+/// alone (`__page_cache_release`). The kernel frees the batch after the
+/// flush; mmsim drops the gather's reference at the PTE, which no one
+/// reads in between. Followed only with more than one CPU.
+#[derive(Debug, Default)]
+pub struct ReleaseBatch {
+    /// A gathered page's reference is being dropped (`tlb_folio_put`).
+    in_batch: bool,
+    /// The lruvec (memcg) whose lock `release_pages` holds.
+    held: Option<u16>,
+    /// Pages of the batch since the lock was taken.
+    lock_batch: u64,
+}
+
 /// PAGEVEC_SIZE: folios a per-CPU batch holds before it is flushed, to
 /// 6.1.
 pub const PAGEVEC_SIZE: usize = 15;
@@ -11,6 +29,72 @@ pub const PAGEVEC_SIZE: usize = 15;
 pub const PAGEVEC_SIZE_6_12: usize = 31;
 
 impl Kernel {
+    /// The TLB gather's reference on a zapped page dropped: by
+    /// `release_pages`, after the flush (`ReleaseBatch`).
+    #[inline]
+    pub fn tlb_folio_put(&mut self, pfn: Pfn) {
+        if self.cpus.len() == 1 {
+            return self.folio_put(pfn);
+        }
+        self.release_batch.in_batch = true;
+        self.folio_put(pfn);
+        self.release_batch.in_batch = false;
+    }
+
+    /// `tlb_folio_put` of `n` references of one large folio (a zap batch).
+    pub fn tlb_folio_put_refs(&mut self, pfn: Pfn, n: u32) {
+        self.release_batch.in_batch = self.cpus.len() > 1;
+        self.folio_put_refs(pfn, n);
+        self.release_batch.in_batch = false;
+    }
+
+    /// `release_pages`' loop reaching one more page of the gather: after
+    /// SWAP_CLUSTER_MAX pages the held lock is dropped.
+    #[inline]
+    pub fn release_pages_next(&mut self) {
+        let r = &mut self.release_batch;
+        if r.held.is_some() {
+            r.lock_batch += 1;
+            if r.lock_batch == super::vmscan::SWAP_CLUSTER_MAX {
+                r.held = None;
+            }
+        }
+    }
+
+    /// `release_pages` is done: the gather's flush freed its batch.
+    #[inline]
+    pub fn release_pages_end(&mut self) {
+        self.release_batch.held = None;
+    }
+
+    /// The lruvec lock a freed LRU folio's deletion takes (more than one
+    /// CPU): `release_pages`' relock, kept for the gather's next folio of
+    /// the same lruvec, or `__page_cache_release`'s, taken alone. The
+    /// deletion's work is priced in the free's bundle, so the hold is
+    /// empty: the lock's line comes over and other CPUs' holds (reclaim's
+    /// isolation and putback) are waited out.
+    #[cold]
+    #[inline(never)]
+    pub fn lru_lock_for_free(&mut self, memcg: u16, order: u8) {
+        let r = &mut self.release_batch;
+        let f = match (r.in_batch, order) {
+            (true, 0) if r.held == Some(memcg) => return,
+            (true, 0) => {
+                r.held = Some(memcg);
+                r.lock_batch = 0;
+                cost_model::Fn::ReleasePages
+            }
+            // __folio_put_large: release_pages drops its lock first.
+            (true, _) => {
+                r.held = None;
+                cost_model::Fn::PageCacheRelease
+            }
+            (false, _) => cost_model::Fn::PageCacheRelease,
+        };
+        let line = crate::cacheline::Line::LruLock(memcg);
+        self.traced(f, |k| k.spin_lock_empty(line));
+    }
+
     /// The preset's lru_add batch size.
     fn lru_add_batch(&self) -> usize {
         if self.release.lru_add_batch_31 {
@@ -172,5 +256,65 @@ impl Kernel {
             .filter(|&i| self.is_descendant(i as u16, memcg))
             .map(|i| self.lruvecs[i].size(lru))
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cacheline::Line;
+    use crate::kernel::{test_at as at, test_kernel as kernel, Kernel};
+
+    const HANDOFF: u64 = 100;
+
+    /// CPU 1 writes memcg 1's lru_lock line at `t`.
+    fn other_cpu_takes_it(k: &mut Kernel, t: u64) {
+        at(k, 1, t);
+        k.spin_lock_empty(Line::LruLock(1));
+    }
+
+    /// CPU 0 frees an order-`order` LRU folio of memcg 1 at `t` as the
+    /// gather's page (`in_batch`) or alone: the time its lock took.
+    fn free_at(k: &mut Kernel, t: u64, in_batch: bool, order: u8) -> u64 {
+        at(k, 0, t);
+        k.release_pages_next();
+        k.release_batch.in_batch = in_batch;
+        k.lru_lock_for_free(1, order);
+        k.release_batch.in_batch = false;
+        k.now() - t
+    }
+
+    #[test]
+    fn release_pages_keeps_its_lruvec_lock_for_a_cluster_of_pages() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = HANDOFF;
+        other_cpu_takes_it(&mut k, 0);
+        assert_eq!(free_at(&mut k, 1_000, true, 0), HANDOFF, "taken");
+        // Held: the other CPU's write in between moves nothing here.
+        other_cpu_takes_it(&mut k, 1_200);
+        assert_eq!(free_at(&mut k, 1_300, true, 0), 0, "kept");
+        // The 32nd page since it was taken drops it; the next relocks.
+        for p in 2..super::super::vmscan::SWAP_CLUSTER_MAX {
+            assert_eq!(free_at(&mut k, 1_300 + p, true, 0), 0, "page {p}");
+        }
+        assert_eq!(free_at(&mut k, 1_400, true, 0), HANDOFF, "relocked");
+        // A large folio takes it alone and drops release_pages' hold.
+        other_cpu_takes_it(&mut k, 1_500);
+        assert_eq!(free_at(&mut k, 1_600, true, 2), HANDOFF);
+        other_cpu_takes_it(&mut k, 1_700);
+        assert_eq!(free_at(&mut k, 1_800, true, 0), HANDOFF);
+        // The gather's flush ends release_pages: the next batch relocks.
+        k.release_pages_end();
+        other_cpu_takes_it(&mut k, 1_900);
+        assert_eq!(free_at(&mut k, 2_000, true, 0), HANDOFF);
+    }
+
+    #[test]
+    fn a_folio_freed_alone_takes_the_lock_each_time() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = HANDOFF;
+        for t in [0, 1_000, 2_000] {
+            other_cpu_takes_it(&mut k, t);
+            assert_eq!(free_at(&mut k, t + 500, false, 0), HANDOFF, "at {t}");
+        }
     }
 }

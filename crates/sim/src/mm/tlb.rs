@@ -156,6 +156,7 @@ impl Kernel {
     pub fn tlb_remove_tlb_entry(&mut self, tlb: &mut MmuGather, page: bool) {
         tlb.cleared = true;
         if page {
+            self.release_pages_next();
             tlb.pages += 1;
             if tlb.pages == MMU_GATHER_PAGES {
                 self.tlb_flush_mmu(tlb);
@@ -173,6 +174,7 @@ impl Kernel {
     /// `tlb_flush_mmu`: flush the gathered range, free the gathered pages.
     fn tlb_flush_mmu(&mut self, tlb: &mut MmuGather) {
         self.flush_tlb_mm_range(tlb.mm, tlb.freed_tables);
+        self.release_pages_end();
         tlb.pages = 0;
         tlb.cleared = false;
     }
