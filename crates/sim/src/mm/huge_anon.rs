@@ -229,7 +229,7 @@ impl Kernel {
 
     /// The `pte_tables` slot of the block holding page `idx`.
     #[inline]
-    fn pmd_table(&self, vma: u32, idx: usize) -> usize {
+    pub(crate) fn pmd_table(&self, vma: u32, idx: usize) -> usize {
         pmd_block(self.vmas[vma as usize].start_vpn, idx).1
     }
 

@@ -152,11 +152,9 @@ impl Kernel {
     /// Debian's x86-64 kernels split them, NR_CPUS being far above
     /// SPLIT_PTLOCK_CPUS). mmsim gives each VMA its own tables.
     pub(crate) fn ptl_line(&self, vma: u32, idx: usize) -> crate::cacheline::Line {
-        let start = self.vmas[vma as usize].start_vpn;
-        let table = ((start + idx as u64) >> PTE_SHIFT) - (start >> PTE_SHIFT);
         crate::cacheline::Line::Ptl {
             vma,
-            table: table as u32,
+            table: self.pmd_table(vma, idx) as u32,
         }
     }
 
@@ -221,13 +219,11 @@ impl Kernel {
     #[cold]
     #[inline(never)]
     fn zap_pte_lock_smp(&mut self, vma: u32, idx: usize, first: usize) {
-        let v = &self.vmas[vma as usize];
-        let va = v.start_vpn + idx as u64;
+        let va = self.vmas[vma as usize].start_vpn + idx as u64;
         if idx != first && !va.is_multiple_of(1 << PTE_SHIFT) {
             return;
         }
-        let table = ((va >> PTE_SHIFT) - (v.start_vpn >> PTE_SHIFT)) as usize;
-        if v.pte_tables[table] != NIL {
+        if self.vmas[vma as usize].pte_tables[self.pmd_table(vma, idx)] != NIL {
             self.pte_lock_empty_smp(vma, idx, cost_model::Fn::ZapPteRange);
         }
     }
