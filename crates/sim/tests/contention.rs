@@ -128,6 +128,25 @@ fn reclaimers_of_one_lruvec_move_each_others_anon_vma_lines() {
     assert_eq!(rmap_line_ns(&apart), 0);
 }
 
+/// One process on `cpus` CPUs with a `size` anonymous mapping "buf": a
+/// thread runs `thread` while the creator runs `main`, then joins it.
+fn two_threads(cpus: usize, size: &str, thread: &str, main: &str) -> String {
+    format!(
+        r#"
+[machine]
+memory = "256M"
+cpus = {cpus}
+[task.main]
+steps = [
+  {{ op = "mmap", name = "buf", kind = "anon", size = "{size}" }},
+  {{ op = "thread", steps = [ {thread} ] }},
+  {main},
+  {{ op = "wait" }},
+]
+"#
+    )
+}
+
 /// Two threads of one process (one memcg, one lru_lock) on `cpus` CPUs,
 /// each writing and MADV_DONTNEEDing its own 16 MiB 4 times.
 fn dontneed_threads(cpus: usize) -> String {
@@ -139,29 +158,18 @@ fn dontneed_threads(cpus: usize) -> String {
   ] }}"#
         )
     };
-    format!(
-        r#"
-[machine]
-memory = "256M"
-cpus = {cpus}
-[task.main]
-steps = [
-  {{ op = "mmap", name = "buf", kind = "anon", size = "32M" }},
-  {{ op = "thread", steps = [ {} ] }},
-  {},
-  {{ op = "wait" }},
-]
-"#,
-        half("0"),
-        half("\"16M\"")
-    )
+    two_threads(cpus, "32M", &half("0"), &half("\"16M\""))
 }
 
-/// Time the zaps' frees spent taking lru_lock (`release_pages`' relock).
-fn release_lock_ns(r: &mmsim_spec::output::RunResult) -> u64 {
+/// Time charged below kernel function `f` in the call-path tree (for a
+/// lock taken from `f`: its line coming over and waits for other CPUs'
+/// holds).
+fn ns_under(r: &mmsim_spec::output::RunResult, f: &str) -> u64 {
     r.profile_tree
         .iter()
-        .filter(|row| row.path.contains(";release_pages;"))
+        .filter(|row| {
+            row.path.contains(&format!(";{f};")) || row.path.starts_with(&format!("{f};"))
+        })
         .map(|row| row.self_ns)
         .sum()
 }
@@ -173,24 +181,12 @@ fn threads_freeing_into_one_lruvec_move_its_lock_between_them() {
     // drains) and frees took it since, so its line comes over.
     let one = run_checked(&dontneed_threads(1));
     let two = run_checked(&dontneed_threads(2));
-    assert_eq!(release_lock_ns(&one), 0, "one CPU takes no lock");
-    let ns = release_lock_ns(&two);
+    assert_eq!(ns_under(&one, "release_pages"), 0, "one CPU takes no lock");
+    let ns = ns_under(&two, "release_pages");
     assert!(ns > 0, "the threads meet on the lock");
     // At most one hand-off per 32 freed pages: 2 threads × 4 × 4096.
     let bound = 2 * 4 * 4096 / 32 * mmsim_sim::machine_profile::Costs::REFERENCE.lock_handoff;
     assert!(ns <= bound, "{ns} ns > {bound} ns");
-}
-
-/// Time spent taking PTE locks from kernel function `f` (the lock's line
-/// coming over and waits for other CPUs' holds).
-fn ptl_ns(r: &mmsim_spec::output::RunResult, f: &str) -> u64 {
-    r.profile_tree
-        .iter()
-        .filter(|row| {
-            row.path.contains(&format!(";{f};")) || row.path.starts_with(&format!("{f};"))
-        })
-        .map(|row| row.self_ns)
-        .sum()
 }
 
 #[test]
@@ -200,16 +196,16 @@ fn reclaimers_of_one_lruvec_take_each_others_pte_locks() {
     let one = run_checked(&reclaimers(1, true));
     let shared = run_checked(&reclaimers(2, true));
     let apart = run_checked(&reclaimers(2, false));
-    assert_eq!(ptl_ns(&one, "page_vma_mapped_walk"), 0, "one CPU");
-    assert!(ptl_ns(&shared, "page_vma_mapped_walk") > 0);
+    assert_eq!(ns_under(&one, "page_vma_mapped_walk"), 0, "one CPU");
+    assert!(ns_under(&shared, "page_vma_mapped_walk") > 0);
     assert!(
-        ptl_ns(&shared, "handle_pte_fault") > 0,
+        ns_under(&shared, "handle_pte_fault") > 0,
         "and the owners take them back"
     );
     // Each in a memcg of its own, a task's tables stay on its CPU.
     assert!(vm(&apart, "pswpout") > 0);
-    assert_eq!(ptl_ns(&apart, "page_vma_mapped_walk"), 0);
-    assert_eq!(ptl_ns(&apart, "handle_pte_fault"), 0);
+    assert_eq!(ns_under(&apart, "page_vma_mapped_walk"), 0);
+    assert_eq!(ns_under(&apart, "handle_pte_fault"), 0);
 }
 
 /// Two threads of one process on two CPUs first-touching one 16 MiB
@@ -227,30 +223,19 @@ fn first_touch_threads(shared: bool) -> String {
             t * 8
         ),
     };
-    format!(
-        r#"
-[machine]
-memory = "256M"
-cpus = 2
-[task.main]
-steps = [
-  {{ op = "mmap", name = "buf", kind = "anon", size = "16M" }},
-  {{ op = "thread", steps = [ {} ] }},
-  {},
-  {{ op = "wait" }},
-]
-"#,
-        touch(1),
-        touch(0)
-    )
+    two_threads(2, "16M", &touch(1), &touch(0))
 }
 
 #[test]
 fn threads_faulting_in_one_pte_table_move_its_lock() {
     let apart = run_checked(&first_touch_threads(false));
     let shared = run_checked(&first_touch_threads(true));
-    assert_eq!(ptl_ns(&apart, "handle_pte_fault"), 0, "tables of their own");
-    assert!(ptl_ns(&shared, "handle_pte_fault") > 0, "tables of both");
+    assert_eq!(
+        ns_under(&apart, "handle_pte_fault"),
+        0,
+        "tables of their own"
+    );
+    assert!(ns_under(&shared, "handle_pte_fault") > 0, "tables of both");
     for r in [&apart, &shared] {
         assert_eq!(vm(r, "pgfault"), 4096, "each page faults once");
     }

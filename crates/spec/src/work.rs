@@ -103,24 +103,15 @@ pub fn does_nothing(steps: &[Step]) -> bool {
 /// machine's: `machine.memory`), each at its line (0 for a `--set`).
 pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     let mut parts = Vec::new();
-    let mut maps = Share {
-        key: "task".into(),
-        line: 0,
-        amount: 0,
-    };
-    let mut best = 0u128;
+    let mut maps = StepsPart::default();
     for t in &spec.tasks {
         walk_mmaps(&t.steps, 1, &mut |step, pages, n| {
             let b = (pages as u128) * (HOST_BYTES_PER_MAPPED_PAGE as u128) * n;
-            maps.amount = maps.amount.saturating_add(b * t.instances as u128);
-            if b > best {
-                best = b;
-                maps.key = step.key.clone();
-                maps.line = step.line;
-            }
+            maps.part.amount = maps.part.amount.saturating_add(b * t.instances as u128);
+            maps.name_by(step, b);
         });
     }
-    parts.push(maps);
+    parts.push(maps.part);
     parts.push(zipf_tables(spec));
     for (i, f) in spec.files.iter().enumerate() {
         parts.push(Share {
@@ -159,26 +150,51 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
 /// process it runs as (a task holds one touch's stream at a time), named
 /// by the largest one's touch step.
 fn zipf_tables(spec: &Spec) -> Share {
-    let mut part = Share {
-        key: "task".into(),
-        line: 0,
-        amount: 0,
-    };
-    let mut best = 0u128;
+    let mut tables = StepsPart::default();
     for t in &spec.tasks {
         let mut sizes = Sizes::new();
         let mut task = 0u128;
         zipf_walk(&t.steps, 1, &mut sizes, &mut |step, bytes| {
             task = task.max(bytes);
-            if bytes > best {
-                best = bytes;
-                part.key = step.key.clone();
-                part.line = step.line;
-            }
+            tables.name_by(step, bytes);
         });
-        part.amount = part.amount.saturating_add(task * t.instances as u128);
+        tables.part.amount = tables
+            .part
+            .amount
+            .saturating_add(task * t.instances as u128);
     }
-    part
+    tables.part
+}
+
+/// A part of the host memory that steps take, named by the step that
+/// takes the most (the first of them); "task", line 0, while none does.
+struct StepsPart {
+    part: Share,
+    largest: u128,
+}
+
+impl Default for StepsPart {
+    fn default() -> Self {
+        StepsPart {
+            part: Share {
+                key: "task".into(),
+                line: 0,
+                amount: 0,
+            },
+            largest: 0,
+        }
+    }
+}
+
+impl StepsPart {
+    /// `step` takes `bytes`: it names the part if no step took more.
+    fn name_by(&mut self, step: &Step, bytes: u128) {
+        if bytes > self.largest {
+            self.largest = bytes;
+            self.part.key = step.key.clone();
+            self.part.line = step.line;
+        }
+    }
 }
 
 fn zipf_walk(steps: &[Step], n: u128, sizes: &mut Sizes, f: &mut impl FnMut(&Step, u128)) {
@@ -188,9 +204,8 @@ fn zipf_walk(steps: &[Step], n: u128, sizes: &mut Sizes, f: &mut impl FnMut(&Ste
                 sizes.insert(name.clone(), *pages);
             }
             Op::Touch(t) if t.order == crate::Order::Zipf => {
-                let pages = sizes.get(&t.region).copied().unwrap_or(0);
-                let ranks = t.length.unwrap_or(pages.saturating_sub(t.offset));
-                let draws = t.count.unwrap_or(t.passes.saturating_mul(ranks));
+                let ranks = crate::ops::range_pages(t, sizes.get(&t.region).copied().unwrap_or(0));
+                let draws = u64::try_from(crate::ops::accesses(t, sizes)).unwrap_or(u64::MAX);
                 let bytes = crate::zipf::Zipf::table_bytes(ranks, t.theta, draws);
                 f(s, bytes as u128 * n);
             }

@@ -34,6 +34,7 @@ mod stream;
 mod swap;
 mod thread;
 mod touch;
+pub(crate) use touch::{accesses, range_pages};
 mod trace;
 mod wait;
 

@@ -57,8 +57,7 @@ impl StepOp for Touch {
             unreachable!("not a touch")
         };
         cx.range(key, &t.region, t.offset, t.length, regions)?;
-        let pages = regions[&t.region];
-        let n = t.length.unwrap_or(pages.saturating_sub(t.offset));
+        let n = range_pages(t, regions[&t.region]);
         if t.count.is_none() && t.passes.checked_mul(n).is_none_or(|a| a > MAX_ACCESSES) {
             return Err(cx.err(
                 key,
@@ -81,11 +80,16 @@ impl StepOp for Touch {
     }
 }
 
+/// The pages a touch's range covers, in a region of `pages`: its
+/// `length`, else the region from its offset on.
+pub(crate) fn range_pages(t: &model::Touch, pages: u64) -> u64 {
+    t.length.unwrap_or(pages.saturating_sub(t.offset))
+}
+
 /// The accesses of a `touch` (or `trace`): its count, or its passes over
 /// its range.
-pub(super) fn accesses(t: &model::Touch, sizes: &Sizes) -> u128 {
-    let pages = sizes.get(&t.region).copied().unwrap_or(0);
-    let len = t.length.unwrap_or(pages.saturating_sub(t.offset));
+pub(crate) fn accesses(t: &model::Touch, sizes: &Sizes) -> u128 {
+    let len = range_pages(t, sizes.get(&t.region).copied().unwrap_or(0));
     t.count
         .map_or((t.passes as u128).saturating_mul(len as u128), |c| {
             c as u128
