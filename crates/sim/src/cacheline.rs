@@ -288,7 +288,10 @@ impl Kernel {
             false => ns * self.costs.cross_socket.max(1000) / 1000,
         };
         let start = state.queue_transfer(t, ns, horizon);
-        self.charge_cost(f, start - t + ns);
+        // Waiting for the line is latency, not work: a busy SMT sibling
+        // does not stretch it (charge_wall), and the write ends exactly
+        // where its transfer does in the line's queue.
+        self.charge_wall(f, start - t + ns);
     }
 
     /// The mmap_lock (6.4+: the VMA's lock) a fault in `vma` takes for

@@ -281,6 +281,7 @@ functions! {
     FlushTlbMulti = "native_flush_tlb_multi",
     FlushTlbFunc = "flush_tlb_func",
     RwsemDownWriteSlowpath = "rwsem_down_write_slowpath",
+    RwsemDownReadSlowpath = "rwsem_down_read_slowpath",
     DownRead = "down_read",
     DownReadTrylock = "down_read_trylock",
     DownWrite = "down_write",
@@ -326,6 +327,10 @@ functions! {
     HandlePteFault = "handle_pte_fault",
     PageVmaMappedWalk = "page_vma_mapped_walk",
     ZapPteRange = "zap_pte_range",
+    CopyPteRange = "copy_pte_range",
+    MadviseColdOrPageoutPteRange = "madvise_cold_or_pageout_pte_range",
+    MadviseFreePteRange = "madvise_free_pte_range",
+    HpageCollapseScanPmd = "hpage_collapse_scan_pmd",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

@@ -15,6 +15,7 @@ pub mod machine_profile;
 pub mod mm;
 pub mod player;
 pub mod release;
+pub mod rwsem;
 pub mod sched;
 pub mod spinlock;
 pub mod vmstat;

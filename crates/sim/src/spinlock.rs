@@ -38,12 +38,16 @@ pub struct Hold {
     end: u64,
 }
 
-/// A lock this CPU holds: what `spin_unlock` releases.
-#[must_use = "a spinlock taken is released with spin_unlock"]
+/// A lock this CPU holds: what `spin_unlock` (a rwsem's `up_write`,
+/// rwsem.rs) releases.
+#[must_use = "a lock taken is released with spin_unlock or up_write"]
 #[derive(Debug)]
 pub struct SpinGuard {
-    line: Line,
+    pub(crate) line: Line,
     start: u64,
+    /// Where a wait for another CPU's hold is charged:
+    /// `native_queued_spin_lock_slowpath`, `rwsem_down_write_slowpath`.
+    slow: Fn,
 }
 
 impl Kernel {
@@ -88,30 +92,39 @@ impl Kernel {
         if self.cpus.len() == 1 {
             return None;
         }
-        Some(self.spin_wait_holds(line))
+        Some(self.wait_holds(line, Fn::QueuedSpinLockSlowpath))
     }
 
     #[inline(never)]
     fn spin_lock_smp(&mut self, line: Line) -> SpinGuard {
         self.write_shared_line(line, Fn::RawSpinLock, self.costs.lock_handoff);
-        self.spin_wait_holds(line)
+        self.wait_holds(line, Fn::QueuedSpinLockSlowpath)
     }
 
-    /// Spins through another CPU's holds covering now; the hold starts
-    /// at their end.
-    fn spin_wait_holds(&mut self, line: Line) -> SpinGuard {
-        let (cpu, now) = (self.cur_cpu as u32, self.now());
-        let horizon = self.lines.horizon;
-        let holds = &mut self.lines.get(line).holds;
-        holds.retain(|h| h.end > horizon);
-        let until = held_until(holds, cpu, now);
+    /// Spins through another CPU's holds covering now, charged to `slow`;
+    /// the hold starts at their end.
+    pub(crate) fn wait_holds(&mut self, line: Line, slow: Fn) -> SpinGuard {
+        let (now, until) = (self.now(), self.held_by_others_until(line));
         if until > now {
-            self.charge_cost(Fn::QueuedSpinLockSlowpath, until - now);
+            // Spinning until the holder's release: elapsed time, which a
+            // busy SMT sibling does not stretch (charge_wall).
+            self.charge_wall(slow, until - now);
         }
         SpinGuard {
             line,
             start: self.now(),
+            slow,
         }
+    }
+
+    /// The end of the chain of other CPUs' holds of `line` covering now
+    /// (now if none), the holds no clock can meet any more retired first.
+    pub(crate) fn held_by_others_until(&mut self, line: Line) -> u64 {
+        let (cpu, now) = (self.cur_cpu as u32, self.now());
+        let horizon = self.lines.horizon;
+        let holds = &mut self.lines.get(line).holds;
+        holds.retain(|h| h.end > horizon);
+        held_until(holds, cpu, now)
     }
 
     /// `spin_unlock(lock)`: the hold ends now. Holds other CPUs took
@@ -120,12 +133,14 @@ impl Kernel {
     #[inline]
     pub fn spin_unlock(&mut self, guard: Option<SpinGuard>) {
         if let Some(g) = guard {
-            self.spin_unlock_smp(g);
+            self.release_hold(g);
         }
     }
 
+    /// The hold ends now: kept for the CPUs whose slices run after this
+    /// one's, and the waits owed for holds taken inside it paid.
     #[inline(never)]
-    fn spin_unlock_smp(&mut self, g: SpinGuard) {
+    pub(crate) fn release_hold(&mut self, g: SpinGuard) {
         let (cpu, end) = (self.cur_cpu as u32, self.now());
         if end == g.start {
             return;
@@ -142,7 +157,7 @@ impl Kernel {
             end,
         });
         if owed > 0 {
-            self.charge_cost(Fn::QueuedSpinLockSlowpath, owed);
+            self.charge_wall(g.slow, owed);
         }
     }
 }
@@ -197,6 +212,23 @@ mod tests {
         // owed a wait of 2,000, paid by CPU 1 at its release.
         hold(&mut k, 1, 1_000, 3_000);
         assert_eq!(k.now(), 6_000);
+    }
+
+    #[test]
+    fn a_busy_smt_sibling_stretches_the_work_not_the_wait() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = 0;
+        hold(&mut k, 0, 1_000, 3_000);
+        // CPU 1's sibling is busy: its work takes 2 / smt_throughput as
+        // long, but its spin ends at CPU 0's release, 4,000.
+        at(&mut k, 1, 2_000);
+        k.set_sibling_busy(true);
+        let g = k.spin_lock(LOCK);
+        assert_eq!(k.now(), 4_000);
+        k.charge_cost(Fn::ShrinkInactiveList, 1_300);
+        let stretched = 1_300 * 2_000 / k.costs.smt_throughput;
+        assert!((k.now() - 4_000).abs_diff(stretched) <= 1, "{}", k.now());
+        k.spin_unlock(g);
     }
 
     #[test]

@@ -240,3 +240,112 @@ fn threads_faulting_in_one_pte_table_move_its_lock() {
         assert_eq!(vm(r, "pgfault"), 4096, "each page faults once");
     }
 }
+
+/// Two threads of one process (else two processes) on `cpus` CPUs with
+/// THPs always, each writing its own 32 MiB of one mapping (16 THPs),
+/// then lazily freeing a page in each THP, which splits it
+/// (split_huge_page, under the anon_vma's rwsem for writing).
+fn splitters(cpus: usize, threads: bool) -> String {
+    let half = |offset: usize| {
+        let mut steps = format!(
+            r#"{{ op = "touch", region = "buf", offset = "{offset}M", length = "32M", write = 1.0 }}"#
+        );
+        for thp in 0..16 {
+            steps += &format!(
+                r#", {{ op = "madvise", region = "buf", advice = "free", offset = "{}M", length = "4K" }}"#,
+                offset + 2 * thp + 1
+            );
+        }
+        steps
+    };
+    let head = format!(
+        "[machine]\nmemory = \"256M\"\ncpus = {cpus}\n[sysfs]\n\
+         \"kernel/mm/transparent_hugepage/enabled\" = \"always\"\n"
+    );
+    let mmap = r#"{ op = "mmap", name = "buf", kind = "anon", size = "64M" }"#;
+    match threads {
+        true => format!(
+            "{head}[task.main]\nsteps = [\n  {mmap},\n  {{ op = \"thread\", steps = [ {} ] }},\n  {},\n  {{ op = \"wait\" }},\n]\n",
+            half(32),
+            half(0)
+        ),
+        false => format!(
+            "{head}[task.a]\nsteps = [ {mmap}, {} ]\n[task.b]\nsteps = [ {mmap}, {} ]\n",
+            half(0),
+            half(32)
+        ),
+    }
+}
+
+#[test]
+fn threads_splitting_thps_of_one_process_wait_for_each_others_anon_vma_rwsem() {
+    const SLOW: &str = "rwsem_down_write_slowpath";
+    let waited = |r: &mmsim_spec::output::RunResult| r.profile.get(SLOW).copied().unwrap_or(0);
+    let one = run_checked(&splitters(1, true));
+    let threads = run_checked(&splitters(2, true));
+    let procs = run_checked(&splitters(2, false));
+    for r in [&one, &threads, &procs] {
+        assert_eq!(vm(r, "thp_split_page"), 32, "every THP splits once");
+        assert_eq!(r.integrity.violations, 0);
+    }
+    assert_eq!(waited(&one), 0, "one CPU");
+    // Threads split THPs of one anon_vma: a split on one CPU meets the
+    // other's; processes each lock their own.
+    assert!(waited(&threads) > 0);
+    assert_eq!(waited(&procs), 0);
+}
+
+/// Two threads of one process on `cpus` CPUs, its 16 MiB written first:
+/// one pages out [0, 8M) four times while the other writes [0, 8M)
+/// (`shared`: the same PTE tables) or [8M, 16M) four times.
+fn pageout_and_write(cpus: usize, shared: bool) -> String {
+    let at = if shared { "0M" } else { "8M" };
+    format!(
+        r#"
+[machine]
+memory = "256M"
+cpus = {cpus}
+[[swap]]
+device = "zram"
+size = "256M"
+[task.main]
+steps = [
+  {{ op = "mmap", name = "buf", kind = "anon", size = "16M" }},
+  {{ op = "touch", region = "buf", write = 1.0 }},
+  {{ op = "thread", steps = [ {{ op = "repeat", times = 4, steps = [
+    {{ op = "madvise", region = "buf", advice = "pageout", offset = "0M", length = "8M" }},
+  ] }} ] }},
+  {{ op = "repeat", times = 4, steps = [
+    {{ op = "touch", region = "buf", offset = "{at}", length = "8M", write = 1.0 }},
+  ] }},
+  {{ op = "wait" }},
+]
+"#
+    )
+}
+
+#[test]
+fn a_pageout_walk_takes_the_pte_table_locks_the_writers_faults_took() {
+    const WALK: &str = "madvise_cold_or_pageout_pte_range";
+    let one = run_checked(&pageout_and_write(1, true));
+    let shared = run_checked(&pageout_and_write(2, true));
+    let apart = run_checked(&pageout_and_write(2, false));
+    for r in [&one, &shared, &apart] {
+        assert!(vm(r, "pswpout") > 0, "it pages out");
+        assert_eq!(r.integrity.violations, 0);
+    }
+    assert_eq!(ns_under(&one, WALK), 0, "one CPU");
+    // In tables of their own the walk takes each of its 4 tables' locks
+    // over from the first touch's CPU once, and the faults never meet it.
+    let once = 4 * mmsim_sim::machine_profile::Costs::REFERENCE.lock_handoff;
+    assert!(ns_under(&apart, WALK) <= once, "{}", ns_under(&apart, WALK));
+    assert_eq!(ns_under(&apart, "handle_pte_fault"), 0);
+    // In the same tables the walk takes the lock the writer's faults
+    // (swap-ins of what it paged out) took last, and they take it back.
+    assert!(
+        ns_under(&shared, WALK) > once,
+        "{}",
+        ns_under(&shared, WALK)
+    );
+    assert!(ns_under(&shared, "handle_pte_fault") > 0);
+}

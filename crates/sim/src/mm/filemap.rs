@@ -583,7 +583,7 @@ impl Kernel {
     /// at once.
     pub fn try_to_unmap_page_cache(&mut self, pfn: Pfn) {
         let inode = self.folios.get(pfn).mapping;
-        self.i_mmap_lock_read(inode, Fn::DownRead);
+        self.i_mmap_lock_read(inode);
         let maps = self.page_cache_mappings(pfn);
         let mut i = 0;
         while i < maps.len() {

@@ -546,9 +546,11 @@ impl Kernel {
             // -EBUSY before the counting.
             return false;
         }
-        self.anon_vma_lock_line(f.mapping, Fn::DownWrite);
+        // anon_vma_lock_write to the split's end: other CPUs' rmap walks
+        // of the process tree fail their trylock or sleep meanwhile.
+        let anon_vma = self.anon_vma_lock_write(f.mapping);
         if !self.can_split_folio(head) {
-            self.anon_vma_lock_line(f.mapping, Fn::UpWrite);
+            self.anon_vma_unlock_write(anon_vma);
             if f.order == 9 {
                 self.vm.inc(Vm::ThpSplitPageFailed);
             }
@@ -639,7 +641,7 @@ impl Kernel {
                 self.remap_unused_to_zeropage(head + i);
             }
         }
-        self.anon_vma_lock_line(f.mapping, Fn::UpWrite);
+        self.anon_vma_unlock_write(anon_vma);
         true
     }
 

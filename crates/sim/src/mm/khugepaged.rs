@@ -500,6 +500,9 @@ impl Kernel {
         let ctl = self.thp.khugepaged;
         let (mut none_or_zero, mut unmapped, mut shared, mut referenced) = (0, 0, 0, 0);
         let mut writable = false;
+        // pte_offset_map_lock over the table's scan: an empty hold, its
+        // PTEs priced at once here.
+        self.pte_lock_empty(vma, first, Fn::HpageCollapseScanPmd);
         self.charge_cost(Fn::Khugepaged, self.costs.pte * HPAGE_PMD_NR);
         for i in first..first + HPAGE_PMD_NR as usize {
             let pte = self.vmas[vma as usize].ptes[i];
@@ -644,11 +647,17 @@ impl Kernel {
     /// the PTE table detached and flushed, its pages isolated and copied,
     /// the THP mapped.
     fn collapse_write_locked(&mut self, vma: u32, first: usize, hpage: Pfn) -> Scan {
+        // anon_vma_lock_write over the flush and the isolation: other
+        // CPUs' rmap walks of these pages fail or sleep meanwhile. Once
+        // the pages are isolated no walk can reach them, and the copy runs
+        // unlocked.
+        let anon_vma = self.anon_vma_lock_write(self.vmas[vma as usize].anon_vma);
         // pmdp_collapse_flush.
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);
         self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
         let mut compound = self.take_scratch();
         let r = self.collapse_huge_page_isolate(vma, first, &mut compound);
+        self.anon_vma_unlock_write(anon_vma);
         if r != Scan::Succeed {
             self.give_scratch(compound);
             return r;

@@ -334,11 +334,15 @@ impl Kernel {
         // faults on other CPUs wait for the copy (mmap_lock.rs).
         let mm = self.vmas[vma as usize].mm;
         self.mmap_write_lock(mm, vma);
+        // anon_vma_lock_write over the flush and the isolation, as the
+        // PMD collapse (khugepaged.rs).
+        let anon_vma = self.anon_vma_lock_write(self.vmas[vma as usize].anon_vma);
         // pmdp_collapse_flush.
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);
         self.flush_tlb_mm_range(mm, false);
         let mut compound = self.take_scratch();
         let r = self.collapse_isolate_mthp(vma, start, order, &mut compound);
+        self.anon_vma_unlock_write(anon_vma);
         if r == Scan::Succeed {
             self.collapse_copy_mthp(vma, start, order, folio, &compound);
             self.map_anon_folio_pte_nopf(vma, start, folio, Fn::CollapseHugePage);

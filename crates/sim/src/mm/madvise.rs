@@ -133,6 +133,13 @@ impl Kernel {
                     pageout,
                     &mut list,
                 );
+            // The table's lock over the walk (pte_offset_map_lock), the
+            // PTEs' work and the isolations under it; dropped around a
+            // split and for the reclaim after the walk.
+            let mut ptl = match walk_ptes && self.has_pte_table(vma, lo) {
+                true => self.pte_lock(vma, lo, Fn::MadviseColdOrPageoutPteRange),
+                false => None,
+            };
             for idx in (lo..hi).take_while(|_| walk_ptes) {
                 self.charge_cost(Fn::Madvise, self.costs.pte);
                 let pte = self.vmas[vma as usize].ptes[idx];
@@ -174,12 +181,14 @@ impl Kernel {
                     if self.folios.get(head).test(PG_LOCKED) {
                         break;
                     }
+                    self.spin_unlock(ptl.take());
                     self.folios.get_mut(head).refcount += 1;
                     let split = self.split_huge_page_any(head, None);
                     self.folio_put(head);
                     if !split {
                         break;
                     }
+                    ptl = self.pte_lock(vma, idx, Fn::MadviseColdOrPageoutPteRange);
                     if !self.folios.get(pfn).test(PG_ANON) {
                         continue;
                     }
@@ -202,6 +211,7 @@ impl Kernel {
                     self.deactivate_folio(pfn);
                 }
             }
+            self.spin_unlock(ptl);
             // tlb_finish_mmu's flush of the young bits cleared.
             // Simplification: charged per PTE table walked; the flush
             // itself (its IPIs) is one, at the walk's end, below.
@@ -357,6 +367,11 @@ impl Kernel {
 
     /// `madvise_free_pte_range` over one table's pages `[lo, hi)`.
     fn madvise_free_pte_range(&mut self, vma: u32, lo: usize, hi: usize) {
+        // The table's lock: an empty hold (a split inside the walk drops
+        // it; the PTEs' work is priced as the walk goes).
+        if self.has_pte_table(vma, lo) {
+            self.pte_lock_empty(vma, lo, Fn::MadviseFreePteRange);
+        }
         let mm = self.vmas[vma as usize].mm as usize;
         let mut idx = lo;
         while idx < hi {

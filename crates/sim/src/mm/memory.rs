@@ -537,7 +537,7 @@ impl Kernel {
     }
 
     /// A new order-0 anon folio charged to `memcg`, or OOM.
-    fn alloc_anon_folio(&mut self, memcg: u16) -> Result<Pfn, FaultError> {
+    pub(super) fn alloc_anon_folio(&mut self, memcg: u16) -> Result<Pfn, FaultError> {
         let pfn = self
             .alloc_page(Gfp::HighUserMovable)
             .ok_or(FaultError::Oom)?;
@@ -1044,6 +1044,12 @@ impl Kernel {
             if !pte_none(pte) && pte & PTE_PMD == 0 {
                 self.pte_alloc(dst, idx)?;
             }
+            // copy_pte_range takes the parent's table lock once per table
+            // (the child's new table is no other CPU's). An empty hold:
+            // the parent's mmap_lock, held for writing, keeps its threads'
+            // faults out, and a reclaimer's walk of these pages meets the
+            // copy only for the microseconds of a table.
+            self.walk_pte_lock_empty(src, idx, 0, Fn::CopyPteRange);
             let pte = self.vmas[src as usize].ptes[idx];
             // What the child expects is the parent's as of now, not as of
             // the VMA's copy: a table allocation's reclaim may have

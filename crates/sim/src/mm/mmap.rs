@@ -205,27 +205,41 @@ impl Kernel {
 
     /// A zap's walk reaching page `idx` of `vma` (`first`: where it
     /// started): `zap_pte_range` takes each PTE table's lock once for its
-    /// entries (a block with no table, or mapped by a PMD, has none). An
-    /// empty hold: mmsim frees each page at its PTE, work the kernel does
-    /// after the lock (`release_pages`), so the loop's time is not the
-    /// section's.
+    /// entries. An empty hold: mmsim frees each page at its PTE, work the
+    /// kernel does after the lock (`release_pages`), so the loop's time is
+    /// not the section's.
     #[inline]
     pub fn zap_pte_lock(&mut self, vma: u32, idx: usize, first: usize) {
+        self.walk_pte_lock_empty(vma, idx, first, cost_model::Fn::ZapPteRange);
+    }
+
+    /// A page-table walk from kernel function `f` reaching page `idx` of
+    /// `vma` (`first`: where it started) takes each PTE table's lock once
+    /// for its entries (a block with no table, or mapped by a PMD, has
+    /// none), around work priced outside the section: an empty hold.
+    #[inline]
+    pub fn walk_pte_lock_empty(&mut self, vma: u32, idx: usize, first: usize, f: cost_model::Fn) {
         if self.cpus.len() > 1 {
-            self.zap_pte_lock_smp(vma, idx, first);
+            self.walk_pte_lock_empty_smp(vma, idx, first, f);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn zap_pte_lock_smp(&mut self, vma: u32, idx: usize, first: usize) {
+    fn walk_pte_lock_empty_smp(&mut self, vma: u32, idx: usize, first: usize, f: cost_model::Fn) {
         let va = self.vmas[vma as usize].start_vpn + idx as u64;
         if idx != first && !va.is_multiple_of(1 << PTE_SHIFT) {
             return;
         }
-        if self.vmas[vma as usize].pte_tables[self.pmd_table(vma, idx)] != NIL {
-            self.pte_lock_empty_smp(vma, idx, cost_model::Fn::ZapPteRange);
+        if self.has_pte_table(vma, idx) {
+            self.pte_lock_empty_smp(vma, idx, f);
         }
+    }
+
+    /// Whether page `idx` of `vma` has a PTE table (not a PMD mapping or
+    /// an empty PMD).
+    pub(crate) fn has_pte_table(&self, vma: u32, idx: usize) -> bool {
+        self.vmas[vma as usize].pte_tables[self.pmd_table(vma, idx)] != NIL
     }
 
     /// `pmd_alloc` for page `idx` of `vma`: the PMD table above it (a
@@ -439,6 +453,8 @@ impl Kernel {
             anon_used: false,
             content: 0,
         });
+        // vma_link: __vma_link_file under i_mmap_lock_write.
+        self.i_mmap_lock_write_empty(inode);
         self.inodes[inode as usize].vmas.push(id);
         self.mms[mm as usize].vmas.push(id);
         id
@@ -501,6 +517,14 @@ impl Kernel {
             c.content = content;
             return v;
         }
+        // anon_vma_fork: anon_vma_clone links the child into the parent's
+        // chain, then the new anon_vma is linked, each under the root's
+        // rwsem for writing (one hold here: both at once).
+        let (pav, inode) = (p.anon_vma, p.inode);
+        self.anon_vma_lock_write_empty(pav);
+        // A private file mapping's copy joins the file's i_mmap too.
+        self.i_mmap_lock_write_empty(inode);
+        let p = &self.vmas[pv as usize];
         let av = self.anon_vmas.len() as u32;
         let root = self.anon_vmas[p.anon_vma as usize].root;
         let mut avc = vec![av];
@@ -600,7 +624,13 @@ impl Kernel {
         v.user_version = Vec::new();
         let mm = v.mm;
         let avc = std::mem::take(&mut v.avc);
-        let inode = v.inode;
+        let (anon_vma, inode) = (v.anon_vma, v.inode);
+        // free_pgtables: unlink_anon_vmas under the root's rwsem and
+        // unlink_file_vma under i_mmap_rwsem, both for writing.
+        if !avc.is_empty() {
+            self.anon_vma_lock_write_empty(anon_vma);
+        }
+        self.i_mmap_lock_write_empty(inode);
         self.mms[mm as usize].vmas.retain(|&x| x != vma);
         for av in avc {
             self.anon_vmas[av as usize].vmas.retain(|&x| x != vma);

@@ -71,7 +71,9 @@ impl Kernel {
         let task = self.cur_task.unwrap_or(usize::MAX);
         if let Some(end) = self.mmap_lock_held_until(mm, NIL, task) {
             let now = self.now();
-            self.charge_cost(Fn::RwsemDownWriteSlowpath, end - now);
+            // Spinning on the running owner until its release: elapsed
+            // time, not stretched by a busy SMT sibling.
+            self.charge_wall(Fn::RwsemDownWriteSlowpath, end - now);
         }
         let start = self.now();
         self.mmap_locks.open.push(WriteHold {

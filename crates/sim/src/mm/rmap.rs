@@ -7,50 +7,95 @@ use super::pgtable::*;
 use crate::cacheline::Line;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::spinlock::SpinGuard;
+
+/// What `folio_referenced` returns (the kernel's -1) when its walk found
+/// the anon_vma's or i_mmap's rwsem held for writing (`rwc->contended`):
+/// nonzero, so the active list treats it as referenced, and
+/// `folio_check_references` keeps the folio.
+pub const RMAP_CONTENDED: u32 = u32::MAX;
 
 impl Kernel {
-    /// An rmap walk of anon_vma `av`'s folios takes the root anon_vma's
-    /// rwsem for read now (`folio_lock_anon_vma_read`,
-    /// `rmap_walk_anon_lock`: down_read_trylock first, which succeeds):
-    /// a write of the rwsem count's line, charged when another CPU's walk
-    /// or THP split wrote it last. Nothing with one CPU.
-    ///
-    /// Simplifications, both only with more than one CPU. up_read's write
-    /// follows the down's by the walk's length (a PTE or a few, well
-    /// under a microsecond), in which another CPU's walk of the same
-    /// anon_vma (one per folio it scans, microseconds apart) seldom
-    /// falls: it is not charged. Write holds (a THP split, fork's
-    /// anon_vma_clone, munmap's unlink_anon_vmas) are not kept, so a walk
-    /// never finds the rwsem held: folio_referenced's try_lock never
-    /// fails (`rwc->contended`), which the kernel's split of one folio
-    /// makes happen only for the microseconds it lasts.
-    #[inline]
-    pub(super) fn anon_vma_lock_read(&mut self, av: u32) {
-        self.anon_vma_lock_line(av, Fn::DownReadTrylock);
+    /// The line of anon_vma `av`'s root's rwsem: every anon_vma of a fork
+    /// tree locks its root's (`anon_vma->root->rwsem`).
+    fn anon_vma_rwsem(&self, av: u32) -> Line {
+        Line::AnonVma(self.anon_vmas[av as usize].root)
     }
 
-    /// The line of `av`'s root anon_vma rwsem's count written now, charged
-    /// to `f`: a walk's read lock, or a THP split's `anon_vma_lock_write`
-    /// (DownWrite) and `anon_vma_unlock_write` (UpWrite). A split holds it
-    /// for microseconds, so both its writes are charged, as a fault's
-    /// mmap_lock (memory.rs).
+    /// `folio_lock_anon_vma_read` with `rwc->try_lock` (folio_referenced):
+    /// false when another CPU holds the root's rwsem for writing (a THP
+    /// split, a collapse: rwsem.rs), and the walk gives up.
     #[inline]
-    pub(super) fn anon_vma_lock_line(&mut self, av: u32, f: Fn) {
+    pub(super) fn anon_vma_trylock_read(&mut self, av: u32) -> bool {
+        if self.cpus.len() == 1 {
+            return true;
+        }
+        self.down_read_trylock(self.anon_vma_rwsem(av), Fn::DownReadTrylock)
+    }
+
+    /// `rmap_walk_anon_lock` without try_lock (try_to_unmap): asleep
+    /// until another CPU's write hold of the root's rwsem ends.
+    #[inline]
+    pub(super) fn anon_vma_lock_read(&mut self, av: u32) {
         if self.cpus.len() > 1 {
-            let root = self.anon_vmas[av as usize].root;
-            let ns = self.costs.cacheline_transfer;
-            self.write_shared_line(Line::AnonVma(root), f, ns);
+            self.down_read(self.anon_vma_rwsem(av), Fn::DownReadTrylock);
         }
     }
 
-    /// An rmap walk of a file's (or shmem's) folios takes its
-    /// `i_mmap_rwsem` for read now (`f`: down_read_trylock from
-    /// folio_referenced, down_read from try_to_unmap): its count's line
-    /// written, as `anon_vma_lock_read` (with its simplifications).
+    /// `anon_vma_lock_write` of `av`'s root: held until
+    /// `anon_vma_unlock_write`, the work between making other CPUs' walks
+    /// of the tree fail or sleep.
     #[inline]
-    pub(crate) fn i_mmap_lock_read(&mut self, inode: u32, f: Fn) {
-        let ns = self.costs.cacheline_transfer;
-        self.write_line(Line::IMmap(inode), f, ns);
+    pub(super) fn anon_vma_lock_write(&mut self, av: u32) -> Option<SpinGuard> {
+        if self.cpus.len() == 1 {
+            return None;
+        }
+        self.down_write(self.anon_vma_rwsem(av))
+    }
+
+    /// `anon_vma_unlock_write`.
+    #[inline]
+    pub(super) fn anon_vma_unlock_write(&mut self, guard: Option<SpinGuard>) {
+        self.up_write(guard);
+    }
+
+    /// The root's rwsem taken and dropped for writing around work priced
+    /// in the path's bundle (fork's `anon_vma_fork`, munmap's
+    /// `unlink_anon_vmas`): an empty hold.
+    #[inline]
+    pub(super) fn anon_vma_lock_write_empty(&mut self, av: u32) {
+        if self.cpus.len() > 1 && av != NIL {
+            self.down_write_empty(self.anon_vma_rwsem(av));
+        }
+    }
+
+    /// `i_mmap_trylock_read` of a file's `i_mmap_rwsem` (folio_referenced's
+    /// walk of a page-cache folio): false inside another CPU's write hold.
+    #[inline]
+    pub(crate) fn i_mmap_trylock_read(&mut self, inode: u32) -> bool {
+        if self.cpus.len() == 1 {
+            return true;
+        }
+        self.down_read_trylock(Line::IMmap(inode), Fn::DownReadTrylock)
+    }
+
+    /// `i_mmap_lock_read` (try_to_unmap of a page-cache folio): asleep
+    /// until another CPU's write hold ends.
+    #[inline]
+    pub(crate) fn i_mmap_lock_read(&mut self, inode: u32) {
+        if self.cpus.len() > 1 {
+            self.down_read(Line::IMmap(inode), Fn::DownRead);
+        }
+    }
+
+    /// `i_mmap_lock_write` and its unlock around linking or unlinking a
+    /// file VMA (mmap, fork's dup_mmap, munmap's `unlink_file_vma`): an
+    /// empty hold, the work priced in the path's bundle.
+    #[inline]
+    pub(crate) fn i_mmap_lock_write_empty(&mut self, inode: u32) {
+        if self.cpus.len() > 1 && inode != NIL {
+            self.down_write_empty(Line::IMmap(inode));
+        }
     }
 
     /// `page_vma_mapped_walk` for an order-0 folio: the PTE of `vma` that
@@ -250,7 +295,9 @@ impl Kernel {
     /// (`folio_referenced_one` walks them all, clearing each).
     fn folio_referenced_shmem(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
         let inode = self.folios.get(pfn).mapping;
-        self.i_mmap_lock_read(inode, Fn::DownReadTrylock);
+        if !self.i_mmap_trylock_read(inode) {
+            return (RMAP_CONTENDED, 0);
+        }
         let mut referenced = 0;
         let mut vm_flags = 0;
         let mut last = NIL;
@@ -386,8 +433,10 @@ impl Kernel {
     }
 
     /// `folio_referenced`: how many mappings saw the folio young (clearing
-    /// the young bits), and their VMA flags. In cgroup reclaim only the
-    /// target memcg's mms count.
+    /// the young bits), and their VMA flags; `RMAP_CONTENDED` (the
+    /// kernel's -1) when another CPU held the rmap's rwsem for writing and
+    /// the walk gave up. In cgroup reclaim only the target memcg's mms
+    /// count.
     pub fn folio_referenced(&mut self, pfn: Pfn, target: Option<u16>) -> (u32, u32) {
         self.charge_cost(Fn::FolioReferenced, self.costs.folio_referenced);
         let f = *self.folios.get(pfn);
@@ -400,7 +449,9 @@ impl Kernel {
         if !f.test(PG_ANON) {
             return (0, 0);
         }
-        self.anon_vma_lock_read(f.mapping);
+        if !self.anon_vma_trylock_read(f.mapping) {
+            return (RMAP_CONTENDED, 0);
+        }
         if f.order > 0 {
             return self.folio_referenced_large(pfn, target);
         }
@@ -440,5 +491,71 @@ impl Kernel {
             }
         }
         (referenced, vm_flags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{test_at, test_kernel};
+
+    /// A 16-page anon mapping on a kernel of `cpus` CPUs, its first page
+    /// mapped young by the last CPU at 0: the kernel, the VMA and the
+    /// page.
+    fn written_page(cpus: u32) -> (Kernel, u32, Pfn) {
+        let mut k = test_kernel(cpus, "6.1");
+        let mm = k.mm_alloc(0);
+        let vma = k.mmap_anon(mm, 16);
+        test_at(&mut k, cpus as usize - 1, 0);
+        // do_anonymous_page's mapping, without a task to fault.
+        let pfn = k.alloc_anon_folio(0).expect("memory");
+        k.page_add_anon_rmap(pfn, vma, 0, true);
+        k.vmas[vma as usize].ptes[0] = mk_pte(pfn, PTE_WRITE | PTE_YOUNG | PTE_DIRTY);
+        (k, vma, pfn)
+    }
+
+    /// CPU 0 holds `vma`'s anon_vma rwsem for writing from 1,000 to
+    /// 4,000 ns, as a THP split of the process does.
+    fn split_on_cpu_0(k: &mut Kernel, vma: u32) {
+        test_at(k, 0, 1_000);
+        let g = k.anon_vma_lock_write(k.vmas[vma as usize].anon_vma);
+        k.charge_cost(Fn::SplitHugePage, 3_000);
+        k.anon_vma_unlock_write(g);
+    }
+
+    #[test]
+    fn a_walk_inside_another_cpus_split_gives_up() {
+        let (mut k, vma, pfn) = written_page(2);
+        split_on_cpu_0(&mut k, vma);
+        test_at(&mut k, 1, 2_000);
+        assert_eq!(k.folio_referenced(pfn, None), (RMAP_CONTENDED, 0));
+        // The young bit was not cleared: the walk after the split sees it.
+        test_at(&mut k, 1, 4_000);
+        assert_eq!(k.folio_referenced(pfn, None).0, 1);
+        assert_eq!(k.folio_referenced(pfn, None).0, 0);
+    }
+
+    #[test]
+    fn try_to_unmaps_walk_inside_another_cpus_split_sleeps_to_its_end() {
+        // rmap_walk_anon_lock without try_lock: down_read.
+        let (mut k, vma, _) = written_page(2);
+        split_on_cpu_0(&mut k, vma);
+        test_at(&mut k, 1, 2_000);
+        k.anon_vma_lock_read(k.vmas[vma as usize].anon_vma);
+        // The count's line comes over from CPU 0, then it sleeps.
+        let line = k.costs.cacheline_transfer;
+        assert_eq!(k.now(), 4_000);
+        assert_eq!(
+            k.fn_time_ns[Fn::RwsemDownReadSlowpath as usize],
+            2_000 - line
+        );
+    }
+
+    #[test]
+    fn with_one_cpu_a_walk_never_gives_up() {
+        let (mut k, vma, pfn) = written_page(1);
+        split_on_cpu_0(&mut k, vma);
+        test_at(&mut k, 0, 2_000);
+        assert_eq!(k.folio_referenced(pfn, None).0, 1);
     }
 }

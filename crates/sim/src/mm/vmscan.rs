@@ -736,6 +736,10 @@ impl Kernel {
         if vm_flags & super::mmap::VM_LOCKED != 0 {
             return FolioRef::Activate;
         }
+        // rmap lock contention: rotate.
+        if referenced_ptes == super::rmap::RMAP_CONTENDED {
+            return FolioRef::Keep;
+        }
         if !self.features.used_once_mapped_file {
             return self.folio_check_references_pre_002(pfn, referenced_ptes, referenced_folio);
         }
