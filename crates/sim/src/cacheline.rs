@@ -157,7 +157,7 @@ pub enum Line {
 #[derive(Clone, Debug, Default)]
 pub struct LineState {
     pub(crate) line: SharedLine,
-    pub(crate) holds: Vec<crate::spinlock::Hold>,
+    pub(crate) holds: crate::spinlock::Holds,
     /// The line's recent transfers between CPUs, start → end: disjoint
     /// (each is placed in a gap between the others). A map, not a list:
     /// CPUs whose slices run ahead leave many on a hot line (seed 000's

@@ -38,6 +38,69 @@ pub struct Hold {
     end: u64,
 }
 
+/// A lock's recent holds, with bounds that spare most takings and
+/// releases a scan: a query past every hold's end (start) finds none.
+/// Holds that ended by the scheduler's horizon can make no one wait and
+/// are retired, once per horizon.
+#[derive(Clone, Debug, Default)]
+pub struct Holds {
+    v: Vec<Hold>,
+    /// No hold in `v` ends (starts) later.
+    max_end: u64,
+    max_start: u64,
+    /// The horizon `v` was last retired at.
+    retired: u64,
+}
+
+impl Holds {
+    pub fn len(&self) -> usize {
+        self.v.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.v.is_empty()
+    }
+
+    fn retire(&mut self, horizon: u64) {
+        if self.retired == horizon {
+            return;
+        }
+        self.retired = horizon;
+        match self.max_end <= horizon {
+            true => self.v.clear(),
+            false => self.v.retain(|h| h.end > horizon),
+        }
+    }
+
+    /// The end of the chain of other CPUs' holds covering `t` (`t` if
+    /// none).
+    fn until(&self, cpu: u32, t: u64) -> u64 {
+        match self.max_end <= t {
+            true => t,
+            false => held_until(&self.v, cpu, t),
+        }
+    }
+
+    /// The waits other CPUs owed for their holds taken inside `cpu`'s
+    /// from `start` to `end`.
+    fn owed(&self, cpu: u32, start: u64, end: u64) -> u64 {
+        if self.max_start <= start {
+            return 0;
+        }
+        self.v
+            .iter()
+            .filter(|h| h.cpu != cpu && start < h.start && h.start < end)
+            .map(|h| end - h.start)
+            .sum()
+    }
+
+    fn push(&mut self, h: Hold) {
+        self.max_end = self.max_end.max(h.end);
+        self.max_start = self.max_start.max(h.start);
+        self.v.push(h);
+    }
+}
+
 /// A lock this CPU holds: what `spin_unlock` (a rwsem's `up_write`,
 /// rwsem.rs) releases.
 #[must_use = "a lock taken is released with spin_unlock or up_write"]
@@ -123,8 +186,8 @@ impl Kernel {
         let (cpu, now) = (self.cur_cpu as u32, self.now());
         let horizon = self.lines.horizon;
         let holds = &mut self.lines.get(line).holds;
-        holds.retain(|h| h.end > horizon);
-        held_until(holds, cpu, now)
+        holds.retire(horizon);
+        holds.until(cpu, now)
     }
 
     /// `spin_unlock(lock)`: the hold ends now. Holds other CPUs took
@@ -146,11 +209,7 @@ impl Kernel {
             return;
         }
         let holds = &mut self.lines.get(g.line).holds;
-        let owed: u64 = holds
-            .iter()
-            .filter(|h| h.cpu != cpu && g.start < h.start && h.start < end)
-            .map(|h| end - h.start)
-            .sum();
+        let owed = holds.owed(cpu, g.start, end);
         holds.push(Hold {
             cpu,
             start: g.start,
