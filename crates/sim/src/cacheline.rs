@@ -226,6 +226,7 @@ pub struct SharedLines {
 }
 
 impl SharedLines {
+    #[inline]
     pub(crate) fn get(&mut self, line: Line) -> &mut LineState {
         let (v, i) = match line {
             Line::MmapLock(mm) => (&mut self.mmap_lock, mm as usize),
@@ -257,6 +258,7 @@ impl SharedLines {
 }
 
 /// Entry `i` of `v`, grown with defaults to hold it.
+#[inline]
 fn grown<T: Clone + Default>(v: &mut Vec<T>, i: usize) -> &mut T {
     if v.len() <= i {
         v.resize(i + 1, T::default());
