@@ -877,14 +877,20 @@ impl RunQueue {
         // by side: the earliest of them bounds the slice. Those ready by
         // `start` and queued here compete for this CPU unless another CPU
         // idles and pulls them.
-        let (mut first, mut waiting) = (u64::MAX, 0);
-        // A tight scan of the flat arrays: it runs at every slice.
-        for (i, (&r, &q)) in self.ready.iter().zip(&self.queued_cpu).enumerate() {
-            if r == u64::MAX || i == me {
-                continue;
-            }
-            first = first.min(r);
-            if r <= start {
+        // Tight scans of the flat arrays: they run at every slice. The
+        // earliest first (a plain minimum, `u64::MAX` for the not ready);
+        // only if it is by `start` can any be waiting here.
+        let others = |v: &[u64]| v.iter().copied().min().unwrap_or(u64::MAX);
+        let mut first = match me < self.ready.len() {
+            true => others(&self.ready[..me]).min(others(&self.ready[me + 1..])),
+            false => others(&self.ready),
+        };
+        let mut waiting = 0;
+        if first <= start {
+            for (i, (&r, &q)) in self.ready.iter().zip(&self.queued_cpu).enumerate() {
+                if r > start || i == me {
+                    continue;
+                }
                 let home = if q != u32::MAX {
                     q as usize
                 } else {
