@@ -66,8 +66,7 @@ impl Kernel {
         if self.cpus.len() == 1 {
             return true;
         }
-        self.write_shared_line(line, f, self.costs.cacheline_transfer);
-        self.held_by_others_until(line) == self.now()
+        self.read_count(line, f) == self.now()
     }
 
     /// `down_read`, its count's line written (charged to `f`): asleep
@@ -77,11 +76,19 @@ impl Kernel {
         if self.cpus.len() == 1 {
             return;
         }
-        self.write_shared_line(line, f, self.costs.cacheline_transfer);
-        let (now, until) = (self.now(), self.held_by_others_until(line));
+        let until = self.read_count(line, f);
+        let now = self.now();
         if until > now {
             self.charge_wall(Fn::RwsemDownReadSlowpath, until - now);
         }
+    }
+
+    /// A reader's write of the count's line (charged to `f`), then the
+    /// end of the chain of other CPUs' write holds covering now (now if
+    /// none).
+    fn read_count(&mut self, line: Line, f: Fn) -> u64 {
+        self.write_shared_line(line, f, self.costs.cacheline_transfer);
+        self.held_by_others_until(line)
     }
 }
 

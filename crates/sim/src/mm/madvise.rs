@@ -136,8 +136,8 @@ impl Kernel {
             // The table's lock over the walk (pte_offset_map_lock), the
             // PTEs' work and the isolations under it; dropped around a
             // split and for the reclaim after the walk.
-            let mut ptl = match walk_ptes && self.cpus.len() > 1 && self.has_pte_table(vma, lo) {
-                true => self.pte_lock(vma, lo, Fn::MadviseColdOrPageoutPteRange),
+            let mut ptl = match walk_ptes {
+                true => self.pte_table_lock(vma, lo, Fn::MadviseColdOrPageoutPteRange),
                 false => None,
             };
             for idx in (lo..hi).take_while(|_| walk_ptes) {
@@ -369,9 +369,7 @@ impl Kernel {
     fn madvise_free_pte_range(&mut self, vma: u32, lo: usize, hi: usize) {
         // The table's lock: an empty hold (a split inside the walk drops
         // it; the PTEs' work is priced as the walk goes).
-        if self.cpus.len() > 1 && self.has_pte_table(vma, lo) {
-            self.pte_lock_empty(vma, lo, Fn::MadviseFreePteRange);
-        }
+        self.walk_pte_lock_empty(vma, lo, lo, Fn::MadviseFreePteRange);
         let mm = self.vmas[vma as usize].mm as usize;
         let mut idx = lo;
         while idx < hi {

@@ -236,6 +236,22 @@ impl Kernel {
         }
     }
 
+    /// `pte_offset_map_lock` from kernel function `f` for the table of
+    /// page `idx` of `vma`, held until `spin_unlock`: None with one CPU,
+    /// or where the block has no PTE table (none, or mapped by a PMD).
+    #[inline]
+    pub fn pte_table_lock(
+        &mut self,
+        vma: u32,
+        idx: usize,
+        f: cost_model::Fn,
+    ) -> Option<crate::spinlock::SpinGuard> {
+        match self.cpus.len() > 1 && self.has_pte_table(vma, idx) {
+            true => self.pte_lock_smp(vma, idx, f),
+            false => None,
+        }
+    }
+
     /// Whether page `idx` of `vma` has a PTE table (not a PMD mapping or
     /// an empty PMD).
     pub(crate) fn has_pte_table(&self, vma: u32, idx: usize) -> bool {
@@ -627,9 +643,7 @@ impl Kernel {
         let (anon_vma, inode) = (v.anon_vma, v.inode);
         // free_pgtables: unlink_anon_vmas under the root's rwsem and
         // unlink_file_vma under i_mmap_rwsem, both for writing.
-        if !avc.is_empty() {
-            self.anon_vma_lock_write_empty(anon_vma);
-        }
+        self.anon_vma_lock_write_empty(anon_vma);
         self.i_mmap_lock_write_empty(inode);
         self.mms[mm as usize].vmas.retain(|&x| x != vma);
         for av in avc {

@@ -73,9 +73,6 @@ impl Kernel {
     /// walk of a page-cache folio): false inside another CPU's write hold.
     #[inline]
     pub(crate) fn i_mmap_trylock_read(&mut self, inode: u32) -> bool {
-        if self.cpus.len() == 1 {
-            return true;
-        }
         self.down_read_trylock(Line::IMmap(inode), Fn::DownReadTrylock)
     }
 
@@ -83,9 +80,7 @@ impl Kernel {
     /// until another CPU's write hold ends.
     #[inline]
     pub(crate) fn i_mmap_lock_read(&mut self, inode: u32) {
-        if self.cpus.len() > 1 {
-            self.down_read(Line::IMmap(inode), Fn::DownRead);
-        }
+        self.down_read(Line::IMmap(inode), Fn::DownRead);
     }
 
     /// `i_mmap_lock_write` and its unlock around linking or unlinking a
