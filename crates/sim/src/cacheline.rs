@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 
 use crate::cost_model::{Fn, QUANTUM_NS};
 use crate::kernel::Kernel;
+use crate::mm::folio::Pfn;
 
 const NONE: u32 = u32::MAX;
 /// Lines of a zone's `vm_stat` (11 items, 8 a line).
@@ -81,6 +82,17 @@ impl SharedLine {
     #[inline]
     fn written(&self, i: usize) -> Option<u64> {
         (self.cpu[i] != NONE).then_some(self.at[i])
+    }
+
+    /// The latest write by a CPU other than `cpu`, and when.
+    #[inline]
+    fn other_than(&self, cpu: usize) -> Option<u64> {
+        let cpu = cpu as u32;
+        match (self.cpu[0], self.cpu[1]) {
+            (c, _) if c != NONE && c != cpu => Some(self.at[0]),
+            (_, c) if c != NONE && c != cpu => Some(self.at[1]),
+            _ => None,
+        }
     }
 
     /// Keeps the latest write and the latest by another CPU.
@@ -194,6 +206,35 @@ impl LineState {
     }
 }
 
+/// The cache line of one `struct page` (64 bytes on x86-64, one line
+/// exactly): a folio's reference count and flags in its head page's, each
+/// page's `_mapcount` in its own. Kept per frame, with the line's latest
+/// transfer only (its start and end), not the whole queue a lock's line
+/// keeps: a page line is a hot queue only when many CPUs read one page at
+/// once, and then each transfer starts where the latest ends.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PageLine {
+    line: SharedLine,
+    busy: [u64; 2],
+}
+
+impl PageLine {
+    /// A transfer of `ns` wanted at `t`: it starts at the end of the
+    /// latest transfer if it would overlap it. Returns its start.
+    fn queue_transfer(&mut self, t: u64, ns: u64) -> u64 {
+        let [start, end] = self.busy;
+        let at = if end > t && start < t + ns { end } else { t };
+        if at + ns > end {
+            self.busy = [at, at + ns];
+        }
+        at
+    }
+}
+
+/// Host bytes per page frame of the page lines, kept only with more
+/// than one CPU (`work::host_bytes` counts them so).
+pub const PAGE_LINE_BYTES: usize = std::mem::size_of::<PageLine>();
+
 /// Every shared line the model follows, by the index of what it belongs
 /// to, grown as lines are first written. Kept apart from the structures
 /// they belong to so that one CPU's hot paths (which never write a line)
@@ -220,6 +261,9 @@ pub struct SharedLines {
     swap_cluster: Vec<Vec<LineState>>,
     /// By VMA, then PTE table.
     ptl: Vec<Vec<LineState>>,
+    /// By page frame: the `struct page` lines (grown to the highest frame
+    /// written).
+    page: Vec<PageLine>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -285,14 +329,73 @@ impl Kernel {
         let Some(from) = state.line.write(cpu, t) else {
             return;
         };
-        let ns = match self.cpus[from].socket == self.cpus[cpu].socket {
-            true => ns,
-            false => ns * self.costs.cross_socket.max(1000) / 1000,
-        };
+        let ns = self.line_transfer_ns(ns, from);
+        let state = self.lines.get(line);
         let start = state.queue_transfer(t, ns, horizon);
         // Waiting for the line is latency, not work: a busy SMT sibling
         // does not stretch it (charge_wall), and the write ends exactly
         // where its transfer does in the line's queue.
+        self.charge_wall(f, start - t + ns);
+    }
+
+    /// A transfer of `ns` within a socket, to this CPU from `from`.
+    #[inline]
+    fn line_transfer_ns(&self, ns: u64, from: usize) -> u64 {
+        match self.cpus[from].socket == self.cpus[self.cur_cpu].socket {
+            true => ns,
+            false => ns * self.costs.cross_socket.max(1000) / 1000,
+        }
+    }
+
+    /// This CPU writes page `pfn`'s `struct page` line now (a reference
+    /// taken or dropped, a mapcount changed), charged to `f`. Nothing with
+    /// one CPU.
+    #[inline]
+    pub fn write_page_line(&mut self, pfn: Pfn, f: Fn) {
+        if self.cpus.len() > 1 {
+            self.write_shared_page_line(pfn, f);
+        }
+    }
+
+    /// A mapping of `page` made or removed on this CPU: its `_mapcount`'s
+    /// line and, for a tail page, its head's (the reference the mapping
+    /// holds). Nothing with one CPU.
+    #[inline]
+    pub fn write_mapped_page_lines(&mut self, page: Pfn, f: Fn) {
+        if self.cpus.len() > 1 {
+            self.write_shared_page_line(page, f);
+            let head = self.folios.head_of(page);
+            if head != page {
+                self.write_shared_page_line(head, f);
+            }
+        }
+    }
+
+    /// A page line moves only when another CPU wrote it within a quantum
+    /// of now: CPUs at the page together (readers of one hot file page,
+    /// threads faulting one shared page). A line another CPU wrote longer
+    /// ago costs nothing more: the one-CPU calibrations already pay for a
+    /// `struct page` that is not in this core's cache (their pages' lines
+    /// are cold by the time a path comes back to them), and a line left in
+    /// another core's cache long ago costs about as much as one in the
+    /// shared L3. Locks' and counters' lines keep every move (the rule
+    /// above `SharedLine::write`): they are hot by nature.
+    #[inline(never)]
+    fn write_shared_page_line(&mut self, pfn: Pfn, f: Fn) {
+        let (cpu, t) = (self.cur_cpu, self.now());
+        let state = grown(&mut self.lines.page, pfn as usize);
+        let recent = state
+            .line
+            .other_than(cpu)
+            .is_some_and(|o| o + QUANTUM_NS > t);
+        let Some(from) = state.line.write(cpu, t) else {
+            return;
+        };
+        if !recent {
+            return;
+        }
+        let ns = self.line_transfer_ns(self.costs.cacheline_transfer, from);
+        let start = self.lines.page[pfn as usize].queue_transfer(t, ns);
         self.charge_wall(f, start - t + ns);
     }
 
@@ -315,6 +418,43 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_bytes_counts_the_page_lines_as_they_are() {
+        assert_eq!(
+            PAGE_LINE_BYTES as u64,
+            mmsim_spec::work::HOST_BYTES_PER_PAGE_LINE
+        );
+    }
+
+    /// `cpu` writes page 7's line at `t`: the time its write took.
+    fn page_write_at(k: &mut Kernel, cpu: usize, t: u64) -> u64 {
+        crate::kernel::test_at(k, cpu, t);
+        k.write_page_line(7, Fn::FilemapRead);
+        k.pending_ns
+    }
+
+    #[test]
+    fn a_page_line_moves_only_between_cpus_at_the_page_together() {
+        let mut k = crate::kernel::test_kernel(3, "6.1");
+        let x = k.costs.cacheline_transfer;
+        assert_eq!(page_write_at(&mut k, 0, 0), 0, "first written");
+        assert_eq!(page_write_at(&mut k, 1, 4_000), x, "within a quantum");
+        assert_eq!(page_write_at(&mut k, 0, 6_000), x, "and back");
+        // Within a quantum of the other's write it may have come between.
+        assert_eq!(page_write_at(&mut k, 0, 7_000), x);
+        assert_eq!(page_write_at(&mut k, 0, 30_000), 0, "the other is gone");
+        // Another CPU long after: a cold line, priced in its path's work.
+        assert_eq!(page_write_at(&mut k, 1, 500_000), 0);
+        assert_eq!(page_write_at(&mut k, 0, 900_000), 0);
+        // Three at once queue: the second waits for the first's transfer.
+        assert_eq!(page_write_at(&mut k, 1, 901_000), x);
+        assert_eq!(page_write_at(&mut k, 2, 901_000), 2 * x);
+        // One CPU: nothing.
+        let mut one = crate::kernel::test_kernel(1, "6.1");
+        assert_eq!(page_write_at(&mut one, 0, 0), 0);
+        assert!(one.lines.page.is_empty(), "no table with one CPU");
+    }
 
     #[test]
     fn a_line_written_by_one_cpu_stays_in_its_cache() {

@@ -349,3 +349,113 @@ fn a_pageout_walk_takes_the_pte_table_locks_the_writers_faults_took() {
     );
     assert!(ns_under(&shared, "handle_pte_fault") > 0);
 }
+
+/// Two threads of one process on `cpus` CPUs reading a file's page 0
+/// with 4 KiB read(2)s 2,000 times each, both the same page (`shared`),
+/// else thread 1 page 1. `on`: "tmpfs" (shmem_file_read_iter) or a disk
+/// (filemap_read, the file cached by a first read).
+fn page_readers(cpus: usize, on: &str, shared: bool) -> String {
+    let read = |page: usize| {
+        format!(
+            r#"{{ op = "repeat", times = 2000, steps = [
+    {{ op = "read", file = "f", offset = "{page}K", length = "4K", chunk = "4K" }},
+  ] }}"#,
+            page = page * 4
+        )
+    };
+    let (disk, warm) = match on {
+        "tmpfs" => ("", r#"{ op = "write", file = "f" },"#),
+        _ => (
+            "[[disk]]\nname = \"d\"\ndevice = \"virtio\"\nsize = \"64M\"\n",
+            r#"{ op = "read", file = "f" },"#,
+        ),
+    };
+    let on = if on == "tmpfs" { "tmpfs" } else { "d" };
+    format!(
+        r#"
+[machine]
+memory = "256M"
+cpus = {cpus}
+{disk}
+[[file]]
+name = "f"
+size = "64K"
+on = "{on}"
+[task.main]
+steps = [
+  {warm}
+  {{ op = "thread", steps = [ {thread} ] }},
+  {main},
+  {{ op = "wait" }},
+]
+"#,
+        thread = read(if shared { 0 } else { 1 }),
+        main = read(0),
+    )
+}
+
+/// Time charged to `f` itself (its own work, and the lines its atomics
+/// wait for).
+fn self_ns(r: &mmsim_spec::output::RunResult, f: &str) -> u64 {
+    r.profile.get(f).copied().unwrap_or(0)
+}
+
+#[test]
+fn readers_of_one_file_page_move_its_struct_page_line() {
+    // Each read takes a reference on the folio and drops it after the
+    // copy: with both threads at one page its line moves at nearly every
+    // read; with pages of their own, never. One CPU: never.
+    let transfer = mmsim_sim::machine_profile::Costs::REFERENCE.cacheline_transfer;
+    for (on, f) in [("tmpfs", "shmem_fault"), ("d", "filemap_read")] {
+        let apart = run_checked(&page_readers(2, on, false));
+        let shared = run_checked(&page_readers(2, on, true));
+        let one = run_checked(&page_readers(1, on, true));
+        let one_apart = run_checked(&page_readers(1, on, false));
+        assert_eq!(self_ns(&one, f), self_ns(&one_apart, f), "{on}: one CPU");
+        assert_eq!(self_ns(&apart, f), self_ns(&one_apart, f), "{on}: apart");
+        let moved = self_ns(&shared, f) - self_ns(&apart, f);
+        // 4,000 reads; a few at the ends run alone, and a read may queue
+        // behind the other's transfer (at most one).
+        assert!(
+            moved >= 3_000 * transfer && moved <= 2 * 4_000 * transfer,
+            "{on}: {moved} ns moving the line, {} transfers",
+            moved / transfer
+        );
+    }
+}
+
+/// A parent and its child on `cpus` CPUs, each writing every page of a
+/// 4 MiB private mapping they share after the fork, at the same pace.
+fn cow_pair(cpus: usize) -> String {
+    format!(
+        r#"
+[machine]
+memory = "256M"
+cpus = {cpus}
+[task.main]
+steps = [
+  {{ op = "mmap", name = "buf", kind = "anon", size = "4M" }},
+  {{ op = "touch", region = "buf", write = 1.0 }},
+  {{ op = "fork", steps = [ {{ op = "touch", region = "buf", write = 1.0 }} ] }},
+  {{ op = "touch", region = "buf", write = 1.0 }},
+  {{ op = "wait" }},
+]
+"#
+    )
+}
+
+#[test]
+fn a_parent_and_child_breaking_cow_together_move_the_shared_pages_lines() {
+    let one = run_checked(&cow_pair(1));
+    let two = run_checked(&cow_pair(2));
+    assert_eq!(vm(&one, "pgfault"), vm(&two, "pgfault"));
+    let ns = |r| self_ns(r, "page_remove_rmap") + self_ns(r, "do_wp_page");
+    let moved = ns(&two) - ns(&one);
+    // 1,024 shared pages: the first to write one copies it and drops its
+    // mapping, the second reuses it after a folio_trylock; the second
+    // moves the line when the first wrote it within the quantum.
+    let transfer = mmsim_sim::machine_profile::Costs::REFERENCE.cacheline_transfer;
+    assert!(moved > 0, "the two meet on the shared pages");
+    // At most once each at a page, and one queued behind the other.
+    assert!(moved <= 1024 * 2 * transfer, "{moved} ns");
+}

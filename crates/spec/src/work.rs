@@ -31,6 +31,9 @@ pub const HOST_BYTES_PER_FILE_PAGE: u64 = 16;
 pub const HOST_BYTES_PER_SWAP_SLOT: u64 = 12;
 /// Per page frame the workload uses (the folio record and its token).
 pub const HOST_BYTES_PER_FRAME: u64 = 40;
+/// Per page frame with more than one CPU: its `struct page` cache line's
+/// last writers and latest transfer (the simulator's `PageLine`).
+pub const HOST_BYTES_PER_PAGE_LINE: u64 = 40;
 /// Simulated time that counts as one page operation in `compute`: the
 /// simulator's shortest scheduling slice (cost::QUANTUM_NS).
 pub const NS_PER_OP: u64 = 10_000;
@@ -128,10 +131,14 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
         });
     }
     let frames = (spec.machine.memory / crate::PAGE_SIZE) as u128;
+    let per_frame = match spec.machine.cpus {
+        1 => HOST_BYTES_PER_FRAME,
+        _ => HOST_BYTES_PER_FRAME + HOST_BYTES_PER_PAGE_LINE,
+    };
     parts.push(Share {
         key: "machine.memory".into(),
         line: spec.machine.memory_line,
-        amount: frames.min(work(spec).total) * HOST_BYTES_PER_FRAME as u128,
+        amount: frames.min(work(spec).total) * per_frame as u128,
     });
     let total = parts
         .iter()
@@ -404,6 +411,9 @@ mod tests {
         let (_, part) = host_bytes(&with(""));
         assert_eq!((part.key.as_str(), part.line), ("machine.memory", 2));
         assert_eq!(part.amount, 2_097_152 * 40);
+        // With more than one CPU, each frame's struct page line too.
+        let (_, part) = host_bytes(&with("cpus = 2\n"));
+        assert_eq!(part.amount, 2_097_152 * (40 + 40));
         // The second, larger swap device: its size, line 8.
         let swap = "[[swap]]\ndevice = \"zram\"\nsize = \"1G\"\n[[swap]]\ndevice = \"zram\"\nsize = \"1T\"\n";
         let (_, part) = host_bytes(&with(swap));

@@ -686,6 +686,10 @@ impl Kernel {
             }
         };
         // The read batch's reference, through the readahead's allocations.
+        // Its get and the put after the copy are one visit to the folio's
+        // line: two threads reading one tmpfs page natively cost each
+        // other less than one transfer per read (docs/timing.md).
+        self.write_page_line(pfn, Fn::FilemapRead);
         self.folios.get_mut(pfn).refcount += 1;
         if self.folios.get(pfn).test(PG_READAHEAD) {
             // filemap_readahead: from the folio's first index.
@@ -735,6 +739,7 @@ impl Kernel {
                     self.psi_folio_wait(p);
                     return Err(FaultError::Wait(done));
                 }
+                self.write_page_line(p, Fn::FilemapWrite);
                 self.folios.get_mut(p).refcount += 1;
                 p
             }

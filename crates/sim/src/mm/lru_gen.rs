@@ -1128,6 +1128,7 @@ impl Kernel {
         }
         g.clear(PG_RECLAIM | PG_REFERENCED);
         self.lru_gen_del_folio(pfn, true);
+        self.write_page_line(pfn, Fn::EvictFolios);
         let g = self.folios.get_mut(pfn);
         g.refcount += 1;
         g.clear(PG_LRU);

@@ -556,6 +556,7 @@ impl Kernel {
     /// that may share the page is linked into (`__page_set_anon_rmap`).
     pub fn page_add_anon_rmap(&mut self, pfn: Pfn, vma: u32, idx: usize, exclusive: bool) {
         self.charge_cost(Fn::AddRmap, self.costs.rmap());
+        self.write_mapped_page_lines(pfn, Fn::AddRmap);
         let head = self.folios.head_of(pfn);
         if head != pfn || self.folios.get(head).order > 0 {
             return self.page_add_anon_rmap_large(pfn, vma, exclusive);
@@ -909,6 +910,9 @@ impl Kernel {
         if f.refcount > 1 + f.test(PG_SWAPCACHE) as u32 {
             return false;
         }
+        // folio_trylock: the folio's line, which a process that shared the
+        // page may have written dropping its mapping.
+        self.write_page_line(head, Fn::DoWpPage);
         if f.test(PG_SWAPCACHE) {
             self.folio_free_swap(head);
         }
@@ -1079,6 +1083,7 @@ impl Kernel {
                 continue;
             }
             let page = pte_pfn(pte);
+            self.write_mapped_page_lines(page, Fn::CopyPageRange);
             let head = self.folios.head_of(page);
             if !self.folios.get(head).test(PG_ANON) {
                 // page_dup_file_rmap: a private file mapping's page-cache

@@ -742,6 +742,7 @@ impl Kernel {
     /// split when the page is left unmapped).
     pub fn page_remove_rmap(&mut self, pfn: Pfn, vma: u32) {
         self.charge_cost(cost_model::Fn::RemoveRmap, self.costs.rmap());
+        self.write_mapped_page_lines(pfn, cost_model::Fn::RemoveRmap);
         debug_assert!(self.folios.page_mapcount(pfn) > 0);
         let f = self.folios.get_mut(pfn);
         if f.flags & PG_TAIL == 0 && f.order == 0 {

@@ -690,6 +690,7 @@ impl Kernel {
     /// `page_remove_rmap` for a shmem page.
     pub fn page_remove_file_rmap(&mut self, page: Pfn) {
         self.charge_cost(Fn::RemoveRmap, self.costs.mapcount);
+        self.write_mapped_page_lines(page, Fn::RemoveRmap);
         debug_assert!(self.folios.page_mapcount(page) > 0);
         if self.folios.page_mapcount_add(page, -1) == 0 {
             // NR_FILE_MAPPED counts pages, whatever their folio's size.
@@ -739,6 +740,7 @@ impl Kernel {
     /// `page_add_file_rmap` for one PTE of a page-cache page (shmem or a
     /// regular file; a page of a large folio counts on its own).
     pub fn page_add_file_rmap(&mut self, page: Pfn) {
+        self.write_mapped_page_lines(page, Fn::AddFileRmap);
         if self.folios.page_mapcount_add(page, 1) == 1 {
             let memcg = self.folios.get(self.folios.head_of(page)).memcg;
             self.mod_node_page_state(Vm::NrMapped, 1);
@@ -928,6 +930,7 @@ impl Kernel {
     fn shmem_read_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
         self.charge_cost(Fn::ShmemFault, self.costs.pagecache_lookup);
         let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
+            self.write_page_line(p, Fn::ShmemFault);
             self.folios.get_mut(p).refcount += 1;
             p
         } else if let Some(entry) = self.shmem_swap_at(inode, index) {
@@ -954,6 +957,7 @@ impl Kernel {
     fn shmem_write_page(&mut self, inode: u32, index: u64, memcg: u16) -> Result<(), FaultError> {
         self.charge_cost(Fn::ShmemFault, self.costs.pagecache_lookup);
         let pfn = if let Some(p) = self.shmem_folio_at(inode, index) {
+            self.write_page_line(p, Fn::ShmemFault);
             self.folios.get_mut(p).refcount += 1;
             self.folio_mark_accessed(p);
             p

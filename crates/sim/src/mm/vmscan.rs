@@ -509,6 +509,8 @@ impl Kernel {
                 continue;
             }
             self.lruvec_del_folio(pfn);
+            // folio_try_get and TestClearPageLRU, under the lru_lock.
+            self.write_page_line(pfn, Fn::ShrinkInactiveList);
             let f = self.folios.get_mut(pfn);
             f.clear(PG_LRU);
             f.set(PG_ISOLATED);
