@@ -162,6 +162,10 @@ pub enum Line {
     /// The split page-table lock of a VMA's PTE table (by VMA, then its
     /// table's index in the VMA: mm/mmap.rs `ptl_line`).
     Ptl { vma: u32, table: u32 },
+    /// The split lock of a VMA's PMD table (`pmd_lockptr`: the spinlock
+    /// in the PMD table page's struct page), by VMA, then its table's
+    /// index in the VMA (mm/mmap.rs `pmd_lock`).
+    Pmd { vma: u32, table: u32 },
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -261,6 +265,8 @@ pub struct SharedLines {
     swap_cluster: Vec<Vec<LineState>>,
     /// By VMA, then PTE table.
     ptl: Vec<Vec<LineState>>,
+    /// By VMA, then PMD table.
+    pmd: Vec<Vec<LineState>>,
     /// By page frame: the `struct page` lines (grown to the highest frame
     /// written).
     page: Vec<PageLine>,
@@ -296,6 +302,7 @@ impl SharedLines {
                 (grown(&mut self.swap_cluster, ty as usize), line as usize)
             }
             Line::Ptl { vma, table } => (grown(&mut self.ptl, vma as usize), table as usize),
+            Line::Pmd { vma, table } => (grown(&mut self.pmd, vma as usize), table as usize),
         };
         grown(v, i)
     }

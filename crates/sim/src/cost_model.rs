@@ -331,6 +331,8 @@ functions! {
     MadviseColdOrPageoutPteRange = "madvise_cold_or_pageout_pte_range",
     MadviseFreePteRange = "madvise_free_pte_range",
     HpageCollapseScanPmd = "hpage_collapse_scan_pmd",
+    PmdInstall = "pmd_install",
+    DoHugePmdAnonymousPage = "do_huge_pmd_anonymous_page",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

@@ -459,3 +459,22 @@ fn a_parent_and_child_breaking_cow_together_move_the_shared_pages_lines() {
     // At most once each at a page, and one queued behind the other.
     assert!(moved <= 1024 * 2 * transfer, "{moved} ns");
 }
+
+#[test]
+fn threads_mapping_thps_under_one_pmd_table_move_its_lock() {
+    // Both halves of the mapping lie under one PMD table (1 GiB): each
+    // THP fault sets its PMD and each split rewrites one under that
+    // table's lock, whose line the other thread's last fault or split
+    // left on its CPU. Processes have tables of their own.
+    let one = run_checked(&splitters(1, true));
+    let threads = run_checked(&splitters(2, true));
+    let procs = run_checked(&splitters(2, false));
+    for r in [&one, &threads, &procs] {
+        assert_eq!(vm(r, "thp_fault_alloc"), 32, "every block faults a THP");
+    }
+    for f in ["do_huge_pmd_anonymous_page", "__split_huge_pmd"] {
+        assert_eq!(ns_under(&one, f), 0, "{f}: one CPU");
+        assert!(ns_under(&threads, f) > 0, "{f}: one table");
+        assert_eq!(ns_under(&procs, f), 0, "{f}: tables of their own");
+    }
+}

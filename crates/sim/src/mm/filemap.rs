@@ -591,7 +591,7 @@ impl Kernel {
             let n = maps[i..].iter().take_while(|m| m.0 == v).count();
             let group = &maps[i..i + n];
             // page_vma_mapped_walk's PTE lock, held through the unmap (a
-            // PMD mapping's lock is not followed).
+            // PMD mapping is split first, under its PMD table's lock).
             let ptl = match group[0].2 & PTE_PMD {
                 0 => self.pte_lock(v, group[0].1, Fn::PageVmaMappedWalk),
                 _ => None,

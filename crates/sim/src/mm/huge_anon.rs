@@ -173,6 +173,7 @@ impl Kernel {
                 self.vm.inc(Vm::ThpFaultFallback);
                 return Ok(false);
             }
+            self.pmd_lock_empty(vma, first, Fn::DoHugePmdAnonymousPage);
             self.set_huge_zero_page(vma, first, table);
             return Ok(true);
         }
@@ -212,6 +213,9 @@ impl Kernel {
         self.folios
             .get_mut(head)
             .set(PG_SWAPBACKED | PG_UPTODATE | PG_ANON | PG_ANON_EXCLUSIVE);
+        // The PMD table's lock from the rmap to the PMD set (the clear
+        // runs before it).
+        let ptl = self.pmd_lock(vma, first, Fn::DoHugePmdAnonymousPage);
         self.page_add_new_anon_rmap_pmd(head, vma, first);
         self.folio_add_lru(head);
         let t = self.pmd_table(vma, first);
@@ -222,6 +226,7 @@ impl Kernel {
         }
         let mm = self.vmas[vma as usize].mm as usize;
         self.mms[mm].rss_anon += HPAGE_PMD_NR;
+        self.spin_unlock(ptl);
         self.vm.inc(Vm::ThpFaultAlloc);
         self.memcg_stat(memcg, Mc::ThpFaultAlloc, 1);
         Ok(true)
@@ -358,6 +363,13 @@ impl Kernel {
     /// a reference each.
     pub fn split_huge_pmd_anon(&mut self, vma: u32, first: usize) {
         self.vm.inc(Vm::ThpSplitPmd);
+        // `__split_huge_pmd_locked` under the PMD table's lock.
+        let ptl = self.pmd_lock(vma, first, Fn::SplitHugePmd);
+        self.split_huge_pmd_anon_locked(vma, first);
+        self.spin_unlock(ptl);
+    }
+
+    fn split_huge_pmd_anon_locked(&mut self, vma: u32, first: usize) {
         self.charge_cost(
             Fn::SplitHugePmd,
             self.costs.ptep_clear_flush() + self.costs.pte * HPAGE_PMD_NR,
@@ -397,6 +409,9 @@ impl Kernel {
     /// table go, so the block is `pmd_none` again; a THP loses the
     /// mapping (`page_remove_rmap(compound)`) and the PMD's reference.
     pub fn zap_huge_pmd_anon(&mut self, vma: u32, first: usize) {
+        // __pmd_trans_huge_lock: the PMD's clear and the rmap are in the
+        // zap's priced work, the free after (tlb_remove_page_size).
+        self.pmd_lock_empty(vma, first, Fn::ZapHugePmd);
         self.charge_cost(Fn::ZapHugePmd, self.costs.pte);
         let nr = HPAGE_PMD_NR as usize;
         let ptes = &mut self.vmas[vma as usize].ptes[first..first + nr];
@@ -462,6 +477,10 @@ impl Kernel {
         }
         let t = self.pmd_table(dst, first);
         self.vmas[dst as usize].pte_tables[t] = table;
+        // The source PMD table's lock (the child's is no other CPU's): an
+        // empty hold, as copy_pte_range's (the parent's mmap_lock, held
+        // for writing, keeps its threads out).
+        self.pmd_lock_empty(src, first, Fn::CopyPageRange);
         self.charge_cost(Fn::CopyPageRange, self.costs.copy_pte);
         let nr = HPAGE_PMD_NR as usize;
         let pte = self.vmas[src as usize].ptes[first];

@@ -76,6 +76,13 @@ impl Kernel {
     }
 
     fn set_pmd(&mut self, vma: u32, first: usize, head: Pfn, write: bool) {
+        // do_set_pmd's rmap and PMD set under the PMD table's lock.
+        let ptl = self.pmd_lock(vma, first, Fn::DoSetPmd);
+        self.set_pmd_locked(vma, first, head, write);
+        self.spin_unlock(ptl);
+    }
+
+    fn set_pmd_locked(&mut self, vma: u32, first: usize, head: Pfn, write: bool) {
         self.charge_cost(
             Fn::DoSetPmd,
             self.costs.pte + self.costs.mapcount * HPAGE_PMD_NR + self.costs.rmap_stat,
@@ -131,6 +138,7 @@ impl Kernel {
     /// PMD goes, a dirty one dirties the folio (its young bit is simply
     /// dropped), and the PMD's reference with it.
     pub fn zap_huge_pmd(&mut self, vma: u32, first: usize) {
+        self.pmd_lock_empty(vma, first, Fn::ZapHugePmd);
         self.charge_cost(Fn::ZapHugePmd, self.costs.pte);
         let (head, _, dirty) = self.pmd_clear(vma, first);
         if dirty {
@@ -145,8 +153,10 @@ impl Kernel {
     /// PG_referenced — and the pages fault back in later.
     pub fn split_huge_pmd(&mut self, vma: u32, idx: usize) {
         self.vm.inc(Vm::ThpSplitPmd);
-        self.charge_cost(Fn::SplitHugePmd, self.costs.ptep_clear_flush());
         let (first, _) = pmd_block(self.vmas[vma as usize].start_vpn, idx);
+        // The PMD's clear under the PMD table's lock.
+        let ptl = self.pmd_lock(vma, first, Fn::SplitHugePmd);
+        self.charge_cost(Fn::SplitHugePmd, self.costs.ptep_clear_flush());
         let (head, young, dirty) = self.pmd_clear(vma, first);
         if dirty {
             self.filemap_dirty_folio(head);
@@ -155,6 +165,7 @@ impl Kernel {
             self.folios.get_mut(head).set(PG_REFERENCED);
         }
         self.folio_put(head);
+        self.spin_unlock(ptl);
     }
 
     /// The PMD mappings' share of `unmap_folio`'s walk: every PMD of the
@@ -182,16 +193,21 @@ impl Kernel {
         pageout: bool,
         list: &mut Vec<Pfn>,
     ) -> bool {
+        // pmd_trans_huge_lock: held over the branch, dropped before a
+        // split.
+        let ptl = self.pmd_lock(vma, first, Fn::MadviseColdOrPageoutPteRange);
         let pte = self.vmas[vma as usize].ptes[first];
-        if pte & PTE_ZERO != 0 {
-            return false;
-        }
-        let head = self.folios.head_of(pte_pfn(pte));
-        if self.folios.page_mapcount(head) != 1 {
+        let head = match pte & PTE_ZERO {
+            0 => self.folios.head_of(pte_pfn(pte)),
+            _ => NIL,
+        };
+        if head == NIL || self.folios.page_mapcount(head) != 1 {
+            self.spin_unlock(ptl);
             return false;
         }
         if !whole {
             self.folios.get_mut(head).refcount += 1;
+            self.spin_unlock(ptl);
             let split = self.split_huge_page_any(head, None);
             self.folio_put(head);
             return split;
@@ -211,6 +227,7 @@ impl Kernel {
         } else {
             self.deactivate_folio(head);
         }
+        self.spin_unlock(ptl);
         false
     }
 

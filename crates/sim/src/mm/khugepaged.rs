@@ -652,9 +652,11 @@ impl Kernel {
         // the pages are isolated no walk can reach them, and the copy runs
         // unlocked.
         let anon_vma = self.anon_vma_lock_write(self.vmas[vma as usize].anon_vma);
-        // pmdp_collapse_flush.
+        // pmdp_collapse_flush, under the PMD table's lock.
+        let ptl = self.pmd_lock(vma, first, Fn::CollapseHugePage);
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);
         self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
+        self.spin_unlock(ptl);
         let mut compound = self.take_scratch();
         let r = self.collapse_huge_page_isolate(vma, first, &mut compound);
         self.anon_vma_unlock_write(anon_vma);
@@ -664,7 +666,10 @@ impl Kernel {
         }
         self.collapse_huge_page_copy(vma, first, hpage, &compound);
         self.give_scratch(compound);
+        // The THP's rmap, LRU add and PMD set under the PMD table's lock.
+        let ptl = self.pmd_lock(vma, first, Fn::CollapseHugePage);
         self.collapse_map_pmd(vma, first, hpage);
+        self.spin_unlock(ptl);
         Scan::Succeed
     }
 

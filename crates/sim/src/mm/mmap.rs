@@ -138,11 +138,14 @@ impl Kernel {
         }
         debug_assert!(v.ptes[idx] & PTE_PMD == 0, "a PMD maps the block");
         self.pmd_alloc(vma, idx)?;
-        // pmd_install of the fault's preallocated table, if it has one.
+        // pmd_install of the fault's preallocated table, if it has one,
+        // under the PMD table's lock (an empty hold: the install's work is
+        // in its caller's bundle).
         let p = match self.fault.take_prealloc_pte() {
             Some(p) => p,
             None => self.alloc_pgtable(vma)?,
         };
+        self.pmd_lock_empty(vma, idx, cost_model::Fn::PmdInstall);
         self.vmas[vma as usize].pte_tables[pte] = p;
         Ok(())
     }
@@ -249,6 +252,62 @@ impl Kernel {
         match self.cpus.len() > 1 && self.has_pte_table(vma, idx) {
             true => self.pte_lock_smp(vma, idx, f),
             false => None,
+        }
+    }
+
+    /// The split lock of the PMD table above page `idx` of `vma`
+    /// (`pmd_lockptr`: the spinlock in the PMD table page's struct page;
+    /// x86-64 splits PMD locks as it does PTE locks). `pmd_lock` from
+    /// kernel function `f` around work priced inside the section, held
+    /// until `spin_unlock`: None with one CPU.
+    #[inline]
+    pub fn pmd_lock(
+        &mut self,
+        vma: u32,
+        idx: usize,
+        f: cost_model::Fn,
+    ) -> Option<crate::spinlock::SpinGuard> {
+        if self.cpus.len() == 1 {
+            return None;
+        }
+        self.pmd_lock_smp(vma, idx, f)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pmd_lock_smp(
+        &mut self,
+        vma: u32,
+        idx: usize,
+        f: cost_model::Fn,
+    ) -> Option<crate::spinlock::SpinGuard> {
+        let line = self.pmd_line(vma, idx);
+        self.traced(f, |k| k.spin_lock(line))
+    }
+
+    /// `pmd_lock` around work priced outside the section (an empty hold:
+    /// it waits for another CPU's hold and moves the line, and no one
+    /// waits for it). Nothing with one CPU.
+    #[inline]
+    pub fn pmd_lock_empty(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
+        if self.cpus.len() > 1 {
+            self.pmd_lock_empty_smp(vma, idx, f);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pmd_lock_empty_smp(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
+        let line = self.pmd_line(vma, idx);
+        self.traced(f, |k| k.spin_lock_empty(line));
+    }
+
+    fn pmd_line(&self, vma: u32, idx: usize) -> crate::cacheline::Line {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + idx as u64;
+        crate::cacheline::Line::Pmd {
+            vma,
+            table: ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as u32,
         }
     }
 

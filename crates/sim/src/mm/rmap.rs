@@ -305,9 +305,12 @@ impl Kernel {
                 }
             }
             let flags = vma.flags;
+            // page_vma_mapped_walk's PTE lock, or its PMD table's lock for
+            // a PMD mapping.
             if pte & PTE_PMD == 0 {
-                // page_vma_mapped_walk's PTE lock (a PMD's is not followed).
                 self.pte_lock_empty(v, idx, Fn::PageVmaMappedWalk);
+            } else {
+                self.pmd_lock_empty(v, idx, Fn::PageVmaMappedWalk);
             }
             let young = if lru_gen {
                 self.pte_referenced_lru_gen(pfn, v, idx)
@@ -403,10 +406,14 @@ impl Kernel {
                 if !self.maps_folio(pte, head) {
                     continue;
                 }
-                if !mapped && pte & PTE_PMD == 0 {
+                if !mapped {
                     // The walk's PTE lock (a folio of at most a PMD's
-                    // size, aligned: one table).
-                    self.pte_lock_empty(v, idx, Fn::PageVmaMappedWalk);
+                    // size, aligned: one table), or for a PMD mapping its
+                    // PMD table's.
+                    match pte & PTE_PMD {
+                        0 => self.pte_lock_empty(v, idx, Fn::PageVmaMappedWalk),
+                        _ => self.pmd_lock_empty(v, idx, Fn::PageVmaMappedWalk),
+                    }
                 }
                 mapped = true;
                 if lru_gen {
