@@ -411,7 +411,7 @@ impl Kernel {
         // (handle_pte_fault's, do_anonymous_page's, do_swap_page's, the
         // fault-around's filemap_map_pages, finish_fault's): the fault's
         // work is priced in its bundle, so the hold is empty. A shmem fault
-        // that may map a PMD takes it in finish_fault, not followed.
+        // that may map a PMD takes it in finish_fault (shmem.rs).
         if !pmd_first {
             self.pte_lock_empty(vma, idx, Fn::HandlePteFault);
         }

@@ -632,6 +632,12 @@ impl Kernel {
             self.folio_put(head);
             return Err(FaultError::Oom);
         }
+        if self.shmem_thp_possible {
+            // finish_fault's PTE table lock, which handle_mm_fault did not
+            // take for a fault that might have mapped a PMD (an empty
+            // hold, as every PTE-level fault's).
+            self.pte_lock_empty(vma, idx, Fn::DoFault);
+        }
         if !self.map_shmem_folio_ptes(vma, idx, head, write) {
             self.do_set_pte(vma, idx, head, write);
         }
