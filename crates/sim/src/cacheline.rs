@@ -160,11 +160,11 @@ pub enum Line {
     /// these clusters' locks (mm/swapfile.rs `swap_cluster_lock`).
     SwapCluster { ty: u8, line: u32 },
     /// The split page-table lock of a VMA's PTE table (by VMA, then its
-    /// table's index in the VMA: mm/mmap.rs `ptl_line`).
+    /// table's index in the VMA: mm/mmap.rs `table_line`).
     Ptl { vma: u32, table: u32 },
     /// The split lock of a VMA's PMD table (`pmd_lockptr`: the spinlock
     /// in the PMD table page's struct page), by VMA, then its table's
-    /// index in the VMA (mm/mmap.rs `pmd_lock`).
+    /// index in the VMA (mm/mmap.rs `table_line`).
     Pmd { vma: u32, table: u32 },
 }
 
@@ -317,6 +317,22 @@ fn grown<T: Clone + Default>(v: &mut Vec<T>, i: usize) -> &mut T {
     &mut v[i]
 }
 
+/// A line's transfer of `ns` within a socket, from CPU `from` to `to`:
+/// `cross_socket` thousandths of that between two sockets.
+#[inline]
+fn transfer_ns(
+    cpus: &[crate::kernel::Cpu],
+    cross_socket: u64,
+    from: usize,
+    to: usize,
+    ns: u64,
+) -> u64 {
+    match cpus[from].socket == cpus[to].socket {
+        true => ns,
+        false => ns * cross_socket.max(1000) / 1000,
+    }
+}
+
 impl Kernel {
     /// This CPU writes `line` now: when the line was another CPU's, the
     /// write waits `ns` for it, charged to `f`. Nothing with one CPU
@@ -336,22 +352,12 @@ impl Kernel {
         let Some(from) = state.line.write(cpu, t) else {
             return;
         };
-        let ns = self.line_transfer_ns(ns, from);
-        let state = self.lines.get(line);
+        let ns = transfer_ns(&self.cpus, self.costs.cross_socket, from, cpu, ns);
         let start = state.queue_transfer(t, ns, horizon);
         // Waiting for the line is latency, not work: a busy SMT sibling
         // does not stretch it (charge_wall), and the write ends exactly
         // where its transfer does in the line's queue.
         self.charge_wall(f, start - t + ns);
-    }
-
-    /// A transfer of `ns` within a socket, to this CPU from `from`.
-    #[inline]
-    fn line_transfer_ns(&self, ns: u64, from: usize) -> u64 {
-        match self.cpus[from].socket == self.cpus[self.cur_cpu].socket {
-            true => ns,
-            false => ns * self.costs.cross_socket.max(1000) / 1000,
-        }
     }
 
     /// This CPU writes page `pfn`'s `struct page` line now (a reference
@@ -401,8 +407,9 @@ impl Kernel {
         if !recent {
             return;
         }
-        let ns = self.line_transfer_ns(self.costs.cacheline_transfer, from);
-        let start = self.lines.page[pfn as usize].queue_transfer(t, ns);
+        let ns = self.costs.cacheline_transfer;
+        let ns = transfer_ns(&self.cpus, self.costs.cross_socket, from, cpu, ns);
+        let start = state.queue_transfer(t, ns);
         self.charge_wall(f, start - t + ns);
     }
 

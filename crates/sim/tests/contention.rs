@@ -128,9 +128,9 @@ fn reclaimers_of_one_lruvec_move_each_others_anon_vma_lines() {
     assert_eq!(rmap_line_ns(&apart), 0);
 }
 
-/// One process on `cpus` CPUs with a `size` anonymous mapping "buf": a
-/// thread runs `thread` while the creator runs `main`, then joins it.
-fn two_threads(cpus: usize, size: &str, thread: &str, main: &str) -> String {
+/// One process on `cpus` CPUs with a `size` anonymous mapping "buf":
+/// after mapping it, `steps`, then a wait for its threads and children.
+fn one_process(cpus: usize, size: &str, steps: &str) -> String {
     format!(
         r#"
 [machine]
@@ -139,12 +139,18 @@ cpus = {cpus}
 [task.main]
 steps = [
   {{ op = "mmap", name = "buf", kind = "anon", size = "{size}" }},
-  {{ op = "thread", steps = [ {thread} ] }},
-  {main},
+  {steps},
   {{ op = "wait" }},
 ]
 "#
     )
+}
+
+/// One process on `cpus` CPUs with a `size` anonymous mapping "buf": a
+/// thread runs `thread` while the creator runs `main`, then joins it.
+fn two_threads(cpus: usize, size: &str, thread: &str, main: &str) -> String {
+    let steps = format!("{{ op = \"thread\", steps = [ {thread} ] }},\n  {main}");
+    one_process(cpus, size, &steps)
 }
 
 /// Two threads of one process (one memcg, one lru_lock) on `cpus` CPUs,
@@ -427,21 +433,9 @@ fn readers_of_one_file_page_move_its_struct_page_line() {
 /// A parent and its child on `cpus` CPUs, each writing every page of a
 /// 4 MiB private mapping they share after the fork, at the same pace.
 fn cow_pair(cpus: usize) -> String {
-    format!(
-        r#"
-[machine]
-memory = "256M"
-cpus = {cpus}
-[task.main]
-steps = [
-  {{ op = "mmap", name = "buf", kind = "anon", size = "4M" }},
-  {{ op = "touch", region = "buf", write = 1.0 }},
-  {{ op = "fork", steps = [ {{ op = "touch", region = "buf", write = 1.0 }} ] }},
-  {{ op = "touch", region = "buf", write = 1.0 }},
-  {{ op = "wait" }},
-]
-"#
-    )
+    let write = r#"{ op = "touch", region = "buf", write = 1.0 }"#;
+    let steps = format!("{write},\n  {{ op = \"fork\", steps = [ {write} ] }},\n  {write}");
+    one_process(cpus, "4M", &steps)
 }
 
 #[test]

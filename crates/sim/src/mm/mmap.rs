@@ -11,6 +11,13 @@ use crate::vmstat::{Mc, Vm};
 const PTE_SHIFT: u32 = 9;
 const PMD_SHIFT: u32 = 18;
 
+/// Which page table's split lock a walk or fault takes.
+#[derive(Clone, Copy)]
+enum TableLock {
+    Pte,
+    Pmd,
+}
+
 /// Tables of 2^shift pages that the range [start, start + pages) touches.
 fn table_span(start: u64, pages: u64, shift: u32) -> usize {
     (((start + pages - 1) >> shift) - (start >> shift) + 1) as usize
@@ -150,15 +157,51 @@ impl Kernel {
         Ok(())
     }
 
-    /// The split page-table lock of the PTE table that maps page `idx` of
-    /// `vma` (`pte_lockptr`: the spinlock in the table page's struct page;
-    /// Debian's x86-64 kernels split them, NR_CPUS being far above
-    /// SPLIT_PTLOCK_CPUS). mmsim gives each VMA its own tables.
-    pub(crate) fn ptl_line(&self, vma: u32, idx: usize) -> crate::cacheline::Line {
-        crate::cacheline::Line::Ptl {
-            vma,
-            table: self.pmd_table(vma, idx) as u32,
+    /// The split lock of the `t` table above page `idx` of `vma`: a PTE
+    /// table's (`pte_lockptr`) or a PMD table's (`pmd_lockptr`), the
+    /// spinlock in the table page's struct page. Debian's x86-64 kernels
+    /// split both, NR_CPUS being far above SPLIT_PTLOCK_CPUS. mmsim gives
+    /// each VMA its own tables.
+    fn table_line(&self, t: TableLock, vma: u32, idx: usize) -> crate::cacheline::Line {
+        match t {
+            TableLock::Pte => crate::cacheline::Line::Ptl {
+                vma,
+                table: self.pmd_table(vma, idx) as u32,
+            },
+            TableLock::Pmd => {
+                let v = &self.vmas[vma as usize];
+                let va = v.start_vpn + idx as u64;
+                crate::cacheline::Line::Pmd {
+                    vma,
+                    table: ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as u32,
+                }
+            }
         }
+    }
+
+    /// The `t` table's lock from kernel function `f`, with more than one
+    /// CPU, around work priced inside the section: held until
+    /// `spin_unlock`.
+    #[cold]
+    #[inline(never)]
+    fn table_lock_smp(
+        &mut self,
+        t: TableLock,
+        vma: u32,
+        idx: usize,
+        f: cost_model::Fn,
+    ) -> Option<crate::spinlock::SpinGuard> {
+        let line = self.table_line(t, vma, idx);
+        self.traced(f, |k| k.spin_lock(line))
+    }
+
+    /// The `t` table's lock from kernel function `f`, with more than one
+    /// CPU, around work priced outside the section: an empty hold.
+    #[cold]
+    #[inline(never)]
+    fn table_lock_empty_smp(&mut self, t: TableLock, vma: u32, idx: usize, f: cost_model::Fn) {
+        let line = self.table_line(t, vma, idx);
+        self.traced(f, |k| k.spin_lock_empty(line));
     }
 
     /// `pte_offset_map_lock` from kernel function `f` around work priced
@@ -173,19 +216,7 @@ impl Kernel {
         if self.cpus.len() == 1 {
             return None;
         }
-        self.pte_lock_smp(vma, idx, f)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn pte_lock_smp(
-        &mut self,
-        vma: u32,
-        idx: usize,
-        f: cost_model::Fn,
-    ) -> Option<crate::spinlock::SpinGuard> {
-        let line = self.ptl_line(vma, idx);
-        self.traced(f, |k| k.spin_lock(line))
+        self.table_lock_smp(TableLock::Pte, vma, idx, f)
     }
 
     /// `pte_offset_map_lock` … `pte_unmap_unlock` from kernel function `f`
@@ -195,15 +226,8 @@ impl Kernel {
     #[inline(always)]
     pub fn pte_lock_empty(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
         if self.cpus.len() > 1 {
-            self.pte_lock_empty_smp(vma, idx, f);
+            self.table_lock_empty_smp(TableLock::Pte, vma, idx, f);
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn pte_lock_empty_smp(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
-        let line = self.ptl_line(vma, idx);
-        self.traced(f, |k| k.spin_lock_empty(line));
     }
 
     /// A zap's walk reaching page `idx` of `vma` (`first`: where it
@@ -235,7 +259,7 @@ impl Kernel {
             return;
         }
         if self.has_pte_table(vma, idx) {
-            self.pte_lock_empty_smp(vma, idx, f);
+            self.table_lock_empty_smp(TableLock::Pte, vma, idx, f);
         }
     }
 
@@ -250,7 +274,7 @@ impl Kernel {
         f: cost_model::Fn,
     ) -> Option<crate::spinlock::SpinGuard> {
         match self.cpus.len() > 1 && self.has_pte_table(vma, idx) {
-            true => self.pte_lock_smp(vma, idx, f),
+            true => self.table_lock_smp(TableLock::Pte, vma, idx, f),
             false => None,
         }
     }
@@ -270,19 +294,7 @@ impl Kernel {
         if self.cpus.len() == 1 {
             return None;
         }
-        self.pmd_lock_smp(vma, idx, f)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn pmd_lock_smp(
-        &mut self,
-        vma: u32,
-        idx: usize,
-        f: cost_model::Fn,
-    ) -> Option<crate::spinlock::SpinGuard> {
-        let line = self.pmd_line(vma, idx);
-        self.traced(f, |k| k.spin_lock(line))
+        self.table_lock_smp(TableLock::Pmd, vma, idx, f)
     }
 
     /// `pmd_lock` around work priced outside the section (an empty hold:
@@ -291,23 +303,7 @@ impl Kernel {
     #[inline]
     pub fn pmd_lock_empty(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
         if self.cpus.len() > 1 {
-            self.pmd_lock_empty_smp(vma, idx, f);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn pmd_lock_empty_smp(&mut self, vma: u32, idx: usize, f: cost_model::Fn) {
-        let line = self.pmd_line(vma, idx);
-        self.traced(f, |k| k.spin_lock_empty(line));
-    }
-
-    fn pmd_line(&self, vma: u32, idx: usize) -> crate::cacheline::Line {
-        let v = &self.vmas[vma as usize];
-        let va = v.start_vpn + idx as u64;
-        crate::cacheline::Line::Pmd {
-            vma,
-            table: ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as u32,
+            self.table_lock_empty_smp(TableLock::Pmd, vma, idx, f);
         }
     }
 
