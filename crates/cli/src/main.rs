@@ -753,6 +753,17 @@ pub(crate) fn summary(r: &RunResult) -> String {
         s += "\nprofile (simulated time; children and self, call paths of 1% or more):\n";
         s += &profile;
     }
+    // Each guest's own run, as its kernel shows it, indented under the
+    // host's (its VMM is one of the host's tasks above).
+    for (name, g) in &r.vms {
+        s += &format!("\nguest {name} (run by the host's task {name}):\n");
+        for line in summary(g).lines().skip(1) {
+            s += &match line.is_empty() {
+                true => "\n".to_string(),
+                false => format!("  {line}\n"),
+            };
+        }
+    }
     s
 }
 

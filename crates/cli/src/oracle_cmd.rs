@@ -52,6 +52,13 @@ fn real_results(
     sets: &[String],
     runs: usize,
 ) -> Result<Vec<RunResult>, ExitCode> {
+    if !spec.vms.is_empty() {
+        eprintln!(
+            "mmsim: {}: the spec has guests ([vm.NAME]), which the real-kernel engines do not boot yet; expected a spec without guests (run this one with `mmsim run`)",
+            path.display()
+        );
+        return Err(ExitCode::from(2));
+    }
     if a.native {
         let runner = runner_path(a.runner.clone())?;
         return native_runs(&runner, path, spec, sets, runs);

@@ -775,3 +775,34 @@ fn set_reaches_array_entries() {
         "{e}"
     );
 }
+
+/// examples/guest_tcg.toml: the summary shows the host (its VMM task and
+/// the host's swapping of guest RAM) and then the guest's own run; the
+/// JSON nests the guest under `vms`.
+#[test]
+fn a_guest_is_summarised_under_its_host() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/guest_tcg.toml");
+    let o = mmsim(&["run", spec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let guest_at = out
+        .find("guest g1 (run by the host's task g1):")
+        .expect("a guest section");
+    assert!(out[..guest_at].contains("task g1 (cgroup vms)"));
+    assert!(out[guest_at..].contains("  task main (cgroup app)"));
+    assert!(out[guest_at..].contains("  phase read"));
+    let d = run_json(&spec, &[]);
+    let g = &d["vms"]["g1"];
+    assert!(g["vmstat"]["pswpout"].as_i64().unwrap() > 0);
+    assert!(d["vmstat"]["pswpout"].as_i64().unwrap() > 0);
+    assert_eq!(g["tasks"][0]["name"], "main");
+}
+
+/// The oracle does not boot guests yet: a clear refusal, exit status 2.
+#[test]
+fn the_oracle_refuses_a_spec_with_guests() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/guest_tcg.toml");
+    let o = mmsim(&["oracle", "run", spec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("guests"), "{}", stderr(&o));
+}

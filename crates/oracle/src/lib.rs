@@ -261,6 +261,11 @@ impl Oracle {
         spec_text: &str,
         sets: &[String],
     ) -> Result<RunResult, OracleError> {
+        if !spec.vms.is_empty() {
+            return Err(OracleError::Missing(
+                "the spec has guests ([vm.NAME]), which the oracle does not boot yet: run it in the simulator".into(),
+            ));
+        }
         if !spec.machine.memory.is_multiple_of(1 << 20) {
             return Err(OracleError::Missing(format!(
                 "machine.memory of {} bytes is not a whole number of MiB, which QEMU's -m needs",

@@ -124,6 +124,10 @@ pub struct Kernel {
     /// `arch_has_hw_pte_young`: the MMU sets accessed bits (spec
     /// `machine.hw_pte_young`).
     pub hw_pte_young: bool,
+    /// A guest's kernel (`[vm.NAME]`): the frames its accesses and the
+    /// allocator's fills touched, in order, for its VMM to make on the
+    /// host (vm.rs). None on a machine of its own.
+    pub frame_log: Option<Vec<(Pfn, bool)>>,
     pub sysctl: Sysctl,
     pub sysfs: Sysfs,
     pub folios: FolioTable,
@@ -344,6 +348,16 @@ const DMA_MANAGED_PAGES: u64 = 3840;
 const DMA32_END_BYTES: u64 = 3 << 30;
 
 impl Kernel {
+    /// A guest kernel's access of its frame `pfn` (a read, or a write):
+    /// logged for the VMM to make on the host (vm.rs). Nothing on a
+    /// machine of its own.
+    #[inline]
+    pub(crate) fn guest_frame(&mut self, pfn: Pfn, write: bool) {
+        if let Some(log) = &mut self.frame_log {
+            log_frame(log, pfn, write);
+        }
+    }
+
     /// Boots the spec's machine. Err: the host cannot reserve the frame
     /// table's address space (the table is committed only as it is used).
     pub fn new(
@@ -360,6 +374,7 @@ impl Kernel {
             preset: spec.machine.kernel,
             release: crate::release::Release::of(spec.machine.kernel),
             hw_pte_young: spec.machine.hw_pte_young,
+            frame_log: None,
             lru_algo: if spec.sysfs.lru_gen & crate::mm::lru_gen::LRU_GEN_CORE != 0 {
                 crate::mm::lruvec::LruAlgo::MultiGen
             } else {
@@ -747,4 +762,15 @@ pub(crate) fn test_kernel_of(text: &str) -> Kernel {
 #[cfg(test)]
 pub(crate) fn test_at(k: &mut Kernel, cpu: usize, t: u64) {
     (k.cur_cpu, k.clock_base, k.pending_ns) = (cpu, t, 0);
+}
+
+/// Appends an access to a guest's frame log; repeats of the last frame
+/// merge (a write covers a read), so a loop over one page is one host
+/// access.
+#[inline]
+fn log_frame(log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
+    match log.last_mut() {
+        Some(last) if last.0 == pfn => last.1 |= write,
+        _ => log.push((pfn, write)),
+    }
 }

@@ -18,6 +18,7 @@ pub mod release;
 pub mod rwsem;
 pub mod sched;
 pub mod spinlock;
+pub mod vm;
 pub mod vmstat;
 
 use kernel::Kernel;
@@ -303,11 +304,21 @@ fn check_limits(spec: &Spec) -> Result<(), SimError> {
 }
 
 /// Runs a spec in the simulator.
-pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
-    check_shmem_huge(spec)?;
-    check_zram_compressor(spec)?;
-    check_limits(spec)?;
+pub fn run(spec: &Spec, opts: RunOptions) -> Result<RunResult, SimError> {
+    for s in std::iter::once(spec).chain(spec.vms.iter().map(|v| &*v.guest)) {
+        check_shmem_huge(s)?;
+        check_zram_compressor(s)?;
+        check_limits(s)?;
+    }
     check_work(spec, &opts)?;
+    match spec.vms.is_empty() {
+        true => run_machine(spec, opts),
+        false => run_with_guests(spec, opts),
+    }
+}
+
+/// Runs a spec without guests.
+fn run_machine(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     let mut k = Kernel::new(spec, opts.costs.costs)?;
     k.setup_page_contents(spec, &opts.costs.compress)?;
     let machine = machine_info(&k, spec);
@@ -338,6 +349,119 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         check::check_all(&k)?;
         k.integrity.invariant_checks += at_end_checks + 1;
     }
+    let at_end = AtEnd {
+        cgroups: cgroups_at_end,
+        zram: zram_at_end,
+    };
+    Ok(result_of(
+        spec, &mut k, &sched, elapsed, at_end, &opts, machine, &vm_start,
+    ))
+}
+
+/// Runs a host and its guests (vm.rs): the host's spec gains a VMM task
+/// per guest, whose slices run the guest.
+fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
+    let host = vm::host_spec(spec);
+    let mut k = Kernel::new(&host, opts.costs.costs)?;
+    k.setup_page_contents(&host, &opts.costs.compress)?;
+    let machine = machine_info(&k, &host);
+    let vm_start = k.vm.clone();
+    let mut sched = sched::Scheduler::new(&host, &mut k);
+    sched.on_progress = opts.progress.take();
+    if sched.on_progress.is_some() {
+        let total = mmsim_spec::work::work_checked(spec, opts.check).total;
+        sched.total_work = u64::try_from(total).unwrap_or(u64::MAX);
+    }
+    sched.player.check = opts.check;
+    let first_vmm = host.tasks.len() - host.vms.len();
+    for (g, v) in host.vms.iter().enumerate() {
+        let guest = vm::Guest::new(&v.guest, &opts.costs, opts.check)
+            .map_err(|e| SimError::at(0, format!("vm.{}", v.name), e))?;
+        sched.player.guests.push(Some(Box::new(guest)));
+        // One instance each: the VMM tasks are the player's last.
+        sched.player.tasks[first_vmm + g].vmm = Some(g);
+    }
+    let mut cgroups_at_end = BTreeMap::new();
+    let mut zram_at_end = Vec::new();
+    let mut check_err = None;
+    let mut at_end_checks = 0;
+    let elapsed = sched.run(&mut k, |k| {
+        cgroups_at_end = cgroup_results(k);
+        zram_at_end = k.zram_mm_stat();
+        if opts.check {
+            check_err = check::check_all(k).err();
+            at_end_checks += 1;
+        }
+    })?;
+    if let Some(e) = check_err {
+        return Err(e);
+    }
+    if opts.check {
+        check::check_all(&k)?;
+        k.integrity.invariant_checks += at_end_checks + 1;
+    }
+    let mut guests = Vec::new();
+    for (v, slot) in host
+        .vms
+        .iter()
+        .zip(std::mem::take(&mut sched.player.guests))
+    {
+        let mut g = slot.expect("every guest is back in its slot");
+        let locate = |e| SimError::at(0, format!("vm.{}", v.name), e);
+        if let Some(e) = g.check_err.take() {
+            return Err(locate(e));
+        }
+        if opts.check {
+            check::check_all(&g.kernel).map_err(locate)?;
+            g.kernel.integrity.invariant_checks += g.at_end_checks + 1;
+        }
+        let machine = machine_info(&g.kernel, &v.guest);
+        let at_end = AtEnd {
+            cgroups: std::mem::take(&mut g.cgroups_at_end),
+            zram: std::mem::take(&mut g.zram_at_end),
+        };
+        let vm_start = g.vm_start.clone();
+        let r = result_of(
+            &v.guest,
+            &mut g.kernel,
+            &g.sched,
+            g.elapsed,
+            at_end,
+            &opts,
+            machine,
+            &vm_start,
+        );
+        guests.push((v.name.clone(), r));
+    }
+    let at_end = AtEnd {
+        cgroups: cgroups_at_end,
+        zram: zram_at_end,
+    };
+    let mut r = result_of(
+        &host, &mut k, &sched, elapsed, at_end, &opts, machine, &vm_start,
+    );
+    r.vms = guests.into_iter().collect();
+    Ok(r)
+}
+
+/// What a run reads as its last task finishes.
+struct AtEnd {
+    cgroups: BTreeMap<String, CgroupResult>,
+    zram: Vec<ZramMmStat>,
+}
+
+/// The output of a machine's run: its tasks, counters and profile.
+#[allow(clippy::too_many_arguments)]
+fn result_of(
+    spec: &Spec,
+    k: &mut Kernel,
+    sched: &sched::Scheduler,
+    elapsed: u64,
+    at_end: AtEnd,
+    opts: &RunOptions,
+    machine: MachineInfo,
+    vm_start: &vmstat::VmStat,
+) -> RunResult {
     let tasks = sched
         .player
         .output_order()
@@ -363,7 +487,7 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
                 })
                 .collect(),
             kv: t.kv_stats,
-            oom_kill: k.oom_kill_of(t.ktask).map(|x| oom_kill_result(&k, x)),
+            oom_kill: k.oom_kill_of(t.ktask).map(|x| oom_kill_result(k, x)),
         })
         .collect();
     let profile = cost_model::FN_NAMES
@@ -374,9 +498,9 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         .collect();
     // The tasks have exited by `elapsed`: /proc/pressure read then.
     let pressure = Some(k.psi.show(0, elapsed));
-    Ok(RunResult {
+    RunResult {
         pressure,
-        zram: zram_at_end,
+        zram: at_end.zram,
         format: 1,
         engine: Engine {
             name: "mmsim".into(),
@@ -387,8 +511,8 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
         machine,
         elapsed_ns: elapsed,
         tasks,
-        vmstat: vm_map(&k.vm.delta(&vm_start), spec.machine.kernel),
-        cgroups: cgroups_at_end,
+        vmstat: vm_map(&k.vm.delta(vm_start), spec.machine.kernel),
+        cgroups: at_end.cgroups,
         integrity: IntegrityResult {
             pages_checked: k.integrity.pages_checked,
             violations: k.integrity.violations,
@@ -407,7 +531,8 @@ pub fn run(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
             0 => BTreeMap::new(),
             n => BTreeMap::from([("TLB".to_string(), n)]),
         },
-    })
+        vms: BTreeMap::new(),
+    }
 }
 
 /// The spec's sysctl and sysfs knobs, every feature flag, and every

@@ -25,6 +25,30 @@ pub struct Spec {
     /// `[fidelity]`: tolerances of the simulation against recorded
     /// real-kernel results. Engines ignore it.
     pub fidelity: Fidelity,
+    /// `[vm.NAME]`: guests, each a spec of its own run by a VMM process on
+    /// this (the host's) machine. Empty in a guest.
+    pub vms: Vec<Vm>,
+}
+
+/// `[vm.NAME]`: a guest. Its RAM is an anonymous mapping of the VMM
+/// process, a host task of the guest's name in `cgroup`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vm {
+    pub name: String,
+    /// `[vm.NAME.host] cgroup`: index into the host's `Spec::cgroups`;
+    /// None = the root cgroup.
+    pub cgroup: Option<usize>,
+    pub accel: Accel,
+    /// The guest's machine, kernel, swap, cgroups and tasks.
+    pub guest: Box<Spec>,
+}
+
+/// How the VMM runs guest code (`[vm.NAME.host] accel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    /// QEMU's TCG: a software MMU, whose loads and stores of guest RAM
+    /// are the VMM's own user accesses of its mapping.
+    Tcg,
 }
 
 /// `[fidelity]`: relative tolerances, per counter (against the median of

@@ -43,6 +43,11 @@ pub struct RunResult {
     /// when a region of the spec states its content (docs/output.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zram: Vec<ZramMmStat>,
+    /// Each guest's own run (`[vm.NAME]`), by name: its tasks, counters
+    /// and cgroups, as the guest's kernel shows them. Its VMM is a task of
+    /// this (the host's) run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vms: BTreeMap<String, RunResult>,
 }
 
 /// /sys/block/zramN/mm_stat, bytes where the kernel gives bytes.

@@ -87,6 +87,21 @@ pub fn work_checked(spec: &Spec, checking: bool) -> Work {
             }
         }
     }
+    // A guest's page operations, each also a host access of its RAM (its
+    // VMM's loads and stores).
+    for vm in &spec.vms {
+        let w = work_checked(&vm.guest, checking);
+        total = total.saturating_add(w.total.saturating_mul(2));
+        if let Some(l) = w.largest {
+            if largest.as_ref().is_none_or(|b| 2 * l.amount > b.amount) {
+                largest = Some(Share {
+                    key: format!("vm.{}.{}", vm.name, l.key),
+                    amount: 2 * l.amount,
+                    ..l
+                });
+            }
+        }
+    }
     Work { total, largest }
 }
 
@@ -140,6 +155,15 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
         line: spec.machine.memory_line,
         amount: frames.min(work(spec).total) * per_frame as u128,
     });
+    // A guest's own tables (its frames, mappings, swap), named under it.
+    for vm in &spec.vms {
+        let (bytes, part) = host_bytes(&vm.guest);
+        parts.push(Share {
+            key: format!("vm.{}.{}", vm.name, part.key),
+            amount: bytes,
+            ..part
+        });
+    }
     let total = parts
         .iter()
         .map(|p| p.amount)

@@ -14,7 +14,9 @@
 //! number, so a run is repeatable. A failing spec is written to `--out`
 //! (default `soak-failures/`) with its error in a header comment, and
 //! each trace file it replays beside it (the spec names it relatively);
-//! `--verbose` prints why each refused spec was refused. A spec
+//! `--verbose` prints why each refused spec was refused. `--guests` runs
+//! each generated spec as a guest of a host that may swap its RAM
+//! (`specgen::hosted`; guests the simulator refuses count as refused). A spec
 //! still running after `--timeout` seconds counts as a hang: it is written
 //! out and the soak stops. Exit status 1 if anything failed.
 
@@ -35,6 +37,7 @@ struct Args {
     timeout: u64,
     max_work: u64,
     verbose: bool,
+    guests: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +51,7 @@ fn parse_args() -> Result<Args, String> {
         timeout: 120,
         max_work: 20_000_000,
         verbose: false,
+        guests: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -67,6 +71,7 @@ fn parse_args() -> Result<Args, String> {
             "--mutate" => a.mutate.push(PathBuf::from(value()?)),
             "--out" => a.out = PathBuf::from(value()?),
             "--verbose" => a.verbose = true,
+            "--guests" => a.guests = true,
             _ => {
                 return Err(format!(
                     "unknown flag {flag}; see the comment atop examples/soak.rs"
@@ -335,7 +340,15 @@ fn main() {
                     let text = if pool.is_empty() {
                         let len = 16 + rng.below(1024) as usize;
                         let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-                        mmsim_testkit::specgen::generate_with_traces(&bytes, &traces)
+                        let text = mmsim_testkit::specgen::generate_with_traces(&bytes, &traces);
+                        match args.guests {
+                            true => {
+                                let host_mb = [256, 512, 1024][rng.below(3) as usize];
+                                let vms_max = ["max", "32M", "64M", "128M"][rng.below(4) as usize];
+                                mmsim_testkit::specgen::hosted(&text, host_mb, vms_max)
+                            }
+                            false => text,
+                        }
                     } else {
                         mutate(&pool[rng.below(pool.len() as u64) as usize], &mut rng)
                     };

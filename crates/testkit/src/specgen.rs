@@ -429,6 +429,36 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
     out
 }
 
+/// `guest` (a spec's text, such as `generate` writes) as guest g0 of a
+/// 2-CPU host of `host_mb` MiB with zram swap, its VMM (TCG) in a host
+/// cgroup limited to `vms_max`: each of the guest's section headers goes
+/// under `[vm.g0]`, and its `cpus` become 1. A guest the simulator does
+/// not model yet (block devices) is refused when the text is parsed.
+pub fn hosted(guest: &str, host_mb: u64, vms_max: &str) -> String {
+    let mut out = format!(
+        "[machine]\nmemory = \"{host_mb}M\"\ncpus = 2\n[[swap]]\ndevice = \"zram\"\nsize = \"{host_mb}M\"\n\
+         [cgroup.vms]\nmemory_max = \"{vms_max}\"\n[vm.g0.host]\ncgroup = \"vms\"\naccel = \"tcg\"\n"
+    );
+    for line in guest.lines() {
+        // One vCPU, the guests the simulator models.
+        if line.starts_with("cpus = ") {
+            writeln!(out, "cpus = 1").unwrap();
+            continue;
+        }
+        if line.starts_with("threads_per_core") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("[[") {
+            writeln!(out, "[[vm.g0.{rest}").unwrap();
+        } else if let Some(rest) = line.strip_prefix('[') {
+            writeln!(out, "[vm.g0.{rest}").unwrap();
+        } else {
+            writeln!(out, "{line}").unwrap();
+        }
+    }
+    out
+}
+
 /// Writes a trace file into `dir` named by its content's hash (FNV-1a),
 /// once: specs drawn on several threads may share a file, and the same
 /// bytes always name the same file.

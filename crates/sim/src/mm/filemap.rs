@@ -709,7 +709,11 @@ impl Kernel {
             self.folio_mark_accessed(pfn);
         }
         self.charge_cost(Fn::User, self.costs.copy_page);
-        let found = self.folios.version[self.folios.folio_page(pfn, index) as usize];
+        let page = self.folios.folio_page(pfn, index);
+        // copy_page_to_iter reads the page (the user buffer's frames are
+        // not modelled).
+        self.guest_frame(page, false);
+        let found = self.folios.version[page as usize];
         let expected = self.inodes[inode as usize].user_version[index as usize];
         self.integrity.pages_checked += 1;
         if found != expected {
@@ -754,6 +758,8 @@ impl Kernel {
             }
         };
         self.charge_cost(Fn::User, self.costs.copy_page);
+        // copy_page_from_iter writes the page.
+        self.guest_frame(self.folios.folio_page(pfn, index), true);
         let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)
             .max(1);

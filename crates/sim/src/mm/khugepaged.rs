@@ -821,6 +821,9 @@ impl Kernel {
             }
             let src = pte_pfn(pte);
             self.charge_cost(Fn::CollapseHugePage, self.costs.copy_page);
+            // copy_user_highpage reads the source (the THP was written
+            // when allocated).
+            self.guest_frame(src, false);
             self.folios.version[dst as usize] = self.folios.version[src as usize];
             let head = self.folios.head_of(src);
             if self.folios.get(head).order == 0 {

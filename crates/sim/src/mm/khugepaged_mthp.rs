@@ -470,6 +470,7 @@ impl Kernel {
             for b in 0..batch {
                 let (s, d) = (src + b as Pfn, dst + b as Pfn);
                 self.charge_cost(Fn::CollapseHugePage, self.costs.copy_page);
+                self.guest_frame(s, false);
                 self.folios.version[d as usize] = self.folios.version[s as usize];
                 self.vmas[vma as usize].ptes[idx + b] = 0;
                 if self.folios.get(head).order > 0 {

@@ -199,7 +199,31 @@ impl Kernel {
         }
         // n charges of costs.touch, summed: the same u64 additions.
         self.charge_user(self.costs.touch * n as u64);
+        if self.frame_log.is_some() {
+            self.log_resident_run(vma, &run[..n]);
+        }
         n
+    }
+
+    /// A guest's frames of the hits `access_resident_run` made, in order
+    /// (out of its loop: a machine of its own pays one test per run).
+    #[cold]
+    fn log_resident_run(&mut self, vma: u32, run: &[u64]) {
+        use mmsim_spec::stream::{access_is_write, access_page};
+        for &a in run {
+            let pte = self.vmas[vma as usize].ptes[access_page(a) as usize];
+            self.guest_user_frame(pte, access_is_write(a));
+        }
+    }
+
+    /// A guest's user access through `pte`. The zero page is not logged:
+    /// it is a frame of the guest kernel's image, whose boot touches are
+    /// not modelled yet (vm.rs).
+    #[inline]
+    fn guest_user_frame(&mut self, pte: Pte, write: bool) {
+        if self.frame_log.is_some() && pte & PTE_ZERO == 0 {
+            self.guest_frame(pte_pfn(pte), write);
+        }
     }
 
     /// Whether the MMU lets an access through `pte` without a fault: the
@@ -214,6 +238,7 @@ impl Kernel {
 
     #[inline]
     fn access_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
+        self.guest_user_frame(pte, write);
         self.hit_present(vma, idx, pte, write);
         self.charge_user(self.costs.touch);
     }
@@ -987,6 +1012,11 @@ impl Kernel {
             // goes back and the access faults again.
             self.folio_put(new);
             return Ok(());
+        }
+        if let Some(o) = old {
+            // copy_user_highpage reads the old page (the new one is
+            // written by its allocation, page_alloc.rs).
+            self.guest_frame(o, false);
         }
         let (work, version) = match old {
             None => (self.costs.clear_page, 0),

@@ -318,6 +318,9 @@ impl Kernel {
             .pop()
             .expect("a zone that passed the watermark has pages");
         self.vm.inc(alloc_counter(self.zones[zi].ztype));
+        // Whoever takes a page fills it first (clear_page, a copy, a
+        // read, a compressed object): a guest's frame is written.
+        self.guest_frame(pfn, true);
         *self.folios.get_mut(pfn) = Folio {
             flags: 0,
             refcount: 1,
@@ -556,6 +559,9 @@ impl Kernel {
             z.watermark_ok_order(z.watermark[WMARK_LOW], highest, order)
         })?;
         let head = self.rmqueue_smallest(zi, order)?;
+        for p in head..head + (1 << order) as Pfn {
+            self.guest_frame(p, true);
+        }
         self.zone_stat_update(zi, Vm::NrFreePages, -(1 << order));
         self.prep_compound(head, order);
         self.vm.add(alloc_counter(self.zones[zi].ztype), 1 << order);

@@ -949,7 +949,9 @@ impl Kernel {
         };
         self.folio_mark_accessed(pfn);
         self.charge_cost(Fn::User, self.costs.copy_page);
-        let found = self.folios.version[self.folios.folio_page(pfn, index) as usize];
+        let page = self.folios.folio_page(pfn, index);
+        self.guest_frame(page, false);
+        let found = self.folios.version[page as usize];
         self.check_read(
             found,
             self.inodes[inode as usize].user_version[index as usize],
@@ -982,6 +984,7 @@ impl Kernel {
             .max(1);
         self.inodes[inode as usize].user_version[index as usize] = next;
         let page = self.folios.folio_page(pfn, index);
+        self.guest_frame(page, true);
         self.folios.version[page as usize] = next;
         self.folios.get_mut(pfn).set(PG_DIRTY);
         self.folio_put(pfn);

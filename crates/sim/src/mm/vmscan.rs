@@ -1140,6 +1140,10 @@ impl Kernel {
         let f = *self.folios.get(pfn);
         let (entry, nr) = (f.swap, f.nr_pages());
         let (ty, off) = (swp_type(entry), swp_offset(entry));
+        // The device (or zram's compressor, or the zero check) reads it.
+        for p in pfn..pfn + nr {
+            self.guest_frame(p, false);
+        }
         if self.swap_zeromap_folio(pfn) {
             return;
         }

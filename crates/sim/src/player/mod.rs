@@ -12,6 +12,7 @@ mod drop_caches;
 mod file_io;
 mod fork;
 mod fsync;
+mod guest;
 mod kvstore;
 mod madvise;
 mod mmap;
@@ -70,6 +71,9 @@ pub struct TaskRun<'s> {
     /// Mappings its threads made and left to the process at their exit:
     /// they go when the process exits.
     thread_vmas: Vec<u32>,
+    /// The VMM of guest N (`Player::guests`): once its steps have mapped
+    /// the guest's RAM, it runs the guest.
+    pub vmm: Option<usize>,
 }
 
 /// What a task is doing across accesses and slices.
@@ -122,6 +126,9 @@ pub struct Player<'s> {
     file_pages: Vec<u64>,
     /// Run the invariant checker at every phase mark.
     pub check: bool,
+    /// The guests the VMM tasks run (vm.rs), each out of its slot while
+    /// its VMM's slice runs it.
+    pub guests: Vec<Option<Box<crate::vm::Guest<'s>>>>,
 }
 
 impl<'s> TaskRun<'s> {
@@ -151,6 +158,7 @@ impl<'s> TaskRun<'s> {
             forks: Vec::new(),
             thread: false,
             nthreads: 0,
+            vmm: None,
             thread_vmas: Vec::new(),
         }
     }
@@ -210,6 +218,7 @@ impl<'s> Player<'s> {
             frames: spec.machine.memory / 4096,
             file_pages: spec.files.iter().map(|f| f.size / 4096).collect(),
             check: false,
+            guests: Vec::new(),
         }
     }
 
@@ -267,6 +276,12 @@ impl<'s> Player<'s> {
         }
         let t = &mut self.tasks[i];
         let Some(frame) = t.frames.last_mut() else {
+            if let Some(g) = t.vmm {
+                if self.guests[g].as_ref().is_some_and(|g| !g.done) {
+                    return guest::run(self, i, k, slice, g);
+                }
+            }
+            let t = &mut self.tasks[i];
             if t.live_children > 0 {
                 // A task's end waits for its children (so all report).
                 return Ok(Some(SliceEnd::Wait));

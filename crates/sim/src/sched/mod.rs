@@ -38,6 +38,19 @@ pub struct Scheduler<'s> {
     /// The page operations the spec asks for (`mmsim_spec::work`), set by
     /// the caller with `on_progress`.
     pub total_work: u64,
+    /// The latest end of a slice so far.
+    last_end: u64,
+}
+
+/// What one `Scheduler::step` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stepped {
+    /// Ran a slice from `start` to `end`.
+    Ran { start: u64, end: u64 },
+    /// Ran nothing: the earliest entity starts then, at or after the cap.
+    Idle(u64),
+    /// Every task has exited.
+    Done,
 }
 
 impl<'s> Scheduler<'s> {
@@ -67,6 +80,7 @@ impl<'s> Scheduler<'s> {
             queued_on: vec![Vec::new(); cpus],
             queued_cpu: vec![u32::MAX; player.tasks.len()],
             balance_next: balance.iter().map(|b| b.next).min().unwrap_or(u64::MAX),
+            cap: u64::MAX,
             balance,
         };
         Scheduler {
@@ -74,6 +88,7 @@ impl<'s> Scheduler<'s> {
             rq,
             on_progress: None,
             total_work: 0,
+            last_end: 0,
         }
     }
 
@@ -85,12 +100,43 @@ impl<'s> Scheduler<'s> {
         mut at_end: impl FnMut(&mut Kernel),
     ) -> Result<u64, SimError> {
         let mut last_end = 0;
-        while let Some(Pick {
+        while let Stepped::Ran { end, .. } = self.step(k, u64::MAX, &mut at_end)? {
+            last_end = last_end.max(end);
+        }
+        Ok(last_end)
+    }
+
+    /// No entity starts on any CPU before `t` (a guest's vCPU was held in
+    /// its host until then: vm.rs).
+    pub fn hold_cpus_until(&mut self, t: u64) {
+        for f in &mut self.rq.cpu_free_at {
+            *f = (*f).max(t);
+        }
+    }
+
+    /// One slice: of the entity that can start earliest, if it starts
+    /// before `cap` (and the slice then ends by `cap`, where it can);
+    /// `u64::MAX`: no cap.
+    pub fn step(
+        &mut self,
+        k: &mut Kernel,
+        cap: u64,
+        at_end: &mut impl FnMut(&mut Kernel),
+    ) -> Result<Stepped, SimError> {
+        let Some(Pick {
             entity,
             ready,
             start,
             cpu,
         }) = self.rq.pick()
+        else {
+            return Ok(Stepped::Done);
+        };
+        // u64::MAX is no cap: a sleep that long still runs, last.
+        if cap != u64::MAX && start >= cap {
+            return Ok(Stepped::Idle(start));
+        }
+        self.rq.cap = cap;
         {
             // No entity can change its pressure state before `ready` any
             // more (picks come in order of their starts, and no start is
@@ -119,7 +165,7 @@ impl<'s> Scheduler<'s> {
             k.process_io_completions(start);
             k.run_pending_ipis(cpu, prev_end, start);
             let end = if entity < self.rq.tasks.len() {
-                self.run_task(entity, k, (ready, start), switched, &mut at_end)?
+                self.run_task(entity, k, (ready, start), switched, at_end)?
             } else if entity == self.rq.khugepaged_entity() {
                 k.psi_switch_in(PsiWho::Kthread(1), cpu, ready, start);
                 k.charge_stalled_ipis(cpu);
@@ -140,16 +186,16 @@ impl<'s> Scheduler<'s> {
             self.rq.update_min_vruntime();
             // A task sleeping (memory.high throttle, sleep op) frees its CPU.
             self.rq.cpu_free_at[cpu] = k.now().max(start);
-            last_end = last_end.max(end);
+            self.last_end = self.last_end.max(end);
             if let Some(cb) = self.on_progress.as_mut() {
                 cb(crate::Progress {
                     done: self.player.done_work(),
                     total: self.total_work,
-                    sim_ns: last_end,
+                    sim_ns: self.last_end,
                 });
             }
+            Ok(Stepped::Ran { start, end })
         }
-        Ok(last_end)
     }
 
     /// One slice of task `entity`, ready since `ready`, from `start`; its

@@ -133,6 +133,9 @@ pub(super) struct RunQueue {
     /// u64::MAX cannot occur: it is CPU time run.)
     pub(super) ready_vruntime: Vec<u64>,
     pub(super) cpu_free_at: Vec<u64>,
+    /// The latest end of the slice being run (`Scheduler::step`'s cap;
+    /// u64::MAX but in a guest).
+    pub(super) cap: u64,
     /// The entity each CPU ran last (kswapd: usize::MAX; None: idle), to
     /// tell a context switch from a task running on.
     pub(super) last_on_cpu: Vec<Option<usize>>,
@@ -923,7 +926,8 @@ impl RunQueue {
         }
         let exec_start = self.on_rq(me).exec_start;
         let cfs = exec_start.saturating_add((latency / competing).max(min_gran));
-        (end.min(cfs), cfs)
+        // A guest's slice ends by its VMM's host slice (vm.rs).
+        (end.min(cfs).min(self.cap.max(start.saturating_add(1))), cfs)
     }
 
     /// The CPU whose queue entity `e` is on, or will join when it wakes
@@ -1060,6 +1064,7 @@ mod tests {
             ready: vec![0; last.len()],
             ready_vruntime: vec![0; last.len()],
             cpu_free_at: free.to_vec(),
+            cap: u64::MAX,
             last_on_cpu: vec![None; free.len()],
             kswapd_ready: None,
             khugepaged_ready: None,

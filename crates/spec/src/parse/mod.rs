@@ -17,6 +17,7 @@ pub(crate) mod regions;
 mod syntax;
 pub(crate) mod sysfs;
 pub(crate) mod tasks;
+mod vm;
 
 use crate::error::{Reporter, SpecError};
 use crate::model::*;
@@ -54,19 +55,32 @@ pub fn parse(text: &str, file: &str, sets: &[String]) -> Result<Spec, SpecError>
 /// The sections a spec may have.
 const SECTIONS: &[&str] = &[
     "machine", "features", "sysctl", "sysfs", "swap", "disk", "file", "cgroup", "task", "fidelity",
+    "vm",
+];
+
+/// The sections a guest's `[vm.NAME]` table may have: a spec's own, less
+/// `vm` (no nesting) and `fidelity` (the host's), plus `host`.
+const GUEST_SECTIONS: &[&str] = &[
+    "host", "machine", "features", "sysctl", "sysfs", "swap", "disk", "file", "cgroup", "task",
 ];
 
 fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
+    build_at(rep, root, SECTIONS)
+}
+
+/// A spec from its top table `root`, whose sections must be `sections`:
+/// the file's, or a guest's (`vm::build_vm`).
+fn build_at(rep: &Reporter, root: &Node, sections: &[&str]) -> Result<Spec, SpecError> {
     let top = Fields::of(rep, String::new(), root, "a table")?;
     for (name, e) in &top.table.entries {
-        if !SECTIONS.contains(&name.as_str()) {
+        if !sections.contains(&name.as_str()) {
             return Err(rep.at(
                 e.key_at,
                 join("", name),
                 format!(
                     "found the section `{}`, which mmsim does not know; expected one of {}",
                     tree::quote(name),
-                    SECTIONS.join(", ")
+                    sections.join(", ")
                 ),
             ));
         }
@@ -145,7 +159,11 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         Some(f) => build_fidelity(rep, f)?,
         None => Fidelity::default(),
     };
-    if tasks.is_empty() {
+    let vms = match top.get("vm") {
+        Some(v) => vm::build_vms(rep, v, &cgroups, build_at)?,
+        None => Vec::new(),
+    };
+    if tasks.is_empty() && vms.is_empty() {
         return Err(SpecError {
             file: rep.file.to_string(),
             line: 0,
@@ -167,5 +185,6 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
         cgroups,
         tasks,
         fidelity,
+        vms,
     })
 }

@@ -77,3 +77,4 @@ mod sysctl;
 mod sysfs;
 mod tasks;
 mod valid;
+mod vm;

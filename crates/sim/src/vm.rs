@@ -1,0 +1,193 @@
+//! Guests (`[vm.NAME]`): a second simulated kernel whose RAM is an
+//! anonymous mapping of a host process, the VMM, run in the same
+//! deterministic run as the host's.
+//!
+//! The host's spec gains one task per guest, named after it, in the
+//! guest's host cgroup: it maps the guest's RAM (`guest_ram`, the guest's
+//! memory size, MADV_HUGEPAGE as QEMU's `ram_block_add` asks, so THP
+//! follows the host's setting) and then runs the guest
+//! (player/guest.rs). Guest frame N is page N of that mapping.
+//!
+//! Accelerator: QEMU's TCG. Its software MMU reaches guest RAM through
+//! the VMM's own page tables, so every guest access of a frame is the
+//! VMM's user access of that page: a frame the host has not mapped (never
+//! touched, or reclaimed) faults in the host as any process's page does,
+//! with no EPT and no MMU notifier. The guest kernel logs the frames it
+//! touches (`Kernel::frame_log`): a user access's, the allocator's fill of
+//! a page it hands out (clear_page, a copy's target, a read into it, a
+//! zram object), the read of a page being swapped out (the compressor or
+//! the device reads it; the host may have to bring it back first: double
+//! paging), a copy-on-write's and a collapse's sources, and the page-cache
+//! page a read(2) or write(2) copies. Not logged yet, a later part of
+//! issue 31: the guest kernel's own structures (its memmap and page
+//! tables' walks, the boot's touches).
+//!
+//! Time: one vCPU, which runs only while its VMM task runs on a host CPU.
+//! The VMM runs guest slices one at a time, each ending by the VMM's host
+//! slice; then the host makes the slice's frame accesses in order, each
+//! a host fault where the page is not mapped as needed. The guest waits
+//! for them: its next slice starts when the host is done
+//! (`Scheduler::hold_cpus_until`). Simplifications: a slice's accesses
+//! are made on the host after the guest slice, not at their instant
+//! within it (the host's other CPUs run within the host's lockstep of the
+//! VMM's slice, as they would); a TCG guest's own code is not slowed
+//! down by emulation (its times are those of the guest's kernel at native
+//! speed: the counters are what a TCG run can check).
+
+use crate::kernel::Kernel;
+use crate::mm::folio::Pfn;
+use crate::sched::{Scheduler, Stepped};
+use crate::SimError;
+use mmsim_spec::output::{CgroupResult, ZramMmStat};
+use mmsim_spec::{Advice, MapKind, Op, Spec, Step, Task};
+use std::collections::BTreeMap;
+
+/// The VMM's mapping of a guest's RAM.
+pub const GUEST_RAM: &str = "guest_ram";
+
+/// A guest being run: its kernel, its scheduler, and the frame accesses
+/// its last slice left for the host.
+pub struct Guest<'s> {
+    pub spec: &'s Spec,
+    pub kernel: Box<Kernel>,
+    pub sched: Scheduler<'s>,
+    /// The host VMA of its RAM, once the VMM has mapped it.
+    pub ram: Option<u32>,
+    /// Frame accesses still to make on the host, from `pos`.
+    pending: Vec<(Pfn, bool)>,
+    pos: usize,
+    /// The guest's last task has exited.
+    pub done: bool,
+    /// The guest's latest slice end: its elapsed time when done.
+    pub elapsed: u64,
+    /// What the guest's cgroups and zram held as its last task finished.
+    pub cgroups_at_end: BTreeMap<String, CgroupResult>,
+    pub zram_at_end: Vec<ZramMmStat>,
+    /// An invariant the end-of-run check found broken (`--check`).
+    pub check_err: Option<SimError>,
+    pub at_end_checks: u64,
+    pub vm_start: crate::vmstat::VmStat,
+}
+
+impl<'s> Guest<'s> {
+    /// Boots guest `spec` (a validated `[vm.NAME]`).
+    pub fn new(
+        spec: &'s Spec,
+        costs: &crate::machine_profile::CostProfile,
+        check: bool,
+    ) -> Result<Self, SimError> {
+        let mut k = Box::new(Kernel::new(spec, costs.costs)?);
+        k.setup_page_contents(spec, &costs.compress)?;
+        k.frame_log = Some(Vec::new());
+        let vm_start = k.vm.clone();
+        let mut sched = Scheduler::new(spec, &mut k);
+        sched.player.check = check;
+        Ok(Guest {
+            spec,
+            kernel: k,
+            sched,
+            ram: None,
+            pending: Vec::new(),
+            pos: 0,
+            done: false,
+            elapsed: 0,
+            cgroups_at_end: BTreeMap::new(),
+            zram_at_end: Vec::new(),
+            check_err: None,
+            at_end_checks: 0,
+            vm_start,
+        })
+    }
+
+    /// The next frame access to make on the host, if any.
+    pub fn next_access(&self) -> Option<(Pfn, bool)> {
+        self.pending.get(self.pos).copied()
+    }
+
+    /// The access `next_access` gave is made.
+    pub fn access_made(&mut self) {
+        self.pos += 1;
+    }
+
+    /// One guest slice from `now` (the host's time: the vCPU was held
+    /// there), ending by `cap`; its frame accesses become pending.
+    pub fn run_slice(&mut self, now: u64, cap: u64) -> Result<Stepped, SimError> {
+        debug_assert!(self.next_access().is_none());
+        self.pending.clear();
+        self.pos = 0;
+        self.sched.hold_cpus_until(now);
+        let check = self.sched.player.check;
+        let mut end_state = None;
+        let mut checks = 0;
+        let stepped = self.sched.step(&mut self.kernel, cap, &mut |gk| {
+            let err = check.then(|| crate::check::check_all(gk).err()).flatten();
+            checks += check as u64;
+            end_state = Some((crate::cgroup_results(gk), gk.zram_mm_stat(), err));
+        })?;
+        if let Some((cgroups, zram, err)) = end_state {
+            self.cgroups_at_end = cgroups;
+            self.zram_at_end = zram;
+            self.check_err = err;
+        }
+        self.at_end_checks += checks;
+        match stepped {
+            Stepped::Ran { end, .. } => self.elapsed = self.elapsed.max(end),
+            Stepped::Done => self.done = true,
+            Stepped::Idle(_) => {}
+        }
+        let log = self.kernel.frame_log.as_mut().expect("a guest logs");
+        std::mem::swap(&mut self.pending, log);
+        Ok(stepped)
+    }
+}
+
+/// The host's spec: `spec` with one VMM task per guest after its own.
+pub fn host_spec(spec: &Spec) -> Spec {
+    let mut host = spec.clone();
+    for vm in &spec.vms {
+        let key = format!("vm.{}", vm.name);
+        let step = |op| Step {
+            line: 0,
+            key: key.clone(),
+            op,
+        };
+        host.tasks.push(Task {
+            name: vm.name.clone(),
+            cgroup: vm.cgroup,
+            instances: 1,
+            oom_score_adj: 0,
+            steps: vec![
+                step(Op::Mmap {
+                    name: GUEST_RAM.into(),
+                    pages: vm.guest.machine.memory / mmsim_spec::PAGE_SIZE,
+                    kind: MapKind::Anon,
+                    file: None,
+                    offset: 0,
+                    exec: false,
+                    content: None,
+                }),
+                step(Op::Madvise {
+                    region: GUEST_RAM.into(),
+                    advice: Advice::Hugepage,
+                    offset: 0,
+                    length: None,
+                }),
+            ],
+        });
+    }
+    host
+}
+
+impl Kernel {
+    /// The VMM's thread ran its guest for `ran` after its vCPU halted for
+    /// `halted`: the run is user time, as TCG's translated code is (not
+    /// stretched again by SMT: the guest's own clock already ran). The
+    /// clock stops at u64::MAX, as a sleep that long does.
+    pub(crate) fn charge_guest_run(&mut self, ran: u64, halted: u64) {
+        let room = u64::MAX - self.now();
+        let ran = ran.min(room);
+        self.pending_ns += ran + halted.min(room - ran);
+        self.fn_time_ns[crate::cost_model::Fn::User as usize] += ran;
+        self.user_access_ns += ran;
+    }
+}

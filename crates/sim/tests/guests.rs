@@ -1,0 +1,137 @@
+//! Guests (`[vm.NAME]`, crates/sim/src/vm.rs): a guest kernel whose RAM is
+//! its VMM's anonymous mapping on the host, run under TCG.
+
+mod common;
+use common::*;
+use mmsim_sim::output::RunResult;
+
+/// The guest's body: 256 MiB, its own zram, 128 MiB written and read
+/// back under a 96 MiB memcg of its own.
+const GUEST: &str = r#"[machine]
+memory = "256M"
+cpus = 1
+
+[[swap]]
+device = "zram"
+size = "128M"
+
+[cgroup.app]
+memory_max = "96M"
+
+[task.main]
+cgroup = "app"
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "128M" },
+  { op = "phase", name = "write" },
+  { op = "touch", region = "heap", order = "seq", write = 1.0 },
+  { op = "phase", name = "read" },
+  { op = "touch", region = "heap", order = "seq", write = 0.0 },
+]
+"#;
+
+/// GUEST as guest g1 of a 1 GiB, 2-CPU host with zram swap, its VMM in a
+/// host cgroup limited to `vms_max`.
+fn hosted(vms_max: &str) -> String {
+    let mut s = format!(
+        "[machine]\nmemory = \"1G\"\ncpus = 2\n\n[[swap]]\ndevice = \"zram\"\nsize = \"512M\"\n\n\
+         [cgroup.vms]\nmemory_max = \"{vms_max}\"\n\n[vm.g1.host]\ncgroup = \"vms\"\naccel = \"tcg\"\n"
+    );
+    // The guest's sections, each under [vm.g1].
+    for line in GUEST.lines() {
+        s += &match line.strip_prefix("[[") {
+            Some(rest) => format!("[[vm.g1.{rest}\n"),
+            None => match line.strip_prefix('[') {
+                Some(rest) => format!("[vm.g1.{rest}\n"),
+                None => format!("{line}\n"),
+            },
+        };
+    }
+    s
+}
+
+fn guest(r: &RunResult) -> &RunResult {
+    &r.vms["g1"]
+}
+
+#[test]
+fn a_guest_counts_as_on_a_machine_of_its_own_when_the_host_has_room() {
+    // The guest's kernel makes the same decisions wherever its RAM lives:
+    // its reclaim is its memcg's (no kswapd, no time-driven aging), so
+    // every counter matches; only its time has the host's faults in it.
+    let alone = run_checked(GUEST);
+    let r = run_checked(&hosted("max"));
+    let g = guest(&r);
+    assert_eq!(g.vmstat, alone.vmstat);
+    assert_eq!(
+        g.cgroups["app"].memory_stat,
+        alone.cgroups["app"].memory_stat
+    );
+    assert!(vm(g, "pswpout") > 0, "the guest swaps to its own zram");
+    // The host never reclaims: the VMM's faults are first touches.
+    assert_eq!(vm(&r, "pswpout"), 0);
+    assert_eq!(vm(&r, "pgmajfault"), 0);
+    // Each guest phase waited for the host's first touches of its frames.
+    let phase = |r: &RunResult, i: usize| {
+        let p = &r.tasks[0].phases[i];
+        p.end_ns - p.start_ns
+    };
+    assert!(phase(g, 0) > phase(&alone, 0));
+}
+
+#[test]
+fn the_vmm_holds_what_the_guest_touched() {
+    let r = run_checked(&hosted("max"));
+    let g = guest(&r);
+    let vmm = &r.cgroups["vms"];
+    // Guest RAM the VMM has touched: at least what the guest's memcg
+    // holds, at most all of it.
+    assert!(vmm.memory_current >= g.cgroups["app"].memory_current);
+    assert!(vmm.memory_current <= 256 << 20);
+    assert_eq!(r.tasks.len(), 1);
+    assert_eq!(r.tasks[0].name, "g1");
+    assert_eq!(r.tasks[0].cgroup, "vms");
+}
+
+#[test]
+fn a_host_short_of_memory_swaps_guest_ram_and_the_guest_waits() {
+    // 64 MiB for a guest that uses about 100: the host reclaims guest
+    // frames into its zram, and the guest's accesses fault them back.
+    let roomy = run_checked(&hosted("max"));
+    let r = run_checked(&hosted("64M"));
+    assert!(
+        vm(&r, "pswpout") > 10_000,
+        "host pswpout {}",
+        vm(&r, "pswpout")
+    );
+    assert!(vm(&r, "pgmajfault") > 10_000);
+    // A guest read of a page the host swapped in maps it read-only (TCG:
+    // a read fault), so the guest's next write reuses it (do_wp_page).
+    assert!(vm(&r, "pgreuse") > 0);
+    // The guest's own counters do not move (its decisions do not see the
+    // host), its time does.
+    let g = guest(&r);
+    assert_eq!(g.vmstat, guest(&roomy).vmstat);
+    assert!(g.elapsed_ns > guest(&roomy).elapsed_ns);
+    assert!(r.cgroups["vms"].memory_current <= 64 << 20);
+}
+
+#[test]
+fn guest_runs_are_deterministic() {
+    let a = run_checked(&hosted("64M"));
+    let b = run_checked(&hosted("64M"));
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}
+
+#[test]
+fn a_guest_sleeping_for_ever_ends_as_a_machine_of_its_own_does() {
+    // The longest sleep: the guest's task is picked last, at u64::MAX,
+    // and the run ends there, with no clock overflow and no spin.
+    let r = run_checked(
+        "[machine]\nmemory = \"512M\"\n[vm.g1.host]\naccel = \"tcg\"\n[vm.g1.machine]\nmemory = \"128M\"\n\
+         [vm.g1.task.t]\nsteps = [ { op = \"sleep\", duration = \"18446744073709551615ns\" } ]\n",
+    );
+    assert_eq!(guest(&r).tasks[0].end_ns, u64::MAX);
+}

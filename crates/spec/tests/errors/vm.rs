@@ -1,0 +1,91 @@
+//! `[vm.NAME]`: guests, each a spec of its own under the host's.
+
+use super::*;
+
+/// A host with one guest; `host` is the guest's [vm.g1.host] body and
+/// `extra` more of the guest's sections.
+fn guest(host: &str, extra: &str) -> String {
+    format!(
+        r#"[machine]
+memory = "1G"
+cpus = 2
+[cgroup.vms]
+memory_max = "64M"
+[vm.g1.host]
+{host}
+[vm.g1.machine]
+memory = "256M"
+{extra}
+[vm.g1.task.main]
+steps = [
+  {{ op = "mmap", name = "heap", kind = "anon", size = "8M" }},
+  {{ op = "touch", region = "heap" }},
+]
+"#
+    )
+}
+
+#[test]
+fn a_guest_parses_as_a_spec_of_its_own() {
+    let s = parse(&guest("cgroup = \"vms\"\naccel = \"tcg\"", "")).unwrap();
+    // The host needs no tasks of its own.
+    assert!(s.tasks.is_empty());
+    assert_eq!(s.vms.len(), 1);
+    let v = &s.vms[0];
+    assert_eq!(v.name, "g1");
+    assert_eq!(v.cgroup, Some(0));
+    assert_eq!(v.accel, mmsim_spec::Accel::Tcg);
+    assert_eq!(v.guest.machine.memory, 256 << 20);
+    assert_eq!(v.guest.machine.cpus, 1);
+    assert_eq!(v.guest.tasks[0].name, "main");
+    assert!(v.guest.vms.is_empty());
+}
+
+#[test]
+fn kvm_is_refused_until_modelled() {
+    let e = rejected(&guest("accel = \"kvm\"", ""));
+    check(&e, 7, "vm.g1.host.accel", &["kvm", "EPT", "tcg"]);
+}
+
+#[test]
+fn the_host_table_is_required() {
+    let text = guest("accel = \"tcg\"", "").replace("[vm.g1.host]\naccel = \"tcg\"\n", "");
+    let e = rejected(&text);
+    check(&e, 6, "vm.g1.host", &["host", "tcg"]);
+}
+
+#[test]
+fn an_unknown_host_cgroup_is_named() {
+    let e = rejected(&guest("cgroup = \"nope\"\naccel = \"tcg\"", ""));
+    check(&e, 7, "vm.g1.host.cgroup", &["nope", "[cgroup.NAME]"]);
+}
+
+#[test]
+fn a_guest_error_names_its_key_under_the_guest() {
+    let e = rejected(&guest("accel = \"tcg\"", "").replace("size = \"8M\"", "size = \"8Q\""));
+    check(&e, 13, "vm.g1.task.main.steps[0].size", &["8Q"]);
+}
+
+#[test]
+fn guests_of_several_vcpus_are_refused() {
+    let e = rejected(&guest("accel = \"tcg\"", "cpus = 4"));
+    check(&e, 8, "vm.g1.machine", &["4 vCPUs", "cpus = 1"]);
+}
+
+#[test]
+fn a_guest_block_device_is_refused() {
+    let e = rejected(&guest(
+        "accel = \"tcg\"",
+        "[[vm.g1.swap]]\ndevice = \"nvme\"\nsize = \"64M\"",
+    ));
+    check(&e, 10, "vm.g1.swap", &["block device", "zram"]);
+}
+
+#[test]
+fn guests_do_not_nest() {
+    let e = rejected(&guest(
+        "accel = \"tcg\"",
+        "[vm.g1.vm.inner.host]\naccel = \"tcg\"",
+    ));
+    check(&e, 10, "vm.g1.vm", &["vm", "host", "task"]);
+}
