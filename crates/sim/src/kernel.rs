@@ -128,6 +128,9 @@ pub struct Kernel {
     /// allocator's fills touched, in order, for its VMM to make on the
     /// host (vm.rs). None on a machine of its own.
     pub frame_log: Option<Vec<(Pfn, bool)>>,
+    /// A guest's requests to its virtio-blk devices, in submission order,
+    /// for its VMM's I/O thread to make on the host files backing them.
+    pub blk_log: Option<Vec<crate::vm::BlkIo>>,
     pub sysctl: Sysctl,
     pub sysfs: Sysfs,
     pub folios: FolioTable,
@@ -375,6 +378,7 @@ impl Kernel {
             release: crate::release::Release::of(spec.machine.kernel),
             hw_pte_young: spec.machine.hw_pte_young,
             frame_log: None,
+            blk_log: None,
             lru_algo: if spec.sysfs.lru_gen & crate::mm::lru_gen::LRU_GEN_CORE != 0 {
                 crate::mm::lruvec::LruAlgo::MultiGen
             } else {

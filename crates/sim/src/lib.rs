@@ -378,6 +378,11 @@ fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimEr
         let guest = vm::Guest::new(&v.guest, &opts.costs, opts.check)
             .map_err(|e| SimError::at(0, format!("vm.{}", v.name), e))?;
         sched.player.guests.push(Some(Box::new(guest)));
+        sched.player.vm_io.push(vm::VmIo {
+            swap_files: v.swap_files.clone(),
+            disk_files: v.disk_files.clone(),
+            ..Default::default()
+        });
         // One instance each: the VMM tasks are the player's last.
         sched.player.tasks[first_vmm + g].vmm = Some(g);
     }

@@ -22,6 +22,12 @@
 //! issue 31: the guest kernel's own structures (its memmap and page
 //! tables' walks, the boot's touches).
 //!
+//! Block devices: a guest's swap devices and disks other than zram and RAM
+//! disks are virtio-blk on host files (`host_file`). The guest kernel
+//! logs each request at the plug's flush (`Kernel::blk_log`); the VMM's
+//! second thread, QEMU's I/O thread, makes them as read(2) and write(2)
+//! of the host files (player/guest.rs `run_io`).
+//!
 //! Time: one vCPU, which runs only while its VMM task runs on a host CPU.
 //! The VMM runs guest slices one at a time, each ending by the VMM's host
 //! slice; then the host makes the slice's frame accesses in order, each
@@ -45,6 +51,35 @@ use std::collections::BTreeMap;
 /// The VMM's mapping of a guest's RAM.
 pub const GUEST_RAM: &str = "guest_ram";
 
+/// A guest's request to one of its virtio-blk devices: `pages` pages from
+/// block `offset` (a page of the host file backing the device).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlkIo {
+    pub dev: crate::mm::page_io::BioDev,
+    pub offset: u64,
+    pub pages: u64,
+    pub write: bool,
+}
+
+/// What a VMM's I/O thread has to do: the guest's requests in order, and
+/// the host files behind its devices (vm.rs's `host_spec` starts the
+/// thread for a guest with any).
+#[derive(Debug, Default)]
+pub struct VmIo {
+    pub queue: std::collections::VecDeque<BlkIo>,
+    /// Pages of the queue's first request made so far.
+    pub done: u64,
+    /// The host file (its inode) behind each guest swap device and disk.
+    pub swap_files: Vec<Option<usize>>,
+    pub disk_files: Vec<Option<usize>>,
+    /// Each host file's readahead state, as QEMU's open file has one.
+    pub ra: std::collections::HashMap<usize, crate::mm::readahead::FileRa>,
+    /// The I/O thread's task (the player's), once started.
+    pub thread: Option<usize>,
+    /// Waits in a row for the same page's I/O (`MAX_FAULT_ATTEMPTS`).
+    pub attempts: u32,
+}
+
 /// A guest being run: its kernel, its scheduler, and the frame accesses
 /// its last slice left for the host.
 pub struct Guest<'s> {
@@ -56,6 +91,9 @@ pub struct Guest<'s> {
     /// Frame accesses still to make on the host, from `pos`.
     pending: Vec<(Pfn, bool)>,
     pos: usize,
+    /// Requests to its block devices its last slice made, for the VMM's
+    /// I/O thread.
+    pub blk: Vec<BlkIo>,
     /// The guest's last task has exited.
     pub done: bool,
     /// The guest's latest slice end: its elapsed time when done.
@@ -79,6 +117,7 @@ impl<'s> Guest<'s> {
         let mut k = Box::new(Kernel::new(spec, costs.costs)?);
         k.setup_page_contents(spec, &costs.compress)?;
         k.frame_log = Some(Vec::new());
+        k.blk_log = Some(Vec::new());
         let vm_start = k.vm.clone();
         let mut sched = Scheduler::new(spec, &mut k);
         sched.player.check = check;
@@ -89,6 +128,7 @@ impl<'s> Guest<'s> {
             ram: None,
             pending: Vec::new(),
             pos: 0,
+            blk: Vec::new(),
             done: false,
             elapsed: 0,
             cgroups_at_end: BTreeMap::new(),
@@ -137,6 +177,9 @@ impl<'s> Guest<'s> {
         }
         let log = self.kernel.frame_log.as_mut().expect("a guest logs");
         std::mem::swap(&mut self.pending, log);
+        let blk = self.kernel.blk_log.as_mut().expect("a guest logs");
+        self.blk.clear();
+        std::mem::swap(&mut self.blk, blk);
         Ok(stepped)
     }
 }
@@ -174,6 +217,16 @@ pub fn host_spec(spec: &Spec) -> Spec {
                 }),
             ],
         });
+        // virtio-blk on host files: QEMU's I/O thread (player/guest.rs).
+        let backed = vm
+            .swap_files
+            .iter()
+            .chain(&vm.disk_files)
+            .any(Option::is_some);
+        if backed {
+            let t = host.tasks.last_mut().expect("just pushed");
+            t.steps.push(step(Op::Thread { steps: Vec::new() }));
+        }
     }
     host
 }

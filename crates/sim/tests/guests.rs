@@ -135,3 +135,121 @@ fn a_guest_sleeping_for_ever_ends_as_a_machine_of_its_own_does() {
     );
     assert_eq!(guest(&r).tasks[0].end_ns, u64::MAX);
 }
+
+/// A host of 1 GiB with a virtio disk holding the guest's images, and a
+/// guest of 256 MiB whose swap (and, with `disk`, a disk of files) are
+/// virtio-blk on those host files.
+fn with_images(vms_max: &str, guest_task: &str, disk: bool) -> String {
+    let mut s = format!(
+        r#"[machine]
+memory = "1G"
+cpus = 2
+
+[[disk]]
+name = "hd"
+device = "virtio"
+size = "1G"
+
+[[file]]
+name = "g1swap"
+size = "256M"
+on = "hd"
+
+[[file]]
+name = "g1data"
+size = "64M"
+on = "hd"
+
+[cgroup.vms]
+memory_max = "{vms_max}"
+
+[vm.g1.host]
+cgroup = "vms"
+accel = "tcg"
+
+[vm.g1.machine]
+memory = "256M"
+cpus = 1
+
+[[vm.g1.swap]]
+device = "virtio"
+size = "256M"
+host_file = "g1swap"
+
+[vm.g1.cgroup.app]
+memory_max = "64M"
+"#
+    );
+    if disk {
+        s += "\n[[vm.g1.disk]]\nname = \"data\"\ndevice = \"virtio\"\nsize = \"64M\"\nhost_file = \"g1data\"\n\n\
+              [[vm.g1.file]]\nname = \"f\"\nsize = \"32M\"\non = \"data\"\n";
+    }
+    s + guest_task
+}
+
+const SWAPPER: &str = r#"
+[vm.g1.task.main]
+cgroup = "app"
+steps = [
+  { op = "mmap", name = "heap", kind = "anon", size = "96M" },
+  { op = "touch", region = "heap", order = "seq", write = 1.0 },
+  { op = "touch", region = "heap", order = "seq", write = 0.0 },
+]
+"#;
+
+#[test]
+fn a_guest_swaps_through_its_vmm_into_the_host_page_cache() {
+    let r = run_checked(&with_images("max", SWAPPER, false));
+    let g = guest(&r);
+    assert!(
+        vm(g, "pswpout") > 5_000,
+        "guest pswpout {}",
+        vm(g, "pswpout")
+    );
+    assert!(vm(g, "pswpin") > 0);
+    // QEMU's I/O thread wrote each swapped page into the image through the
+    // host's page cache, charged to the VMM's cgroup, and read it back.
+    let names: Vec<&str> = r.tasks.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["g1", "g1/iothread"]);
+    let vms = &r.cgroups["vms"].memory_stat;
+    assert!(vms["file"] > 0, "the image's pages in the VMM's cgroup");
+    // No page of the image was read from the host disk: every swap-in
+    // finds the page the swap-out wrote in the host's page cache.
+    assert_eq!(vm(&r, "pgmajfault"), 0);
+    assert!(
+        vm(&r, "pgpgin") < 1024,
+        "host pgpgin {} KiB",
+        vm(&r, "pgpgin")
+    );
+}
+
+#[test]
+fn a_guest_reads_its_files_from_the_image_on_the_host_disk() {
+    let reader = r#"
+[vm.g1.task.main]
+steps = [
+  { op = "read", file = "f" },
+]
+"#;
+    let r = run_checked(&with_images("max", reader, true));
+    let g = guest(&r);
+    // 32 MiB read from the guest's disk: the host read the image's pages
+    // from its own disk (its readahead may read past them), in KiB.
+    assert!(vm(g, "pgpgin") >= 32 << 10);
+    assert!(
+        vm(&r, "pgpgin") >= 32 << 10,
+        "host pgpgin {}",
+        vm(&r, "pgpgin")
+    );
+    assert!(r.cgroups["vms"].memory_stat["file"] >= 32 << 20);
+}
+
+#[test]
+fn virtio_blk_guests_are_deterministic() {
+    let a = run_checked(&with_images("96M", SWAPPER, false));
+    let b = run_checked(&with_images("96M", SWAPPER, false));
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}

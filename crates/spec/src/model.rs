@@ -41,6 +41,11 @@ pub struct Vm {
     pub accel: Accel,
     /// The guest's machine, kernel, swap, cgroups and tasks.
     pub guest: Box<Spec>,
+    /// For each of the guest's `[[swap]]` devices and `[[disk]]`s, the
+    /// host `[[file]]` backing it (virtio-blk on a host file; index into
+    /// the host's `Spec::files`); None for zram.
+    pub swap_files: Vec<Option<usize>>,
+    pub disk_files: Vec<Option<usize>>,
 }
 
 /// How the VMM runs guest code (`[vm.NAME.host] accel`).
@@ -722,6 +727,9 @@ pub struct SwapDevice {
     /// Line of `size` in the spec file (0: from `--set`), for errors found
     /// after parsing (the host memory its slots take).
     pub size_line: usize,
+    /// A guest's block device: the host `[[file]]` backing it (virtio-blk
+    /// on a host file) by name, and the line naming it.
+    pub host_file: Option<(String, usize)>,
 }
 
 impl SwapDevice {
@@ -855,6 +863,9 @@ pub struct Disk {
     pub read_ahead_kb: u64,
     /// The file system the files live on.
     pub fs: Fs,
+    /// A guest's disk: the host `[[file]]` backing it, by name, and the
+    /// line naming it.
+    pub host_file: Option<(String, usize)>,
 }
 
 /// A disk's file system: what decides whether its page cache holds large

@@ -432,13 +432,17 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
 /// `guest` (a spec's text, such as `generate` writes) as guest g0 of a
 /// 2-CPU host of `host_mb` MiB with zram swap, its VMM (TCG) in a host
 /// cgroup limited to `vms_max`: each of the guest's section headers goes
-/// under `[vm.g0]`, and its `cpus` become 1. A guest the simulator does
-/// not model yet (block devices) is refused when the text is parsed.
+/// under `[vm.g0]`, its `cpus` become 1, and each of its block devices
+/// (a `[[swap]]` or `[[disk]]` not in RAM) gets a host file of its size on
+/// the host's tmpfs (`host_file`: virtio-blk on a host file).
 pub fn hosted(guest: &str, host_mb: u64, vms_max: &str) -> String {
     let mut out = format!(
         "[machine]\nmemory = \"{host_mb}M\"\ncpus = 2\n[[swap]]\ndevice = \"zram\"\nsize = \"{host_mb}M\"\n\
          [cgroup.vms]\nmemory_max = \"{vms_max}\"\n[vm.g0.host]\ncgroup = \"vms\"\naccel = \"tcg\"\n"
     );
+    // The section being copied is a block device's: its size gets a file.
+    let mut block = false;
+    let mut images = Vec::new();
     for line in guest.lines() {
         // One vCPU, the guests the simulator models.
         if line.starts_with("cpus = ") {
@@ -449,12 +453,28 @@ pub fn hosted(guest: &str, host_mb: u64, vms_max: &str) -> String {
             continue;
         }
         if let Some(rest) = line.strip_prefix("[[") {
+            block = rest.starts_with("swap]]") || rest.starts_with("disk]]");
             writeln!(out, "[[vm.g0.{rest}").unwrap();
         } else if let Some(rest) = line.strip_prefix('[') {
+            block = false;
             writeln!(out, "[vm.g0.{rest}").unwrap();
         } else {
+            if line.starts_with("device = ") {
+                block &= !line.contains("\"zram\"") && !line.contains("\"ram\"");
+            }
             writeln!(out, "{line}").unwrap();
+            if let Some(size) = line.strip_prefix("size = ").filter(|_| block) {
+                writeln!(out, "host_file = \"img{}\"", images.len()).unwrap();
+                images.push(size.to_string());
+            }
         }
+    }
+    for (i, size) in images.iter().enumerate() {
+        writeln!(
+            out,
+            "[[file]]\nname = \"img{i}\"\nsize = {size}\non = \"tmpfs\""
+        )
+        .unwrap();
     }
     out
 }

@@ -151,6 +151,7 @@ mod tests {
             read_latency,
             write_latency: None,
             size_line: 0,
+            host_file: None,
         }
     }
 

@@ -77,6 +77,15 @@ impl Kernel {
                 BioDev::Disk(d) => &mut self.disks[d].bdev,
             };
             let done = dev.submit(now, bio.write, bio.offset, bio.pages);
+            if let Some(log) = &mut self.blk_log {
+                // A guest's request: its VMM's virtio-blk backend makes it.
+                log.push(crate::vm::BlkIo {
+                    dev: bio.dev,
+                    offset: bio.offset,
+                    pages: bio.pages,
+                    write: bio.write,
+                });
+            }
             for pfn in bio.pfns {
                 self.io_seq += 1;
                 self.io_events

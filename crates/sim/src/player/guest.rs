@@ -17,7 +17,7 @@ pub(super) fn run(
     g: usize,
 ) -> Result<Option<SliceEnd>, SimError> {
     let mut guest = p.guests[g].take().expect("a guest runs in one VMM");
-    let r = run_guest(p, i, k, slice, &mut guest);
+    let r = run_guest(p, i, k, slice, &mut guest, g);
     p.guests[g] = Some(guest);
     r
 }
@@ -28,6 +28,7 @@ fn run_guest(
     k: &mut Kernel,
     slice: &mut Slice,
     guest: &mut Guest,
+    g: usize,
 ) -> Result<Option<SliceEnd>, SimError> {
     let ktask = p.tasks[i].ktask;
     let ram = match guest.ram {
@@ -69,7 +70,15 @@ fn run_guest(
         if now >= cap && cap != u64::MAX {
             return Ok(Some(SliceEnd::Preempted));
         }
-        match guest.run_slice(now, cap)? {
+        let stepped = guest.run_slice(now, cap)?;
+        // The slice's virtio-blk requests go to the I/O thread (the
+        // virtqueue kick), which the guest's end wakes too, to exit.
+        let io = &mut p.vm_io[g];
+        io.queue.extend(guest.blk.drain(..));
+        if let Some(t) = io.thread.filter(|_| !io.queue.is_empty() || guest.done) {
+            slice.wake(t, k.now());
+        }
+        match stepped {
             Stepped::Ran { start, end } => {
                 // A halted vCPU until `start` (within the host slice:
                 // the VMM keeps its CPU), then the guest's own time.
@@ -81,6 +90,84 @@ fn run_guest(
             // its next entity is ready.
             Stepped::Idle(next) => return Ok(Some(SliceEnd::Sleep(next))),
             Stepped::Done => {}
+        }
+    }
+}
+
+/// The VMM's I/O thread (QEMU's virtio-blk backend on a host file, the
+/// default cache=writeback): each guest request, page by page, as a
+/// pread or pwrite of the host file through the host's page cache (its
+/// readahead, its dirtying and writeback), charged to the VMM's cgroup.
+/// It waits for work while the guest runs; None once the guest has ended
+/// and every request is made (the thread exits).
+/// Simplification: the guest's own device model times the request (its
+/// completion does not wait for the host's); the host's work happens
+/// beside it, as QEMU's does, and moves the host's counters and clock.
+pub(super) fn run_io(
+    p: &mut Player,
+    i: usize,
+    k: &mut Kernel,
+    slice: &mut Slice,
+    g: usize,
+) -> Result<Option<SliceEnd>, SimError> {
+    use crate::mm::memory::{FaultError, MAX_FAULT_ATTEMPTS};
+    use crate::mm::page_io::BioDev;
+    let ktask = p.tasks[i].ktask;
+    let memcg = k.tasks[ktask].memcg;
+    loop {
+        let io = &mut p.vm_io[g];
+        let Some(req) = io.queue.front().copied() else {
+            let done = p.guests[g].as_ref().is_none_or(|g| g.done);
+            return Ok((!done).then_some(SliceEnd::Wait));
+        };
+        let file = match req.dev {
+            BioDev::Swap(t) => io.swap_files[t],
+            BioDev::Disk(d) => io.disk_files[d],
+        }
+        .expect("a guest's block device has its host file (validated)");
+        let inode = file as u32;
+        let index = req.offset + io.done;
+        k.process_io_completions(k.now());
+        let r = if k.inodes[file].is_shmem() {
+            k.shmem_file_io_page(inode, index, req.write, memcg)
+        } else if req.write {
+            k.filemap_write_page(inode, index, memcg)
+        } else {
+            let ra_pages = k.inodes[file]
+                .disk
+                .map_or(0, |d| k.disks[d as usize].ra_pages);
+            let ra = io
+                .ra
+                .entry(file)
+                .or_insert_with(|| crate::mm::readahead::FileRa::new(ra_pages));
+            k.filemap_read_page(inode, index, req.offset + req.pages, ra, memcg)
+        };
+        let io = &mut p.vm_io[g];
+        match r {
+            Ok(()) => {
+                io.attempts = 0;
+                io.done += 1;
+                if io.done == req.pages {
+                    io.queue.pop_front();
+                    io.done = 0;
+                }
+            }
+            Err(FaultError::Wait(t) | FaultError::Retry(t)) => {
+                // As read(2)'s bound (file_io.rs): a page reclaimed again
+                // each time its read completes.
+                io.attempts += 1;
+                if io.attempts >= MAX_FAULT_ATTEMPTS {
+                    return Err(SimError::Unmodelled(format!(
+                        "the VMM's I/O thread waited for the host file's page {index} {MAX_FAULT_ATTEMPTS} times in a row, each time finding it reclaimed again: the host thrashes; expected more host memory for the guest's VMM"
+                    )));
+                }
+                return Ok(Some(SliceEnd::Sleep(t.max(k.now()))));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        p.done_work += 1;
+        if let Some(end) = after_access(k, ktask, slice) {
+            return Ok(Some(end));
         }
     }
 }

@@ -74,6 +74,9 @@ pub struct TaskRun<'s> {
     /// The VMM of guest N (`Player::guests`): once its steps have mapped
     /// the guest's RAM, it runs the guest.
     pub vmm: Option<usize>,
+    /// The I/O thread of guest N's VMM: once started, it makes the
+    /// guest's block requests on the host files backing its devices.
+    pub vmm_io: Option<usize>,
 }
 
 /// What a task is doing across accesses and slices.
@@ -129,6 +132,8 @@ pub struct Player<'s> {
     /// The guests the VMM tasks run (vm.rs), each out of its slot while
     /// its VMM's slice runs it.
     pub guests: Vec<Option<Box<crate::vm::Guest<'s>>>>,
+    /// Each guest's block requests for its VMM's I/O thread.
+    pub vm_io: Vec<crate::vm::VmIo>,
 }
 
 impl<'s> TaskRun<'s> {
@@ -159,6 +164,7 @@ impl<'s> TaskRun<'s> {
             thread: false,
             nthreads: 0,
             vmm: None,
+            vmm_io: None,
             thread_vmas: Vec::new(),
         }
     }
@@ -219,6 +225,7 @@ impl<'s> Player<'s> {
             file_pages: spec.files.iter().map(|f| f.size / 4096).collect(),
             check: false,
             guests: Vec::new(),
+            vm_io: Vec::new(),
         }
     }
 
@@ -279,6 +286,11 @@ impl<'s> Player<'s> {
             if let Some(g) = t.vmm {
                 if self.guests[g].as_ref().is_some_and(|g| !g.done) {
                     return guest::run(self, i, k, slice, g);
+                }
+            }
+            if let Some(g) = t.vmm_io {
+                if let Some(end) = guest::run_io(self, i, k, slice, g)? {
+                    return Ok(Some(end));
                 }
             }
             let t = &mut self.tasks[i];

@@ -27,7 +27,12 @@ pub(super) fn start<'s>(
     // One signal_struct: the process's oom_score_adj; one thread group.
     let (mm, memcg, adj, tgid) = (ktask.mm, ktask.memcg, ktask.oom_score_adj, ktask.tgid);
     k.tasks.push(new_ktask(mm, memcg, adj, tgid));
-    let name = format!("{}/thread{}", creator.name, creator.nthreads);
+    let name = match creator.vmm {
+        // The VMM's one thread: QEMU's I/O thread (player/guest.rs).
+        Some(_) => format!("{}/iothread", creator.name),
+        None => format!("{}/thread{}", creator.name, creator.nthreads),
+    };
+    let vmm_io = creator.vmm;
     let mut thread = TaskRun::new(
         name,
         creator.cgroup.clone(),
@@ -38,10 +43,14 @@ pub(super) fn start<'s>(
     thread.start = k.now();
     thread.parent = Some(i);
     thread.thread = true;
+    thread.vmm_io = vmm_io;
     // The same VMAs under the same names.
     thread.regions = creator.regions.clone();
     thread.kv_dbs = creator.kv_dbs.clone();
     let id = p.tasks.len();
+    if let Some(g) = vmm_io {
+        p.vm_io[g].thread = Some(id);
+    }
     p.tasks.push(thread);
     slice.fork(k.now());
     let creator = &mut p.tasks[i];

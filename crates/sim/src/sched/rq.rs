@@ -270,6 +270,13 @@ impl Slice<'_> {
     /// slice ends where the two would part by more than the scheduler's
     /// quantum); on a busy one it waits its turn. Its number is the next
     /// after the existing tasks' (kswapd's and khugepaged's move up one).
+    /// Task `i`, waiting for an event (`SliceEnd::Wait`), is woken at
+    /// `now` (a VMM's I/O thread, given work).
+    pub fn wake(&mut self, i: usize, now: u64) {
+        self.rq.children_exited(i, now);
+        self.recompute();
+    }
+
     pub fn fork(&mut self, now: u64) {
         let vruntime = self.rq.min_vruntime;
         let cpu = self.rq.fork_cpu(now);

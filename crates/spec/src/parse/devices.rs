@@ -8,7 +8,13 @@ use crate::model::*;
 use crate::tree::{Node, Val};
 use crate::units::PAGE_SIZE;
 
-pub(super) fn build_swaps(rep: &Reporter, node: &Node) -> Result<Vec<SwapDevice>, SpecError> {
+/// `guest`: the devices of a `[vm.NAME]`, which may name the host file
+/// backing them (`host_file`).
+pub(super) fn build_swaps(
+    rep: &Reporter,
+    node: &Node,
+    guest: bool,
+) -> Result<Vec<SwapDevice>, SpecError> {
     let Val::Array(items) = &node.val else {
         return Err(type_error(
             rep,
@@ -20,11 +26,32 @@ pub(super) fn build_swaps(rep: &Reporter, node: &Node) -> Result<Vec<SwapDevice>
     items
         .iter()
         .enumerate()
-        .map(|(i, s)| build_swap(rep, i, s))
+        .map(|(i, s)| build_swap(rep, i, s, guest))
         .collect()
 }
 
-fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecError> {
+/// `host_file`: the name of the host `[[file]]` a guest's block device
+/// is backed by (virtio-blk), with its line; resolved in vm.rs.
+fn host_file(
+    rep: &Reporter,
+    f: &Fields,
+    guest: bool,
+) -> Result<Option<(String, usize)>, SpecError> {
+    let Some(n) = f.get("host_file") else {
+        return Ok(None);
+    };
+    if !guest {
+        return Err(rep.at(
+            n.at,
+            f.path("host_file"),
+            "found host_file on the host's own device; expected it only on a guest's ([vm.NAME]) block device",
+        ));
+    }
+    let name = string(rep, n, &f.path("host_file"), "the name of a host [[file]]")?;
+    Ok(Some((name.to_string(), rep.line(n.at))))
+}
+
+fn build_swap(rep: &Reporter, i: usize, node: &Node, guest: bool) -> Result<SwapDevice, SpecError> {
     let s = Fields::of(
         rep,
         format!("swap[{i}]"),
@@ -50,9 +77,11 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
             "write_latency",
             "compressor",
             "mem_limit",
+            "host_file",
         ],
         "[[swap]]",
     )?;
+    let backing = host_file(rep, &s, guest)?;
     let words = "a string: one of zram, nvme, virtio, hdd";
     let dev = s.require("device", words)?;
     let kind = match string(rep, dev, &s.path("device"), words)? {
@@ -166,6 +195,7 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node) -> Result<SwapDevice, SpecE
         read_latency,
         write_latency,
         size_line: rep.line(sz.at),
+        host_file: backing,
     })
 }
 
@@ -372,7 +402,11 @@ pub fn fs_room(fs: Fs, size: u64) -> u64 {
     }
 }
 
-pub(super) fn build_disks(rep: &Reporter, node: &Node) -> Result<Vec<Disk>, SpecError> {
+pub(super) fn build_disks(
+    rep: &Reporter,
+    node: &Node,
+    guest: bool,
+) -> Result<Vec<Disk>, SpecError> {
     let Val::Array(items) = &node.val else {
         return Err(type_error(
             rep,
@@ -390,9 +424,10 @@ pub(super) fn build_disks(rep: &Reporter, node: &Node) -> Result<Vec<Disk>, Spec
             "a table such as { name = \"data\", device = \"virtio\", size = \"1G\" }",
         )?;
         d.only(
-            &["name", "device", "size", "read_ahead_kb", "fs"],
+            &["name", "device", "size", "read_ahead_kb", "fs", "host_file"],
             "[[disk]]",
         )?;
+        let backing = host_file(rep, &d, guest)?;
         let n = d.require("name", NAME_WORDS)?;
         let name = string(rep, n, &d.path("name"), NAME_WORDS)?;
         if !valid_name(name) {
@@ -478,6 +513,7 @@ pub(super) fn build_disks(rep: &Reporter, node: &Node) -> Result<Vec<Disk>, Spec
             size,
             read_ahead_kb,
             fs,
+            host_file: backing,
         });
     }
     Ok(disks)

@@ -72,6 +72,7 @@ fn build(rep: &Reporter, root: &Node) -> Result<Spec, SpecError> {
 /// the file's, or a guest's (`vm::build_vm`).
 fn build_at(rep: &Reporter, root: &Node, sections: &[&str]) -> Result<Spec, SpecError> {
     let top = Fields::of(rep, String::new(), root, "a table")?;
+    let guest = sections.contains(&"host");
     for (name, e) in &top.table.entries {
         if !sections.contains(&name.as_str()) {
             return Err(rep.at(
@@ -113,11 +114,11 @@ fn build_at(rep: &Reporter, root: &Node, sections: &[&str]) -> Result<Spec, Spec
         machine.kernel,
     )?;
     let swap = match top.get("swap") {
-        Some(s) => build_swaps(rep, s)?,
+        Some(s) => build_swaps(rep, s, guest)?,
         None => Vec::new(),
     };
     let disks = match top.get("disk") {
-        Some(d) => build_disks(rep, d)?,
+        Some(d) => build_disks(rep, d, guest)?,
         None => Vec::new(),
     };
     let files = match top.get("file") {
@@ -160,7 +161,7 @@ fn build_at(rep: &Reporter, root: &Node, sections: &[&str]) -> Result<Spec, Spec
         None => Fidelity::default(),
     };
     let vms = match top.get("vm") {
-        Some(v) => vm::build_vms(rep, v, &cgroups, build_at)?,
+        Some(v) => vm::build_vms(rep, v, &cgroups, &files, build_at)?,
         None => Vec::new(),
     };
     if tasks.is_empty() && vms.is_empty() {

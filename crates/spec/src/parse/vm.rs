@@ -17,6 +17,7 @@ pub(super) fn build_vms(
     rep: &Reporter,
     node: &Node,
     host_cgroups: &[Cgroup],
+    host_files: &[File],
     build_spec: fn(&Reporter, &Node, &[&str]) -> Result<Spec, SpecError>,
 ) -> Result<Vec<Vm>, SpecError> {
     let f = Fields::of(rep, "vm".into(), node, "a table of guests, such as [vm.g1]")?;
@@ -57,11 +58,22 @@ pub(super) fn build_vms(
             err
         })?;
         check_modelled(rep, &g, &guest)?;
+        let backing = |dev: &Option<(String, usize)>, size: u64, what: String| {
+            backing_file(rep, &key, dev, size, &what, host_files)
+        };
+        let swap_files = (guest.swap.iter().enumerate())
+            .map(|(i, s)| backing(&s.host_file, s.size, format!("swap[{i}]")))
+            .collect::<Result<_, _>>()?;
+        let disk_files = (guest.disks.iter().enumerate())
+            .map(|(i, d)| backing(&d.host_file, d.size, format!("disk[{i}]")))
+            .collect::<Result<_, _>>()?;
         vms.push(Vm {
             name: name.clone(),
             cgroup: host.0,
             accel: host.1,
             guest: Box::new(guest),
+            swap_files,
+            disk_files,
         });
     }
     Ok(vms)
@@ -121,9 +133,44 @@ fn build_host(
     Ok((cgroup, accel))
 }
 
+/// The host file backing a guest's block device (`host_file`, written at
+/// `dev.1`): a host `[[file]]` of at least the device's size.
+fn backing_file(
+    rep: &Reporter,
+    vm_key: &str,
+    dev: &Option<(String, usize)>,
+    size: u64,
+    what: &str,
+    host_files: &[File],
+) -> Result<Option<usize>, SpecError> {
+    let Some((name, line)) = dev else {
+        return Ok(None);
+    };
+    let err = |message: String| SpecError {
+        file: rep.file.to_string(),
+        line: *line,
+        column: 0,
+        key: format!("{vm_key}.{what}.host_file"),
+        message,
+    };
+    let Some(i) = host_files.iter().position(|f| &f.name == name) else {
+        return Err(err(format!(
+            "found the file {name:?}, which the host's spec does not define; expected the name of a host [[file]]"
+        )));
+    };
+    if host_files[i].size < size {
+        return Err(err(format!(
+            "found the host file {name:?} of {} MiB backing a device of {} MiB; expected a file at least the device's size",
+            host_files[i].size >> 20,
+            size >> 20
+        )));
+    }
+    Ok(Some(i))
+}
+
 /// What guests may not have yet, each refused by its key: more than one
-/// vCPU (the VMM is one host thread), block devices (virtio-blk backed by
-/// the host is the next part) and so swap or files on them.
+/// vCPU (the VMM is one host thread), and a block device without the host
+/// file that backs it (`host_file`).
 fn check_modelled(rep: &Reporter, g: &Fields, guest: &Spec) -> Result<(), SpecError> {
     let refuse = |section: &str, message: String| {
         let at = g.get(section).map_or(g.at, |n| n.at);
@@ -138,16 +185,35 @@ fn check_modelled(rep: &Reporter, g: &Fields, guest: &Spec) -> Result<(), SpecEr
             ),
         );
     }
-    if !guest.disks.is_empty() {
+    // A RAM disk (brd) is guest kernel memory; any other disk is virtio-blk
+    // on a host file.
+    let ram = |d: &Disk| d.kind == SwapKind::Ram;
+    if let Some(i) = (guest.disks.iter()).position(|d| !ram(d) && d.host_file.is_none()) {
         return refuse(
             "disk",
-            "found a [[disk]] in a guest; expected none: virtio-blk devices backed by the host are not modelled yet (a guest may swap to zram, which lives in its RAM, and keep files on tmpfs)".into(),
+            format!("found the guest's [[disk]] number {} without host_file; expected host_file = \"NAME\", the host [[file]] backing it (virtio-blk on a host file)", i + 1),
         );
     }
-    if let Some(i) = guest.swap.iter().position(|s| s.kind != SwapKind::Zram) {
+    if let Some(i) = (guest.disks.iter()).position(|d| ram(d) && d.host_file.is_some()) {
+        return refuse(
+            "disk",
+            format!("found host_file on the guest's RAM disk number {}, which lives in the guest's memory; expected host_file only on nvme, virtio or hdd", i + 1),
+        );
+    }
+    if let Some(i) =
+        (guest.swap.iter()).position(|s| s.kind != SwapKind::Zram && s.host_file.is_none())
+    {
         return refuse(
             "swap",
-            format!("found the guest's [[swap]] number {} on a block device; expected kind = \"zram\": a guest's block devices are not modelled yet", i + 1),
+            format!("found the guest's [[swap]] number {} on a block device without host_file; expected host_file = \"NAME\", the host [[file]] backing it (or device = \"zram\", which lives in the guest's RAM)", i + 1),
+        );
+    }
+    if let Some(i) =
+        (guest.swap.iter()).position(|s| s.kind == SwapKind::Zram && s.host_file.is_some())
+    {
+        return refuse(
+            "swap",
+            format!("found host_file on the guest's zram [[swap]] number {}, which lives in the guest's RAM; expected host_file only on a block device", i + 1),
         );
     }
     Ok(())

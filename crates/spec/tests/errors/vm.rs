@@ -73,12 +73,12 @@ fn guests_of_several_vcpus_are_refused() {
 }
 
 #[test]
-fn a_guest_block_device_is_refused() {
+fn a_guest_block_device_without_its_host_file_is_refused() {
     let e = rejected(&guest(
         "accel = \"tcg\"",
         "[[vm.g1.swap]]\ndevice = \"nvme\"\nsize = \"64M\"",
     ));
-    check(&e, 10, "vm.g1.swap", &["block device", "zram"]);
+    check(&e, 10, "vm.g1.swap", &["block device", "host_file", "zram"]);
 }
 
 #[test]
@@ -88,4 +88,52 @@ fn guests_do_not_nest() {
         "[vm.g1.vm.inner.host]\naccel = \"tcg\"",
     ));
     check(&e, 10, "vm.g1.vm", &["vm", "host", "task"]);
+}
+
+#[test]
+fn a_guest_block_device_names_its_host_file() {
+    let text = guest(
+        "accel = \"tcg\"",
+        "[[vm.g1.swap]]\ndevice = \"virtio\"\nsize = \"64M\"\nhost_file = \"img\"",
+    )
+    .replacen(
+        "[cgroup.vms]",
+        "[[file]]\nname = \"img\"\nsize = \"64M\"\non = \"tmpfs\"\n[cgroup.vms]",
+        1,
+    );
+    let s = parse(&text).unwrap();
+    assert_eq!(s.vms[0].swap_files, [Some(0)]);
+    assert!(s.vms[0].disk_files.is_empty());
+}
+
+#[test]
+fn a_host_file_smaller_than_its_device_is_refused() {
+    let text = guest(
+        "accel = \"tcg\"",
+        "[[vm.g1.swap]]\ndevice = \"virtio\"\nsize = \"64M\"\nhost_file = \"img\"",
+    )
+    .replacen(
+        "[cgroup.vms]",
+        "[[file]]\nname = \"img\"\nsize = \"32M\"\non = \"tmpfs\"\n[cgroup.vms]",
+        1,
+    );
+    let e = rejected(&text);
+    check(&e, 17, "vm.g1.swap[0].host_file", &["32 MiB", "64 MiB"]);
+}
+
+#[test]
+fn an_unknown_host_file_is_named() {
+    let e = rejected(&guest(
+        "accel = \"tcg\"",
+        "[[vm.g1.swap]]\ndevice = \"virtio\"\nsize = \"64M\"\nhost_file = \"nope\"",
+    ));
+    check(&e, 13, "vm.g1.swap[0].host_file", &["nope", "[[file]]"]);
+}
+
+#[test]
+fn the_host_s_own_devices_take_no_host_file() {
+    let e = rejected(&with_task(
+        "[machine]\nmemory = \"512M\"\n[[swap]]\ndevice = \"virtio\"\nsize = \"64M\"\nhost_file = \"x\"\n",
+    ));
+    check(&e, 6, "swap[0].host_file", &["host_file", "guest"]);
 }
