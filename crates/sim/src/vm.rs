@@ -18,9 +18,12 @@
 //! zram object), the read of a page being swapped out (the compressor or
 //! the device reads it; the host may have to bring it back first: double
 //! paging), a copy-on-write's and a collapse's sources, and the page-cache
-//! page a read(2) or write(2) copies. Not logged yet, a later part of
-//! issue 31: the guest kernel's own structures (its memmap and page
-//! tables' walks, the boot's touches).
+//! page a read(2) or write(2) copies. Boot: the frames the guest kernel
+//! keeps for itself (mmsim's boot reservation: its image, memmap, page
+//! tables) are written before the guest's first slice; the zero page is
+//! one of them, so its reads are not logged. Not modelled: the guest
+//! kernel's later touches of its own structures (struct pages, page-table
+//! walks), which stay in the frames boot wrote.
 //!
 //! Block devices: a guest's swap devices and disks other than zram and RAM
 //! disks are virtio-blk on host files (`host_file`). The guest kernel
@@ -119,6 +122,15 @@ impl<'s> Guest<'s> {
         k.frame_log = Some(Vec::new());
         k.blk_log = Some(Vec::new());
         let vm_start = k.vm.clone();
+        // Boot wrote the frames the guest kernel keeps for itself (its
+        // image, memmap, page tables, the initramfs: mmsim's boot
+        // reservation, the frames above those it manages); the VMM
+        // makes those writes before the guest's first slice.
+        let managed: u64 = k.zones.iter().map(|z| z.managed).sum();
+        let present = spec.machine.memory / mmsim_spec::PAGE_SIZE;
+        let boot = (managed as Pfn..present as Pfn)
+            .map(|p| (p, true))
+            .collect();
         let mut sched = Scheduler::new(spec, &mut k);
         sched.player.check = check;
         Ok(Guest {
@@ -126,7 +138,7 @@ impl<'s> Guest<'s> {
             kernel: k,
             sched,
             ram: None,
-            pending: Vec::new(),
+            pending: boot,
             pos: 0,
             blk: Vec::new(),
             done: false,

@@ -217,8 +217,9 @@ impl Kernel {
     }
 
     /// A guest's user access through `pte`. The zero page is not logged:
-    /// it is a frame of the guest kernel's image, whose boot touches are
-    /// not modelled yet (vm.rs).
+    /// it is a frame of the guest kernel's image, which boot wrote, and
+    /// the kernel's later touches of its own frames are not modelled yet
+    /// (vm.rs).
     #[inline]
     fn guest_user_frame(&mut self, pte: Pte, write: bool) {
         if self.frame_log.is_some() && pte & PTE_ZERO == 0 {
