@@ -256,3 +256,17 @@ fn virtio_blk_guests_are_deterministic() {
         serde_json::to_string(&b).unwrap()
     );
 }
+
+#[test]
+fn a_guest_step_that_fails_at_run_time_is_named_under_the_guest() {
+    // A guest mapping more than its RAM and swap: ENOMEM at the step.
+    let text = "[machine]\nmemory = \"512M\"\n[vm.g1.host]\naccel = \"tcg\"\n[vm.g1.machine]\nmemory = \"128M\"\n\
+                [vm.g1.task.t]\nsteps = [ { op = \"mmap\", name = \"a\", kind = \"anon\", size = \"1G\" } ]\n";
+    let e = try_run(text).expect_err("ENOMEM");
+    match e {
+        mmsim_sim::SimError::At { line, key, .. } => {
+            assert_eq!((line, key.as_str()), (8, "vm.g1.task.t.steps[0]"));
+        }
+        other => panic!("expected an error at the step, got {other:?}"),
+    }
+}

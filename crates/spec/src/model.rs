@@ -1146,6 +1146,17 @@ impl Op {
             _ => None,
         }
     }
+
+    /// `body`, to change.
+    pub fn body_mut(&mut self) -> Option<&mut Vec<Step>> {
+        match self {
+            Op::Repeat { steps, .. }
+            | Op::Fork { steps }
+            | Op::Spawn { steps }
+            | Op::Thread { steps } => Some(steps),
+            _ => None,
+        }
+    }
 }
 
 /// Every op of `steps`, those inside repeat, fork, spawn and thread bodies included, in

@@ -95,7 +95,6 @@ pub fn work_checked(spec: &Spec, checking: bool) -> Work {
         if let Some(l) = w.largest {
             if largest.as_ref().is_none_or(|b| 2 * l.amount > b.amount) {
                 largest = Some(Share {
-                    key: format!("vm.{}.{}", vm.name, l.key),
                     amount: 2 * l.amount,
                     ..l
                 });
@@ -158,8 +157,15 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     // A guest's own tables (its frames, mappings, swap), named under it.
     for vm in &spec.vms {
         let (bytes, part) = host_bytes(&vm.guest);
+        // A step's key is the guest's already (parse/vm.rs); a section's
+        // is put under it.
+        let under = format!("vm.{}.", vm.name);
+        let key = match part.key.starts_with(&under) {
+            true => part.key,
+            false => format!("{under}{}", part.key),
+        };
         parts.push(Share {
-            key: format!("vm.{}.{}", vm.name, part.key),
+            key,
             amount: bytes,
             ..part
         });

@@ -58,6 +58,10 @@ pub(super) fn build_vms(
             err
         })?;
         check_modelled(rep, &g, &guest)?;
+        let mut guest = guest;
+        for t in &mut guest.tasks {
+            prefix_keys(&mut t.steps, &key);
+        }
         let backing = |dev: &Option<(String, usize)>, size: u64, what: String| {
             backing_file(rep, &key, dev, size, &what, host_files)
         };
@@ -217,4 +221,15 @@ fn check_modelled(rep: &Reporter, g: &Fields, guest: &Spec) -> Result<(), SpecEr
         );
     }
     Ok(())
+}
+
+/// Every step's key under the guest's (`vm.NAME.task.T.steps[i]`), so a
+/// run-time error names it as the parser's errors do.
+fn prefix_keys(steps: &mut [Step], vm_key: &str) {
+    for s in steps {
+        s.key = format!("{vm_key}.{}", s.key);
+        if let Some(body) = s.op.body_mut() {
+            prefix_keys(body, vm_key);
+        }
+    }
 }

@@ -38,6 +38,8 @@ fn a_guest_parses_as_a_spec_of_its_own() {
     assert_eq!(v.guest.machine.memory, 256 << 20);
     assert_eq!(v.guest.machine.cpus, 1);
     assert_eq!(v.guest.tasks[0].name, "main");
+    // Run-time errors name a guest's steps under it.
+    assert_eq!(v.guest.tasks[0].steps[1].key, "vm.g1.task.main.steps[1]");
     assert!(v.guest.vms.is_empty());
 }
 
