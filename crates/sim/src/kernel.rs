@@ -659,9 +659,11 @@ impl Kernel {
         r
     }
 
-    /// The current context's simulated time.
+    /// The current context's simulated time. It stops at u64::MAX: a
+    /// task asleep that long (picked last, there) may still exit, and a
+    /// guest's VMM then tears its RAM down.
     pub fn now(&self) -> u64 {
-        self.clock_base + self.pending_ns
+        self.clock_base.saturating_add(self.pending_ns)
     }
 
     pub fn current_task_over_high(&mut self, pages: u64) {

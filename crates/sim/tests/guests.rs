@@ -248,9 +248,38 @@ steps = [
 }
 
 #[test]
+fn a_vmm_short_of_memory_writes_the_image_back_and_reclaims_it() {
+    // 160 MiB for the VMM: guest RAM (boot's and the task's) and the
+    // image's page cache. The host has no swap: it reclaims the image's
+    // pages, writing the dirty ones back to its disk first.
+    let r = run_checked(&with_images("160M", SWAPPER, false));
+    assert!(r.tasks.iter().all(|t| t.oom_kill.is_none()));
+    assert!(
+        vm(&r, "pgsteal_file") > 10_000,
+        "{}",
+        vm(&r, "pgsteal_file")
+    );
+    // Written back: at least the pages reclaimed, in KiB.
+    assert!(vm(&r, "pgpgout") >= 4 * vm(&r, "pgsteal_file"));
+    assert_eq!(vm(&r, "pswpout"), 0);
+    assert!(r.cgroups["vms"].memory_current <= 160 << 20);
+}
+
+#[test]
+fn the_host_s_oom_killer_ends_a_vmm_and_its_guest_with_it() {
+    // 96 MiB and no host swap: guest RAM cannot leave, the VMM's cgroup
+    // runs out, and the OOM killer ends the VMM (both its threads); the
+    // guest's run stops where it was.
+    let r = run_checked(&with_images("96M", SWAPPER, false));
+    assert!(r.tasks.iter().all(|t| t.oom_kill.is_some()));
+    assert_eq!(r.cgroups["vms"].memory_events["oom_kill"], 1);
+    assert!(guest(&r).tasks[0].phases.is_empty());
+}
+
+#[test]
 fn virtio_blk_guests_are_deterministic() {
-    let a = run_checked(&with_images("96M", SWAPPER, false));
-    let b = run_checked(&with_images("96M", SWAPPER, false));
+    let a = run_checked(&with_images("160M", SWAPPER, false));
+    let b = run_checked(&with_images("160M", SWAPPER, false));
     assert_eq!(
         serde_json::to_string(&a).unwrap(),
         serde_json::to_string(&b).unwrap()
