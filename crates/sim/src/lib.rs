@@ -420,7 +420,7 @@ fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimEr
             check::check_all(&g.kernel).map_err(locate)?;
             g.kernel.integrity.invariant_checks += g.at_end_checks + 1;
         }
-        let machine = machine_info(&g.kernel, &v.guest);
+        let machine = g.machine.clone();
         let at_end = AtEnd {
             cgroups: std::mem::take(&mut g.cgroups_at_end),
             zram: std::mem::take(&mut g.zram_at_end),

@@ -108,6 +108,8 @@ pub struct Guest<'s> {
     pub check_err: Option<SimError>,
     pub at_end_checks: u64,
     pub vm_start: crate::vmstat::VmStat,
+    /// The guest's machine as it booted (the output's `machine`).
+    pub machine: mmsim_spec::output::MachineInfo,
 }
 
 impl<'s> Guest<'s> {
@@ -119,6 +121,7 @@ impl<'s> Guest<'s> {
     ) -> Result<Self, SimError> {
         let mut k = Box::new(Kernel::new(spec, costs.costs)?);
         k.setup_page_contents(spec, &costs.compress)?;
+        let machine = crate::machine_info(&k, spec);
         k.frame_log = Some(Vec::new());
         k.blk_log = Some(Vec::new());
         let vm_start = k.vm.clone();
@@ -148,6 +151,7 @@ impl<'s> Guest<'s> {
             check_err: None,
             at_end_checks: 0,
             vm_start,
+            machine,
         })
     }
 

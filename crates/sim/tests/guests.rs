@@ -61,6 +61,9 @@ fn a_guest_counts_as_on_a_machine_of_its_own_when_the_host_has_room() {
     let alone = run_checked(GUEST);
     let r = run_checked(&hosted("max"));
     let g = guest(&r);
+    // Its machine as it booted: free memory at start is boot's, not the
+    // end's.
+    assert_eq!(g.machine, alone.machine);
     assert_eq!(g.vmstat, alone.vmstat);
     assert_eq!(
         g.cgroups["app"].memory_stat,
