@@ -317,156 +317,150 @@ pub fn run(spec: &Spec, opts: RunOptions) -> Result<RunResult, SimError> {
     }
 }
 
-/// Runs a spec without guests.
-fn run_machine(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
-    let mut k = Kernel::new(spec, opts.costs.costs)?;
-    k.setup_page_contents(spec, &opts.costs.compress)?;
-    let machine = machine_info(&k, spec);
-    let vm_start = k.vm.clone();
-    let mut sched = sched::Scheduler::new(spec, &mut k);
+/// A machine booted for a spec: its kernel (with the contents its regions
+/// state), its scheduler and player, and what the output reads at boot.
+pub(crate) struct Booted<'s> {
+    pub kernel: Box<Kernel>,
+    pub sched: sched::Scheduler<'s>,
+    pub machine: MachineInfo,
+    pub vm_start: vmstat::VmStat,
+}
+
+/// Boots `spec`'s machine. A guest's kernel (`guest`) logs the frames it
+/// touches and its block requests from then on, for its VMM (vm.rs).
+pub(crate) fn boot<'s>(
+    spec: &'s Spec,
+    costs: &machine_profile::CostProfile,
+    check: bool,
+    guest: bool,
+) -> Result<Booted<'s>, SimError> {
+    let mut kernel = Box::new(Kernel::new(spec, costs.costs)?);
+    kernel.setup_page_contents(spec, &costs.compress)?;
+    let machine = machine_info(&kernel, spec);
+    if guest {
+        kernel.frame_log = Some(Vec::new());
+        kernel.blk_log = Some(Vec::new());
+    }
+    let vm_start = kernel.vm.clone();
+    let mut sched = sched::Scheduler::new(spec, &mut kernel);
+    sched.player.check = check;
+    Ok(Booted {
+        kernel,
+        sched,
+        machine,
+        vm_start,
+    })
+}
+
+/// What a run reads as its last task finishes its steps, and the
+/// invariant checks of the end (`--check`).
+#[derive(Default)]
+pub(crate) struct AtEnd {
+    cgroups: BTreeMap<String, CgroupResult>,
+    zram: Vec<ZramMmStat>,
+    check_err: Option<SimError>,
+    checks: u64,
+}
+
+impl AtEnd {
+    /// `Scheduler::run`'s `at_end`: the cgroups and zram as the last task
+    /// finishes its steps, and with `check` the invariants then.
+    pub(crate) fn read(&mut self, k: &mut Kernel, check: bool) {
+        self.cgroups = cgroup_results(k);
+        self.zram = k.zram_mm_stat();
+        if check {
+            self.check_err = check::check_all(k).err();
+            self.checks += 1;
+        }
+    }
+
+    /// After the run: an invariant the end found broken, else with
+    /// `check` the invariants once more, and every check counted.
+    fn finish(&mut self, k: &mut Kernel, check: bool) -> Result<(), SimError> {
+        if let Some(e) = self.check_err.take() {
+            return Err(e);
+        }
+        if check {
+            check::check_all(k)?;
+            k.integrity.invariant_checks += self.checks + 1;
+        }
+        Ok(())
+    }
+}
+
+/// The progress bar's callback and total work (`work_spec`'s, a host's
+/// with its guests') for a run's scheduler.
+fn with_progress<'s, 'a: 's>(
+    sched: &mut sched::Scheduler<'s>,
+    work_spec: &Spec,
+    opts: &mut RunOptions<'a>,
+) {
     sched.on_progress = opts.progress.take();
     if sched.on_progress.is_some() {
-        let total = mmsim_spec::work::work_checked(spec, opts.check).total;
+        let total = mmsim_spec::work::work_checked(work_spec, opts.check).total;
         sched.total_work = u64::try_from(total).unwrap_or(u64::MAX);
     }
-    sched.player.check = opts.check;
-    let mut cgroups_at_end = BTreeMap::new();
-    let mut zram_at_end = Vec::new();
-    let mut check_err = None;
-    let mut at_end_checks = 0;
-    let elapsed = sched.run(&mut k, |k| {
-        cgroups_at_end = cgroup_results(k);
-        zram_at_end = k.zram_mm_stat();
-        if opts.check {
-            check_err = check::check_all(k).err();
-            at_end_checks += 1;
-        }
-    })?;
-    if let Some(e) = check_err {
-        return Err(e);
-    }
-    if opts.check {
-        check::check_all(&k)?;
-        k.integrity.invariant_checks += at_end_checks + 1;
-    }
-    let at_end = AtEnd {
-        cgroups: cgroups_at_end,
-        zram: zram_at_end,
-    };
-    Ok(result_of(
-        spec, &mut k, &sched, elapsed, at_end, &opts, machine, &vm_start,
-    ))
+}
+
+/// Runs a spec without guests.
+fn run_machine(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
+    let mut m = boot(spec, &opts.costs, opts.check, false)?;
+    with_progress(&mut m.sched, spec, &mut opts);
+    let mut at_end = AtEnd::default();
+    let elapsed = m.sched.run(&mut m.kernel, |k| at_end.read(k, opts.check))?;
+    at_end.finish(&mut m.kernel, opts.check)?;
+    Ok(result_of(spec, &mut m, elapsed, at_end, &opts))
 }
 
 /// Runs a host and its guests (vm.rs): the host's spec gains a VMM task
 /// per guest, whose slices run the guest.
 fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimError> {
     let host = vm::host_spec(spec);
-    let mut k = Kernel::new(&host, opts.costs.costs)?;
-    k.setup_page_contents(&host, &opts.costs.compress)?;
-    let machine = machine_info(&k, &host);
-    let vm_start = k.vm.clone();
-    let mut sched = sched::Scheduler::new(&host, &mut k);
-    sched.on_progress = opts.progress.take();
-    if sched.on_progress.is_some() {
-        let total = mmsim_spec::work::work_checked(spec, opts.check).total;
-        sched.total_work = u64::try_from(total).unwrap_or(u64::MAX);
-    }
-    sched.player.check = opts.check;
+    let mut m = boot(&host, &opts.costs, opts.check, false)?;
+    with_progress(&mut m.sched, spec, &mut opts);
     let first_vmm = host.tasks.len() - host.vms.len();
     for (g, v) in host.vms.iter().enumerate() {
         let guest = vm::Guest::new(&v.guest, &opts.costs, opts.check)
             .map_err(|e| SimError::at(0, format!("vm.{}", v.name), e))?;
-        sched.player.guests.push(Some(Box::new(guest)));
-        sched.player.vm_io.push(vm::VmIo {
+        let player = &mut m.sched.player;
+        player.guests.push(Some(Box::new(guest)));
+        player.vm_io.push(vm::VmIo {
             swap_files: v.swap_files.clone(),
             disk_files: v.disk_files.clone(),
             ..Default::default()
         });
         // One instance each: the VMM tasks are the player's last.
-        sched.player.tasks[first_vmm + g].vmm = Some(g);
+        player.tasks[first_vmm + g].vmm = Some(g);
     }
-    let mut cgroups_at_end = BTreeMap::new();
-    let mut zram_at_end = Vec::new();
-    let mut check_err = None;
-    let mut at_end_checks = 0;
-    let elapsed = sched.run(&mut k, |k| {
-        cgroups_at_end = cgroup_results(k);
-        zram_at_end = k.zram_mm_stat();
-        if opts.check {
-            check_err = check::check_all(k).err();
-            at_end_checks += 1;
-        }
-    })?;
-    if let Some(e) = check_err {
-        return Err(e);
-    }
-    if opts.check {
-        check::check_all(&k)?;
-        k.integrity.invariant_checks += at_end_checks + 1;
-    }
+    let mut at_end = AtEnd::default();
+    let elapsed = m.sched.run(&mut m.kernel, |k| at_end.read(k, opts.check))?;
+    at_end.finish(&mut m.kernel, opts.check)?;
     let mut guests = Vec::new();
-    for (v, slot) in host
-        .vms
-        .iter()
-        .zip(std::mem::take(&mut sched.player.guests))
-    {
+    let slots = std::mem::take(&mut m.sched.player.guests);
+    for (v, slot) in host.vms.iter().zip(slots) {
         let mut g = slot.expect("every guest is back in its slot");
-        let locate = |e| SimError::at(0, format!("vm.{}", v.name), e);
-        if let Some(e) = g.check_err.take() {
-            return Err(locate(e));
-        }
-        if opts.check {
-            check::check_all(&g.kernel).map_err(locate)?;
-            g.kernel.integrity.invariant_checks += g.at_end_checks + 1;
-        }
-        let machine = g.machine.clone();
-        let at_end = AtEnd {
-            cgroups: std::mem::take(&mut g.cgroups_at_end),
-            zram: std::mem::take(&mut g.zram_at_end),
-        };
-        let vm_start = g.vm_start.clone();
-        let r = result_of(
-            &v.guest,
-            &mut g.kernel,
-            &g.sched,
-            g.elapsed,
-            at_end,
-            &opts,
-            machine,
-            &vm_start,
-        );
+        let g_end = &mut g.at_end;
+        g_end
+            .finish(&mut g.m.kernel, opts.check)
+            .map_err(|e| SimError::at(0, format!("vm.{}", v.name), e))?;
+        let at_end = std::mem::take(g_end);
+        let r = result_of(&v.guest, &mut g.m, g.elapsed, at_end, &opts);
         guests.push((v.name.clone(), r));
     }
-    let at_end = AtEnd {
-        cgroups: cgroups_at_end,
-        zram: zram_at_end,
-    };
-    let mut r = result_of(
-        &host, &mut k, &sched, elapsed, at_end, &opts, machine, &vm_start,
-    );
+    let mut r = result_of(&host, &mut m, elapsed, at_end, &opts);
     r.vms = guests.into_iter().collect();
     Ok(r)
 }
 
-/// What a run reads as its last task finishes.
-struct AtEnd {
-    cgroups: BTreeMap<String, CgroupResult>,
-    zram: Vec<ZramMmStat>,
-}
-
 /// The output of a machine's run: its tasks, counters and profile.
-#[allow(clippy::too_many_arguments)]
 fn result_of(
     spec: &Spec,
-    k: &mut Kernel,
-    sched: &sched::Scheduler,
+    m: &mut Booted,
     elapsed: u64,
     at_end: AtEnd,
     opts: &RunOptions,
-    machine: MachineInfo,
-    vm_start: &vmstat::VmStat,
 ) -> RunResult {
+    let (k, sched) = (&mut *m.kernel, &m.sched);
     let tasks = sched
         .player
         .output_order()
@@ -513,10 +507,10 @@ fn result_of(
         },
         spec: spec.file.clone(),
         knobs: knobs_in_force(spec, &opts.costs),
-        machine,
+        machine: m.machine.clone(),
         elapsed_ns: elapsed,
         tasks,
-        vmstat: vm_map(&k.vm.delta(vm_start), spec.machine.kernel),
+        vmstat: vm_map(&k.vm.delta(&m.vm_start), spec.machine.kernel),
         cgroups: at_end.cgroups,
         integrity: IntegrityResult {
             pages_checked: k.integrity.pages_checked,

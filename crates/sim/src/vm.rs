@@ -45,11 +45,9 @@
 
 use crate::kernel::Kernel;
 use crate::mm::folio::Pfn;
-use crate::sched::{Scheduler, Stepped};
+use crate::sched::Stepped;
 use crate::SimError;
-use mmsim_spec::output::{CgroupResult, ZramMmStat};
 use mmsim_spec::{Advice, MapKind, Op, Spec, Step, Task};
-use std::collections::BTreeMap;
 
 /// The VMM's mapping of a guest's RAM.
 pub const GUEST_RAM: &str = "guest_ram";
@@ -83,12 +81,10 @@ pub struct VmIo {
     pub attempts: u32,
 }
 
-/// A guest being run: its kernel, its scheduler, and the frame accesses
-/// its last slice left for the host.
+/// A guest being run: its machine as booted (kernel, scheduler), the
+/// frame accesses its last slice left for the host, and what its end read.
 pub struct Guest<'s> {
-    pub spec: &'s Spec,
-    pub kernel: Box<Kernel>,
-    pub sched: Scheduler<'s>,
+    pub(crate) m: crate::Booted<'s>,
     /// The host VMA of its RAM, once the VMM has mapped it.
     pub ram: Option<u32>,
     /// Frame accesses still to make on the host, from `pos`.
@@ -101,15 +97,9 @@ pub struct Guest<'s> {
     pub done: bool,
     /// The guest's latest slice end: its elapsed time when done.
     pub elapsed: u64,
-    /// What the guest's cgroups and zram held as its last task finished.
-    pub cgroups_at_end: BTreeMap<String, CgroupResult>,
-    pub zram_at_end: Vec<ZramMmStat>,
-    /// An invariant the end-of-run check found broken (`--check`).
-    pub check_err: Option<SimError>,
-    pub at_end_checks: u64,
-    pub vm_start: crate::vmstat::VmStat,
-    /// The guest's machine as it booted (the output's `machine`).
-    pub machine: mmsim_spec::output::MachineInfo,
+    /// What its cgroups and zram held as its last task finished, and its
+    /// end's invariant checks.
+    pub(crate) at_end: crate::AtEnd,
 }
 
 impl<'s> Guest<'s> {
@@ -119,39 +109,25 @@ impl<'s> Guest<'s> {
         costs: &crate::machine_profile::CostProfile,
         check: bool,
     ) -> Result<Self, SimError> {
-        let mut k = Box::new(Kernel::new(spec, costs.costs)?);
-        k.setup_page_contents(spec, &costs.compress)?;
-        let machine = crate::machine_info(&k, spec);
-        k.frame_log = Some(Vec::new());
-        k.blk_log = Some(Vec::new());
-        let vm_start = k.vm.clone();
+        let m = crate::boot(spec, costs, check, true)?;
         // Boot wrote the frames the guest kernel keeps for itself (its
         // image, memmap, page tables, the initramfs: mmsim's boot
         // reservation, the frames above those it manages); the VMM
         // makes those writes before the guest's first slice.
-        let managed: u64 = k.zones.iter().map(|z| z.managed).sum();
+        let managed: u64 = m.kernel.zones.iter().map(|z| z.managed).sum();
         let present = spec.machine.memory / mmsim_spec::PAGE_SIZE;
         let boot = (managed as Pfn..present as Pfn)
             .map(|p| (p, true))
             .collect();
-        let mut sched = Scheduler::new(spec, &mut k);
-        sched.player.check = check;
         Ok(Guest {
-            spec,
-            kernel: k,
-            sched,
+            m,
             ram: None,
             pending: boot,
             pos: 0,
             blk: Vec::new(),
             done: false,
             elapsed: 0,
-            cgroups_at_end: BTreeMap::new(),
-            zram_at_end: Vec::new(),
-            check_err: None,
-            at_end_checks: 0,
-            vm_start,
-            machine,
+            at_end: crate::AtEnd::default(),
         })
     }
 
@@ -171,29 +147,21 @@ impl<'s> Guest<'s> {
         debug_assert!(self.next_access().is_none());
         self.pending.clear();
         self.pos = 0;
-        self.sched.hold_cpus_until(now);
-        let check = self.sched.player.check;
-        let mut end_state = None;
-        let mut checks = 0;
-        let stepped = self.sched.step(&mut self.kernel, cap, &mut |gk| {
-            let err = check.then(|| crate::check::check_all(gk).err()).flatten();
-            checks += check as u64;
-            end_state = Some((crate::cgroup_results(gk), gk.zram_mm_stat(), err));
-        })?;
-        if let Some((cgroups, zram, err)) = end_state {
-            self.cgroups_at_end = cgroups;
-            self.zram_at_end = zram;
-            self.check_err = err;
-        }
-        self.at_end_checks += checks;
+        let m = &mut self.m;
+        m.sched.hold_cpus_until(now);
+        let check = m.sched.player.check;
+        let at_end = &mut self.at_end;
+        let stepped = m
+            .sched
+            .step(&mut m.kernel, cap, &mut |gk| at_end.read(gk, check))?;
         match stepped {
             Stepped::Ran { end, .. } => self.elapsed = self.elapsed.max(end),
             Stepped::Done => self.done = true,
             Stepped::Idle(_) => {}
         }
-        let log = self.kernel.frame_log.as_mut().expect("a guest logs");
+        let log = self.m.kernel.frame_log.as_mut().expect("a guest logs");
         std::mem::swap(&mut self.pending, log);
-        let blk = self.kernel.blk_log.as_mut().expect("a guest logs");
+        let blk = self.m.kernel.blk_log.as_mut().expect("a guest logs");
         self.blk.clear();
         std::mem::swap(&mut self.blk, blk);
         Ok(stepped)
