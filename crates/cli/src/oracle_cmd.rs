@@ -52,16 +52,16 @@ fn real_results(
     sets: &[String],
     runs: usize,
 ) -> Result<Vec<RunResult>, ExitCode> {
-    if !spec.vms.is_empty() {
+    if !spec.vms.is_empty() && !a.native {
         eprintln!(
-            "mmsim: {}: the spec has guests ([vm.NAME]), which the real-kernel engines do not boot yet; expected a spec without guests (run this one with `mmsim run`)",
+            "mmsim: {}: the spec has guests ([vm.NAME]), which the oracle under QEMU does not boot (QEMU in QEMU); expected --native, which runs each guest as a QEMU process on this machine's kernel (or run it with `mmsim run`)",
             path.display()
         );
         return Err(ExitCode::from(2));
     }
     if a.native {
         let runner = runner_path(a.runner.clone())?;
-        return native_runs(&runner, path, spec, sets, runs);
+        return native_runs(a, &runner, path, spec, text, sets, runs);
     }
     let o = oracle(a, spec.machine.kernel)?;
     real_runs(&o, spec, text, sets, runs)
@@ -74,18 +74,33 @@ fn runner_path(runner: Option<PathBuf>) -> Result<PathBuf, ExitCode> {
     })
 }
 
-/// Runs the spec `runs` times on this machine's kernel.
+/// Runs the spec `runs` times on this machine's kernel, its guests under
+/// QEMU (`--kernel`, `--modules` are theirs).
 fn native_runs(
+    a: &OracleArgs,
     runner: &Path,
     path: &Path,
     spec: &mmsim_spec::Spec,
+    text: &str,
     sets: &[String],
     runs: usize,
 ) -> Result<Vec<RunResult>, ExitCode> {
+    let guest_oracle = |vm: &mmsim_spec::Vm| {
+        Oracle::detect(
+            a.kernel.clone(),
+            vm.guest.machine.kernel,
+            a.modules.clone(),
+            Some(runner.to_path_buf()),
+        )
+    };
     let mut out = Vec::new();
     for i in 0..runs {
         eprintln!("mmsim: native run {}/{runs}…", i + 1);
-        match mmsim_oracle::native::run_once(runner, path, sets) {
+        let run = match spec.vms.is_empty() {
+            true => mmsim_oracle::native::run_once(runner, path, sets),
+            false => mmsim_oracle::guests::run_once(runner, path, spec, text, sets, &guest_oracle),
+        };
+        match run {
             Ok(mmsim_oracle::native::Outcome::Done(mut r)) => {
                 r.spec = spec.file.clone();
                 out.push(*r);

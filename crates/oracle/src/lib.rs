@@ -10,6 +10,7 @@
 
 pub mod compare;
 mod cpio;
+pub mod guests;
 pub mod native;
 
 use mmsim_spec::output::RunResult;
@@ -414,6 +415,38 @@ impl Oracle {
         Ok(out)
     }
 
+    /// QEMU's arguments for booting `spec` with `initrd`, the result on
+    /// the second serial port into `out`, with accelerator options
+    /// `accel` (disks not included).
+    fn qemu_args(&self, spec: &Spec, initrd: &Path, out: &Path, accel: &str) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "-m".into(),
+            format!("{}M", spec.machine.memory >> 20),
+            "-smp".into(),
+            smp(&spec.machine),
+            // QEMU's default CPU model: `-cpu max` costs ~2 MB of MemTotal
+            // and is no faster under TCG.
+            "-accel".into(),
+            accel.into(),
+        ];
+        a.extend(
+            ["-display", "none", "-monitor", "none", "-no-reboot"]
+                .into_iter()
+                .chain(["-serial", "stdio", "-serial"])
+                .map(String::from),
+        );
+        a.push(format!("file:{}", out.display()));
+        a.extend([
+            "-kernel".into(),
+            self.kernel.display().to_string(),
+            "-initrd".into(),
+            initrd.display().to_string(),
+            "-append".into(),
+            "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init".into(),
+        ]);
+        a
+    }
+
     fn boot(
         &self,
         spec: &Spec,
@@ -422,29 +455,7 @@ impl Oracle {
         disks: &[String],
     ) -> Result<String, OracleError> {
         let mut cmd = Command::new(&self.qemu);
-        cmd.arg("-m")
-            .arg(format!("{}M", spec.machine.memory >> 20))
-            .arg("-smp")
-            .arg(smp(&spec.machine))
-            // QEMU's default CPU model: `-cpu max` costs ~2 MB of MemTotal
-            // and is no faster under TCG.
-            .args([
-                "-accel",
-                "tcg",
-                "-display",
-                "none",
-                "-monitor",
-                "none",
-                "-no-reboot",
-            ])
-            .args(["-serial", "stdio", "-serial"])
-            .arg(format!("file:{}", out.display()))
-            .arg("-kernel")
-            .arg(&self.kernel)
-            .arg("-initrd")
-            .arg(initrd)
-            .arg("-append")
-            .arg("console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init")
+        cmd.args(self.qemu_args(spec, initrd, out, "tcg"))
             .args(disks)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -553,13 +564,25 @@ fn mkfs_xfs_files(places: &[&str]) -> Result<Vec<(String, Vec<u8>)>, OracleError
                 "a [[disk]] has fs = \"xfs\", and mkfs.xfs is not installed (apt-get install xfsprogs); {PACKAGES}"
             ))
         })?;
+    let libs = ldd(bin)?;
+    let mut files = vec![(rel(bin), read(bin)?)];
+    for lib in libs {
+        // read() follows symlinks: the library lands at the path the
+        // loader looks for.
+        files.push((rel(&lib), read(&lib)?));
+    }
+    Ok(files)
+}
+
+/// The shared libraries `bin` loads, the dynamic loader with them.
+fn ldd(bin: &Path) -> Result<Vec<PathBuf>, OracleError> {
     let out = Command::new("ldd")
         .arg(bin)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| {
             OracleError::Missing(format!(
-                "cannot run ldd on {} (to copy its shared libraries into the initramfs): {e}; apt-get install libc-bin",
+                "cannot run ldd on {} (to find its shared libraries): {e}; apt-get install libc-bin",
                 bin.display()
             ))
         })?;
@@ -570,19 +593,12 @@ fn mkfs_xfs_files(places: &[&str]) -> Result<Vec<(String, Vec<u8>)>, OracleError
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let libs = ldd_paths(&String::from_utf8_lossy(&out.stdout)).map_err(|line| {
+    ldd_paths(&String::from_utf8_lossy(&out.stdout)).map_err(|line| {
         OracleError::Missing(format!(
             "ldd {}: a shared library is missing on this host: {line}",
             bin.display()
         ))
-    })?;
-    let mut files = vec![(rel(bin), read(bin)?)];
-    for lib in libs {
-        // read() follows symlinks: the library lands at the path the
-        // loader looks for.
-        files.push((rel(&lib), read(&lib)?));
-    }
-    Ok(files)
+    })
 }
 
 /// A host path as an initramfs path (no leading `/`).

@@ -94,6 +94,7 @@ pub fn cleanup(runner: &Path) -> Result<bool, OracleError> {
 }
 
 /// What a native run ended with.
+#[derive(Debug)]
 pub enum Outcome {
     Done(Box<RunResult>),
     /// The runner refused the spec or the machine (exit 2): the message.
@@ -102,7 +103,17 @@ pub enum Outcome {
 
 /// Runs `spec_path` (with `sets`) once on the running kernel.
 pub fn run_once(runner: &Path, spec_path: &Path, sets: &[String]) -> Result<Outcome, OracleError> {
-    let text = match supervise(runner, spec_path, sets, &[])? {
+    run_once_with(runner, spec_path, sets, &[])
+}
+
+/// `run_once` with `extra` arguments to the runner (guests.rs's).
+pub fn run_once_with(
+    runner: &Path,
+    spec_path: &Path,
+    sets: &[String],
+    extra: &[String],
+) -> Result<Outcome, OracleError> {
+    let text = match supervise(runner, spec_path, sets, extra)? {
         Ok(t) => t,
         Err(refusal) => return Ok(Outcome::Refused(refusal)),
     };

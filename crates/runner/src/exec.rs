@@ -373,6 +373,7 @@ pub fn run_tasks(
     spec: &Spec,
     swaps: &[SwapNode],
     files: &[SharedFile],
+    vmms: &crate::vmm::Vmms,
     t0: Instant,
 ) -> Result<Vec<Report>, String> {
     let mut children = Vec::new();
@@ -421,9 +422,13 @@ pub fn run_tasks(
                     };
                     let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         c.prefault_kv_dbs(&task.steps);
-                        let error = set_oom_score_adj(task.oom_score_adj)
+                        let mut error = set_oom_score_adj(task.oom_score_adj)
                             .and_then(|()| join_cgroup(&c.cgroup))
                             .err();
+                        // A guest's VMM task: QEMU, in its cgroup.
+                        if let (None, Some(argv)) = (&error, vmms.get(&task.name)) {
+                            error = crate::vmm::run(&task.name, argv).err();
+                        }
                         c.main(&task.steps, error)
                     }));
                     match report {
@@ -945,7 +950,7 @@ steps = [
             &[],
         )
         .unwrap();
-        let reports = run_tasks(&spec, &[], &[], Instant::now()).unwrap();
+        let reports = run_tasks(&spec, &[], &[], &Default::default(), Instant::now()).unwrap();
         let names: Vec<&str> = reports.iter().map(|r| r.task.name.as_str()).collect();
         assert_eq!(
             names,

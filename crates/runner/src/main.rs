@@ -20,6 +20,7 @@ mod procfs;
 mod region;
 mod setup;
 mod shared;
+mod vmm;
 mod zram_bench;
 
 use mmsim_spec::output::{Engine, IntegrityResult, MachineInfo, RunResult};
@@ -28,7 +29,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE] [--zram-bench PAGES [--zram-content-bench]]]\n       mmsim-runner --teardown JOURNAL";
+const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE] [--zram-bench PAGES [--zram-content-bench]] [--vmm NAME=FILE]... [--preload FILE]...]\n       mmsim-runner --teardown JOURNAL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -39,6 +40,8 @@ fn main() -> ExitCode {
     let mut journal = None;
     let mut zram_bench = None;
     let mut content_bench = false;
+    let mut vmms = vmm::Vmms::new();
+    let mut preload = Vec::new();
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -47,6 +50,13 @@ fn main() -> ExitCode {
             "--native" => native = true,
             "--journal" => journal = it.next(),
             "--zram-content-bench" => content_bench = true,
+            "--vmm" => {
+                if let Err(e) = vmm::parse_arg(&it.next().unwrap_or_default(), &mut vmms) {
+                    eprintln!("mmsim-runner: {e}\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            }
+            "--preload" => preload.push(it.next().unwrap_or_default()),
             "--zram-bench" => match it.next().and_then(|n| n.parse::<u64>().ok()) {
                 Some(n) if n > 0 => zram_bench = Some(n),
                 _ => {
@@ -118,6 +128,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if let Some(e) = vmm::refusal(&spec, native, &vmms) {
+        eprintln!("mmsim-runner: {path}: {e}");
+        return ExitCode::from(2);
+    }
     if native {
         if let Err(e) = native::preflight(&spec) {
             eprintln!("mmsim-runner: {path}: {e}");
@@ -145,7 +159,11 @@ fn main() -> ExitCode {
             }
         };
     }
-    match run(&spec, native, journal.as_deref()) {
+    let guests = Guests {
+        vmms: &vmms,
+        preload: &preload,
+    };
+    match run(&spec, native, journal.as_deref(), &guests) {
         Ok(result) => {
             let doc = serde_json::to_string_pretty(&result).expect("serialises") + "\n";
             if let Some(out) = output {
@@ -203,13 +221,20 @@ fn bench_zram(
     doc
 }
 
-/// Why a spec with guests does not run on a real kernel yet.
-const GUESTS_REFUSED: &str = "the spec has guests ([vm.NAME]); the runner does not boot guests yet (issue 31's TCG comparison is to come): run it in the simulator";
+/// A native run's guests: each one's QEMU command line, and the files
+/// to read into the page cache before they start (vmm.rs).
+struct Guests<'a> {
+    vmms: &'a vmm::Vmms,
+    preload: &'a [String],
+}
 
-fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<RunResult, String> {
-    if !spec.vms.is_empty() {
-        return Err(GUESTS_REFUSED.into());
-    }
+fn run(
+    spec: &mmsim_spec::Spec,
+    native: bool,
+    journal: Option<&str>,
+    guests: &Guests,
+) -> Result<RunResult, String> {
+    let spec = &vmm::with_vmm_tasks(spec);
     let mut setup = setup::Setup::apply(spec, journal)?;
     if native {
         // Every run starts from the same page cache: none of the host's
@@ -218,6 +243,7 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
         unsafe { libc::sync() };
         std::fs::write("/proc/sys/vm/drop_caches", "3")
             .map_err(|e| format!("cannot drop the caches: {e}"))?;
+        vmm::preload(guests.preload)?;
     }
     let machine = MachineInfo {
         memory_bytes: spec.machine.memory,
@@ -233,7 +259,7 @@ fn run(spec: &mmsim_spec::Spec, native: bool, journal: Option<&str>) -> Result<R
     let tlb_before = procfs::tlb_shootdowns();
     let psi_before = procfs::pressure(None);
     let t0 = Instant::now();
-    let reports = exec::run_tasks(spec, &setup.devices, &setup.files, t0);
+    let reports = exec::run_tasks(spec, &setup.devices, &setup.files, guests.vmms, t0);
     let elapsed = t0.elapsed().as_nanos() as u64;
     let after = procfs::vmstat();
     let tlb = procfs::tlb_shootdowns().saturating_sub(tlb_before);

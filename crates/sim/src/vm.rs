@@ -21,7 +21,8 @@
 //! page a read(2) or write(2) copies. Boot: the frames the guest kernel
 //! keeps for itself (mmsim's boot reservation: its image, memmap, page
 //! tables) are written before the guest's first slice; the zero page is
-//! one of them, so its reads are not logged. Not modelled: the guest
+//! one of them, so its reads are not logged. So are the frames the
+//! booted kernel has allocated for itself when the workload starts. Not modelled: the guest
 //! kernel's later touches of its own structures (struct pages, page-table
 //! walks), which stay in the frames boot wrote.
 //!
@@ -51,6 +52,16 @@ use mmsim_spec::{Advice, MapKind, Op, Spec, Step, Task};
 
 /// The VMM's mapping of a guest's RAM.
 pub const GUEST_RAM: &str = "guest_ram";
+/// The VMM's own anonymous memory (`Vm::vmm_memory`).
+pub const VMM_MEMORY: &str = "vmm_memory";
+/// TCG's translation cache (`Vm::tb_size`).
+pub const TCG_TB: &str = "tcg_tb";
+/// How often the translation cache is executed from, at most: once per
+/// tick of Debian's kernel (HZ=250) of the guest's execution. It is
+/// read whole then, standing for code that runs all the time; any
+/// period well below the time between two reclaim scans of the same
+/// page gives the same counters (each page is referenced between them).
+pub const TB_PERIOD_NS: u64 = 4_000_000;
 
 /// A guest's request to one of its virtio-blk devices: `pages` pages from
 /// block `offset` (a page of the host file backing the device).
@@ -87,6 +98,13 @@ pub struct Guest<'s> {
     pub(crate) m: crate::Booted<'s>,
     /// The host VMA of its RAM, once the VMM has mapped it.
     pub ram: Option<u32>,
+    /// The host VMA of TCG's translation cache, likewise.
+    pub tb: Option<u32>,
+    /// The next page of the translation cache to execute from, while a
+    /// read of it is due (`TB_PERIOD_NS`); None when none is.
+    pub tb_next: Option<u64>,
+    /// The guest's time at the last read of the translation cache.
+    tb_last: u64,
     /// Frame accesses still to make on the host, from `pos`.
     pending: Vec<(Pfn, bool)>,
     pos: usize,
@@ -114,14 +132,25 @@ impl<'s> Guest<'s> {
         // image, memmap, page tables, the initramfs: mmsim's boot
         // reservation, the frames above those it manages); the VMM
         // makes those writes before the guest's first slice.
+        // So are the managed frames the booted kernel holds when the
+        // workload starts (slab, stacks, the initramfs unpacked in
+        // rootfs: `boot_used_bytes`), which its allocator handed out
+        // before the guest logged anything.
         let managed: u64 = m.kernel.zones.iter().map(|z| z.managed).sum();
         let present = spec.machine.memory / mmsim_spec::PAGE_SIZE;
-        let boot = (managed as Pfn..present as Pfn)
+        let kernel = &m.kernel;
+        let used =
+            (0..managed as Pfn).filter(|&p| kernel.folios.get(p).test(crate::mm::folio::PG_KERNEL));
+        let boot = used
+            .chain(managed as Pfn..present as Pfn)
             .map(|p| (p, true))
             .collect();
         Ok(Guest {
             m,
             ram: None,
+            tb: None,
+            tb_next: None,
+            tb_last: 0,
             pending: boot,
             pos: 0,
             blk: Vec::new(),
@@ -155,7 +184,13 @@ impl<'s> Guest<'s> {
             .sched
             .step(&mut m.kernel, cap, &mut |gk| at_end.read(gk, check))?;
         match stepped {
-            Stepped::Ran { end, .. } => self.elapsed = self.elapsed.max(end),
+            Stepped::Ran { end, .. } => {
+                self.elapsed = self.elapsed.max(end);
+                if end >= self.tb_last.saturating_add(TB_PERIOD_NS) {
+                    self.tb_last = end;
+                    self.tb_next = Some(0);
+                }
+            }
             Stepped::Done => self.done = true,
             Stepped::Idle(_) => {}
         }
@@ -178,28 +213,47 @@ pub fn host_spec(spec: &Spec) -> Spec {
             key: key.clone(),
             op,
         };
+        let anon = |name: &str, bytes: u64| {
+            step(Op::Mmap {
+                name: name.into(),
+                pages: bytes / mmsim_spec::PAGE_SIZE,
+                kind: MapKind::Anon,
+                file: None,
+                offset: 0,
+                exec: false,
+                content: None,
+            })
+        };
+        let hugepage = |name: &str| {
+            step(Op::Madvise {
+                region: name.into(),
+                advice: Advice::Hugepage,
+                offset: 0,
+                length: None,
+            })
+        };
+        let write = |name: &str| step(Op::Touch(write_all(name)));
+        // QEMU's start: its heap (ROMs, the guest kernel and initramfs
+        // for fw_cfg, device state), then TCG's translation cache, which
+        // tcg_init madvises MADV_HUGEPAGE and the guest's start fills
+        // (written here at once), then guest RAM (ram_block_add).
+        let mut steps = Vec::new();
+        if vm.vmm_memory > 0 {
+            steps.extend([anon(VMM_MEMORY, vm.vmm_memory), write(VMM_MEMORY)]);
+        }
+        steps.extend([
+            anon(TCG_TB, vm.tb_size),
+            hugepage(TCG_TB),
+            write(TCG_TB),
+            anon(GUEST_RAM, vm.guest.machine.memory),
+            hugepage(GUEST_RAM),
+        ]);
         host.tasks.push(Task {
             name: vm.name.clone(),
             cgroup: vm.cgroup,
             instances: 1,
             oom_score_adj: 0,
-            steps: vec![
-                step(Op::Mmap {
-                    name: GUEST_RAM.into(),
-                    pages: vm.guest.machine.memory / mmsim_spec::PAGE_SIZE,
-                    kind: MapKind::Anon,
-                    file: None,
-                    offset: 0,
-                    exec: false,
-                    content: None,
-                }),
-                step(Op::Madvise {
-                    region: GUEST_RAM.into(),
-                    advice: Advice::Hugepage,
-                    offset: 0,
-                    length: None,
-                }),
-            ],
+            steps,
         });
         // virtio-blk on host files: QEMU's I/O thread (player/guest.rs).
         let backed = vm
@@ -213,6 +267,22 @@ pub fn host_spec(spec: &Spec) -> Spec {
         }
     }
     host
+}
+
+/// A touch writing every page of `region` once, in order.
+fn write_all(region: &str) -> mmsim_spec::Touch {
+    mmsim_spec::Touch {
+        region: region.into(),
+        order: mmsim_spec::Order::Seq,
+        theta: 0.0,
+        count: None,
+        passes: 1,
+        write: 1.0,
+        offset: 0,
+        length: None,
+        seed: 0,
+        trace: None,
+    }
 }
 
 impl Kernel {

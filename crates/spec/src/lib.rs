@@ -76,3 +76,21 @@ fn utf8_error(bytes: &[u8], file: &str, e: &std::str::Utf8Error) -> SpecError {
 pub fn parse_str(text: &str, file: &str, sets: &[String]) -> Result<Spec, SpecError> {
     parse::parse(text, file, sets)
 }
+
+/// Guest `name`'s sections of spec `text` (`[vm.NAME]` without its
+/// `host` table) as a spec file of their own: what a real guest's runner
+/// reads (the native comparison boots it under QEMU). `text` is a spec
+/// that parsed; Err says why not.
+pub fn guest_text(text: &str, name: &str) -> Result<String, String> {
+    let doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    let table = doc
+        .get("vm")
+        .and_then(|v| v.get(name))
+        .and_then(toml_edit::Item::as_table_like)
+        .ok_or_else(|| format!("the spec has no [vm.{name}] table"))?;
+    let mut out = toml_edit::DocumentMut::new();
+    for (k, v) in table.iter().filter(|(k, _)| *k != "host") {
+        out.insert(k, v.clone());
+    }
+    Ok(out.to_string())
+}

@@ -39,6 +39,20 @@ pub struct Vm {
     /// None = the root cgroup.
     pub cgroup: Option<usize>,
     pub accel: Accel,
+    /// `[vm.NAME.host] vmm_memory`: the VMM's own anonymous memory besides
+    /// guest RAM and TCG's translation cache (QEMU's heap: its copies of
+    /// the guest's kernel, initramfs and firmware, device and memory-map
+    /// state, the vCPU's soft TLB), written as it starts and cold after.
+    /// Default 27 MiB: QEMU 7.2 (Debian 12) booting Debian's 6.1 with
+    /// the oracle's initramfs, anonymous memory outside guest RAM in
+    /// /proc/PID/smaps once the guest kernel runs, before its first task
+    /// (docs/model.md "Guests").
+    pub vmm_memory: u64,
+    /// `[vm.NAME.host] tb_size`: TCG's translation cache (QEMU's
+    /// `-accel tcg,tb-size=`, which the native comparison passes):
+    /// filled as the guest starts and executed from after every guest
+    /// slice. Default 16 MiB.
+    pub tb_size: u64,
     /// The guest's machine, kernel, swap, cgroups and tasks.
     pub guest: Box<Spec>,
     /// For each of the guest's `[[swap]]` devices and `[[disk]]`s, the

@@ -6,7 +6,7 @@ use super::{after_access, Access, Player};
 use crate::kernel::Kernel;
 use crate::sched::rq::{Slice, SliceEnd};
 use crate::sched::Stepped;
-use crate::vm::{Guest, GUEST_RAM};
+use crate::vm::{Guest, GUEST_RAM, TCG_TB};
 use crate::SimError;
 
 pub(super) fn run(
@@ -31,18 +31,16 @@ fn run_guest(
     g: usize,
 ) -> Result<Option<SliceEnd>, SimError> {
     let ktask = p.tasks[i].ktask;
-    let ram = match guest.ram {
-        Some(v) => v,
-        None => {
-            let v = *p.tasks[i]
-                .regions
-                .get(GUEST_RAM)
-                .expect("the VMM's steps map the guest's RAM");
-            guest.ram = Some(v);
-            v
-        }
+    let region = |name: &str| -> u32 {
+        *p.tasks[i]
+            .regions
+            .get(name)
+            .expect("the VMM's steps map the guest's RAM and TCG's cache")
     };
+    let ram = *guest.ram.get_or_insert_with(|| region(GUEST_RAM));
+    let tb = *guest.tb.get_or_insert_with(|| region(TCG_TB));
     let pages = k.vmas[ram as usize].pages;
+    let tb_pages = k.vmas[tb as usize].pages;
     loop {
         // The last guest slice's frames, made by the VMM's loads and
         // stores (TCG): the vCPU waits for each.
@@ -55,6 +53,17 @@ fn run_guest(
             match p.play_access(k, ram, pfn as usize, write)? {
                 Access::Sleep(until) => return Ok(Some(SliceEnd::Sleep(until))),
                 Access::Done => guest.access_made(),
+                Access::Again => {}
+            }
+            if let Some(end) = after_access(k, ktask, slice) {
+                return Ok(Some(end));
+            }
+        }
+        // TCG runs the translated code: the cache is read when due.
+        while let Some(page) = guest.tb_next {
+            match p.play_access(k, tb, page as usize, false)? {
+                Access::Sleep(until) => return Ok(Some(SliceEnd::Sleep(until))),
+                Access::Done => guest.tb_next = (page + 1 < tb_pages).then_some(page + 1),
                 Access::Again => {}
             }
             if let Some(end) = after_access(k, ktask, slice) {

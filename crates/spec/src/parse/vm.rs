@@ -2,13 +2,19 @@
 //! cgroups, tasks) run by a VMM process on the host, and `[vm.NAME.host]`:
 //! how the host runs it (its cgroup, the accelerator).
 
-use super::fields::{string, valid_name, Fields, NAME_WORDS};
+use super::fields::{size, string, valid_name, Fields, NAME_WORDS};
 use crate::error::{Reporter, SpecError};
 use crate::model::*;
 use crate::tree::{join, Node, Table, Val};
 
 /// The host's settings of a guest.
-const HOST_KEYS: &[&str] = &["cgroup", "accel"];
+const HOST_KEYS: &[&str] = &["cgroup", "accel", "vmm_memory", "tb_size"];
+
+/// QEMU's own anonymous memory besides guest RAM and the translation
+/// cache, by default: measured, see `Vm::vmm_memory`.
+pub const VMM_MEMORY_DEFAULT: u64 = 27 << 20;
+/// TCG's translation cache by default (`Vm::tb_size`).
+pub const TB_SIZE_DEFAULT: u64 = 16 << 20;
 
 /// Every `[vm.NAME]` table, each built by `build_spec` (a spec's own
 /// builder, given the guest's sections) and checked against what the
@@ -73,8 +79,10 @@ pub(super) fn build_vms(
             .collect::<Result<_, _>>()?;
         vms.push(Vm {
             name: name.clone(),
-            cgroup: host.0,
-            accel: host.1,
+            cgroup: host.cgroup,
+            accel: host.accel,
+            vmm_memory: host.vmm_memory,
+            tb_size: host.tb_size,
             guest: Box::new(guest),
             swap_files,
             disk_files,
@@ -83,13 +91,17 @@ pub(super) fn build_vms(
     Ok(vms)
 }
 
-/// `[vm.NAME.host]`: the VMM process's cgroup on the host and its
-/// accelerator.
-fn build_host(
-    rep: &Reporter,
-    g: &Fields,
-    host_cgroups: &[Cgroup],
-) -> Result<(Option<usize>, Accel), SpecError> {
+/// What `[vm.NAME.host]` says.
+struct Host {
+    cgroup: Option<usize>,
+    accel: Accel,
+    vmm_memory: u64,
+    tb_size: u64,
+}
+
+/// `[vm.NAME.host]`: the VMM process's cgroup on the host, its
+/// accelerator and its own memory.
+fn build_host(rep: &Reporter, g: &Fields, host_cgroups: &[Cgroup]) -> Result<Host, SpecError> {
     let node = g.require(
         "host",
         "a [vm.NAME.host] table saying how the host runs the guest, e.g. accel = \"tcg\"",
@@ -134,7 +146,31 @@ fn build_host(
             ))
         }
     };
-    Ok((cgroup, accel))
+    let vmm_memory = match h.get("vmm_memory") {
+        None => VMM_MEMORY_DEFAULT,
+        Some(v) => size(rep, v, &h.path("vmm_memory"))?.next_multiple_of(crate::PAGE_SIZE),
+    };
+    let tb_size = match h.get("tb_size") {
+        None => TB_SIZE_DEFAULT,
+        Some(v) => {
+            let b = size(rep, v, &h.path("tb_size"))?;
+            // QEMU's -accel tcg,tb-size= is in MiB, at least 1.
+            if b == 0 || !b.is_multiple_of(1 << 20) || b > 1 << 30 {
+                return Err(rep.at(
+                    v.at,
+                    h.path("tb_size"),
+                    format!("found {b} bytes, expected a whole number of MiB from 1M to 1G (QEMU's -accel tcg,tb-size= in MiB)"),
+                ));
+            }
+            b
+        }
+    };
+    Ok(Host {
+        cgroup,
+        accel,
+        vmm_memory,
+        tb_size,
+    })
 }
 
 /// The host file backing a guest's block device (`host_file`, written at

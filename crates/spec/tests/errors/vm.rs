@@ -41,6 +41,31 @@ fn a_guest_parses_as_a_spec_of_its_own() {
     // Run-time errors name a guest's steps under it.
     assert_eq!(v.guest.tasks[0].steps[1].key, "vm.g1.task.main.steps[1]");
     assert!(v.guest.vms.is_empty());
+    // QEMU's own memory, by default as measured (docs/model.md "Guests").
+    assert_eq!(v.vmm_memory, 27 << 20);
+    assert_eq!(v.tb_size, 16 << 20);
+}
+
+#[test]
+fn the_vmms_memory_is_sized_and_tcgs_cache_in_whole_mib() {
+    let s = parse(&guest(
+        "accel = \"tcg\"\nvmm_memory = 5000\ntb_size = \"32M\"",
+        "",
+    ))
+    .unwrap();
+    assert_eq!(s.vms[0].vmm_memory, 8192, "rounded up to pages");
+    assert_eq!(s.vms[0].tb_size, 32 << 20);
+    for bad in ["\"1500K\"", "0", "\"2G\""] {
+        let e = rejected(&guest(&format!("accel = \"tcg\"\ntb_size = {bad}"), ""));
+        check(
+            &e,
+            8,
+            "vm.g1.host.tb_size",
+            &["whole number of MiB", "tb-size"],
+        );
+    }
+    let e = rejected(&guest("accel = \"tcg\"\nvmm_memory = \"lots\"", ""));
+    check(&e, 8, "vm.g1.host.vmm_memory", &["lots"]);
 }
 
 #[test]

@@ -1,0 +1,216 @@
+//! Guests on this machine's kernel (`mmsim oracle run --native` of a spec
+//! with `[vm.NAME]`): each guest is a real QEMU (TCG) booting its spec's
+//! kernel with the runner on the guest's own sections, started by the
+//! native runner as the guest's VMM task in its host cgroup
+//! (crates/runner/src/vmm.rs). The host's counters come from the native
+//! runner, each guest's from its runner, read from QEMU's second serial
+//! port after the run, under `vms.NAME`.
+//!
+//! QEMU runs with `-accel tcg,tb-size=` the guest's `tb_size`, as the
+//! simulator's VMM models it, and the files it maps (its binary and
+//! libraries, firmware, the guest's kernel and initramfs) are read into
+//! the page cache before it starts, from outside its cgroup, so the
+//! cgroup is charged QEMU's anonymous memory only.
+
+use crate::{native, parse_result, Oracle, OracleError};
+use mmsim_spec::{Spec, SwapKind, Vm};
+use std::path::{Path, PathBuf};
+
+/// A guest ready to boot: where QEMU's argv, its console and the
+/// runner's result go.
+struct Prepared {
+    name: String,
+    argv: PathBuf,
+    out: PathBuf,
+    console: PathBuf,
+}
+
+/// What a guest needs that a native run cannot give it.
+pub fn refusal(spec: &Spec) -> Option<String> {
+    for vm in &spec.vms {
+        let g = &vm.guest;
+        if g.swap.iter().any(|s| s.kind != SwapKind::Zram) || !g.disks.is_empty() {
+            return Some(format!(
+                "vm.{}: natively a guest gets zram swap only so far (virtio-blk on a host [[file]] needs the host file made and handed to QEMU); expected no [[disk]] and device = \"zram\"",
+                vm.name
+            ));
+        }
+        if !g.machine.memory.is_multiple_of(1 << 20) {
+            return Some(format!(
+                "vm.{}.machine.memory: {} bytes is not a whole number of MiB, which QEMU's -m needs",
+                vm.name, g.machine.memory
+            ));
+        }
+    }
+    None
+}
+
+/// The `--set`s that are the guest's (`vm.NAME.KEY=V`), as its own.
+fn guest_sets(sets: &[String], name: &str) -> Vec<String> {
+    let prefix = format!("vm.{name}.");
+    sets.iter()
+        .filter_map(|s| s.strip_prefix(&prefix).map(str::to_string))
+        .collect()
+}
+
+impl Oracle {
+    /// Guest `vm`'s initramfs and QEMU command line, in `work`.
+    fn prepare(
+        &self,
+        vm: &Vm,
+        text: &str,
+        sets: &[String],
+        work: &Path,
+    ) -> Result<Prepared, OracleError> {
+        let guest_text = mmsim_spec::guest_text(text, &vm.name).map_err(OracleError::Io)?;
+        let base = self.base_initramfs(&vm.guest)?;
+        let mut initrd = std::fs::read(&base)
+            .map_err(|e| OracleError::Io(format!("{}: {e}", base.display())))?;
+        initrd.extend(crate::run_archive(
+            &guest_text,
+            &guest_sets(sets, &vm.name),
+            &crate::module_args(&vm.guest),
+        ));
+        initrd.extend(crate::trace_archive(&vm.guest)?);
+        let file = |ext: &str| work.join(format!("{}.{ext}", vm.name));
+        let (initrd_path, out, console) = (file("cpio"), file("out"), file("console"));
+        std::fs::write(&initrd_path, initrd).map_err(|e| OracleError::Io(e.to_string()))?;
+        let accel = format!("tcg,tb-size={}", vm.tb_size >> 20);
+        let mut argv = vec![self.qemu.display().to_string()];
+        argv.extend(self.qemu_args(&vm.guest, &initrd_path, &out, &accel));
+        argv.push(format!("#console={}", console.display()));
+        let argv_path = file("argv");
+        std::fs::write(&argv_path, argv.join("\n") + "\n")
+            .map_err(|e| OracleError::Io(e.to_string()))?;
+        Ok(Prepared {
+            name: vm.name.clone(),
+            argv: argv_path,
+            out,
+            console,
+        })
+    }
+
+    /// The files QEMU maps or reads as it starts guest `vm` (prepared in
+    /// `work`): to be in the page cache before it does.
+    fn preload(&self, vm: &Vm, work: &Path) -> Result<Vec<PathBuf>, OracleError> {
+        let mut files = vec![self.qemu.clone(), self.kernel.clone()];
+        files.push(work.join(format!("{}.cpio", vm.name)));
+        files.extend(crate::ldd(&self.qemu)?);
+        // Firmware and option ROMs (SeaBIOS, the VGA BIOS, the NIC's
+        // iPXE ROM, linuxboot_dma.bin), wherever Debian puts them.
+        for dir in [
+            "/usr/share/seabios",
+            "/usr/share/qemu",
+            "/usr/lib/ipxe/qemu",
+        ] {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
+        Ok(files)
+    }
+}
+
+/// Runs `spec` (at `spec_path`, its text `text`) with its guests once on
+/// this machine's kernel; `oracle` finds each guest's kernel and QEMU.
+pub fn run_once(
+    runner: &Path,
+    spec_path: &Path,
+    spec: &Spec,
+    text: &str,
+    sets: &[String],
+    oracle: &dyn Fn(&Vm) -> Result<Oracle, OracleError>,
+) -> Result<native::Outcome, OracleError> {
+    if let Some(r) = refusal(spec) {
+        return Ok(native::Outcome::Refused(r));
+    }
+    let work = crate::tempdir(&crate::cache_dir())?;
+    let result = run_in(runner, spec_path, spec, text, sets, oracle, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+fn run_in(
+    runner: &Path,
+    spec_path: &Path,
+    spec: &Spec,
+    text: &str,
+    sets: &[String],
+    oracle: &dyn Fn(&Vm) -> Result<Oracle, OracleError>,
+    work: &Path,
+) -> Result<native::Outcome, OracleError> {
+    let mut extra = Vec::new();
+    let mut guests = Vec::new();
+    for vm in &spec.vms {
+        let o = oracle(vm)?;
+        let p = o.prepare(vm, text, sets, work)?;
+        extra.push("--vmm".to_string());
+        extra.push(format!("{}={}", p.name, p.argv.display()));
+        for f in o.preload(vm, work)? {
+            extra.push("--preload".to_string());
+            extra.push(f.display().to_string());
+        }
+        guests.push(p);
+    }
+    let mut doc = match native::run_once_with(runner, spec_path, sets, &extra)? {
+        native::Outcome::Done(d) => d,
+        refused => return Ok(refused),
+    };
+    for g in guests {
+        let out = std::fs::read_to_string(&g.out)
+            .unwrap_or_default()
+            .replace('\r', "");
+        let console = std::fs::read_to_string(&g.console).unwrap_or_default();
+        let mut r = parse_result(&out, &console).map_err(|e| match e {
+            OracleError::Guest { message, console } => OracleError::Guest {
+                message: format!("vm.{}: {message}", g.name),
+                console,
+            },
+            e => e,
+        })?;
+        r.spec = format!("{}#vm.{}", spec.file, g.name);
+        doc.vms.insert(g.name, r);
+    }
+    Ok(native::Outcome::Done(doc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guests_sets_are_its_own_keys() {
+        let sets = [
+            "vm.g1.cgroup.app.memory_max=64M",
+            "cgroup.vms.memory_max=1G",
+            "vm.g2.x=1",
+        ]
+        .map(String::from);
+        assert_eq!(guest_sets(&sets, "g1"), ["cgroup.app.memory_max=64M"]);
+    }
+
+    #[test]
+    fn guests_with_block_devices_are_refused_natively() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/guest_virtio.toml"
+        ))
+        .unwrap();
+        let spec = mmsim_spec::parse_str(&text, "v.toml", &[]).unwrap();
+        let r = refusal(&spec).expect("refused");
+        assert!(r.contains("zram swap only"), "{r}");
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/guest_tcg.toml"
+        ))
+        .unwrap();
+        let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).unwrap();
+        assert_eq!(refusal(&spec), None);
+    }
+}
