@@ -111,12 +111,13 @@ fn the_host_reclaims_the_guests_ram_as_the_page_says() {
     }
     assert_eq!(s, counter(&sim, &[], "pswpout"));
     assert_eq!(counter(&sim, &[], "swpout_zero"), 0);
-    // The real host refaults some of what it reclaimed; the simulated
-    // one none (what it reclaims, the VMM's cold memory and the guest's
-    // boot frames, is not touched again in the model).
+    // Both hosts refault some of what they reclaimed (guest kernel
+    // memory: struct pages, page tables), the simulated one fewer pages
+    // (docs/fidelity.md "Guests": the guest's kernel text and QEMU's
+    // heap are cold in the model).
     let (lo, _, _) = real(&runs, &[], "pswpin");
-    assert!(lo > 0);
-    assert_eq!(counter(&sim, &[], "pswpin"), 0);
+    let s = counter(&sim, &[], "pswpin");
+    assert!(s > 0 && s < lo, "host pswpin: mmsim {s}, real from {lo}");
     // The VMM's cgroup is QEMU's anonymous memory only: the files it maps
     // were read into the page cache from outside it.
     for r in &runs {

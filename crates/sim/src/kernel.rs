@@ -128,6 +128,8 @@ pub struct Kernel {
     /// allocator's fills touched, in order, for its VMM to make on the
     /// host (vm.rs). None on a machine of its own.
     pub frame_log: Option<Vec<(Pfn, bool)>>,
+    /// Where a guest kernel's own metadata lies, for the log.
+    pub guest_meta: GuestMeta,
     /// A guest's requests to its virtio-blk devices, in submission order,
     /// for its VMM's I/O thread to make on the host files backing them.
     pub blk_log: Option<Vec<crate::vm::BlkIo>>,
@@ -354,9 +356,16 @@ impl Kernel {
     /// A guest kernel's access of its frame `pfn` (a read, or a write):
     /// logged for the VMM to make on the host (vm.rs). Nothing on a
     /// machine of its own.
+    /// The kernel touches the frame through its own paths (it holds a
+    /// reference, sets flags, locks it), so its struct page is written
+    /// first.
     #[inline]
     pub(crate) fn guest_frame(&mut self, pfn: Pfn, write: bool) {
         if let Some(log) = &mut self.frame_log {
+            let meta = &mut self.guest_meta;
+            if meta.memmap != crate::mm::folio::NIL {
+                meta.touch(log, meta.memmap + pfn / STRUCT_PAGES_PER_PAGE, true);
+            }
             log_frame(log, pfn, write);
         }
     }
@@ -378,6 +387,7 @@ impl Kernel {
             release: crate::release::Release::of(spec.machine.kernel),
             hw_pte_young: spec.machine.hw_pte_young,
             frame_log: None,
+            guest_meta: GuestMeta::default(),
             blk_log: None,
             lru_algo: if spec.sysfs.lru_gen & crate::mm::lru_gen::LRU_GEN_CORE != 0 {
                 crate::mm::lruvec::LruAlgo::MultiGen
@@ -773,6 +783,62 @@ pub(crate) fn test_at(k: &mut Kernel, cpu: usize, t: u64) {
 /// Appends an access to a guest's frame log; repeats of the last frame
 /// merge (a write covers a read), so a loop over one page is one host
 /// access.
+/// struct pages per page of a guest's memmap (64 bytes each on x86-64).
+const STRUCT_PAGES_PER_PAGE: Pfn = 64;
+
+/// A guest kernel's metadata in its own frames, which its paths touch
+/// beside the frames they work on: its memmap (the struct pages, at the
+/// start of the frames boot reserves) and the page tables a user access
+/// walks (TCG's soft MMU reads them on a TLB miss).
+/// Simplification: a touch of the metadata page the log touched last in
+/// the slice is not logged again: the host made it young just before,
+/// and only a host reclaim between the two (of a page it had just
+/// found young) could tell them apart.
+#[derive(Debug)]
+pub struct GuestMeta {
+    /// The memmap's first frame; NIL on a machine of its own, or where
+    /// the reservation is too small to hold it.
+    pub memmap: Pfn,
+    /// The metadata page logged last in this slice (NIL: none yet).
+    pub last: Pfn,
+}
+
+impl Default for GuestMeta {
+    fn default() -> Self {
+        GuestMeta {
+            memmap: crate::mm::folio::NIL,
+            last: crate::mm::folio::NIL,
+        }
+    }
+}
+
+impl GuestMeta {
+    /// The memmap of a guest of `present` frames, `managed` of them
+    /// managed: at the start of the rest.
+    pub fn new(managed: Pfn, present: Pfn) -> Self {
+        let fits = (present - managed) >= present.div_ceil(STRUCT_PAGES_PER_PAGE);
+        GuestMeta {
+            memmap: if fits { managed } else { crate::mm::folio::NIL },
+            last: crate::mm::folio::NIL,
+        }
+    }
+
+    /// Logs a touch of metadata page `pfn`, unless it was the last.
+    #[inline]
+    pub fn touch(&mut self, log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
+        if pfn != self.last {
+            self.last = pfn;
+            log_frame(log, pfn, write);
+        }
+    }
+}
+
+/// A user access's frame: the user's own load or store, no struct page.
+#[inline]
+pub(crate) fn log_user_frame(log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
+    log_frame(log, pfn, write);
+}
+
 #[inline]
 fn log_frame(log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
     match log.last_mut() {

@@ -340,6 +340,10 @@ pub(crate) fn boot<'s>(
     if guest {
         kernel.frame_log = Some(Vec::new());
         kernel.blk_log = Some(Vec::new());
+        let managed: u64 = kernel.zones.iter().map(|z| z.managed).sum();
+        let present = spec.machine.memory / mmsim_spec::PAGE_SIZE;
+        kernel.guest_meta =
+            kernel::GuestMeta::new(managed as mm::folio::Pfn, present as mm::folio::Pfn);
     }
     let vm_start = kernel.vm.clone();
     let mut sched = sched::Scheduler::new(spec, &mut kernel);

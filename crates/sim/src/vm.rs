@@ -177,6 +177,7 @@ impl<'s> Guest<'s> {
         self.pending.clear();
         self.pos = 0;
         let m = &mut self.m;
+        m.kernel.guest_meta.last = crate::mm::folio::NIL;
         m.sched.hold_cpus_until(now);
         let check = m.sched.player.check;
         let at_end = &mut self.at_end;

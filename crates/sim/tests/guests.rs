@@ -282,8 +282,8 @@ fn the_host_s_oom_killer_ends_a_vmm_and_its_guest_with_it() {
 
 #[test]
 fn virtio_blk_guests_are_deterministic() {
-    let a = run_checked(&with_images("160M", SWAPPER, false));
-    let b = run_checked(&with_images("160M", SWAPPER, false));
+    let a = run_checked(&with_images("224M", SWAPPER, false));
+    let b = run_checked(&with_images("224M", SWAPPER, false));
     assert_eq!(
         serde_json::to_string(&a).unwrap(),
         serde_json::to_string(&b).unwrap()

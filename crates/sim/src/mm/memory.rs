@@ -211,19 +211,41 @@ impl Kernel {
     fn log_resident_run(&mut self, vma: u32, run: &[u64]) {
         use mmsim_spec::stream::{access_is_write, access_page};
         for &a in run {
-            let pte = self.vmas[vma as usize].ptes[access_page(a) as usize];
-            self.guest_user_frame(pte, access_is_write(a));
+            let idx = access_page(a) as usize;
+            let pte = self.vmas[vma as usize].ptes[idx];
+            self.guest_user_frame(vma, idx, pte, access_is_write(a));
         }
     }
 
-    /// A guest's user access through `pte`. The zero page is not logged:
-    /// it is a frame of the guest kernel's image, which boot wrote, and
-    /// the kernel's later touches of its own frames are not modelled yet
-    /// (vm.rs).
+    /// A guest's user access of page `idx` of `vma` through `pte`: TCG's
+    /// soft MMU walks the guest's page tables (the last level's table is
+    /// read), then loads or stores. The zero page is not logged: it is a
+    /// frame of the guest kernel's image, which boot wrote, and the
+    /// kernel's later touches of its image are not modelled (vm.rs).
     #[inline]
-    fn guest_user_frame(&mut self, pte: Pte, write: bool) {
-        if self.frame_log.is_some() && pte & PTE_ZERO == 0 {
-            self.guest_frame(pte_pfn(pte), write);
+    fn guest_user_frame(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
+        if self.frame_log.is_some() {
+            self.guest_walk(vma, idx);
+            if pte & PTE_ZERO == 0 {
+                if let Some(log) = &mut self.frame_log {
+                    crate::kernel::log_user_frame(log, pte_pfn(pte), write);
+                }
+            }
+        }
+    }
+
+    /// The page-table walk of a guest's access of page `idx` of `vma`:
+    /// its PTE table, or the PMD table where a PMD maps it.
+    #[cold]
+    fn guest_walk(&mut self, vma: u32, idx: usize) {
+        let mut table = self.vmas[vma as usize].pte_tables[self.pmd_table(vma, idx)];
+        if table == NIL {
+            table = self.pmd_table_pfn(vma, idx);
+        }
+        if table != NIL {
+            if let Some(log) = &mut self.frame_log {
+                self.guest_meta.touch(log, table, false);
+            }
         }
     }
 
@@ -239,7 +261,7 @@ impl Kernel {
 
     #[inline]
     fn access_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
-        self.guest_user_frame(pte, write);
+        self.guest_user_frame(vma, idx, pte, write);
         self.hit_present(vma, idx, pte, write);
         self.charge_user(self.costs.touch);
     }

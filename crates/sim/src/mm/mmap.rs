@@ -313,13 +313,23 @@ impl Kernel {
         self.vmas[vma as usize].pte_tables[self.pmd_table(vma, idx)] != NIL
     }
 
+    /// The index of the PMD table above page `idx` of `vma`.
+    fn pmd_index(&self, vma: u32, idx: usize) -> usize {
+        let v = &self.vmas[vma as usize];
+        let va = v.start_vpn + idx as u64;
+        ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as usize
+    }
+
+    /// The PMD table above page `idx` of `vma` (NIL: none).
+    pub(crate) fn pmd_table_pfn(&self, vma: u32, idx: usize) -> Pfn {
+        self.vmas[vma as usize].pmd_tables[self.pmd_index(vma, idx)]
+    }
+
     /// `pmd_alloc` for page `idx` of `vma`: the PMD table above it (a
     /// fault that may map a PMD allocates no PTE table first).
     pub fn pmd_alloc(&mut self, vma: u32, idx: usize) -> Result<(), crate::SimError> {
-        let v = &self.vmas[vma as usize];
-        let va = v.start_vpn + idx as u64;
-        let pmd = ((va >> PMD_SHIFT) - (v.start_vpn >> PMD_SHIFT)) as usize;
-        if v.pmd_tables[pmd] == NIL {
+        let pmd = self.pmd_index(vma, idx);
+        if self.vmas[vma as usize].pmd_tables[pmd] == NIL {
             let p = self.alloc_pgtable(vma)?;
             self.vmas[vma as usize].pmd_tables[pmd] = p;
         }
