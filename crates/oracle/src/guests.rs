@@ -13,7 +13,7 @@
 //! cgroup is charged QEMU's anonymous memory only.
 
 use crate::{native, parse_result, Oracle, OracleError};
-use mmsim_spec::{Spec, SwapKind, Vm};
+use mmsim_spec::{Spec, Vm};
 use std::path::{Path, PathBuf};
 
 /// A guest ready to boot: where QEMU's argv, its console and the
@@ -25,16 +25,21 @@ struct Prepared {
     console: PathBuf,
 }
 
-/// What a guest needs that a native run cannot give it.
+/// What a guest needs that a native run cannot give it: a host file on a
+/// disk behind one of its block devices (a native run has no disks), or
+/// memory that is not whole MiB (QEMU's -m).
 pub fn refusal(spec: &Spec) -> Option<String> {
     for vm in &spec.vms {
-        let g = &vm.guest;
-        if g.swap.iter().any(|s| s.kind != SwapKind::Zram) || !g.disks.is_empty() {
+        let on_disk = (vm.swap_files.iter().chain(&vm.disk_files))
+            .flatten()
+            .find(|&&f| spec.files[f].runner_tmpfs_path().is_none());
+        if let Some(&f) = on_disk {
             return Some(format!(
-                "vm.{}: natively a guest gets zram swap only so far (virtio-blk on a host [[file]] needs the host file made and handed to QEMU); expected no [[disk]] and device = \"zram\"",
-                vm.name
+                "vm.{}: a block device is backed by host file {:?} on a disk, which a native run cannot give (it has no disks); expected a host [[file]] on tmpfs (on = \"tmpfs\")",
+                vm.name, spec.files[f].name
             ));
         }
+        let g = &vm.guest;
         if !g.machine.memory.is_multiple_of(1 << 20) {
             return Some(format!(
                 "vm.{}.machine.memory: {} bytes is not a whole number of MiB, which QEMU's -m needs",
@@ -43,6 +48,24 @@ pub fn refusal(spec: &Spec) -> Option<String> {
         }
     }
     None
+}
+
+/// QEMU's drives for guest `vm`'s block devices: each on the host file
+/// backing it, where the native runner makes it on its tmpfs, with QEMU's
+/// default cache=writeback (through the host's page cache, as the model's
+/// I/O thread goes).
+fn guest_drives(spec: &Spec, vm: &Vm) -> Result<Vec<String>, OracleError> {
+    crate::drive_args(&vm.guest, &mut |dev, _, _| {
+        let file = match dev {
+            crate::Dev::Swap(i) => vm.swap_files[i],
+            crate::Dev::Disk(i) => vm.disk_files[i],
+        }
+        .expect("a guest's block device has its host file (validated)");
+        let path = spec.files[file]
+            .runner_tmpfs_path()
+            .expect("refusal() let only tmpfs host files through");
+        Ok((path, "writeback"))
+    })
 }
 
 /// The `--set`s that are the guest's (`vm.NAME.KEY=V`), as its own.
@@ -57,6 +80,7 @@ impl Oracle {
     /// Guest `vm`'s initramfs and QEMU command line, in `work`.
     fn prepare(
         &self,
+        spec: &Spec,
         vm: &Vm,
         text: &str,
         sets: &[String],
@@ -78,6 +102,7 @@ impl Oracle {
         let accel = format!("tcg,tb-size={}", vm.tb_size >> 20);
         let mut argv = vec![self.qemu.display().to_string()];
         argv.extend(self.qemu_args(&vm.guest, &initrd_path, &out, &accel));
+        argv.extend(guest_drives(spec, vm)?);
         argv.push(format!("#console={}", console.display()));
         let argv_path = file("argv");
         std::fs::write(&argv_path, argv.join("\n") + "\n")
@@ -149,7 +174,7 @@ fn run_in(
     let mut guests = Vec::new();
     for vm in &spec.vms {
         let o = oracle(vm)?;
-        let p = o.prepare(vm, text, sets, work)?;
+        let p = o.prepare(spec, vm, text, sets, work)?;
         extra.push("--vmm".to_string());
         extra.push(format!("{}={}", p.name, p.argv.display()));
         for f in o.preload(vm, work)? {
@@ -196,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn guests_with_block_devices_are_refused_natively() {
+    fn guests_on_host_files_on_disks_are_refused_natively() {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../examples/guest_virtio.toml"
@@ -204,7 +229,20 @@ mod tests {
         .unwrap();
         let spec = mmsim_spec::parse_str(&text, "v.toml", &[]).unwrap();
         let r = refusal(&spec).expect("refused");
-        assert!(r.contains("zram swap only"), "{r}");
+        assert!(r.contains("host file \"g1swap\" on a disk"), "{r}");
+        // On tmpfs, the drive opens the runner's file, through the host's
+        // page cache.
+        let tmpfs = text.replace("on = \"hd\"", "on = \"tmpfs\"");
+        let spec = mmsim_spec::parse_str(&tmpfs, "v.toml", &[]).unwrap();
+        assert_eq!(refusal(&spec), None);
+        let d = guest_drives(&spec, &spec.vms[0]).unwrap();
+        assert!(
+            d.contains(
+                &"file=/mnt/mmsim-tmpfs/g1swap,if=none,id=sw0,format=raw,cache=writeback"
+                    .to_string()
+            ),
+            "{d:?}"
+        );
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../examples/guest_tcg.toml"

@@ -638,6 +638,30 @@ const MAX_IDE_DISKS: usize = 4;
 /// (cache=none), so the guest's I/O reaches the image. The runner makes the
 /// `[[disk]]`s' file systems itself.
 fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
+    drive_args(spec, &mut |_, file, size| {
+        let img = work.join(format!("{file}.img"));
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(size))
+            .map_err(|e| OracleError::Io(format!("{}: {e}", img.display())))?;
+        Ok((img.display().to_string(), "none"))
+    })
+}
+
+/// The backing of one drive: given the device (`Dev`), its image's stem
+/// and its size, the file QEMU opens and its `cache=` mode.
+type Backing<'a> = dyn FnMut(Dev, &str, u64) -> Result<(String, &'static str), OracleError> + 'a;
+
+/// A drive's device in the spec: `[[swap]]` number I or `[[disk]]`
+/// number I.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dev {
+    Swap(usize),
+    Disk(usize),
+}
+
+/// QEMU's drives for the spec's block swap devices and disks, in spec
+/// order (swap devices first), each backed as `backing` says.
+fn drive_args(spec: &Spec, backing: &mut Backing) -> Result<Vec<String>, OracleError> {
     let mut args = Vec::new();
     let mut ide = 0;
     let swaps = spec
@@ -647,6 +671,7 @@ fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
         .filter(|(_, d)| d.kind != SwapKind::Zram)
         .map(|(i, d)| {
             (
+                Dev::Swap(i),
                 format!("swap[{i}]"),
                 format!("swap{i}"),
                 format!("sw{i}"),
@@ -662,6 +687,7 @@ fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
         .filter(|(_, d)| d.kind != SwapKind::Ram)
         .map(|(i, d)| {
             (
+                Dev::Disk(i),
                 format!("disk[{i}] ({})", d.name),
                 format!("disk{i}"),
                 format!("dk{i}"),
@@ -670,27 +696,24 @@ fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
                 d.size,
             )
         });
-    for (what, file, id, serial, kind, size) in swaps.chain(disks) {
+    for (dev, what, file, id, serial, kind, size) in swaps.chain(disks) {
         if kind == SwapKind::Hdd && ide == MAX_IDE_DISKS {
             return Err(OracleError::Missing(format!(
                 "{what}: the oracle's machine has room for {MAX_IDE_DISKS} IDE (hdd) disks, swap devices and [[disk]]s together"
             )));
         }
-        let img = work.join(format!("{file}.img"));
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(size))
-            .map_err(|e| OracleError::Io(format!("{}: {e}", img.display())))?;
-        let file = img.display().to_string().replace(',', ",,");
+        let (path, cache) = backing(dev, &file, size)?;
+        let file = path.replace(',', ",,");
         match kind {
             SwapKind::Virtio => args.extend([
                 "-drive".to_string(),
-                format!("file={file},if=none,id={id},format=raw,cache=none"),
+                format!("file={file},if=none,id={id},format=raw,cache={cache}"),
                 "-device".to_string(),
                 format!("virtio-blk-pci,drive={id},serial={serial}"),
             ]),
             SwapKind::Nvme => args.extend([
                 "-drive".to_string(),
-                format!("file={file},if=none,id={id},format=raw,cache=none"),
+                format!("file={file},if=none,id={id},format=raw,cache={cache}"),
                 "-device".to_string(),
                 format!("nvme,drive={id},serial={serial}"),
             ]),
@@ -699,7 +722,7 @@ fn disk_args(spec: &Spec, work: &Path) -> Result<Vec<String>, OracleError> {
                 // its default CD-ROM there.
                 args.extend([
                     "-drive".to_string(),
-                    format!("file={file},if=ide,index={ide},format=raw,cache=none"),
+                    format!("file={file},if=ide,index={ide},format=raw,cache={cache}"),
                 ]);
                 ide += 1;
             }

@@ -162,8 +162,19 @@ impl<'s> Child<'s> {
 
     /// Runs `steps`, waits for every child and thread, and returns the
     /// report.
-    pub(crate) fn main(&mut self, steps: &'s [Step], mut error: Option<String>) -> Report {
+    pub(crate) fn main(&mut self, steps: &'s [Step], error: Option<String>) -> Report {
         let start = self.now();
+        self.main_from(start, steps, error)
+    }
+
+    /// `main` for a task that started at `start` (a VMM, whose QEMU ran
+    /// before its empty steps).
+    pub(crate) fn main_from(
+        &mut self,
+        start: u64,
+        steps: &'s [Step],
+        mut error: Option<String>,
+    ) -> Report {
         if error.is_none() {
             error = self.run(steps).err();
         }
@@ -426,10 +437,11 @@ pub fn run_tasks(
                             .and_then(|()| join_cgroup(&c.cgroup))
                             .err();
                         // A guest's VMM task: QEMU, in its cgroup.
+                        let start = c.now();
                         if let (None, Some(argv)) = (&error, vmms.get(&task.name)) {
                             error = crate::vmm::run(&task.name, argv).err();
                         }
-                        c.main(&task.steps, error)
+                        c.main_from(start, &task.steps, error)
                     }));
                     match report {
                         Ok(r) => c.report_and_exit(&r),

@@ -75,18 +75,9 @@ fn swap_flags(prio: Option<i32>) -> libc::c_int {
 /// libata probes its ports in the background).
 const DISK_WAIT: Duration = Duration::from_secs(30);
 
-/// Where the run's tmpfs for `huge = "never"` files is mounted; the tmpfs
-/// of any other `huge=` value is mounted at TMPFS_DIR + "." + the value
-/// (e.g. /mnt/mmsim-tmpfs.always: a disk's name has no dot, so it never
-/// collides with a disk's mount point).
-pub const TMPFS_DIR: &str = "/mnt/mmsim-tmpfs";
-
 /// Where the run's tmpfs mounted with `huge` is.
 pub fn tmpfs_dir(huge: TmpfsHuge) -> String {
-    match huge {
-        TmpfsHuge::Never => TMPFS_DIR.to_string(),
-        h => format!("{TMPFS_DIR}.{}", h.name()),
-    }
+    huge.runner_dir()
 }
 /// shmem's THP policy for the internal mount (shared anonymous mappings)
 /// and, at `force` or `deny`, for every tmpfs.

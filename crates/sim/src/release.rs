@@ -179,8 +179,10 @@ behaviours! {
     /// for every reclaim, a memcg's limit reclaim included (before, for
     /// global reclaim only).
     reclaim_events_cgroup,
-    /// zram is reached through submit_bio (no rw_page), which counts
-    /// pgpgin and pgpgout, 4 per page.
+    /// zram is reached through submit_bio (6.3 removed `->rw_page`, zram's
+    /// with it), which counts pgpgin and pgpgout, 4 per page: the 6.12
+    /// and 7.3 recordings show pgpgin = 4 x pswpin and pgpgout = 4 x
+    /// pswpout on zram, 6.1's and 5.10's neither.
     zram_submit_bio,
     /// zsmalloc's zspages chain up to 8 pages (6.6's
     /// CONFIG_ZSMALLOC_CHAIN_SIZE, Debian's default) and its fullness
@@ -245,6 +247,7 @@ impl Release {
         zsmalloc_chain_8: true,
         large_swapin_skip_swapcache: true,
         zram_thp_one_bio: false,
+        zram_submit_bio: true,
         per_vma_locks: true,
         swap_cluster_list: true,
         skip_swapcache_prepare: true,

@@ -92,5 +92,16 @@ pub fn guest_text(text: &str, name: &str) -> Result<String, String> {
     for (k, v) in table.iter().filter(|(k, _)| *k != "host") {
         out.insert(k, v.clone());
     }
+    // A block device's host file is the host's business (its drive).
+    for section in ["swap", "disk"] {
+        if let Some(list) = out
+            .get_mut(section)
+            .and_then(|v| v.as_array_of_tables_mut())
+        {
+            for t in list.iter_mut() {
+                t.remove("host_file");
+            }
+        }
+    }
     Ok(out.to_string())
 }

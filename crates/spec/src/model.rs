@@ -655,6 +655,20 @@ impl ShmemEnabled {
     }
 }
 
+/// Where the runner mounts its tmpfs for `huge = "never"` files; the
+/// tmpfs of any other `huge=` value is mounted at this + "." + the value
+/// (e.g. /mnt/mmsim-tmpfs.always: a disk's name has no dot, so it never
+/// collides with a disk's mount point).
+pub const RUNNER_TMPFS_DIR: &str = "/mnt/mmsim-tmpfs";
+
+impl File {
+    /// Where the runner makes this file when it is on tmpfs (the native
+    /// guests' QEMU opens it there); None for a file on a disk.
+    pub fn runner_tmpfs_path(&self) -> Option<String> {
+        (self.on == FileOn::Tmpfs).then(|| format!("{}/{}", self.huge.runner_dir(), self.name))
+    }
+}
+
 /// A tmpfs mount's `huge=` option (6.1 `SHMEM_HUGE_*`): whether shmem
 /// faults and writes on its files allocate PMD-size folios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -674,6 +688,14 @@ impl TmpfsHuge {
     ];
 
     /// The word the mount option takes.
+    /// Where the runner mounts the tmpfs of files with this `huge`.
+    pub fn runner_dir(self) -> String {
+        match self {
+            TmpfsHuge::Never => RUNNER_TMPFS_DIR.to_string(),
+            h => format!("{RUNNER_TMPFS_DIR}.{}", h.name()),
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             TmpfsHuge::Never => "never",

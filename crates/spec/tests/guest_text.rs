@@ -22,3 +22,17 @@ fn a_guests_text_parses_to_the_guest_the_host_spec_holds() {
     let e = mmsim_spec::guest_text(&text, "nope").unwrap_err();
     assert!(e.contains("[vm.nope]"), "{e}");
 }
+
+#[test]
+fn a_guests_text_leaves_its_devices_host_files_to_the_host() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/guest_virtio.toml"
+    ))
+    .unwrap();
+    let g = mmsim_spec::guest_text(&text, "g1").unwrap();
+    assert!(!g.contains("host_file"), "{g}");
+    let alone = mmsim_spec::parse_str(&g, "g.toml", &[]).unwrap();
+    assert_eq!(alone.swap.len(), 1);
+    assert_eq!(alone.disks.len(), 1);
+}

@@ -238,8 +238,8 @@ impl Kernel {
             .collect()
     }
 
-    /// 7.3's swap reaches zram through submit_bio (no rw_page any more),
-    /// which counts each page in pgpgin or pgpgout (4 kB); through 6.12
+    /// From 6.3 swap reaches zram through submit_bio (no rw_page any
+    /// more), which counts each page in pgpgin or pgpgout (4 kB); 6.1's
     /// rw_page counted nothing.
     fn count_zram_bio(&mut self, item: crate::vmstat::Vm) {
         if self.release.zram_submit_bio {

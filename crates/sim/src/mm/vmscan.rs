@@ -1179,8 +1179,10 @@ impl Kernel {
                 // zram's rw_page failed (no pool page): __swap_writepage
                 // falls back to a bio, which zram fails too; the write
                 // error leaves the folio dirty, and shrink_folio_list
-                // keeps it.
-                self.vm.add(Vm::Pgpgout, 4 * nr as i64);
+                // keeps it. Without rw_page the one bio counted all its
+                // pages, of which the stored ones are counted already.
+                let counted = if self.release.zram_submit_bio { i } else { 0 };
+                self.vm.add(Vm::Pgpgout, 4 * (nr - counted) as i64);
                 self.folios.get_mut(pfn).set(PG_DIRTY);
                 return;
             }
