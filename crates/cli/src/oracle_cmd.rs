@@ -98,7 +98,16 @@ fn native_runs(
         eprintln!("mmsim: native run {}/{runs}…", i + 1);
         let run = match spec.vms.is_empty() {
             true => mmsim_oracle::native::run_once(runner, path, sets),
-            false => mmsim_oracle::guests::run_once(runner, path, spec, text, sets, &guest_oracle),
+            false => {
+                let run = mmsim_oracle::guests::Run {
+                    runner,
+                    path,
+                    spec,
+                    text,
+                    sets,
+                };
+                mmsim_oracle::guests::run_once(&run, &guest_oracle)
+            }
         };
         match run {
             Ok(mmsim_oracle::native::Outcome::Done(mut r)) => {

@@ -142,34 +142,43 @@ impl Oracle {
     }
 }
 
-/// Runs `spec` (at `spec_path`, its text `text`) with its guests once on
-/// this machine's kernel; `oracle` finds each guest's kernel and QEMU.
+/// A spec with guests to run natively: at `path`, read as `spec` from
+/// `text`, with `sets`.
+pub struct Run<'a> {
+    pub runner: &'a Path,
+    pub path: &'a Path,
+    pub spec: &'a Spec,
+    pub text: &'a str,
+    pub sets: &'a [String],
+}
+
+/// Runs `r` once on this machine's kernel; `oracle` finds each guest's
+/// kernel and QEMU.
 pub fn run_once(
-    runner: &Path,
-    spec_path: &Path,
-    spec: &Spec,
-    text: &str,
-    sets: &[String],
+    r: &Run,
     oracle: &dyn Fn(&Vm) -> Result<Oracle, OracleError>,
 ) -> Result<native::Outcome, OracleError> {
-    if let Some(r) = refusal(spec) {
-        return Ok(native::Outcome::Refused(r));
+    if let Some(refused) = refusal(r.spec) {
+        return Ok(native::Outcome::Refused(refused));
     }
     let work = crate::tempdir(&crate::cache_dir())?;
-    let result = run_in(runner, spec_path, spec, text, sets, oracle, &work);
+    let result = run_in(r, oracle, &work);
     let _ = std::fs::remove_dir_all(&work);
     result
 }
 
 fn run_in(
-    runner: &Path,
-    spec_path: &Path,
-    spec: &Spec,
-    text: &str,
-    sets: &[String],
+    r: &Run,
     oracle: &dyn Fn(&Vm) -> Result<Oracle, OracleError>,
     work: &Path,
 ) -> Result<native::Outcome, OracleError> {
+    let Run {
+        runner,
+        path: spec_path,
+        spec,
+        text,
+        sets,
+    } = *r;
     let mut extra = Vec::new();
     let mut guests = Vec::new();
     for vm in &spec.vms {
@@ -200,6 +209,20 @@ fn run_in(
             e => e,
         })?;
         r.spec = format!("{}#vm.{}", spec.file, g.name);
+        // QEMU's own anonymous memory at its peak, as the runner sampled
+        // it (crates/runner vmm.rs), beside the model's vmm_memory and
+        // tb_size.
+        let stats = std::fs::read_to_string(g.console.with_extension("console.stats"));
+        if let Some(kib) = stats
+            .ok()
+            .as_deref()
+            .and_then(|t| t.trim().strip_prefix("private_peak_kib "))
+        {
+            doc.knobs.insert(
+                format!("native:vm.{}:qemu_private_peak_kib", g.name),
+                kib.to_string(),
+            );
+        }
         doc.vms.insert(g.name, r);
     }
     Ok(native::Outcome::Done(doc))

@@ -56,7 +56,11 @@ pub fn with_vmm_tasks(spec: &Spec) -> Spec {
 
 /// Runs `argv` (QEMU) to its end from the VMM task's process (already in
 /// the guest's host cgroup), its output to the file QEMU's argv names
-/// after its last argument `#console=PATH`. It dies with the task.
+/// after its last argument `#console=PATH`. It dies with the task. While
+/// it runs, QEMU's own anonymous memory (resident and swapped, outside
+/// guest RAM: what the model's `vmm_memory` and `tb_size` stand for) is
+/// sampled from /proc/PID/smaps every 200 ms; its peak goes to
+/// PATH.stats (`private_peak_kib N`), for the oracle to record.
 pub fn run(name: &str, argv: &[String]) -> Result<(), String> {
     let (args, console) = match argv.last().and_then(|a| a.strip_prefix("#console=")) {
         Some(c) => (&argv[..argv.len() - 1], Some(c)),
@@ -76,13 +80,64 @@ pub fn run(name: &str, argv: &[String]) -> Result<(), String> {
             Ok(())
         });
     }
-    let status = cmd
-        .status()
+    let mut child = cmd
+        .spawn()
         .map_err(|e| format!("vm.{name}: cannot start {}: {e}", args[0]))?;
+    let ram = guest_ram_bytes(args);
+    let mut peak = 0;
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| format!("vm.{name}: {e}"))? {
+            break st;
+        }
+        if let Some(kib) = private_kib(child.id(), ram) {
+            peak = peak.max(kib);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    if let Some(path) = console {
+        let _ = std::fs::write(
+            format!("{path}.stats"),
+            format!("private_peak_kib {peak}\n"),
+        );
+    }
     match status.success() {
         true => Ok(()),
         false => Err(format!("vm.{name}: QEMU ended with {status}")),
     }
+}
+
+/// The guest's RAM in bytes, from QEMU's `-m NM`.
+fn guest_ram_bytes(args: &[String]) -> u64 {
+    let at = args.iter().position(|a| a == "-m");
+    at.and_then(|i| args.get(i + 1))
+        .and_then(|m| m.strip_suffix('M'))
+        .and_then(|m| m.parse::<u64>().ok())
+        .map_or(0, |m| m << 20)
+}
+
+/// Process `pid`'s anonymous memory outside the mapping of `ram` bytes
+/// (guest RAM), resident and swapped, in KiB (None: gone).
+fn private_kib(pid: u32, ram: u64) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    Some(smaps_private_kib(&text, ram))
+}
+
+/// `private_kib` of an smaps text.
+fn smaps_private_kib(text: &str, ram: u64) -> u64 {
+    let mut total = 0;
+    let mut guest_ram = false;
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        let Some(first) = w.next() else { continue };
+        if let Some((a, b)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let size =
+                u64::from_str_radix(b, 16).unwrap_or(0) - u64::from_str_radix(a, 16).unwrap_or(0);
+            guest_ram = size == ram;
+        } else if !guest_ram && (first == "Anonymous:" || first == "Swap:") {
+            total += w.next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    total
 }
 
 /// Reads each file into the page cache from the runner's own cgroup, so
@@ -135,5 +190,24 @@ mod tests {
             (t.name.as_str(), t.cgroup, t.steps.len()),
             ("g1", Some(0), 0)
         );
+    }
+
+    #[test]
+    fn qemus_own_memory_leaves_guest_ram_out() {
+        let smaps = "\
+55b730550000-55b730957000 r-xp 00000000 00:10 1 /usr/bin/qemu-system-x86_64
+Rss:                4124 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+7f31b7e00000-7f31c7e00000 rw-p 00000000 00:00 0
+Anonymous:        196608 kB
+Swap:               1024 kB
+7f31c8000000-7f31c9000000 rw-p 00000000 00:00 0
+Anonymous:         16384 kB
+Swap:                512 kB
+";
+        assert_eq!(smaps_private_kib(smaps, 256 << 20), 16896);
+        let argv = ["qemu", "-m", "256M"].map(String::from);
+        assert_eq!(guest_ram_bytes(&argv), 256 << 20);
     }
 }
