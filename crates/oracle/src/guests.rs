@@ -12,14 +12,15 @@
 //! the page cache before it starts, from outside its cgroup, so the
 //! cgroup is charged QEMU's anonymous memory only.
 
-use crate::{native, parse_result, Oracle, OracleError};
+use crate::{native, Oracle, OracleError};
 use mmsim_spec::{Spec, Vm};
 use std::path::{Path, PathBuf};
 
-/// A guest ready to boot: where QEMU's argv, its console and the
-/// runner's result go.
+/// A guest ready to boot: its initramfs, and where QEMU's argv, its
+/// console and the runner's result go.
 struct Prepared {
     name: String,
+    initrd: PathBuf,
     argv: PathBuf,
     out: PathBuf,
     console: PathBuf,
@@ -39,12 +40,8 @@ pub fn refusal(spec: &Spec) -> Option<String> {
                 vm.name, spec.files[f].name
             ));
         }
-        let g = &vm.guest;
-        if !g.machine.memory.is_multiple_of(1 << 20) {
-            return Some(format!(
-                "vm.{}.machine.memory: {} bytes is not a whole number of MiB, which QEMU's -m needs",
-                vm.name, g.machine.memory
-            ));
+        if let Some(why) = crate::not_whole_mib(vm.guest.machine.memory) {
+            return Some(format!("vm.{}.machine.memory: {why}", vm.name));
         }
     }
     None
@@ -87,15 +84,7 @@ impl Oracle {
         work: &Path,
     ) -> Result<Prepared, OracleError> {
         let guest_text = mmsim_spec::guest_text(text, &vm.name).map_err(OracleError::Io)?;
-        let base = self.base_initramfs(&vm.guest)?;
-        let mut initrd = std::fs::read(&base)
-            .map_err(|e| OracleError::Io(format!("{}: {e}", base.display())))?;
-        initrd.extend(crate::run_archive(
-            &guest_text,
-            &guest_sets(sets, &vm.name),
-            &crate::module_args(&vm.guest),
-        ));
-        initrd.extend(crate::trace_archive(&vm.guest)?);
+        let initrd = self.initrd(&vm.guest, &guest_text, &guest_sets(sets, &vm.name))?;
         let file = |ext: &str| work.join(format!("{}.{ext}", vm.name));
         let (initrd_path, out, console) = (file("cpio"), file("out"), file("console"));
         std::fs::write(&initrd_path, initrd).map_err(|e| OracleError::Io(e.to_string()))?;
@@ -109,17 +98,18 @@ impl Oracle {
             .map_err(|e| OracleError::Io(e.to_string()))?;
         Ok(Prepared {
             name: vm.name.clone(),
+            initrd: initrd_path,
             argv: argv_path,
             out,
             console,
         })
     }
 
-    /// The files QEMU maps or reads as it starts guest `vm` (prepared in
-    /// `work`): to be in the page cache before it does.
-    fn preload(&self, vm: &Vm, work: &Path) -> Result<Vec<PathBuf>, OracleError> {
-        let mut files = vec![self.qemu.clone(), self.kernel.clone()];
-        files.push(work.join(format!("{}.cpio", vm.name)));
+    /// The files QEMU maps or reads as it starts, whatever the guest: to
+    /// be in the page cache before it does (each guest's kernel and
+    /// initramfs besides).
+    fn qemu_files(&self) -> Result<Vec<PathBuf>, OracleError> {
+        let mut files = vec![self.qemu.clone()];
         files.extend(crate::ldd(&self.qemu)?);
         // Firmware and option ROMs (SeaBIOS, the VGA BIOS, the NIC's
         // iPXE ROM, linuxboot_dma.bin), wherever Debian puts them.
@@ -131,12 +121,8 @@ impl Oracle {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file())
-                .collect();
-            found.sort();
-            files.extend(found);
+            let found = entries.filter_map(|e| e.ok().map(|e| e.path()));
+            files.extend(found.filter(|p| p.is_file()));
         }
         Ok(files)
     }
@@ -181,27 +167,32 @@ fn run_in(
     } = *r;
     let mut extra = Vec::new();
     let mut guests = Vec::new();
+    let mut preload = Vec::new();
     for vm in &spec.vms {
         let o = oracle(vm)?;
         let p = o.prepare(spec, vm, text, sets, work)?;
         extra.push("--vmm".to_string());
         extra.push(format!("{}={}", p.name, p.argv.display()));
-        for f in o.preload(vm, work)? {
-            extra.push("--preload".to_string());
-            extra.push(f.display().to_string());
+        if preload.is_empty() {
+            preload = o.qemu_files()?;
         }
+        preload.extend([o.kernel.clone(), p.initrd.clone()]);
         guests.push(p);
+    }
+    // In one order whatever the directories listed; once each.
+    preload.sort();
+    preload.dedup();
+    for f in preload {
+        extra.push("--preload".to_string());
+        extra.push(f.display().to_string());
     }
     let mut doc = match native::run_once_with(runner, spec_path, sets, &extra)? {
         native::Outcome::Done(d) => d,
         refused => return Ok(refused),
     };
     for g in guests {
-        let out = std::fs::read_to_string(&g.out)
-            .unwrap_or_default()
-            .replace('\r', "");
         let console = std::fs::read_to_string(&g.console).unwrap_or_default();
-        let mut r = parse_result(&out, &console).map_err(|e| match e {
+        let mut r = crate::read_result(&g.out, &console).map_err(|e| match e {
             OracleError::Guest { message, console } => OracleError::Guest {
                 message: format!("vm.{}: {message}", g.name),
                 console,

@@ -264,22 +264,13 @@ impl Oracle {
     ) -> Result<RunResult, OracleError> {
         if !spec.vms.is_empty() {
             return Err(OracleError::Missing(
-                "the spec has guests ([vm.NAME]), which the oracle does not boot yet: run it in the simulator".into(),
+                "the spec has guests ([vm.NAME]), which the oracle under QEMU does not boot (QEMU in QEMU); a native run does (guests.rs)".into(),
             ));
         }
-        if !spec.machine.memory.is_multiple_of(1 << 20) {
-            return Err(OracleError::Missing(format!(
-                "machine.memory of {} bytes is not a whole number of MiB, which QEMU's -m needs",
-                spec.machine.memory
-            )));
+        if let Some(why) = not_whole_mib(spec.machine.memory) {
+            return Err(OracleError::Missing(format!("machine.memory: {why}")));
         }
-        std::fs::create_dir_all(&self.cache)
-            .map_err(|e| OracleError::Io(format!("cannot create {}: {e}", self.cache.display())))?;
-        let base = self.base_initramfs(spec)?;
-        let mut initrd = std::fs::read(&base)
-            .map_err(|e| OracleError::Io(format!("{}: {e}", base.display())))?;
-        initrd.extend(run_archive(spec_text, sets, &module_args(spec)));
-        initrd.extend(trace_archive(spec)?);
+        let initrd = self.initrd(spec, spec_text, sets)?;
         let work = tempdir(&self.cache)?;
         let result = self.boot_in(spec, &initrd, &work);
         // The work folder (the disks' images too) goes whatever
@@ -294,10 +285,24 @@ impl Oracle {
         std::fs::write(&initrd_path, initrd).map_err(|e| OracleError::Io(e.to_string()))?;
         let disks = disk_args(spec, work)?;
         let console = self.boot(spec, &initrd_path, &out_path, &disks)?;
-        let out = std::fs::read_to_string(&out_path)
-            .unwrap_or_default()
-            .replace('\r', "");
-        parse_result(&out, &console)
+        read_result(&out_path, &console)
+    }
+
+    /// `spec`'s whole initramfs: the cached base (busybox, the runner,
+    /// the modules it needs), then the run's archive (the spec's text,
+    /// `sets`, module parameters) and its trace files.
+    fn initrd(
+        &self,
+        spec: &Spec,
+        spec_text: &str,
+        sets: &[String],
+    ) -> Result<Vec<u8>, OracleError> {
+        std::fs::create_dir_all(&self.cache)
+            .map_err(|e| OracleError::Io(format!("cannot create {}: {e}", self.cache.display())))?;
+        let mut initrd = read(&self.base_initramfs(spec)?)?;
+        initrd.extend(run_archive(spec_text, sets, &module_args(spec)));
+        initrd.extend(trace_archive(spec)?);
+        Ok(initrd)
     }
 
     /// The cached initramfs for the modules `spec` needs.
@@ -838,6 +843,21 @@ fn trace_archive(spec: &Spec) -> Result<Vec<u8>, OracleError> {
         c.file(guest.trim_start_matches('/'), 0o644, &read(&src.path)?);
     }
     Ok(c.finish())
+}
+
+/// Why QEMU's `-m` cannot take `memory` bytes, if it cannot.
+fn not_whole_mib(memory: u64) -> Option<String> {
+    (!memory.is_multiple_of(1 << 20))
+        .then(|| format!("{memory} bytes is not a whole number of MiB, which QEMU's -m needs"))
+}
+
+/// The runner's document a guest wrote to its second serial port (the
+/// file `out`); `console` says why when there is none.
+fn read_result(out: &Path, console: &str) -> Result<RunResult, OracleError> {
+    let text = std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .replace('\r', "");
+    parse_result(&text, console)
 }
 
 fn parse_result(out: &str, console: &str) -> Result<RunResult, OracleError> {

@@ -75,10 +75,6 @@ fn swap_flags(prio: Option<i32>) -> libc::c_int {
 /// libata probes its ports in the background).
 const DISK_WAIT: Duration = Duration::from_secs(30);
 
-/// Where the run's tmpfs mounted with `huge` is.
-pub fn tmpfs_dir(huge: TmpfsHuge) -> String {
-    huge.runner_dir()
-}
 /// shmem's THP policy for the internal mount (shared anonymous mappings)
 /// and, at `force` or `deny`, for every tmpfs.
 const SHMEM_ENABLED: &str = "kernel/mm/transparent_hugepage/shmem_enabled";
@@ -450,10 +446,10 @@ impl Setup {
     }
 
     /// Mounts a tmpfs with `huge`, as large as the tmpfs files with that
-    /// `huge` together, at `tmpfs_dir(huge)`, and checks in
+    /// `huge` together, at `huge.runner_dir()`, and checks in
     /// /proc/self/mounts that the kernel took the option.
     fn mount_tmpfs(&mut self, spec: &Spec, huge: TmpfsHuge) -> Result<(), String> {
-        let dir = tmpfs_dir(huge);
+        let dir = huge.runner_dir();
         let made_dir = !std::path::Path::new(&dir).exists();
         if made_dir {
             fs::create_dir_all(&dir).map_err(|e| format!("cannot create {dir}: {e}"))?;
@@ -604,7 +600,7 @@ impl Setup {
     fn make_files(&mut self, spec: &Spec) -> Result<(), String> {
         for f in &spec.files {
             let (path, disk) = match f.on {
-                FileOn::Tmpfs => (format!("{}/{}", tmpfs_dir(f.huge), f.name), None),
+                FileOn::Tmpfs => (f.runner_tmpfs_path().expect("on tmpfs"), None),
                 FileOn::Disk(d) => {
                     let disk = spec
                         .disks

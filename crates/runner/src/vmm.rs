@@ -5,7 +5,7 @@
 //! the runner on the guest's own spec, and reads the guest's result from
 //! QEMU's second serial port after the run.
 
-use mmsim_spec::{Spec, Task};
+use mmsim_spec::Spec;
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -42,15 +42,8 @@ pub fn refusal(spec: &Spec, native: bool, vmms: &Vmms) -> Option<String> {
 /// runs QEMU.
 pub fn with_vmm_tasks(spec: &Spec) -> Spec {
     let mut host = spec.clone();
-    for vm in &spec.vms {
-        host.tasks.push(Task {
-            name: vm.name.clone(),
-            cgroup: vm.cgroup,
-            instances: 1,
-            oom_score_adj: 0,
-            steps: Vec::new(),
-        });
-    }
+    host.tasks
+        .extend(spec.vms.iter().map(|vm| vm.vmm_task(Vec::new())));
     host
 }
 

@@ -833,14 +833,10 @@ impl GuestMeta {
     }
 }
 
-/// A user access's frame: the user's own load or store, no struct page.
+/// Logs an access of guest frame `pfn`, merged with the last one when it
+/// is of the same frame.
 #[inline]
-pub(crate) fn log_user_frame(log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
-    log_frame(log, pfn, write);
-}
-
-#[inline]
-fn log_frame(log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
+pub(crate) fn log_frame(log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
     match log.last_mut() {
         Some(last) if last.0 == pfn => last.1 |= write,
         _ => log.push((pfn, write)),

@@ -48,7 +48,7 @@ use crate::kernel::Kernel;
 use crate::mm::folio::Pfn;
 use crate::sched::Stepped;
 use crate::SimError;
-use mmsim_spec::{Advice, MapKind, Op, Spec, Step, Task};
+use mmsim_spec::{Advice, MapKind, Op, Spec, Step};
 
 /// The VMM's mapping of a guest's RAM.
 pub const GUEST_RAM: &str = "guest_ram";
@@ -92,17 +92,26 @@ pub struct VmIo {
     pub attempts: u32,
 }
 
+/// Which of the VMM's regions an access of it goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Guest RAM: the page is a guest frame.
+    Ram,
+    /// TCG's translation cache.
+    Tb,
+}
+
 /// A guest being run: its machine as booted (kernel, scheduler), the
 /// frame accesses its last slice left for the host, and what its end read.
 pub struct Guest<'s> {
     pub(crate) m: crate::Booted<'s>,
     /// The host VMA of its RAM, once the VMM has mapped it.
     pub ram: Option<u32>,
-    /// The host VMA of TCG's translation cache, likewise.
-    pub tb: Option<u32>,
+    /// The host VMA of TCG's translation cache and its pages, likewise.
+    pub tb: Option<(u32, u64)>,
     /// The next page of the translation cache to execute from, while a
     /// read of it is due (`TB_PERIOD_NS`); None when none is.
-    pub tb_next: Option<u64>,
+    tb_next: Option<u64>,
     /// The guest's time at the last read of the translation cache.
     tb_last: u64,
     /// Frame accesses still to make on the host, from `pos`.
@@ -160,14 +169,24 @@ impl<'s> Guest<'s> {
         })
     }
 
-    /// The next frame access to make on the host, if any.
-    pub fn next_access(&self) -> Option<(Pfn, bool)> {
-        self.pending.get(self.pos).copied()
+    /// The next access to make on the host, if any: the last slice's
+    /// frames, then a read of TCG's cache when one is due (TCG runs the
+    /// translated code). A page of the region the target names.
+    pub fn next_access(&self) -> Option<(Target, u64, bool)> {
+        match self.pending.get(self.pos) {
+            Some(&(pfn, write)) => Some((Target::Ram, pfn as u64, write)),
+            None => self.tb_next.map(|page| (Target::Tb, page, false)),
+        }
     }
 
     /// The access `next_access` gave is made.
     pub fn access_made(&mut self) {
-        self.pos += 1;
+        if self.pos < self.pending.len() {
+            self.pos += 1;
+        } else if let Some(page) = self.tb_next {
+            let pages = self.tb.map_or(0, |(_, n)| n);
+            self.tb_next = (page + 1 < pages).then_some(page + 1);
+        }
     }
 
     /// One guest slice from `now` (the host's time: the vCPU was held
@@ -249,13 +268,7 @@ pub fn host_spec(spec: &Spec) -> Spec {
             anon(GUEST_RAM, vm.guest.machine.memory),
             hugepage(GUEST_RAM),
         ]);
-        host.tasks.push(Task {
-            name: vm.name.clone(),
-            cgroup: vm.cgroup,
-            instances: 1,
-            oom_score_adj: 0,
-            steps,
-        });
+        host.tasks.push(vm.vmm_task(steps));
         // virtio-blk on host files: QEMU's I/O thread (player/guest.rs).
         let backed = vm
             .swap_files

@@ -62,6 +62,22 @@ pub struct Vm {
     pub disk_files: Vec<Option<usize>>,
 }
 
+impl Vm {
+    /// The host's task that runs this guest (its VMM, QEMU): named after
+    /// the guest, in its host cgroup, one instance, with `steps` (the
+    /// simulator's model of QEMU; none for the native runner, whose task
+    /// starts a real QEMU).
+    pub fn vmm_task(&self, steps: Vec<Step>) -> Task {
+        Task {
+            name: self.name.clone(),
+            cgroup: self.cgroup,
+            instances: 1,
+            oom_score_adj: 0,
+            steps,
+        }
+    }
+}
+
 /// How the VMM runs guest code (`[vm.NAME.host] accel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accel {

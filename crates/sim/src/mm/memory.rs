@@ -224,13 +224,13 @@ impl Kernel {
     /// kernel's later touches of its image are not modelled (vm.rs).
     #[inline]
     fn guest_user_frame(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
-        if self.frame_log.is_some() {
-            self.guest_walk(vma, idx);
-            if pte & PTE_ZERO == 0 {
-                if let Some(log) = &mut self.frame_log {
-                    crate::kernel::log_user_frame(log, pte_pfn(pte), write);
-                }
-            }
+        if self.frame_log.is_none() {
+            return;
+        }
+        self.guest_walk(vma, idx);
+        // The user's own load or store: no struct page.
+        if let Some(log) = self.frame_log.as_mut().filter(|_| pte & PTE_ZERO == 0) {
+            crate::kernel::log_frame(log, pte_pfn(pte), write);
         }
     }
 

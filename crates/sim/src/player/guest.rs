@@ -6,7 +6,7 @@ use super::{after_access, Access, Player};
 use crate::kernel::Kernel;
 use crate::sched::rq::{Slice, SliceEnd};
 use crate::sched::Stepped;
-use crate::vm::{Guest, GUEST_RAM, TCG_TB};
+use crate::vm::{Guest, Target, GUEST_RAM, TCG_TB};
 use crate::SimError;
 
 pub(super) fn run(
@@ -38,32 +38,28 @@ fn run_guest(
             .expect("the VMM's steps map the guest's RAM and TCG's cache")
     };
     let ram = *guest.ram.get_or_insert_with(|| region(GUEST_RAM));
-    let tb = *guest.tb.get_or_insert_with(|| region(TCG_TB));
+    let (tb, _) = *guest.tb.get_or_insert_with(|| {
+        let v = region(TCG_TB);
+        (v, k.vmas[v as usize].pages)
+    });
     let pages = k.vmas[ram as usize].pages;
-    let tb_pages = k.vmas[tb as usize].pages;
     loop {
         // The last guest slice's frames, made by the VMM's loads and
-        // stores (TCG): the vCPU waits for each.
-        while let Some((pfn, write)) = guest.next_access() {
-            if pfn as u64 >= pages {
-                return Err(SimError::Invariant(format!(
-                    "guest frame {pfn} is beyond its RAM of {pages} pages"
-                )));
-            }
-            match p.play_access(k, ram, pfn as usize, write)? {
+        // stores (TCG), then TCG's cache when due: the vCPU waits for
+        // each.
+        while let Some((target, page, write)) = guest.next_access() {
+            let vma = match target {
+                Target::Ram if page >= pages => {
+                    return Err(SimError::Invariant(format!(
+                        "guest frame {page} is beyond its RAM of {pages} pages"
+                    )))
+                }
+                Target::Ram => ram,
+                Target::Tb => tb,
+            };
+            match p.play_access(k, vma, page as usize, write)? {
                 Access::Sleep(until) => return Ok(Some(SliceEnd::Sleep(until))),
                 Access::Done => guest.access_made(),
-                Access::Again => {}
-            }
-            if let Some(end) = after_access(k, ktask, slice) {
-                return Ok(Some(end));
-            }
-        }
-        // TCG runs the translated code: the cache is read when due.
-        while let Some(page) = guest.tb_next {
-            match p.play_access(k, tb, page as usize, false)? {
-                Access::Sleep(until) => return Ok(Some(SliceEnd::Sleep(until))),
-                Access::Done => guest.tb_next = (page + 1 < tb_pages).then_some(page + 1),
                 Access::Again => {}
             }
             if let Some(end) = after_access(k, ktask, slice) {

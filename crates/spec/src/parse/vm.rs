@@ -24,6 +24,7 @@ pub(super) fn build_vms(
     node: &Node,
     host_cgroups: &[Cgroup],
     host_files: &[File],
+    host_tasks: &[Task],
     build_spec: fn(&Reporter, &Node, &[&str]) -> Result<Spec, SpecError>,
 ) -> Result<Vec<Vm>, SpecError> {
     let f = Fields::of(rep, "vm".into(), node, "a table of guests, such as [vm.g1]")?;
@@ -35,6 +36,14 @@ pub(super) fn build_vms(
                 e.key_at,
                 key,
                 format!("found the guest name {name:?}, expected {NAME_WORDS}"),
+            ));
+        }
+        // The host runs the guest as a task named after it (its VMM).
+        if host_tasks.iter().any(|t| &t.name == name) {
+            return Err(rep.at(
+                e.key_at,
+                key,
+                format!("found the guest name {name:?}, which a host [task.{name}] has; expected a name of its own: the host runs the guest as its VMM task, named after it"),
             ));
         }
         let g = Fields::of(

@@ -164,3 +164,12 @@ fn the_host_s_own_devices_take_no_host_file() {
     ));
     check(&e, 6, "swap[0].host_file", &["host_file", "guest"]);
 }
+
+#[test]
+fn a_guest_named_like_a_host_task_is_refused() {
+    // The host runs guest g1 as its VMM task "g1".
+    let text =
+        guest("accel = \"tcg\"", "").replace("[cgroup.vms]", "[task.g1]\nsteps = []\n[cgroup.vms]");
+    let e = rejected(&text);
+    check(&e, 8, "vm.g1", &["g1", "[task.g1]", "VMM task"]);
+}
