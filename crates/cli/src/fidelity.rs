@@ -62,10 +62,14 @@ pub fn passes(median: f64, min: f64, max: f64, sim: f64, tol: f64) -> bool {
 /// task, else 0, and `oom_kill/TASK/anon_rss_kb` (or `file_rss_kb`,
 /// `shmem_rss_kb`, `pgtables_kb`), what its kill logged (0 if none);
 /// `zram/N/FIELD`, a field of the mm_stat of `[[swap]]` entry N at the end
-/// (present when a region states its content).
+/// (present when a region states its content); `zswap/FILE`, a file of
+/// zswap's debugfs at the end (present when the spec sets zswap).
 fn counter(r: &mmsim_spec::output::RunResult, name: &str) -> i64 {
     if let Some((n, field)) = name.strip_prefix("zram/").and_then(|x| x.split_once('/')) {
         return zram_counter(r, n, field);
+    }
+    if let Some(file) = name.strip_prefix("zswap/") {
+        return r.zswap.and_then(|z| z.field(file)).unwrap_or(0) as i64;
     }
     if let Some(row) = name.strip_prefix("interrupts/") {
         return r.interrupts.get(row).copied().unwrap_or(0) as i64;

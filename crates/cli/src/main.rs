@@ -733,6 +733,18 @@ pub(crate) fn summary(r: &RunResult) -> String {
             z.huge_pages
         );
     }
+    if let Some(z) = &r.zswap {
+        let zswpout = r.vmstat.get("zswpout").copied().unwrap_or(0);
+        let zswpin = r.vmstat.get("zswpin").copied().unwrap_or(0);
+        s += &format!(
+            "
+zswap (debugfs as the last task ends): {} pages stored ({} same-filled) in a {:.1} MiB pool; {zswpout} stored and {zswpin} loaded over the run, {} refused at the pool's limit\n",
+            z.stored_pages,
+            z.same_filled_pages,
+            z.pool_total_size as f64 / (1u64 << 20) as f64,
+            z.pool_limit_hit
+        );
+    }
     let verdict = if r.integrity.violations == 0 {
         "OK"
     } else {

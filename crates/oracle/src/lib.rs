@@ -534,7 +534,26 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
         // "crc32c" and fails without a provider: crc32c_generic first.
         wanted.extend_from_slice(&["crc32c_generic", "xfs"]);
     }
+    wanted.extend(zswap_modules(&spec.sysfs.zswap));
     wanted
+}
+
+/// What zswap's parameters need loaded before they are written (the
+/// initramfs has no module loader for zswap's `request_module`): the
+/// compressor's crypto module where Debian builds it as one (lzo and
+/// deflate are built in) and zsmalloc (zbud is built in).
+fn zswap_modules(z: &mmsim_spec::Zswap) -> Vec<&'static str> {
+    let mut m = Vec::new();
+    if !z.configured {
+        return m;
+    }
+    if let c @ ("lz4" | "lz4hc" | "zstd") = z.compressor {
+        m.push(c);
+    }
+    if z.zpool == mmsim_spec::Zpool::Zsmalloc {
+        m.push("zsmalloc");
+    }
+    m
 }
 
 /// Parameters for the modules /init loads, which depend on the spec (so

@@ -122,6 +122,16 @@ pub fn swap_max(max: &str) -> Result<Option<(&'static str, String)>, String> {
     }
 }
 
+/// The file and value that set memory.zswap.max (none left at "max");
+/// Err on cgroup v1, which has none (zswap charges no v1 memcg).
+pub fn zswap_max(max: &str) -> Result<Option<(&'static str, String)>, String> {
+    match (mode(), max) {
+        (_, "max") => Ok(None),
+        (Mode::V2(_), _) => Ok(Some(("memory.zswap.max", max.to_string()))),
+        (Mode::V1(_), _) => Err("memory_zswap_max: this kernel's memory controller is cgroup v1, which has no memory.zswap.max (zswap charges no v1 memcg); expected memory_zswap_max = \"max\" on this machine".into()),
+    }
+}
+
 /// The file and value that set memory.oom.group; Err on cgroup v1, which
 /// has no group kill (its OOM killer always picks one task).
 pub fn oom_group(on: bool) -> Result<Option<(&'static str, String)>, String> {

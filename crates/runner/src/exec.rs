@@ -43,6 +43,8 @@ pub struct Report {
     /// zram's mm_stat then, when a region states its content.
     #[serde(default)]
     pub zram: Vec<mmsim_spec::output::ZramMmStat>,
+    /// zswap's debugfs counters then, when the spec sets zswap.
+    pub zswap: Option<mmsim_spec::output::ZswapStats>,
     pub error: Option<String>,
     /// The reports of the processes this one forked or spawned and of the
     /// threads it started, in the order they were started.
@@ -192,6 +194,13 @@ impl<'s> Child<'s> {
             true => crate::setup::zram_mm_stat(),
             false => Vec::new(),
         };
+        let zswap = self
+            .spec
+            .sysfs
+            .zswap
+            .configured
+            .then(crate::setup::zswap_debugfs)
+            .flatten();
         Report {
             task: TaskResult {
                 name: self.name.clone(),
@@ -206,6 +215,7 @@ impl<'s> Child<'s> {
             violations: self.violations,
             cgroups,
             zram,
+            zswap,
             error,
             forks: std::mem::take(&mut self.reports),
         }

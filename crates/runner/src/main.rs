@@ -305,6 +305,7 @@ fn run(
         },
         cgroups: last.map(|r| r.cgroups.clone()).unwrap_or_default(),
         zram: last.map(|r| r.zram.clone()).unwrap_or_default(),
+        zswap: last.and_then(|r| r.zswap),
         tasks: reports.into_iter().map(|r| r.task).collect(),
         vmstat: procfs::delta(&after, &before),
         profile: BTreeMap::new(),

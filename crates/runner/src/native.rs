@@ -50,6 +50,8 @@ pub fn preflight(spec: &Spec) -> Result<(), String> {
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
             crate::cgroup::swap_max(&limit_text(cg.memory_swap_max))
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
+            crate::cgroup::zswap_max(&limit_text(cg.memory_zswap_max))
+                .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
         }
         for s in crate::setup::settings(spec) {
             if let mmsim_spec::Setting::MemoryHigh { cgroup, limit } = s {

@@ -46,6 +46,7 @@ pub(crate) fn killed_report(
         violations: 0,
         cgroups,
         zram: Vec::new(),
+        zswap: None,
         error: None,
         forks: Vec::new(),
     }

@@ -33,6 +33,20 @@ pub fn zram_mm_stat() -> Vec<mmsim_spec::output::ZramMmStat> {
         .collect()
 }
 
+/// zswap's debugfs counters now (/sys/kernel/debug/zswap/), those this
+/// kernel has; None where debugfs shows none of them.
+pub fn zswap_debugfs() -> Option<mmsim_spec::output::ZswapStats> {
+    let mut z = mmsim_spec::output::ZswapStats::default();
+    let mut any = false;
+    for f in mmsim_spec::output::ZswapStats::FILES {
+        let text = read_trim(&format!("/sys/kernel/debug/zswap/{f}"));
+        if let Ok(v) = text.parse() {
+            any |= z.set(f, v);
+        }
+    }
+    any.then_some(z)
+}
+
 /// A swap device as set up, for the `swapoff` and `swapon` steps.
 #[derive(Debug, Clone)]
 pub struct SwapNode {
@@ -379,12 +393,14 @@ impl Setup {
                 self.knobs
                     .push((format!("cgroup:{}/{file}", cg.name), value.clone()));
             }
-            if let Some((file, value)) = crate::cgroup::swap_max(&limit(cg.memory_swap_max))
-                .map_err(|e| format!("cgroup.{}.{e}", cg.name))?
-            {
-                write(&format!("{dir}/{file}"), &value)?;
-                self.knobs
-                    .push((format!("cgroup:{}/{file}", cg.name), value.clone()));
+            let swap_max = crate::cgroup::swap_max(&limit(cg.memory_swap_max));
+            let zswap_max = crate::cgroup::zswap_max(&limit(cg.memory_zswap_max));
+            for set in [swap_max, zswap_max] {
+                if let Some((file, value)) = set.map_err(|e| format!("cgroup.{}.{e}", cg.name))? {
+                    write(&format!("{dir}/{file}"), &value)?;
+                    self.knobs
+                        .push((format!("cgroup:{}/{file}", cg.name), value.clone()));
+                }
             }
             self.knobs.push((
                 format!("cgroup:{}/memory.max", cg.name),

@@ -28,6 +28,7 @@ pub fn check_all(k: &Kernel) -> Result<(), SimError> {
     check_io(k)?;
     check_gen_sizes(k)?;
     check_cpumasks(k)?;
+    k.check_zswap().or_else(fail)?;
     Ok(())
 }
 
@@ -849,6 +850,25 @@ fn check_memcg(k: &Kernel) -> Result<(), SimError> {
         if let Some(m) = cpu.stock.cached {
             charged[m as usize] += cpu.stock.nr_pages;
         }
+    }
+    // Pages charged through the objcg (zswap's compressed bytes): the
+    // entries' bytes, the CPUs' byte stocks and the objcg's leftover are
+    // whole pages together.
+    let mut obj_bytes: Vec<u64> = k.memcgs.iter().map(|m| m.nr_charged_bytes as u64).collect();
+    for cpu in &k.cpus {
+        if let Some(m) = cpu.obj_stock.cached {
+            obj_bytes[m as usize] += cpu.obj_stock.nr_bytes as u64;
+        }
+    }
+    for (m, b) in obj_bytes.iter_mut().enumerate().skip(1) {
+        *b += k.memcgs[m].stat.get(Mc::Zswap) as u64;
+        if !b.is_multiple_of(4096) {
+            return fail(format!(
+                "memcg {} has {b} bytes charged through its objcg, not whole pages",
+                k.memcgs[m].name
+            ));
+        }
+        charged[m] += *b / 4096;
     }
     #[allow(clippy::needless_range_loop)] // m is a memcg id, not just an index
     for m in 1..k.memcgs.len() {

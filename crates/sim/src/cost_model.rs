@@ -269,6 +269,8 @@ functions! {
     FreeSwapSlot = "free_swap_slot",
     ZramWrite = "zram_write_page",
     ZramRead = "zram_read_page",
+    ZswapStore = "zswap_frontswap_store",
+    ZswapLoad = "zswap_frontswap_load",
     SwapReadpage = "swap_readpage",
     Unmap = "unmap_page_range",
     HandleMmFault = "handle_mm_fault",

@@ -18,6 +18,9 @@ pub struct Cpu {
     /// The lru_add folio batch (PAGEVEC_SIZE entries at most).
     pub lru_add: Vec<Pfn>,
     pub stock: MemcgStock,
+    /// The same stock's bytes charged in advance to one memcg's objcg
+    /// (`cached_objcg`, `nr_bytes`: memcontrol.rs `obj_cgroup_charge`).
+    pub obj_stock: crate::mm::memcontrol::ObjStock,
     /// `drain_all_stock` queued a drain of this CPU's stock in a kworker
     /// there; it runs before the CPU's next scheduled entity.
     pub stock_drain_pending: bool,
@@ -148,6 +151,8 @@ pub struct Kernel {
     /// What zram makes of each content kind, per swap device and kind id
     /// (resolved from the profile before the run; empty: no content).
     pub zram_kind_costs: Vec<Vec<crate::machine_profile::KindCost>>,
+    /// zswap (`mm/zswap.rs`).
+    pub zswap: crate::mm::zswap::Zswap,
     /// swapfile.c's globals (free and total slots, the mmlist …).
     pub swapfile: crate::mm::swapfile::Globals,
     /// Time syscalls spent waiting for I/O inside a step (swapoff).
@@ -432,6 +437,7 @@ impl Kernel {
             swap: Vec::new(),
             contents: Default::default(),
             zram_kind_costs: Vec::new(),
+            zswap: crate::mm::zswap::Zswap::new(spec.sysfs.zswap),
             swapfile: Default::default(),
             io_wait_ns: 0,
             mms: Vec::new(),
@@ -727,6 +733,7 @@ fn boot_memcgs(spec: &Spec) -> Vec<Memcg> {
         m.memory.min = cg.memory_min.pages().unwrap_or(u64::MAX);
         m.memory.low = cg.memory_low.pages().unwrap_or(u64::MAX);
         m.swap.max = cg.memory_swap_max.pages();
+        m.zswap_max = cg.memory_zswap_max.pages();
         m.oom_group = cg.memory_oom_group;
         memcgs.push(m);
     }

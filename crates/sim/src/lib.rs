@@ -336,6 +336,7 @@ pub(crate) fn boot<'s>(
 ) -> Result<Booted<'s>, SimError> {
     let mut kernel = Box::new(Kernel::new(spec, costs.costs)?);
     kernel.setup_page_contents(spec, &costs.compress)?;
+    kernel.setup_zswap(&costs.compress)?;
     let machine = machine_info(&kernel, spec);
     if guest {
         kernel.frame_log = Some(Vec::new());
@@ -362,6 +363,7 @@ pub(crate) fn boot<'s>(
 pub(crate) struct AtEnd {
     cgroups: BTreeMap<String, CgroupResult>,
     zram: Vec<ZramMmStat>,
+    zswap: Option<mmsim_spec::output::ZswapStats>,
     check_err: Option<SimError>,
     checks: u64,
 }
@@ -372,6 +374,7 @@ impl AtEnd {
     pub(crate) fn read(&mut self, k: &mut Kernel, check: bool) {
         self.cgroups = cgroup_results(k);
         self.zram = k.zram_mm_stat();
+        self.zswap = k.zswap_stats();
         if check {
             self.check_err = check::check_all(k).err();
             self.checks += 1;
@@ -482,7 +485,7 @@ fn result_of(
                     name: p.name.clone(),
                     start_ns: p.start,
                     end_ns: p.end,
-                    vmstat: vm_map(&p.vm_delta, spec.machine.kernel),
+                    vmstat: vm_map(&p.vm_delta, spec),
                     kv: p.kv,
                     trace_requests: p.trace_requests,
                     lru_gen: p.lru_gen.clone(),
@@ -504,6 +507,7 @@ fn result_of(
     RunResult {
         pressure,
         zram: at_end.zram,
+        zswap: at_end.zswap,
         format: 1,
         engine: Engine {
             name: "mmsim".into(),
@@ -514,7 +518,7 @@ fn result_of(
         machine: m.machine.clone(),
         elapsed_ns: elapsed,
         tasks,
-        vmstat: vm_map(&k.vm.delta(&m.vm_start), spec.machine.kernel),
+        vmstat: vm_map(&k.vm.delta(&m.vm_start), spec),
         cgroups: at_end.cgroups,
         integrity: IntegrityResult {
             pages_checked: k.integrity.pages_checked,
@@ -565,11 +569,13 @@ fn knobs_in_force(spec: &Spec, costs: &machine_profile::CostProfile) -> BTreeMap
                 m.insert(format!("cgroup:{}/{file}", cg.name), limit(l));
             }
         }
-        if cg.memory_swap_max != mmsim_spec::Limit::Max {
-            m.insert(
-                format!("cgroup:{}/memory.swap.max", cg.name),
-                limit(cg.memory_swap_max),
-            );
+        for (file, l) in [
+            ("memory.swap.max", cg.memory_swap_max),
+            ("memory.zswap.max", cg.memory_zswap_max),
+        ] {
+            if l != mmsim_spec::Limit::Max {
+                m.insert(format!("cgroup:{}/{file}", cg.name), limit(l));
+            }
         }
     }
     for d in &spec.disks {
@@ -628,10 +634,12 @@ fn knobs_in_force(spec: &Spec, costs: &machine_profile::CostProfile) -> BTreeMap
     m
 }
 
-fn vm_map(v: &vmstat::VmStat, preset: mmsim_spec::Preset) -> BTreeMap<String, i64> {
-    let absent = vmstat::vmstat_absent(preset);
+fn vm_map(v: &vmstat::VmStat, spec: &Spec) -> BTreeMap<String, i64> {
+    let absent = vmstat::vmstat_absent(spec.machine.kernel);
+    let zswap = spec.sysfs.zswap.configured;
     v.iter()
         .filter(|(n, _)| !absent.contains(n))
+        .filter(|(n, _)| zswap || !vmstat::ZSWAP_LINES.contains(n))
         .map(|(n, x)| (n.to_string(), x))
         .collect()
 }
@@ -695,6 +703,7 @@ fn cgroup_results(k: &mut Kernel) -> BTreeMap<String, CgroupResult> {
                 memory_stat: stat
                     .lines()
                     .filter(|(n, _)| !absent.contains(n))
+                    .filter(|(n, _)| k.zswap.params.configured || !vmstat::ZSWAP_LINES.contains(n))
                     .map(|(n, v)| (n.to_string(), v))
                     .collect(),
                 memory_events: [

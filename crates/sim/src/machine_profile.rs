@@ -223,6 +223,21 @@ pub struct KindCost {
     pub decompress_ns: u64,
 }
 
+/// What `compressor` makes of a page without stated content (the
+/// runner's 4-byte token and zeros), the row `mmsim calibrate
+/// --zram-content` records as "token".
+pub fn token_cost(table: &CompressTable, compressor: &str) -> Result<KindCost, String> {
+    table
+        .get(compressor)
+        .and_then(|t| t.get("token"))
+        .map(|e| KindCost {
+            comp_len: e.bytes as u32,
+            compress_ns: e.compress_ns,
+            decompress_ns: e.decompress_ns,
+        })
+        .ok_or_else(|| format!("the machine profile has no measurement of token pages (the runner's pages without content) through {compressor:?}; zswap needs one: `sudo mmsim calibrate --zram-content` measures the compressors this machine's kernel has"))
+}
+
 /// A kind's cost with `compressor` from `table`. A ratio the table has
 /// not measured is interpolated linearly in its random share (1/ratio)
 /// between the nearest measured ratios (random content is ratio 1), as

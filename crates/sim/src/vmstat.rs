@@ -118,6 +118,9 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     SwapRaHit = "swap_ra_hit",
     SwpinZero = "swpin_zero",
     SwpoutZero = "swpout_zero",
+    // zswap's (CONFIG_ZSWAP; output only where the spec sets zswap).
+    Zswpin = "zswpin",
+    Zswpout = "zswpout",
     // Per-size mTHP statistics (not in 6.1: sysfs
     // transparent_hugepage/hugepages-<size>kB/stats/, 6.10 and later),
     // reported only when not zero.
@@ -611,6 +614,10 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     File = "file",
     Pagetables = "pagetables",
     Shmem = "shmem",
+    // MEMCG_ZSWAP_B (kept in bytes) and MEMCG_ZSWAPPED (pages): output
+    // only where the spec sets zswap.
+    Zswap = "zswap",
+    Zswapped = "zswapped",
     FileMapped = "file_mapped",
     FileDirty = "file_dirty",
     FileWriteback = "file_writeback",
@@ -646,6 +653,8 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     Pgdeactivate = "pgdeactivate",
     Pglazyfree = "pglazyfree",
     Pglazyfreed = "pglazyfreed",
+    Zswpin = "zswpin",
+    Zswpout = "zswpout",
     ThpFaultAlloc = "thp_fault_alloc",
     ThpCollapseAlloc = "thp_collapse_alloc",
     SwpinZero = "swpin_zero",
@@ -659,11 +668,16 @@ impl MemcgStat {
     /// memory.stat lines: (name, value) with sizes in bytes.
     pub fn lines(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
         MC_NAMES.iter().enumerate().map(|(i, &n)| {
-            let size = i <= Mc::Unevictable as usize;
+            let size = i <= Mc::Unevictable as usize && i != Mc::Zswap as usize;
             (n, if size { self.v[i] * 4096 } else { self.v[i] })
         })
     }
 }
+
+/// The /proc/vmstat and memory.stat lines of zswap, left out of the
+/// output of a run whose spec does not set zswap (its output is as it
+/// was before zswap was modelled).
+pub const ZSWAP_LINES: [&str; 4] = ["zswpin", "zswpout", "zswap", "zswapped"];
 
 /// /proc/vmstat lines mmsim keeps that the preset's release does not
 /// have: its output leaves them out, as that kernel does. 5.10's from its

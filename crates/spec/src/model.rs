@@ -443,6 +443,61 @@ pub struct Sysfs {
     /// 6.1), for orders 2 to 9: index order − 2. Unset: the kernel's
     /// default, `inherit` at PMD size, else `never`.
     pub anon_mthp: [MthpAnon; 8],
+    /// module/zswap/parameters/*: the compressed cache in front of swap.
+    pub zswap: Zswap,
+}
+
+/// zswap's module parameters as the spec sets them (Debian's 6.1 boot
+/// values where it does not: off, lzo, zbud, 20 %, 90 %, both kinds of
+/// page accepted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Zswap {
+    /// Whether any `module/zswap/parameters/` key was given: without one
+    /// the run has no zswap at all, and its output no zswap counters.
+    pub configured: bool,
+    pub enabled: bool,
+    /// The crypto compressor's name.
+    pub compressor: &'static str,
+    pub zpool: Zpool,
+    pub max_pool_percent: u32,
+    pub accept_threshold_percent: u32,
+    pub same_filled_pages_enabled: bool,
+    pub non_same_filled_pages_enabled: bool,
+}
+
+impl Default for Zswap {
+    fn default() -> Self {
+        Zswap {
+            configured: false,
+            enabled: false,
+            compressor: "lzo",
+            zpool: Zpool::Zbud,
+            max_pool_percent: 20,
+            accept_threshold_percent: 90,
+            same_filled_pages_enabled: true,
+            non_same_filled_pages_enabled: true,
+        }
+    }
+}
+
+/// The allocator zswap stores compressed pages in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zpool {
+    /// Two objects per page at most, in 64-byte chunks, with an LRU of
+    /// its pages that zswap writes back from.
+    Zbud,
+    /// Size classes over zspages; not evictable in 6.1.
+    Zsmalloc,
+}
+
+impl Zpool {
+    pub const ALL: [Zpool; 2] = [Zpool::Zbud, Zpool::Zsmalloc];
+    pub fn name(self) -> &'static str {
+        match self {
+            Zpool::Zbud => "zbud",
+            Zpool::Zsmalloc => "zsmalloc",
+        }
+    }
 }
 
 impl Sysfs {
@@ -824,6 +879,9 @@ pub struct Cgroup {
     pub memory_low: Limit,
     /// memory.swap.max: the swap its pages may hold ("max" by default).
     pub memory_swap_max: Limit,
+    /// memory.zswap.max: the compressed bytes its pages may hold in zswap
+    /// ("max" by default; 5.19 and later).
+    pub memory_zswap_max: Limit,
     /// memory.oom.group: an OOM kill in it kills every task in it.
     pub memory_oom_group: bool,
 }

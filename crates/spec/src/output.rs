@@ -43,6 +43,10 @@ pub struct RunResult {
     /// when a region of the spec states its content (docs/output.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zram: Vec<ZramMmStat>,
+    /// zswap's debugfs counters (/sys/kernel/debug/zswap/) as the last
+    /// task ends, when the spec sets a zswap parameter (docs/output.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zswap: Option<ZswapStats>,
     /// Each guest's own run (`[vm.NAME]`), by name: its tasks, counters
     /// and cgroups, as the guest's kernel shows them. Its VMM is a task of
     /// this (the host's) run.
@@ -95,6 +99,66 @@ impl ZramMmStat {
             same_pages: v[5],
             huge_pages: v[7],
         })
+    }
+}
+
+/// /sys/kernel/debug/zswap/: the pool's size and what it holds, and why
+/// stores were refused.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ZswapStats {
+    /// Bytes of the pool's pages.
+    pub pool_total_size: u64,
+    pub stored_pages: u64,
+    pub same_filled_pages: u64,
+    pub pool_limit_hit: u64,
+    pub written_back_pages: u64,
+    pub reject_reclaim_fail: u64,
+    pub reject_alloc_fail: u64,
+    pub reject_kmemcache_fail: u64,
+    pub reject_compress_poor: u64,
+    pub duplicate_entry: u64,
+}
+
+impl ZswapStats {
+    /// The debugfs files, in this order (fidelity's `zswap/FILE`).
+    pub const FILES: [&'static str; 10] = [
+        "pool_total_size",
+        "stored_pages",
+        "same_filled_pages",
+        "pool_limit_hit",
+        "written_back_pages",
+        "reject_reclaim_fail",
+        "reject_alloc_fail",
+        "reject_kmemcache_fail",
+        "reject_compress_poor",
+        "duplicate_entry",
+    ];
+
+    fn slot(&mut self, name: &str) -> Option<&mut u64> {
+        Some(match name {
+            "pool_total_size" => &mut self.pool_total_size,
+            "stored_pages" => &mut self.stored_pages,
+            "same_filled_pages" => &mut self.same_filled_pages,
+            "pool_limit_hit" => &mut self.pool_limit_hit,
+            "written_back_pages" => &mut self.written_back_pages,
+            "reject_reclaim_fail" => &mut self.reject_reclaim_fail,
+            "reject_alloc_fail" => &mut self.reject_alloc_fail,
+            "reject_kmemcache_fail" => &mut self.reject_kmemcache_fail,
+            "reject_compress_poor" => &mut self.reject_compress_poor,
+            "duplicate_entry" => &mut self.duplicate_entry,
+            _ => return None,
+        })
+    }
+
+    /// A counter by its debugfs file name; None for a name it lacks.
+    pub fn field(&self, name: &str) -> Option<u64> {
+        let mut c = *self;
+        c.slot(name).map(|v| *v)
+    }
+
+    /// Sets a counter by its debugfs file name (false: no such file).
+    pub fn set(&mut self, name: &str, v: u64) -> bool {
+        self.slot(name).map(|s| *s = v).is_some()
     }
 }
 

@@ -262,6 +262,35 @@ fn draw_sysfs(d: &mut Draw, out: &mut String, kernel: &str) {
                 khugepaged_knobs(d, out);
             }
         }
+        // zswap, as 6.1 has it: zbud (whose writeback stops a run that
+        // fills its pool: a refusal) or zsmalloc with a pool small enough
+        // to fill.
+        if kernel == "6.1" && d.chance(30) {
+            let z = "module/zswap/parameters";
+            writeln!(out, "\"{z}/enabled\" = {}", d.chance(85)).unwrap();
+            writeln!(out, "\"{z}/compressor\" = \"{}\"", d.pick(&["lzo", "lz4"])).unwrap();
+            let zpool = d.pick(&["zbud", "zsmalloc"]);
+            writeln!(out, "\"{z}/zpool\" = \"{zpool}\"").unwrap();
+            if d.chance(50) {
+                let pct = d.pick(&[0u32, 1, 2, 20, 50]);
+                writeln!(out, "\"{z}/max_pool_percent\" = {pct}").unwrap();
+            }
+            if d.chance(20) {
+                let pct = d.pick(&[0u32, 50, 90, 100]);
+                writeln!(out, "\"{z}/accept_threshold_percent\" = {pct}").unwrap();
+            }
+            if d.chance(20) {
+                writeln!(out, "\"{z}/same_filled_pages_enabled\" = {}", d.chance(50)).unwrap();
+            }
+            if d.chance(10) {
+                writeln!(
+                    out,
+                    "\"{z}/non_same_filled_pages_enabled\" = {}",
+                    d.chance(50)
+                )
+                .unwrap();
+            }
+        }
         if thp {
             let w = d.pick(&["always", "advise", "within_size", "never", "deny", "force"]);
             writeln!(
@@ -380,6 +409,10 @@ fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
         if d.chance(15) {
             let swap_max = d.pick(&["0", "100K", "1M", "4M", "16M"]);
             writeln!(out, "memory_swap_max = \"{swap_max}\"").unwrap();
+        }
+        if d.chance(10) {
+            let zswap_max = d.pick(&["0", "16K", "256K", "4M"]);
+            writeln!(out, "memory_zswap_max = \"{zswap_max}\"").unwrap();
         }
     }
     ncg

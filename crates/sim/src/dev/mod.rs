@@ -1,4 +1,5 @@
 //! Swap and block device models.
 pub mod blockdev;
+pub mod zbud;
 pub mod zram;
 pub mod zsmalloc;

@@ -62,6 +62,11 @@ pub struct Memcg {
     pub events: MemcgEvents,
     /// memory.oom.group.
     pub oom_group: bool,
+    /// `objcg->nr_charged_bytes`: bytes left over when a CPU's object
+    /// stock moved to another objcg, there for the next stock to take.
+    pub nr_charged_bytes: u32,
+    /// memory.zswap.max in pages (None: "max").
+    pub zswap_max: Option<u64>,
 }
 
 impl Memcg {
@@ -75,6 +80,8 @@ impl Memcg {
             stat: MemcgStat::default(),
             events: MemcgEvents::default(),
             oom_group: false,
+            nr_charged_bytes: 0,
+            zswap_max: None,
         }
     }
 }
@@ -84,6 +91,17 @@ impl Memcg {
 pub struct MemcgStock {
     pub cached: Option<u16>,
     pub nr_pages: u64,
+}
+
+/// The byte half of a CPU's `memcg_stock_pcp`: bytes charged in advance
+/// to one memcg's objcg (`cached_objcg`, `nr_bytes`). Simplification:
+/// only zswap charges bytes here; the slab objects the kernel also
+/// charges through it (`__GFP_ACCOUNT`) are not modelled, so the stock
+/// changes hands only between zswap's memcgs.
+#[derive(Clone, Copy, Default)]
+pub struct ObjStock {
+    pub cached: Option<u16>,
+    pub nr_bytes: u32,
 }
 
 /// `mem_cgroup_uncharge_list`, and when the other CPUs see it.
@@ -320,18 +338,121 @@ impl Kernel {
         }
     }
 
+    /// `obj_cgroup_charge` of `size` bytes to `memcg`'s objcg from the
+    /// current CPU's stock, else whole pages (`obj_cgroup_charge_pages`,
+    /// forced past the limit: zswap charges in reclaim, PF_MEMALLOC)
+    /// with the rest of the last page left in the stock.
+    pub(crate) fn obj_cgroup_charge(&mut self, memcg: u16, size: u32) {
+        let stock = &mut self.cpus[self.cur_cpu].obj_stock;
+        if stock.cached == Some(memcg) && stock.nr_bytes >= size {
+            stock.nr_bytes -= size;
+            return;
+        }
+        let nr_pages = size.div_ceil(4096) as u64;
+        self.try_charge_memalloc(memcg, nr_pages);
+        if !size.is_multiple_of(4096) {
+            self.refill_obj_stock(memcg, 4096 - size % 4096, false);
+        }
+    }
+
+    /// `obj_cgroup_uncharge`: the bytes go back to the stock.
+    pub(crate) fn obj_cgroup_uncharge(&mut self, memcg: u16, size: u32) {
+        self.refill_obj_stock(memcg, size, true);
+    }
+
+    /// `refill_obj_stock`: bytes into the current CPU's stock, taking it
+    /// over from another objcg (`drain_obj_stock`); past a page, whole
+    /// pages are uncharged when `allow_uncharge` (or the stock changed
+    /// hands).
+    fn refill_obj_stock(&mut self, memcg: u16, nr_bytes: u32, mut allow_uncharge: bool) {
+        let cpu = self.cur_cpu;
+        if self.cpus[cpu].obj_stock.cached != Some(memcg) {
+            self.drain_obj_stock(cpu);
+            let left = std::mem::take(&mut self.memcgs[memcg as usize].nr_charged_bytes);
+            self.cpus[cpu].obj_stock = ObjStock {
+                cached: Some(memcg),
+                nr_bytes: left,
+            };
+            allow_uncharge = true;
+        }
+        let stock = &mut self.cpus[cpu].obj_stock;
+        stock.nr_bytes += nr_bytes;
+        let mut nr_pages = 0;
+        if allow_uncharge && stock.nr_bytes > 4096 {
+            nr_pages = stock.nr_bytes / 4096;
+            stock.nr_bytes %= 4096;
+        }
+        if nr_pages > 0 {
+            // obj_cgroup_uncharge_pages: into the page stock.
+            self.refill_stock(memcg, nr_pages as u64);
+        }
+    }
+
+    /// `drain_obj_stock`: the whole pages of a CPU's byte stock are
+    /// uncharged, the rest left with its objcg.
+    fn drain_obj_stock(&mut self, cpu: usize) {
+        let ObjStock { cached, nr_bytes } = std::mem::take(&mut self.cpus[cpu].obj_stock);
+        let Some(old) = cached else { return };
+        let (pages, rest) = (nr_bytes / 4096, nr_bytes % 4096);
+        if pages > 0 {
+            // obj_cgroup_uncharge_pages → refill_stock on this CPU.
+            let cur = std::mem::replace(&mut self.cur_cpu, cpu);
+            self.refill_stock(old, pages as u64);
+            self.cur_cpu = cur;
+        }
+        self.memcgs[old as usize].nr_charged_bytes += rest;
+    }
+
+    /// `try_charge_memcg` from a PF_MEMALLOC context: the stock or the
+    /// page counter (a batch, then the pages alone), else charged past the
+    /// limit (`force`: "prevent unbounded recursion when reclaim
+    /// operations need to allocate memory").
+    fn try_charge_memalloc(&mut self, memcg: u16, nr: u64) {
+        self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
+        if self.is_root(memcg) || self.consume_stock(memcg, nr) {
+            return;
+        }
+        let batch = MEMCG_CHARGE_BATCH.max(nr);
+        for b in [batch, nr] {
+            if self.page_counter_try_charge(memcg, b).is_ok() {
+                self.done_restock(memcg, nr, b);
+                return;
+            }
+        }
+        self.page_counter_charge(memcg, nr);
+    }
+
+    /// `page_counter_charge`: every level, limits or not.
+    fn page_counter_charge(&mut self, memcg: u16, nr: u64) {
+        let mut cur = memcg;
+        while cur != ROOT_MEMCG {
+            let c = &mut self.memcgs[cur as usize].memory;
+            c.usage += nr;
+            c.peak = c.peak.max(c.usage);
+            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
+        }
+        if self.cpus.len() > 1 {
+            self.page_counter_lines(memcg);
+        }
+        self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.page_counter);
+    }
+
     /// `drain_all_stock`: every CPU's non-empty stock of a memcg in
     /// `root`'s subtree; the local one now, the others by a work item on
     /// their CPU (`schedule_work_on`), i.e. after this charge's retry.
     fn drain_all_stock(&mut self, root: u16) {
         for cpu in 0..self.cpus.len() {
             let stock = self.cpus[cpu].stock;
-            let Some(m) = stock.cached else { continue };
-            if stock.nr_pages == 0 || !self.is_descendant(m, root) {
+            let pages = stock
+                .cached
+                .is_some_and(|m| stock.nr_pages > 0 && self.is_descendant(m, root));
+            // obj_stock_flush_required
+            let objcg = self.cpus[cpu].obj_stock.cached;
+            if !pages && !objcg.is_some_and(|m| self.is_descendant(m, root)) {
                 continue;
             }
             if cpu == self.cur_cpu {
-                self.drain_stock(cpu);
+                self.drain_local_stock(cpu);
             } else {
                 self.cpus[cpu].stock_drain_pending = true;
                 self.stock_drains_pending = true;
@@ -347,9 +468,15 @@ impl Kernel {
         }
         for cpu in 0..self.cpus.len() {
             if std::mem::take(&mut self.cpus[cpu].stock_drain_pending) {
-                self.drain_stock(cpu);
+                self.drain_local_stock(cpu);
             }
         }
+    }
+
+    /// `drain_local_stock`: the byte stock, then the page stock.
+    fn drain_local_stock(&mut self, cpu: usize) {
+        self.drain_obj_stock(cpu);
+        self.drain_stock(cpu);
     }
 
     /// `memcg_memory_event`: counted in the memcg and, as cgroup v2 does

@@ -889,6 +889,10 @@ impl Kernel {
         // swap_readpage(page, true): the same memory stall as through the
         // swap cache.
         let psi = self.swap_read_memstall_enter(pfn);
+        if self.frontswap_load(pfn, entry) {
+            self.psi_memstall_leave(psi);
+            return Ok(pfn);
+        }
         self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
         let version = self.zram_read_page(ty, off as u32);
         self.folios.version[pfn as usize] = version;

@@ -28,3 +28,4 @@ pub mod tlb;
 pub mod vmscan;
 pub mod vmstat_pcp;
 pub mod workingset;
+pub mod zswap;

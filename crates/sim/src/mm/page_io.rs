@@ -208,7 +208,13 @@ impl Kernel {
             return;
         }
         let psi = self.swap_read_memstall_enter(pfn);
-        self.swap_readpage_dev(pfn, entry, f);
+        if self.frontswap_load(pfn, entry) {
+            let f = self.folios.get_mut(pfn);
+            f.set(PG_UPTODATE);
+            f.clear(PG_LOCKED);
+        } else {
+            self.swap_readpage_dev(pfn, entry, f);
+        }
         self.psi_memstall_leave(psi);
     }
 

@@ -809,6 +809,7 @@ impl Kernel {
                 si.cache[off as usize] = 0;
             }
             self.swapfile.nr_swap_pages += 1;
+            self.zswap_invalidate_page(ty, off);
             if self.swap[ty].bdev.is_none() {
                 self.zram_slot_free_notify(ty, off);
             }

@@ -1147,6 +1147,12 @@ impl Kernel {
         if self.swap_zeromap_folio(pfn) {
             return;
         }
+        if self.frontswap_store(pfn) {
+            // zswap took it: folio_start_writeback, folio_unlock and
+            // folio_end_writeback at once, no I/O (NR_WRITTEN counts it).
+            self.mod_node_page_state(Vm::NrWritten, nr as i64);
+            return;
+        }
         // count_swpout_vm_event (and, 7.3, count_memcg_folio_events).
         self.vm.add(Vm::Pswpout, nr as i64);
         self.memcg_stat(f.memcg, Mc::Pswpout, nr as i64);

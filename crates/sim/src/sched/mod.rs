@@ -160,6 +160,7 @@ impl<'s> Scheduler<'s> {
             k.lines.horizon = start;
             // Work items queued for other CPUs have run by now.
             k.run_pending_stock_drains();
+            k.run_pending_zswap_shrink();
             k.clock_base = start;
             k.pending_ns = 0;
             k.process_io_completions(start);

@@ -24,7 +24,7 @@ pub(super) fn build_fidelity(rep: &Reporter, node: &Node) -> Result<Fidelity, Sp
         &f,
         "tolerance",
         &counter,
-        "a /proc/vmstat name such as pgfault (or a per-size statistic such as hugepages-64kB/stats/swpout, interrupts/TLB for the TLB-shootdown IPIs, memory_events/CGROUP/EVENT, memory_swap_events/CGROUP/EVENT, memory_stat/CGROUP/KEY, oom_kill/TASK, or zram/N/FIELD for a field of zram swap device N's mm_stat)",
+        "a /proc/vmstat name such as pgfault (or a per-size statistic such as hugepages-64kB/stats/swpout, interrupts/TLB for the TLB-shootdown IPIs, memory_events/CGROUP/EVENT, memory_swap_events/CGROUP/EVENT, memory_stat/CGROUP/KEY, oom_kill/TASK, zram/N/FIELD for a field of zram swap device N's mm_stat, or zswap/FILE for a file of zswap's debugfs)",
     )?;
     Ok(Fidelity {
         misses: misses(rep, &f, &counters)?,

@@ -17,6 +17,11 @@ const THP_USE_ZERO_PAGE: &str = "kernel/mm/transparent_hugepage/use_zero_page";
 const KHUGEPAGED: &str = "kernel/mm/transparent_hugepage/khugepaged/";
 const LRU_GEN_ENABLED: &str = "kernel/mm/lru_gen/enabled";
 const LRU_GEN_MIN_TTL: &str = "kernel/mm/lru_gen/min_ttl_ms";
+const ZSWAP: &str = "module/zswap/parameters/";
+/// The compressors Debian's 6.1 kernel offers zswap (`crypto_has_acomp`:
+/// CONFIG_CRYPTO_LZO and _DEFLATE built in, _LZ4, _LZ4HC and _ZSTD as
+/// modules; no 842).
+const ZSWAP_COMPRESSORS: [&str; 6] = ["lzo", "lzo-rle", "lz4", "lz4hc", "zstd", "deflate"];
 
 /// `kstrtouint(buf, 0, ..)`: decimal, 0x hex or 0 octal, a newline allowed.
 fn parse_kstrtouint(s: &str) -> Option<u32> {
@@ -172,6 +177,7 @@ pub(crate) fn build_sysfs(
         shmem_enabled: None,
         shmem_mthp: std::array::from_fn(|i| MthpShmem::default_for(i + 2)),
         anon_mthp: std::array::from_fn(|i| MthpAnon::default_for(i + 2)),
+        zswap: Zswap::default(),
     };
     let env = SysfsEnv {
         rep,
@@ -381,6 +387,17 @@ pub(crate) const SYSFS: &[SysfsKnob] = &[
             Ok(())
         },
     },
+    // zswap: the compressed cache in front of swap.
+    SysfsKnob {
+        path: ZSWAP,
+        names: |k| k.starts_with(ZSWAP),
+        listed: true,
+        since: None,
+        refuse: |key, preset, _| {
+            (preset != Preset::V6_1).then(|| format!("found the zswap knob \"{key}\" with machine.kernel = \"{preset}\"; zswap is modelled as Linux 6.1 has it (frontswap, zbud's writeback; 6.8 and later store, load and write back by other paths, not modelled yet); expected machine.kernel = \"6.1\" for a zswap spec"))
+        },
+        store: store_zswap,
+    },
 ];
 
 /// Why a file of the running kernel's sysfs may be missing: the release
@@ -477,6 +494,62 @@ fn store_thp_enabled(
         return Err(rep.at(v.at, path.to_string(), format!("found anonymous THP (\"{value}\") with machine.kernel = \"{preset}\"; mmsim models anonymous THP as Linux 6.1 has it (later releases allocate anonymous memory in multi-size folios, not modelled yet); expected \"never\", or machine.kernel = \"6.1\"")));
     }
     kept.s.thp_enabled = w;
+    Ok(())
+}
+
+/// A knob under module/zswap/parameters/, checked as 6.1's parameter
+/// ops check it: `param_set_bool` (kstrtobool), `param_set_uint`, and
+/// the compressor and zpool by name.
+fn store_zswap(
+    env: &SysfsEnv,
+    key: &str,
+    e: &crate::tree::Entry,
+    path: &str,
+    kept: &mut Kept,
+) -> Result<(), SpecError> {
+    let (rep, v) = (env.rep, &e.node);
+    let z = &mut kept.s.zswap;
+    let text = value_text(rep, v, path)?;
+    let boolean = || {
+        kstrtobool(&text)
+            .ok_or_else(|| type_error(rep, v, path, "a boolean (true or false, \"Y\" or \"N\")"))
+    };
+    let uint = || {
+        let n = match &v.val {
+            Val::Int(n) => u32::try_from(*n).ok(),
+            _ => text.strip_suffix('\n').unwrap_or(&text).parse().ok(),
+        };
+        n.ok_or_else(|| {
+            type_error(
+                rep,
+                v,
+                path,
+                "a percentage, an integer from 0 to 4294967295",
+            )
+        })
+    };
+    match &key[ZSWAP.len()..] {
+        "enabled" => z.enabled = boolean()?,
+        "same_filled_pages_enabled" => z.same_filled_pages_enabled = boolean()?,
+        "non_same_filled_pages_enabled" => z.non_same_filled_pages_enabled = boolean()?,
+        "max_pool_percent" => z.max_pool_percent = uint()?,
+        "accept_threshold_percent" => z.accept_threshold_percent = uint()?,
+        "compressor" => {
+            let Some(&c) = ZSWAP_COMPRESSORS.iter().find(|&&c| c == text) else {
+                let all: Vec<String> = ZSWAP_COMPRESSORS.iter().map(|c| format!("\"{c}\"")).collect();
+                return Err(type_error(rep, v, path, &format!("one of {} (the compressors Debian's 6.1 offers zswap)", all.join(", "))));
+            };
+            z.compressor = c;
+        }
+        "zpool" => {
+            if text == "z3fold" {
+                return Err(rep.at(v.at, path.to_string(), "found zpool \"z3fold\", which mmsim does not model; expected \"zbud\" (6.1's default) or \"zsmalloc\"".to_string()));
+            }
+            z.zpool = one_of(rep, v, path, Zpool::ALL, Zpool::name)?;
+        }
+        _ => return Err(rep.at(e.key_at, path.to_string(), format!("found the zswap knob \"{key}\", which 6.1's zswap does not have; expected one of {ZSWAP}{{enabled, compressor, zpool, max_pool_percent, accept_threshold_percent, same_filled_pages_enabled, non_same_filled_pages_enabled}}"))),
+    }
+    z.configured = true;
     Ok(())
 }
 
@@ -598,6 +671,35 @@ fn push_sysfs_knobs(
         format!("sysfs:{VMA_RA_ENABLED}"),
         s.vma_ra_enabled.to_string(),
     ));
+    push_zswap_knobs(&s.zswap, knobs);
+}
+
+/// zswap's parameters when the spec sets any, every one (so a machine
+/// whose zswap was left otherwise runs as the spec says), `enabled` last:
+/// the pool is made with the compressor and zpool written before it. As
+/// the kernel shows them: booleans "Y" or "N".
+fn push_zswap_knobs(z: &Zswap, knobs: &mut Vec<(String, String)>) {
+    if !z.configured {
+        return;
+    }
+    let yn = |b: bool| if b { "Y" } else { "N" }.to_string();
+    for (name, value) in [
+        ("compressor", z.compressor.to_string()),
+        ("zpool", z.zpool.name().to_string()),
+        ("max_pool_percent", z.max_pool_percent.to_string()),
+        (
+            "accept_threshold_percent",
+            z.accept_threshold_percent.to_string(),
+        ),
+        ("same_filled_pages_enabled", yn(z.same_filled_pages_enabled)),
+        (
+            "non_same_filled_pages_enabled",
+            yn(z.non_same_filled_pages_enabled),
+        ),
+        ("enabled", yn(z.enabled)),
+    ] {
+        knobs.push((format!("sysfs:{ZSWAP}{name}"), value));
+    }
 }
 
 #[cfg(test)]

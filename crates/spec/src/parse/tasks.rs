@@ -31,6 +31,7 @@ pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cg
             "memory_min",
             "memory_low",
             "memory_swap_max",
+            "memory_zswap_max",
             "memory_oom_group",
         ],
         "a [cgroup.NAME] table",
@@ -49,6 +50,7 @@ pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cg
         memory_min: lim_or("memory_min", Limit::Bytes(0))?,
         memory_low: lim_or("memory_low", Limit::Bytes(0))?,
         memory_swap_max: lim("memory_swap_max")?,
+        memory_zswap_max: lim("memory_zswap_max")?,
         memory_oom_group: match c.get("memory_oom_group") {
             None => false,
             Some(v) => boolean(rep, v, &c.path("memory_oom_group"))?,

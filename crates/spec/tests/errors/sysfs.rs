@@ -319,3 +319,59 @@ memory = "512M"
         &["1.5", "a string, boolean or integer"],
     );
 }
+
+#[test]
+fn zswap_parameters_take_6_1_values_and_are_written_enabled_last() {
+    let s = parse(&with_task(
+        "[machine]\nmemory = \"512M\"\nkernel = \"6.1\"\n[sysfs]\n\"module/zswap/parameters/enabled\" = \"Y\"\n\"module/zswap/parameters/zpool\" = \"zsmalloc\"\n\"module/zswap/parameters/max_pool_percent\" = 5\n",
+    ))
+    .expect("valid");
+    let z = s.sysfs.zswap;
+    assert!(z.configured && z.enabled && z.same_filled_pages_enabled);
+    assert_eq!(
+        (z.compressor, z.zpool.name(), z.max_pool_percent),
+        ("lzo", "zsmalloc", 5)
+    );
+    let written: Vec<&str> = s
+        .knobs
+        .iter()
+        .filter_map(|(k, _)| k.strip_prefix("sysfs:module/zswap/parameters/"))
+        .collect();
+    assert_eq!(written.last(), Some(&"enabled"));
+    assert_eq!(
+        written.len(),
+        7,
+        "every parameter, so a machine's own stay out"
+    );
+    // Without a zswap key nothing of zswap is written.
+    let s = parse(&with_task("[machine]\nmemory = \"512M\"\n")).expect("valid");
+    assert!(!s.sysfs.zswap.configured);
+    assert!(!s.knobs.iter().any(|(k, _)| k.contains("zswap")));
+}
+
+#[test]
+fn zswap_parameters_out_of_range_unknown_or_on_other_presets_are_refused() {
+    let head = |key: &str, value: &str, kernel: &str| {
+        with_task(&format!(
+            "[machine]\nmemory = \"512M\"\nkernel = \"{kernel}\"\n[sysfs]\n\"module/zswap/parameters/{key}\" = {value}\n"
+        ))
+    };
+    let key = |k: &str| format!("sysfs.\"module/zswap/parameters/{k}\"");
+    let e = rejected(&head("enabled", "\"maybe\"", "6.1"));
+    check(&e, 5, &key("enabled"), &["maybe", "boolean"]);
+    let e = rejected(&head("compressor", "\"lzma\"", "6.1"));
+    check(&e, 5, &key("compressor"), &["lzma", "\"lz4\""]);
+    let e = rejected(&head("zpool", "\"z3fold\"", "6.1"));
+    check(&e, 5, &key("zpool"), &["z3fold", "does not model", "zbud"]);
+    let e = rejected(&head("max_pool_percent", "-1", "6.1"));
+    check(&e, 5, &key("max_pool_percent"), &["-1", "percentage"]);
+    let e = rejected(&head("shrinker_enabled", "true", "6.1"));
+    check(
+        &e,
+        5,
+        &key("shrinker_enabled"),
+        &["6.1's zswap does not have", "accept_threshold_percent"],
+    );
+    let e = rejected(&head("enabled", "true", "6.12"));
+    check(&e, 5, &key("enabled"), &["6.12", "modelled as Linux 6.1"]);
+}

@@ -1,0 +1,535 @@
+//! mm/zswap.c and mm/frontswap.c as Linux 6.1 has them: a compressed
+//! cache in front of every swap device.
+//!
+//! - Store (`swap_writepage` → `frontswap_store` → `zswap_frontswap_store`,
+//!   before any I/O): an entry the slot held before is dropped first; a
+//!   THP is refused; over `max_pool_percent` of RAM the store is refused
+//!   (`pool_limit_hit`) and the shrink worker queued, and after that
+//!   stores are refused until the pool is under `accept_threshold_percent`
+//!   of the limit. A same-filled page is kept as its value; any other is
+//!   compressed and stored in the zpool (zbud: an 8-byte header with the
+//!   swap entry in front, for writeback). The compressed length is charged
+//!   to the page's memcg (`obj_cgroup_charge_zswap`: memory.current,
+//!   memory.stat zswap and zswapped). A refused page goes on to the swap
+//!   device.
+//! - Load (`swap_readpage` → `frontswap_load`): decompressed, `zswpin`;
+//!   the entry stays until the slot is freed (`swap_range_free` →
+//!   `frontswap_invalidate_page`).
+//! - The pool's pages come from the page allocator in reclaim's
+//!   PF_MEMALLOC context (as zram's do); zbud counts no vmstat item,
+//!   zsmalloc counts nr_zspages.
+//!
+//! Costs: a store is the profile's measured zram write of the same page
+//! kind with the same compressor, a load its zram read (compression and
+//! the allocator's store are the work of both; the block layer's share
+//! of zram's is not zswap's, and is left in: the measured figure is what
+//! there is).
+//!
+//! The shrink worker a full pool queues runs before its CPU's next
+//! scheduled entity (as the memcg stock drains do), once however many
+//! stores queued it meanwhile: `reject_reclaim_fail` counts its runs, so
+//! on a real kernel, whose kworker may run between two stores of one
+//! reclaim pass, it can be higher.
+//!
+//! Not modelled (refused at the moment it would matter, with a message):
+//! zbud's writeback of the oldest pages to the swap device once the pool
+//! is full (`shrink_worker` → `zbud_reclaim_page` →
+//! `zswap_writeback_entry`). zsmalloc has no writeback in 6.1: its shrink
+//! fails (`reject_reclaim_fail`), which is modelled.
+
+use super::folio::{Pfn, PG_KERNEL};
+use super::memcontrol::ROOT_MEMCG;
+use super::page_alloc::Gfp;
+use super::swapfile::{swp_offset, swp_type, SwpEntry};
+use crate::cost_model::Fn;
+use crate::dev::zbud::{self, ZbudPool, ZBUD_MAX_SIZE};
+use crate::dev::zsmalloc::{ZsConfig, ZsPool};
+use crate::kernel::Kernel;
+use crate::machine_profile::KindCost;
+use crate::vmstat::{Mc, Vm};
+use crate::SimError;
+use mmsim_spec::output::ZswapStats;
+use mmsim_spec::Zpool;
+
+const PAGE_SIZE: u32 = 4096;
+/// `sizeof(struct zswap_header)`: the swap entry stored in front of the
+/// data when the zpool can evict (zbud).
+const ZSWAP_HEADER: u32 = 8;
+/// A compressed length past the page: what the profile's "stored whole"
+/// (zram's huge pages) becomes here, for the compressed length itself is
+/// unknown beyond zs_huge_class_size; such content (random bytes) does
+/// not compress, and both zpools refuse it.
+const INCOMPRESSIBLE: u32 = PAGE_SIZE + 1;
+
+/// Where an entry's data is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handle {
+    /// A same-filled page: its value only.
+    Same,
+    Zbud(zbud::Handle),
+    /// The zspage holding it.
+    Zs(u32),
+}
+
+/// A `struct zswap_entry`.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    handle: Handle,
+    /// Compressed length (0: same-filled).
+    length: u32,
+    /// The page's memcg (`objcg`; the root has none: nothing charged).
+    memcg: u16,
+    /// The page's content token, what a load gives back.
+    version: u32,
+}
+
+pub struct Zswap {
+    pub params: mmsim_spec::Zswap,
+    /// `zswap_trees`: per swap type, per slot, the entry's index + 1 (0:
+    /// none). Sized at the device's first store.
+    trees: Vec<Vec<u32>>,
+    entries: Vec<Entry>,
+    free_entries: Vec<u32>,
+    zbud: ZbudPool,
+    zs: Option<ZsPool>,
+    /// `zswap_pool_reached_full`.
+    reached_full: bool,
+    /// The shrink worker is queued (`queue_work` of a pending item does
+    /// nothing).
+    shrink_pending: bool,
+    pub stats: ZswapStats,
+    /// The compressor's cost per content kind id (0: token pages).
+    kind_costs: Vec<KindCost>,
+}
+
+impl Zswap {
+    pub fn new(params: mmsim_spec::Zswap) -> Zswap {
+        Zswap {
+            params,
+            trees: Vec::new(),
+            entries: Vec::new(),
+            free_entries: Vec::new(),
+            zbud: ZbudPool::default(),
+            zs: None,
+            reached_full: false,
+            shrink_pending: false,
+            stats: ZswapStats::default(),
+            kind_costs: Vec::new(),
+        }
+    }
+
+    fn lookup(&self, ty: usize, off: u32) -> Option<u32> {
+        let e = *self.trees.get(ty)?.get(off as usize)?;
+        (e != 0).then(|| e - 1)
+    }
+
+    /// Pool pages (`zswap_pool_total_size` / PAGE_SIZE).
+    fn pool_pages(&self) -> u64 {
+        match self.params.zpool {
+            Zpool::Zbud => self.zbud.pages_nr,
+            Zpool::Zsmalloc => self.zs.as_ref().map_or(0, |z| z.pages),
+        }
+    }
+
+    /// Entries stored.
+    pub fn nr_entries(&self) -> u64 {
+        (self.entries.len() - self.free_entries.len()) as u64
+    }
+}
+
+impl Kernel {
+    /// Before the run: the compressor's cost of each page kind (token
+    /// pages included) from the profile; Err where it has none.
+    pub fn setup_zswap(
+        &mut self,
+        table: &crate::machine_profile::CompressTable,
+    ) -> Result<(), SimError> {
+        if !self.zswap.params.configured {
+            return Ok(());
+        }
+        let comp = self.zswap.params.compressor;
+        let mut costs =
+            vec![crate::machine_profile::token_cost(table, comp).map_err(SimError::Spec)?];
+        for &kind in self.contents.kinds.iter().skip(1) {
+            costs.push(
+                crate::machine_profile::kind_cost(table, comp, kind).map_err(SimError::Spec)?,
+            );
+        }
+        self.zswap.kind_costs = costs;
+        Ok(())
+    }
+
+    /// `zswap_is_full`: the pool over max_pool_percent of RAM.
+    fn zswap_is_full(&self) -> bool {
+        let total = self.totalram_pages();
+        total * self.zswap.params.max_pool_percent as u64 / 100 < self.zswap.pool_pages()
+    }
+
+    /// `zswap_can_accept`: the pool under accept_threshold_percent of
+    /// the limit.
+    fn zswap_can_accept(&self) -> bool {
+        let p = &self.zswap.params;
+        let total = self.totalram_pages();
+        total * p.accept_threshold_percent as u64 / 100 * p.max_pool_percent as u64 / 100
+            > self.zswap.pool_pages()
+    }
+
+    fn totalram_pages(&self) -> u64 {
+        self.zones.iter().map(|z| z.managed).sum()
+    }
+
+    /// `frontswap_store` of the locked swap-cache folio `pfn`: true if
+    /// zswap took it (the caller ends the writeback at once, no I/O).
+    pub fn frontswap_store(&mut self, pfn: Pfn) -> bool {
+        if !self.zswap.params.configured {
+            return false;
+        }
+        let f = *self.folios.get(pfn);
+        let (ty, off) = (swp_type(f.swap), swp_offset(f.swap));
+        // A dup: the old copy goes whether or not the new one is taken.
+        if self.zswap.lookup(ty, off).is_some() {
+            self.zswap_invalidate_page(ty, off);
+        }
+        if f.order > 0 || !self.zswap.params.enabled {
+            return false;
+        }
+        if f.memcg != ROOT_MEMCG && !self.obj_cgroup_may_zswap(f.memcg) {
+            return false;
+        }
+        let stored = self.traced(Fn::ZswapStore, |k| k.zswap_frontswap_store(pfn, ty, off));
+        stored.is_some()
+    }
+
+    /// `zswap_frontswap_store`: Some(()) when stored.
+    fn zswap_frontswap_store(&mut self, pfn: Pfn, ty: usize, off: u32) -> Option<()> {
+        if self.zswap_is_full() {
+            self.zswap.stats.pool_limit_hit += 1;
+            self.zswap.reached_full = true;
+            self.zswap_queue_shrink();
+            return None;
+        }
+        if self.zswap.reached_full {
+            if !self.zswap_can_accept() {
+                return None;
+            }
+            self.zswap.reached_full = false;
+        }
+        let f = *self.folios.get(pfn);
+        let version = self.folios.version[pfn as usize];
+        let kind = self.contents.kind_of(version);
+        let cost = self.zswap.kind_costs[kind];
+        // A token page (kind 0) is a 4-byte token and zeros: not same-filled.
+        let same = self.contents.is_zero_page(version)
+            || (kind != 0 && self.contents.kinds[kind].same_filled());
+        let (handle, length) = match same && self.zswap.params.same_filled_pages_enabled {
+            true => {
+                // zswap_is_page_same_filled: zram's same-page path is the
+                // same scan.
+                self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+                self.zswap.stats.same_filled_pages += 1;
+                (Handle::Same, 0)
+            }
+            false => {
+                if !self.zswap.params.non_same_filled_pages_enabled {
+                    return None;
+                }
+                // A same-filled page compressed anyway is priced as a token
+                // page (a word and zeros compress as zeros do, within bytes):
+                // the profile measures same-filled pages only as zram keeps
+                // them, uncompressed.
+                let cost = if same { self.zswap.kind_costs[0] } else { cost };
+                self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+                let dlen = match cost.comp_len >= PAGE_SIZE {
+                    true => INCOMPRESSIBLE,
+                    false => cost.comp_len,
+                };
+                (self.zpool_malloc(dlen)?, dlen)
+            }
+        };
+        // The root memcg has no objcg: nothing charged, no memcg event.
+        let memcg = f.memcg;
+        if memcg != ROOT_MEMCG {
+            self.obj_cgroup_charge_zswap(memcg, length);
+            self.memcg_stat(memcg, Mc::Zswpout, 1);
+        }
+        let e = Entry {
+            handle,
+            length,
+            memcg,
+            version,
+        };
+        self.zswap_insert(ty, off, e);
+        self.vm.inc(Vm::Zswpout);
+        Some(())
+    }
+
+    /// `zpool_malloc` of a compressed page (`dlen` bytes, the header in
+    /// front for zbud); None when refused (counted as the kernel counts).
+    fn zpool_malloc(&mut self, dlen: u32) -> Option<Handle> {
+        match self.zswap.params.zpool {
+            Zpool::Zbud => {
+                let size = ZSWAP_HEADER + dlen;
+                if size > ZBUD_MAX_SIZE {
+                    self.zswap.stats.reject_compress_poor += 1;
+                    return None;
+                }
+                if let zbud::Alloc::Done(h) = self.zswap.zbud.alloc(size) {
+                    return Some(Handle::Zbud(h));
+                }
+                let Some(p) = self.zswap_alloc_page() else {
+                    self.zswap.stats.reject_alloc_fail += 1;
+                    return None;
+                };
+                Some(Handle::Zbud(self.zswap.zbud.alloc_in_new_page(size, p)))
+            }
+            Zpool::Zsmalloc => {
+                // zs_malloc: -EINVAL past ZS_MAX_ALLOC_SIZE (a page).
+                if dlen > PAGE_SIZE {
+                    self.zswap.stats.reject_alloc_fail += 1;
+                    return None;
+                }
+                let cfg = ZsConfig {
+                    chain: if self.release.zsmalloc_chain_8 { 8 } else { 4 },
+                    inuse_ratio: self.release.zsmalloc_chain_8,
+                };
+                let zs = self.zswap.zs.get_or_insert_with(|| ZsPool::new(cfg));
+                if let Some(o) = zs.malloc(dlen) {
+                    return Some(Handle::Zs(o));
+                }
+                let n = zs.pages_for(dlen) as usize;
+                let mut frames = [0 as Pfn; 8];
+                for i in 0..n {
+                    match self.zswap_alloc_page() {
+                        Some(p) => frames[i] = p,
+                        None => {
+                            for &p in &frames[..i] {
+                                self.free_page(p);
+                            }
+                            self.zswap.stats.reject_alloc_fail += 1;
+                            return None;
+                        }
+                    }
+                }
+                self.vm.add(Vm::NrZspages, n as i64);
+                let zs = self.zswap.zs.as_mut().expect("pool");
+                Some(Handle::Zs(zs.new_zspage(dlen, &frames[..n])))
+            }
+        }
+    }
+
+    /// A pool page: `alloc_page` with zswap's gfp (__GFP_NORETRY, no
+    /// direct reclaim) from reclaim's PF_MEMALLOC context, which may dip
+    /// below the watermarks.
+    fn zswap_alloc_page(&mut self) -> Option<Pfn> {
+        let p = self.alloc_page(Gfp::Memalloc)?;
+        self.folios.get_mut(p).set(PG_KERNEL);
+        Some(p)
+    }
+
+    fn zswap_insert(&mut self, ty: usize, off: u32, e: Entry) {
+        let z = &mut self.zswap;
+        let i = match z.free_entries.pop() {
+            Some(i) => {
+                z.entries[i as usize] = e;
+                i
+            }
+            None => {
+                z.entries.push(e);
+                z.entries.len() as u32 - 1
+            }
+        };
+        if z.trees.len() <= ty {
+            z.trees.resize(ty + 1, Vec::new());
+        }
+        if z.trees[ty].is_empty() {
+            z.trees[ty] = vec![0; self.swap[ty].swap_map.len()];
+        }
+        z.trees[ty][off as usize] = i + 1;
+        z.stats.stored_pages += 1;
+        self.zswap_update_total_size();
+    }
+
+    fn zswap_update_total_size(&mut self) {
+        self.zswap.stats.pool_total_size = self.zswap.pool_pages() * PAGE_SIZE as u64;
+    }
+
+    /// `obj_cgroup_may_zswap`: every level below the root under its
+    /// memory.zswap.max (0 refuses outright), in whole pages of the
+    /// level's compressed bytes, its descendants' included.
+    fn obj_cgroup_may_zswap(&self, memcg: u16) -> bool {
+        let mut cur = Some(memcg);
+        while let Some(m) = cur.filter(|&m| m != ROOT_MEMCG) {
+            if let Some(max) = self.memcgs[m as usize].zswap_max {
+                if max == 0 {
+                    return false;
+                }
+                let bytes = self.memory_stat(m).get(Mc::Zswap) as u64;
+                if bytes / PAGE_SIZE as u64 >= max {
+                    return false;
+                }
+            }
+            cur = self.memcgs[m as usize].parent;
+        }
+        true
+    }
+
+    /// `obj_cgroup_charge_zswap`.
+    fn obj_cgroup_charge_zswap(&mut self, memcg: u16, size: u32) {
+        self.obj_cgroup_charge(memcg, size);
+        self.memcg_stat(memcg, Mc::Zswap, size as i64);
+        self.memcg_stat(memcg, Mc::Zswapped, 1);
+    }
+
+    /// The shrink worker, queued on a full pool. zsmalloc cannot evict in
+    /// 6.1 (`zpool_shrink` → -EINVAL): the worker counts a failure.
+    fn zswap_queue_shrink(&mut self) {
+        if self.zswap.params.zpool == Zpool::Zbud {
+            self.unmodelled.get_or_insert_with(|| {
+                "zswap's pool reached max_pool_percent with zpool \"zbud\": zbud's writeback of its oldest pages to the swap device (shrink_worker → zbud_reclaim_page → zswap_writeback_entry) is not modelled yet; expected a max_pool_percent the run stays under, or zpool = \"zsmalloc\" (which 6.1 cannot write back from)".to_string()
+            });
+        }
+        self.zswap.shrink_pending = true;
+    }
+
+    /// Runs the queued shrink worker (a kworker, before the CPU's next
+    /// entity, as the stock drains run).
+    pub fn run_pending_zswap_shrink(&mut self) {
+        if std::mem::take(&mut self.zswap.shrink_pending) {
+            // zsmalloc: no shrink in 6.1 (zbud refused above).
+            self.zswap.stats.reject_reclaim_fail += 1;
+        }
+    }
+
+    /// `frontswap_load` into the locked folio `pfn` of slot `entry`: true
+    /// if zswap held the page (now in the folio).
+    pub fn frontswap_load(&mut self, pfn: Pfn, entry: SwpEntry) -> bool {
+        if !self.zswap.params.configured {
+            return false;
+        }
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        let Some(i) = self.zswap.lookup(ty, off) else {
+            return false;
+        };
+        debug_assert_eq!(self.folios.get(pfn).order, 0, "6.1 swaps in pages");
+        let e = self.zswap.entries[i as usize];
+        // A same-filled page stored compressed (same_filled_pages_enabled
+        // off) decompresses as a token page, as it was priced at its store.
+        let kind = match (e.handle, self.contents.kind_of(e.version)) {
+            (Handle::Same, k) => k,
+            (_, k) if k != 0 && self.contents.kinds[k].same_filled() => 0,
+            (_, k) => k,
+        };
+        self.charge_cost(Fn::ZswapLoad, self.zswap.kind_costs[kind].decompress_ns);
+        self.folios.version[pfn as usize] = e.version;
+        self.vm.inc(Vm::Zswpin);
+        if e.memcg != ROOT_MEMCG {
+            self.memcg_stat(e.memcg, Mc::Zswpin, 1);
+        }
+        true
+    }
+
+    /// `frontswap_invalidate_page` (`zswap_frontswap_invalidate_page`):
+    /// the slot is free or rewritten; its entry, if any, goes.
+    pub fn zswap_invalidate_page(&mut self, ty: usize, off: u32) {
+        let Some(i) = self.zswap.lookup(ty, off) else {
+            return;
+        };
+        self.zswap.trees[ty][off as usize] = 0;
+        self.zswap.free_entries.push(i);
+        let e = self.zswap.entries[i as usize];
+        self.zswap_free_entry(e);
+    }
+
+    /// `zswap_free_entry`: the data back to the zpool, the charge back to
+    /// the memcg.
+    fn zswap_free_entry(&mut self, e: Entry) {
+        if e.memcg != ROOT_MEMCG {
+            self.obj_cgroup_uncharge(e.memcg, e.length);
+            self.memcg_stat(e.memcg, Mc::Zswap, -(e.length as i64));
+            self.memcg_stat(e.memcg, Mc::Zswapped, -1);
+        }
+        match e.handle {
+            Handle::Same => self.zswap.stats.same_filled_pages -= 1,
+            Handle::Zbud(h) => {
+                if let Some(p) = self.zswap.zbud.free(h) {
+                    self.free_page(p);
+                }
+            }
+            Handle::Zs(o) => {
+                let zs = self.zswap.zs.as_mut().expect("pool");
+                if let Some(freed) = zs.free(o) {
+                    let mut frames = [0 as Pfn; 8];
+                    let n = freed.len();
+                    frames[..n].copy_from_slice(freed);
+                    self.vm.add(Vm::NrZspages, -(n as i64));
+                    for &p in &frames[..n] {
+                        self.free_page(p);
+                    }
+                }
+            }
+        }
+        self.zswap.stats.stored_pages -= 1;
+        self.zswap_update_total_size();
+    }
+
+    /// The invariants: every slot's entry counted once in stored_pages,
+    /// the pool's size its pages', and each memcg's zswapped its entries.
+    pub fn check_zswap(&self) -> Result<(), String> {
+        let z = &self.zswap;
+        let in_trees = z.trees.iter().flatten().filter(|&&e| e != 0).count() as u64;
+        if in_trees != z.nr_entries() || z.stats.stored_pages != in_trees {
+            return Err(format!(
+                "zswap: {in_trees} slots hold entries, {} entries are live, stored_pages is {}",
+                z.nr_entries(),
+                z.stats.stored_pages
+            ));
+        }
+        if z.stats.pool_total_size != z.pool_pages() * PAGE_SIZE as u64 {
+            return Err(format!(
+                "zswap: pool_total_size {} but the pool has {} pages",
+                z.stats.pool_total_size,
+                z.pool_pages()
+            ));
+        }
+        let mut per_memcg = vec![0i64; self.memcgs.len()];
+        for &e in z.trees.iter().flatten().filter(|&&e| e != 0) {
+            per_memcg[z.entries[e as usize - 1].memcg as usize] += 1;
+        }
+        for (m, &n) in per_memcg.iter().enumerate().skip(1) {
+            let zswapped = self.memcgs[m].stat.get(Mc::Zswapped);
+            if zswapped != n {
+                return Err(format!(
+                    "zswap: memcg {} holds {n} entries but its zswapped is {zswapped}",
+                    self.memcgs[m].name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// debugfs's counters, when the spec sets zswap.
+    pub fn zswap_stats(&self) -> Option<ZswapStats> {
+        self.zswap.params.configured.then_some(self.zswap.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_pool_limit_and_its_hysteresis_follow_totalram() {
+        let mut k = crate::kernel::test_kernel(1, "6.1");
+        k.zswap.params.configured = true;
+        let total = k.totalram_pages();
+        // 20 % of RAM, accepting again under 90 % of that.
+        let limit = total * 20 / 100;
+        let accept = total * 90 / 100 * 20 / 100;
+        k.zswap.zbud.pages_nr = limit;
+        assert!(!k.zswap_is_full());
+        k.zswap.zbud.pages_nr = limit + 1;
+        assert!(k.zswap_is_full());
+        k.zswap.zbud.pages_nr = accept;
+        assert!(!k.zswap_can_accept());
+        k.zswap.zbud.pages_nr = accept - 1;
+        assert!(k.zswap_can_accept());
+    }
+}
