@@ -104,6 +104,9 @@ def _row(point: Mapping[str, Any], doc: str | None, error: str | None) -> dict[s
     for z in r.json.get("zram", []):
         for field in ("orig_data_size", "compr_data_size", "mem_used_total", "mem_used_max", "same_pages"):
             row[f"zram{z['swap']}.{field}"] = z[field]
+    # zswap's debugfs (present when the spec sets zswap).
+    for field, value in (r.json.get("zswap") or {}).items():
+        row[f"zswap.{field}"] = value
     row.update(r.vmstat)
     row["error"] = None
     return row

@@ -72,7 +72,8 @@ const ZRAM_COLUMNS: [&str; 5] = [
 /// A run's row: `elapsed_ns`, `TASK/PHASE.duration_ns`, the machine's
 /// memory stall over the run (`memory_some_us`, `memory_full_us`, where
 /// the engine reads pressure), zram's mm_stat when a region states its
-/// content (`zramN.compr_data_size` … for `[[swap]]` entry N), then the
+/// content (`zramN.compr_data_size` … for `[[swap]]` entry N), zswap's
+/// debugfs when the spec sets zswap (`zswap.stored_pages` …), then the
 /// whole-run counters, by column name.
 fn row(r: &RunResult) -> Vec<(String, i64)> {
     let mut cols = vec![("elapsed_ns".to_string(), r.elapsed_ns as i64)];
@@ -92,6 +93,12 @@ fn row(r: &RunResult) -> Vec<(String, i64)> {
         for f in ZRAM_COLUMNS {
             let v = z.field(f).expect("an mm_stat field");
             cols.push((format!("zram{}.{f}", z.swap), v as i64));
+        }
+    }
+    if let Some(z) = &r.zswap {
+        for f in mmsim_spec::output::ZswapStats::FILES {
+            let v = z.field(f).expect("a zswap debugfs file");
+            cols.push((format!("zswap.{f}"), v as i64));
         }
     }
     cols.extend(r.vmstat.iter().map(|(k, &v)| (k.clone(), v)));

@@ -215,17 +215,7 @@ impl Kernel {
             }
             cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
         }
-        let mut cur = memcg;
-        while cur != ROOT_MEMCG {
-            let c = &mut self.memcgs[cur as usize].memory;
-            c.usage += nr;
-            c.peak = c.peak.max(c.usage);
-            cur = self.memcgs[cur as usize].parent.unwrap_or(ROOT_MEMCG);
-        }
-        if self.cpus.len() > 1 {
-            self.page_counter_lines(memcg);
-        }
-        self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.page_counter);
+        self.page_counter_charge(memcg, nr);
         Ok(())
     }
 
@@ -423,6 +413,7 @@ impl Kernel {
     }
 
     /// `page_counter_charge`: every level, limits or not.
+    #[inline]
     fn page_counter_charge(&mut self, memcg: u16, nr: u64) {
         let mut cur = memcg;
         while cur != ROOT_MEMCG {

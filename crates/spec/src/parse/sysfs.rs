@@ -394,7 +394,7 @@ pub(crate) const SYSFS: &[SysfsKnob] = &[
         listed: true,
         since: None,
         refuse: |key, preset, _| {
-            (preset != Preset::V6_1).then(|| format!("found the zswap knob \"{key}\" with machine.kernel = \"{preset}\"; zswap is modelled as Linux 6.1 has it (frontswap, zbud's writeback; 6.8 and later store, load and write back by other paths, not modelled yet); expected machine.kernel = \"6.1\" for a zswap spec"))
+            (preset != Preset::V6_1).then(|| format!("found the zswap knob \"{key}\" with machine.kernel = \"{preset}\"; zswap is modelled as Linux 6.1 has it (through frontswap; 6.8 and later store, load and write back by other paths, not modelled yet); expected machine.kernel = \"6.1\" for a zswap spec"))
         },
         store: store_zswap,
     },
