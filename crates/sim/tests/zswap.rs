@@ -229,3 +229,37 @@ fn without_zswap_settings_the_output_has_no_zswap_lines() {
     assert!(vm(&r, "pswpout") > 0);
     assert_eq!(r.zswap.map(|z| z.stored_pages), Some(0));
 }
+
+#[test]
+fn after_the_pool_fills_stores_wait_for_the_accept_threshold() {
+    // zsmalloc at 1 % of RAM (about 1,260 pages; 90 % of it about 1,134),
+    // four 1000-byte objects a page. 32 MiB paged out fills the pool and
+    // sends the rest to zram (every refusal a limit hit). Reading the
+    // first 1 MiB back frees 256 entries (6.1's zram skip-swapcache read
+    // frees each slot), about 64 pool pages: the pool is under its limit
+    // but over the accept threshold, so paging those pages out again is
+    // refused without a limit hit (zswap_pool_reached_full).
+    let zswap = r#""module/zswap/parameters/zpool" = "zsmalloc"
+"module/zswap/parameters/max_pool_percent" = 1"#;
+    let after = r#"{ op = "phase", name = "out" },
+  { op = "madvise", region = "a", advice = "pageout" },
+  { op = "phase", name = "read" },
+  { op = "touch", region = "a", order = "seq", write = 0.0, length = "1M" },
+  { op = "phase", name = "again" },
+  { op = "madvise", region = "a", advice = "pageout" },"#;
+    let r = run(&spec(zswap, "", 32, Some("\"text\""), after)).unwrap_or_else(|e| panic!("{e}"));
+    let z = r.zswap.expect("zswap's counters");
+    let phase = |name: &str, key: &str| {
+        let p = r.tasks[0]
+            .phases
+            .iter()
+            .find(|p| p.name == name)
+            .expect(name);
+        p.vmstat.get(key).copied().unwrap_or(0)
+    };
+    assert_eq!(phase("out", "zswpout") + phase("out", "pswpout"), 8192);
+    assert_eq!(z.pool_limit_hit as i64, phase("out", "pswpout"), "{z:?}");
+    assert_eq!(phase("read", "zswpin"), 256);
+    assert_eq!(phase("again", "zswpout"), 0, "{z:?}");
+    assert_eq!(phase("again", "pswpout"), 256);
+}
