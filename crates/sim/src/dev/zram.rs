@@ -191,22 +191,7 @@ impl Kernel {
         if self.swap[ty].zram.over_limit(n as u64) {
             return None;
         }
-        let mut frames = [0 as Pfn; 8];
-        for i in 0..n {
-            match self.alloc_page(Gfp::Memalloc) {
-                Some(p) => {
-                    self.folios.get_mut(p).set(PG_KERNEL);
-                    frames[i] = p;
-                }
-                None => {
-                    for &p in &frames[..i] {
-                        self.free_page(p);
-                    }
-                    return None;
-                }
-            }
-        }
-        self.vm.add(crate::vmstat::Vm::NrZspages, n as i64);
+        let frames = self.alloc_zspage_frames(n)?;
         let zs = self.swap[ty].zram.zs.as_mut().expect("pool");
         Some(zs.new_zspage(len, &frames[..n]))
     }
@@ -299,12 +284,8 @@ impl Kernel {
             return;
         };
         // Copied out of the pool (no allocation: a zspage has at most 8).
-        let mut frames = [0 as Pfn; 8];
-        let n = freed.len();
+        let (mut frames, n) = ([0 as Pfn; 8], freed.len());
         frames[..n].copy_from_slice(freed);
-        self.vm.add(crate::vmstat::Vm::NrZspages, -(n as i64));
-        for &p in &frames[..n] {
-            self.free_page(p);
-        }
+        self.free_zspage_frames(&frames[..n]);
     }
 }

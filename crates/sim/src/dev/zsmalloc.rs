@@ -293,6 +293,43 @@ impl ZsPool {
     }
 }
 
+impl crate::kernel::Kernel {
+    /// A new zspage's `n` frames (at most 8) from the page allocator, as
+    /// zsmalloc takes them for zram and zswap alike (`alloc_zspage`: the
+    /// caller's gfp is reclaim's PF_MEMALLOC context here, below the
+    /// watermarks if need be), counted in nr_zspages; None, with every
+    /// frame given back, if one cannot be had.
+    pub(crate) fn alloc_zspage_frames(&mut self, n: usize) -> Option<[Pfn; 8]> {
+        let mut frames = [0 as Pfn; 8];
+        for i in 0..n {
+            match self.alloc_page(crate::mm::page_alloc::Gfp::Memalloc) {
+                Some(p) => {
+                    self.folios.get_mut(p).set(crate::mm::folio::PG_KERNEL);
+                    frames[i] = p;
+                }
+                None => {
+                    for &p in &frames[..i] {
+                        self.free_page(p);
+                    }
+                    return None;
+                }
+            }
+        }
+        self.vm.add(crate::vmstat::Vm::NrZspages, n as i64);
+        Some(frames)
+    }
+
+    /// The frames of a zspage `ZsPool::free` emptied, back to the page
+    /// allocator (`__free_zspage`).
+    pub(crate) fn free_zspage_frames(&mut self, frames: &[Pfn]) {
+        self.vm
+            .add(crate::vmstat::Vm::NrZspages, -(frames.len() as i64));
+        for &p in frames {
+            self.free_page(p);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

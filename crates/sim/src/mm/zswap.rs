@@ -297,20 +297,10 @@ impl Kernel {
                     return Some(Handle::Zs(o));
                 }
                 let n = zs.pages_for(dlen) as usize;
-                let mut frames = [0 as Pfn; 8];
-                for i in 0..n {
-                    match self.zswap_alloc_page() {
-                        Some(p) => frames[i] = p,
-                        None => {
-                            for &p in &frames[..i] {
-                                self.free_page(p);
-                            }
-                            self.zswap.stats.reject_alloc_fail += 1;
-                            return None;
-                        }
-                    }
-                }
-                self.vm.add(Vm::NrZspages, n as i64);
+                let Some(frames) = self.alloc_zspage_frames(n) else {
+                    self.zswap.stats.reject_alloc_fail += 1;
+                    return None;
+                };
                 let zs = self.zswap.zs.as_mut().expect("pool");
                 Some(Handle::Zs(zs.new_zspage(dlen, &frames[..n])))
             }
@@ -458,13 +448,10 @@ impl Kernel {
             Handle::Zs(o) => {
                 let zs = self.zswap.zs.as_mut().expect("pool");
                 if let Some(freed) = zs.free(o) {
-                    let mut frames = [0 as Pfn; 8];
-                    let n = freed.len();
+                    // Copied out of the pool (no allocation: a zspage has at most 8).
+                    let (mut frames, n) = ([0 as Pfn; 8], freed.len());
                     frames[..n].copy_from_slice(freed);
-                    self.vm.add(Vm::NrZspages, -(n as i64));
-                    for &p in &frames[..n] {
-                        self.free_page(p);
-                    }
+                    self.free_zspage_frames(&frames[..n]);
                 }
             }
         }
