@@ -21,7 +21,7 @@ pub mod ubench;
 use mmsim_sim::machine_profile::{
     Basis, CostEntry, Costs, MachineInfo, MachineProfile, Provenance,
 };
-use mmsim_sim::output::{RunResult, ZramBench};
+use mmsim_sim::output::{RstatBench, RunResult, ZramBench};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -186,21 +186,27 @@ pub const SMP: &[(&str, &str)] = &[
     ("ipi", "the kernel's IPIs: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which IPIs and waits for every other CPU running the process, with a thread of it spinning on another core minus with none; ns per call, 2n minus n"),
     ("ipi_handler", "the kernel's IPIs: a spin loop's extra time on the receiving core while the other sends membarrier IPIs, per IPI sent"),
     ("mem_bw_pair", "user space: a 4 KiB-page memcpy over pools 4x the LLC by one thread alone, and by two threads on two cores at once; the pair's per-thread bandwidth over the lone thread's, in thousandths (at most 1000)"),
+    ("memcg_rstat_flush", "the kernel's memcg rstat flush (mmsim-runner --rstat-bench, calibrate/rstat.toml): a process in a memory cgroup maps, writes and unmaps 512 pages, on one CPU or half on each of two, then reads memory.stat (which flushes) on the first; the median read after both CPUs' updates minus after the first CPU's: one more CPU's fold of the memcg, over 1000 repetitions"),
 ];
+
+/// A many-CPU constant's value in one run, if the run measured it.
+fn smp_value(field: &str, r: &RunData) -> Option<f64> {
+    if field == "memcg_rstat_flush" {
+        return r.rstat.as_ref().map(|b| b.fold_ns());
+    }
+    let v = r.smp.as_ref()?.values();
+    Some(v.iter().find(|x| x.0 == field).expect("a bench value").1)
+}
+
+/// Repetitions of the rstat bench per run.
+const RSTAT_REPS: u64 = 1000;
 
 /// A many-CPU constant: the median of the runs that measured it, its
 /// spread their range; cost_model.rs's value where none did.
 fn smp_entry(field: &'static str, unit: &str, method: &str, runs: &[RunData]) -> CostEntry {
     let mut v: Vec<f64> = runs
         .iter()
-        .filter_map(|r| r.smp.as_ref())
-        .map(|b| {
-            b.values()
-                .iter()
-                .find(|x| x.0 == field)
-                .expect("a bench value")
-                .1
-        })
+        .filter_map(|r| smp_value(field, r))
         .map(|x| x.max(0.0))
         .collect();
     let round = |x: f64| x.round() as u64;
@@ -611,6 +617,9 @@ pub struct RunData {
     /// The many-CPU benches (None: one CPU, or recorded before they
     /// existed).
     pub smp: Option<smp::SmpBench>,
+    /// The memcg rstat flush bench (None: one CPU, or recorded before
+    /// it existed).
+    pub rstat: Option<RstatBench>,
     /// Calibration spec name → the native runner's document.
     pub specs: BTreeMap<String, RunResult>,
 }
@@ -1166,6 +1175,14 @@ pub fn guard(sim: &BTreeMap<&str, RunResult>, runs: &[RunData]) -> Vec<String> {
     out
 }
 
+/// The runner's memcg rstat flush bench in calibrate/rstat.toml's cgroup.
+fn rstat_bench(runner: &Path, dir: &Path) -> Result<RstatBench, (u8, String)> {
+    let text = mmsim_oracle::native::rstat_bench(runner, &spec_path(dir, "rstat"), RSTAT_REPS)
+        .map_err(|e| (1, e.to_string()))?
+        .map_err(|refusal| (2, refusal))?;
+    serde_json::from_str(&text).map_err(|e| (1, format!("the rstat bench's document: {e}")))
+}
+
 /// Runs everything natively, `a.runs` times, recording if asked. Err
 /// carries the exit status: 2 when the runner refused (not root, swap on).
 fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String)> {
@@ -1179,6 +1196,10 @@ fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String
         eprintln!("mmsim calibrate: run {} of {}", run + 1, a.runs);
         let user = ubench::run().map_err(|e| (1, e))?;
         let smp = smp::run().map_err(|e| (1, e))?;
+        let rstat = match smp.is_some() {
+            true => Some(rstat_bench(&runner, &a.dir)?),
+            false => None,
+        };
         let zram_text = mmsim_oracle::native::zram_bench(
             &runner,
             &spec_path(&a.dir, "zram"),
@@ -1207,6 +1228,7 @@ fn measure(a: &CalibrateArgs) -> Result<(Vec<RunData>, MachineInfo), (u8, String
             user,
             zram,
             smp,
+            rstat,
             specs,
         };
         if let Some(dir) = &a.record {
@@ -1269,6 +1291,12 @@ fn record(dir: &Path, run: usize, r: &RunData) -> Result<(), String> {
             serde_json::to_string_pretty(smp).expect("serialises"),
         )?;
     }
+    if let Some(rstat) = &r.rstat {
+        w(
+            "rstat.json".into(),
+            serde_json::to_string_pretty(rstat).expect("serialises"),
+        )?;
+    }
     for (name, doc) in &r.specs {
         w(
             format!("{name}.json"),
@@ -1309,10 +1337,16 @@ pub fn load_recorded(dir: &Path) -> Result<(Vec<RunData>, MachineInfo), String> 
             Ok(text) => Some(serde_json::from_str(&text).map_err(|e| parse_err("smp.json", e))?),
             Err(_) => None,
         };
+        // And those before the rstat bench no rstat.json.
+        let rstat = match read(d.join("rstat.json")) {
+            Ok(text) => Some(serde_json::from_str(&text).map_err(|e| parse_err("rstat.json", e))?),
+            Err(_) => None,
+        };
         out.push(RunData {
             user,
             zram,
             smp,
+            rstat,
             specs,
         });
     }
@@ -1459,6 +1493,7 @@ mod tests {
             user,
             zram,
             smp: None,
+            rstat: None,
             specs,
         }
     }
@@ -1686,6 +1721,22 @@ mod tests {
         assert_eq!(e.value, 1200);
         let e = smp_entry("mem_bw_pair", "permille", SMP[4].1, &runs);
         assert_eq!(e.value, 900);
+        // The rstat bench: runs without it leave the reference value.
+        let e = smp_entry("memcg_rstat_flush", unit, SMP[5].1, &runs);
+        assert_eq!(e.basis, Basis::Reference);
+        for (r, c) in runs.iter_mut().zip([14_000, 15_500, 15_000]) {
+            r.rstat = Some(RstatBench {
+                cpus: [0, 1],
+                pages: 512,
+                reps: 1000,
+                read_ns: [10_000, 12_500, c],
+            });
+        }
+        let e = smp_entry("memcg_rstat_flush", unit, SMP[5].1, &runs);
+        assert_eq!(
+            (e.basis, e.value, e.spread),
+            (Basis::Measured, 2500, [1500, 3000])
+        );
     }
 
     #[test]

@@ -194,6 +194,13 @@ const KNOWN_MISSES: &[(&str, &[&str])] = &[(
         "dontneed main/dontneed",
         "munmap main/munmap_anon",
         "munmap main/munmap_shmem",
+        // 0.71 until 2026-11-30, then 0.68: the memcg rstat flush's cost
+        // (the AMD guest's measured value: this machine has no rstat
+        // bench run) took part of the memcg reclaim phases' time from
+        // shrink_folio and unmap_one in this machine's fit, and
+        // MADV_PAGEOUT's reclaim reads no memcg counters, so it flushes
+        // nothing. The real runs here span 188.6-289.4 ms.
+        "pageout main/pageout_private",
         "psi_zram_memcg main/read",
         "psi_zram_memcg main/rewrite",
         "resident main/seq",

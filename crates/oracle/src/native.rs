@@ -138,6 +138,21 @@ pub fn zram_bench(
     supervise(runner, spec_path, &[], &args)
 }
 
+/// The runner's rstat bench (`--rstat-bench REPS`) in the cgroup of
+/// `spec_path`: Ok(Ok(its JSON document)), Ok(Err(refusal)).
+pub fn rstat_bench(
+    runner: &Path,
+    spec_path: &Path,
+    reps: u64,
+) -> Result<Result<String, String>, OracleError> {
+    supervise(
+        runner,
+        spec_path,
+        &[],
+        &["--rstat-bench".to_string(), reps.to_string()],
+    )
+}
+
 /// Runs the runner natively on `spec_path` with `extra` arguments, under
 /// the journal and signal supervision above: Ok(Ok(document)),
 /// Ok(Err(refusal)) when it refused (exit 2).

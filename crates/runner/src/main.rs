@@ -18,6 +18,7 @@ mod oom;
 mod ops;
 mod procfs;
 mod region;
+mod rstat_bench;
 mod setup;
 mod shared;
 mod vmm;
@@ -29,7 +30,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE] [--zram-bench PAGES [--zram-content-bench]] [--vmm NAME=FILE]... [--preload FILE]...]\n       mmsim-runner --teardown JOURNAL";
+const USAGE: &str = "usage: mmsim-runner SPEC [--set KEY=VALUE]... [--output FILE] [--native [--journal FILE] [--zram-bench PAGES [--zram-content-bench] | --rstat-bench REPS] [--vmm NAME=FILE]... [--preload FILE]...]\n       mmsim-runner --teardown JOURNAL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
     let mut journal = None;
     let mut zram_bench = None;
     let mut content_bench = false;
+    let mut rstat_reps = None;
     let mut vmms = vmm::Vmms::new();
     let mut preload = Vec::new();
     let mut it = args.into_iter();
@@ -62,6 +64,15 @@ fn main() -> ExitCode {
                 _ => {
                     eprintln!(
                         "mmsim-runner: --zram-bench: expected a number of pages > 0\n{USAGE}"
+                    );
+                    return ExitCode::from(2);
+                }
+            },
+            "--rstat-bench" => match it.next().and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if n > 0 => rstat_reps = Some(n),
+                _ => {
+                    eprintln!(
+                        "mmsim-runner: --rstat-bench: expected a number of repetitions > 0\n{USAGE}"
                     );
                     return ExitCode::from(2);
                 }
@@ -145,19 +156,19 @@ fn main() -> ExitCode {
             );
             return ExitCode::from(2);
         }
-        return match bench_zram(&spec, journal.as_deref(), pages, content_bench) {
-            Ok(doc) => match output {
-                Some(out) => write_output(&out, &doc),
-                None => {
-                    println!("{doc}");
-                    ExitCode::SUCCESS
-                }
-            },
-            Err(e) => {
-                eprintln!("mmsim-runner: {e}");
-                ExitCode::from(1)
-            }
-        };
+        return bench_output(
+            bench_zram(&spec, journal.as_deref(), pages, content_bench),
+            output,
+        );
+    }
+    if let Some(reps) = rstat_reps {
+        if !native || spec.cgroups.len() != 1 {
+            eprintln!(
+                "mmsim-runner: {path}: --rstat-bench needs --native and a spec with one cgroup"
+            );
+            return ExitCode::from(2);
+        }
+        return bench_output(bench_rstat(&spec, journal.as_deref(), reps), output);
     }
     let guests = Guests {
         vmms: &vmms,
@@ -180,6 +191,22 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
+            eprintln!("mmsim-runner: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A bench's document, to `output` (atomically) or standard output; or
+/// its error.
+fn bench_output(doc: Result<String, String>, output: Option<String>) -> ExitCode {
+    match (doc, output) {
+        (Ok(doc), Some(out)) => write_output(&out, &doc),
+        (Ok(doc), None) => {
+            println!("{doc}");
+            ExitCode::SUCCESS
+        }
+        (Err(e), _) => {
             eprintln!("mmsim-runner: {e}");
             ExitCode::from(1)
         }
@@ -217,6 +244,21 @@ fn bench_zram(
         true => zram_bench::run_content(&setup.devices[0], pages)
             .map(|r| serde_json::to_string_pretty(&r).expect("serialises")),
     };
+    setup.teardown();
+    doc
+}
+
+/// The rstat bench (rstat_bench.rs) in the spec's cgroup, set up and
+/// undone.
+fn bench_rstat(
+    spec: &mmsim_spec::Spec,
+    journal: Option<&str>,
+    reps: usize,
+) -> Result<String, String> {
+    let mut setup = setup::Setup::apply(spec, journal)?;
+    let dir = setup::cgroup_dir(&spec.cgroups[0].name);
+    let doc =
+        rstat_bench::run(&dir, reps).map(|r| serde_json::to_string_pretty(&r).expect("serialises"));
     setup.teardown();
     doc
 }

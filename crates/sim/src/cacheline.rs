@@ -166,6 +166,10 @@ pub enum Line {
     /// in the PMD table page's struct page), by VMA, then its table's
     /// index in the VMA (mm/mmap.rs `table_line`).
     Pmd { vma: u32, table: u32 },
+    /// memcg's global `stats_flush_threshold` (mm/memcg_rstat.rs): each
+    /// CPU adds to it once per 64 updates until it passes the CPUs, and
+    /// a flush zeroes it.
+    StatsFlushThreshold,
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -270,6 +274,8 @@ pub struct SharedLines {
     /// By page frame: the `struct page` lines (grown to the highest frame
     /// written).
     page: Vec<PageLine>,
+    /// memcg's `stats_flush_threshold` (one line).
+    stats_flush_threshold: Vec<LineState>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -303,6 +309,7 @@ impl SharedLines {
             }
             Line::Ptl { vma, table } => (grown(&mut self.ptl, vma as usize), table as usize),
             Line::Pmd { vma, table } => (grown(&mut self.pmd, vma as usize), table as usize),
+            Line::StatsFlushThreshold => (&mut self.stats_flush_threshold, 0),
         };
         grown(v, i)
     }

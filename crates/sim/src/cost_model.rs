@@ -199,6 +199,18 @@ pub const IPI_NS: u64 = 2330;
 /// 1087, 1199 ns.
 pub const IPI_HANDLER_NS: u64 = 1199;
 
+/// One memcg's fold from one CPU in an rstat flush
+/// (`mem_cgroup_css_rstat_flush`: every memcg counter, event and lruvec
+/// counter of that CPU read, subtracted and added up the tree). Measured
+/// on the AMD development guest (Linux 6.18, cgroup v1) on 2026-11-30 by
+/// calibrate's rstat bench (`mmsim-runner calibrate/rstat.toml --native
+/// --rstat-bench 1000`): a memory.stat read after 512 pages mapped,
+/// written and unmapped half on each CPU, minus after all on the
+/// reader's (docs/calibrate.md). The session's five runs
+/// (calibrate/results-native/amd-epyc-rstat-2026-11-30, rstat.json):
+/// 2924, 2493, 1942, 2343 and 2153 ns; the median here.
+pub const MEMCG_RSTAT_FLUSH_NS: u64 = 2343;
+
 /// What a cache line's move between two sockets costs against its move
 /// between two cores of one socket, in thousandths: 2118. Documented, not
 /// measured (the project's machines have one socket): on a two-socket
@@ -335,6 +347,7 @@ functions! {
     HpageCollapseScanPmd = "hpage_collapse_scan_pmd",
     PmdInstall = "pmd_install",
     DoHugePmdAnonymousPage = "do_huge_pmd_anonymous_page",
+    MemcgFlushStats = "__mem_cgroup_flush_stats",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

@@ -216,6 +216,8 @@ pub struct Kernel {
     /// vmstat's per-CPU differentials (mm/vmstat_pcp.rs); empty with one
     /// CPU.
     pub stat_diffs: crate::mm::vmstat_pcp::StatDiffs,
+    /// The memcg statistics' rstat flush state (mm/memcg_rstat.rs).
+    pub rstat: crate::mm::memcg_rstat::MemcgRstat,
     /// `release_pages`' lruvec lock across a TLB gather's frees (swap.rs).
     pub release_batch: crate::mm::swap::ReleaseBatch,
     /// Some CPU's `stock_drain_pending` is set (memcontrol.rs).
@@ -478,6 +480,7 @@ impl Kernel {
             mmap_locks: Default::default(),
             lines: Default::default(),
             stat_diffs: Default::default(),
+            rstat: Default::default(),
             release_batch: Default::default(),
             stock_drains_pending: false,
             uncharge_list: Default::default(),
@@ -511,6 +514,7 @@ impl Kernel {
             v
         };
         k.zero_stat_diffs();
+        k.memcg_rstat_init();
         Ok(k)
     }
 

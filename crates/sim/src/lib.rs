@@ -690,8 +690,8 @@ fn cgroup_results(k: &mut Kernel) -> BTreeMap<String, CgroupResult> {
     let mut out = BTreeMap::new();
     for i in 1..k.memcgs.len() {
         let psi = k.psi_show(i as u16);
+        let stat = k.memory_stat_show(i as u16);
         let m = &k.memcgs[i];
-        let stat = k.memory_stat(i as u16);
         let ev = m.events;
         out.insert(
             m.name.clone(),

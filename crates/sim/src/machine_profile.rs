@@ -90,6 +90,7 @@ costs! {
     ipi: "ns" = cost_model::IPI_NS;
     ipi_handler: "ns" = cost_model::IPI_HANDLER_NS;
     mem_bw_pair: "permille" = cost_model::MEM_BW_PAIR_PERMILLE;
+    memcg_rstat_flush: "ns" = cost_model::MEMCG_RSTAT_FLUSH_NS;
 }
 
 impl Costs {

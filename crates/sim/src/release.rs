@@ -208,6 +208,15 @@ behaviours! {
     /// swap read's submission is a memory stall, and no file readahead
     /// is (the wait on a locked workingset page is one on both).
     psi_workingset_reads,
+    /// memcg statistics reach the counters reclaim and memory.stat read
+    /// (`lruvec_page_state`, `memcg_page_state`) only at an rstat flush,
+    /// which a reader makes once the CPUs updated more than 64 × (CPUs
+    /// + 1) pages and events since the last (one global
+    /// `stats_flush_threshold`, 5.15-6.7), and a worker every 2 s
+    /// (mm/memcg_rstat.rs). Off: the model reads exact counters (5.10
+    /// batches each counter per CPU instead; 6.8 and later keep a
+    /// threshold per memcg: neither is modelled).
+    memcg_rstat_global_threshold,
 }
 
 impl Release {
@@ -225,6 +234,7 @@ impl Release {
         psi_workingset_reads: true,
         xfs_large_folios: true,
         zram_thp_one_bio: true,
+        memcg_rstat_global_threshold: true,
         ..Release::NONE
     };
 
@@ -253,6 +263,7 @@ impl Release {
         skip_swapcache_prepare: true,
         memory_reclaim_batches: true,
         memcg_protection_stale_target: false,
+        memcg_rstat_global_threshold: false,
         ..Release::V6_1
     };
 

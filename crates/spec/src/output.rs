@@ -564,6 +564,28 @@ pub struct ZramBench {
     pub token_pages: u64,
 }
 
+/// `mmsim-runner --native --rstat-bench REPS`: reads of a memcg's
+/// memory.stat timed with nothing pending, after updates on one CPU and
+/// after the same updates split over two (the runner's rstat_bench.rs).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RstatBench {
+    /// The reader's CPU, then the other.
+    pub cpus: [usize; 2],
+    /// Pages mapped, written and unmapped before each flushing read.
+    pub pages: u64,
+    pub reps: u64,
+    /// Median ns of a read: nothing pending, after the first CPU's
+    /// updates, after both CPUs'.
+    pub read_ns: [u64; 3],
+}
+
+impl RstatBench {
+    /// One more CPU's fold of the memcg in a flush (`memcg_rstat_flush`).
+    pub fn fold_ns(&self) -> f64 {
+        self.read_ns[2] as f64 - self.read_ns[1] as f64
+    }
+}
+
 /// `mmsim-runner --native --zram-content-bench PAGES`: each compressor
 /// and page content through the kernel's zram (zram_bench.rs).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -339,11 +339,17 @@ impl Kernel {
         }
     }
 
+    /// `global_node_page_state` of an LRU list (the node counters, no
+    /// memcg flush).
     fn global_lru_pages(&self, lru: u8) -> u64 {
-        (0..self.memcgs.len())
-            .filter(|&m| self.memcgs[m].parent.is_none())
-            .map(|m| self.lruvec_page_state(m as u16, lru))
-            .sum()
+        const NODE: [Vm; 5] = [
+            Vm::NrInactiveAnon,
+            Vm::NrActiveAnon,
+            Vm::NrInactiveFile,
+            Vm::NrActiveFile,
+            Vm::NrUnevictable,
+        ];
+        self.vm.get(NODE[lru as usize]).max(0) as u64
     }
 
     /// `filemap_fault` for page `idx` of a file VMA: the cached folio (with

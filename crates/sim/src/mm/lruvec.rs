@@ -201,7 +201,7 @@ pub(crate) enum LruZone {
     Is(usize),
 }
 
-const LRU_MC: [Mc; NR_LRU_LISTS] = [
+pub(crate) const LRU_MC: [Mc; NR_LRU_LISTS] = [
     Mc::InactiveAnon,
     Mc::ActiveAnon,
     Mc::InactiveFile,
@@ -217,7 +217,7 @@ impl Kernel {
     }
 
     /// `update_lru_size`: node, zone and memcg gauges.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn update_lru_size(&mut self, memcg: u16, lru: u8, n: i64, at: LruZone) {
         let (node, zone) = LRU_VM[lru as usize];
         self.vm.add(node, n);
@@ -225,6 +225,7 @@ impl Kernel {
         self.memcgs[memcg as usize]
             .stat
             .add(LRU_MC[lru as usize], n);
+        self.memcg_rstat_updated(memcg, n);
         if self.cpus.len() > 1 {
             self.lru_size_stat_diffs(lru, n, at);
         }

@@ -126,7 +126,9 @@ pub struct UnchargeList {
     /// for its end.
     gathering: Option<u64>,
     /// The pass's uncharges so far: (memcg, pages).
-    gathered: Vec<(u16, u64)>,
+    /// (memcg, pages, folios): a run of one memcg's folios is one
+    /// `uncharge_batch`.
+    gathered: Vec<(u16, u64, u64)>,
     /// Done uncharges, one per page-counter level, not yet visible to a
     /// clock before their time. Empty on one CPU: every later observer's
     /// clock is past the pass's end there.
@@ -243,8 +245,10 @@ impl Kernel {
         let now = self.now();
         let shared = self.cpus.len() > 1;
         let mut gathered = std::mem::take(&mut self.uncharge_list.gathered);
-        for &(memcg, nr) in &gathered {
+        for &(memcg, nr, folios) in &gathered {
             self.page_counter_uncharge(memcg, nr);
+            // uncharge_batch's PGPGOUT, one per folio.
+            self.memcg_rstat_updated(memcg, folios as i64);
             let mut level = Some(memcg).filter(|_| shared);
             while let Some(m) = level.filter(|&m| m != ROOT_MEMCG) {
                 self.uncharge_list.in_flight.push(InFlight {
@@ -684,9 +688,31 @@ impl Kernel {
         }
     }
 
-    /// `try_charge_memcg`: charge `nr` pages to `memcg` from the current
-    /// task, reclaiming from the memcg over its limit as the kernel does.
+    /// `try_charge_memcg` and the commit of a folio's charge: `nr` pages
+    /// to `memcg` from the current task, reclaiming from the memcg over
+    /// its limit as the kernel does; a charged folio counts PGPGIN
+    /// (`mem_cgroup_charge_statistics`).
     pub fn try_charge(&mut self, memcg: u16, nr: u64) -> Charge {
+        let c = self.try_charge_pages(memcg, nr);
+        if c == Charge::Ok {
+            self.mem_cgroup_charge_statistics(memcg);
+        }
+        c
+    }
+
+    /// A page table's kmem charge (`__memcg_kmem_charge_page`): the
+    /// charge, and `memcg_account_kmem`'s update below the root (the root
+    /// has no objcg: its page tables are charged to no memcg).
+    pub fn try_charge_kmem(&mut self, memcg: u16, nr: u64) -> Charge {
+        let c = self.try_charge_pages(memcg, nr);
+        if c == Charge::Ok && !self.is_root(memcg) {
+            self.memcg_rstat_updated(memcg, nr as i64);
+        }
+        c
+    }
+
+    /// `try_charge_memcg`.
+    fn try_charge_pages(&mut self, memcg: u16, nr: u64) -> Charge {
         // A charge the stock covers is a leaf of the caller in the profile
         // (merged with the traced slow path of the same name).
         if !self.is_root(memcg) && self.consume_stock(memcg, nr) {
@@ -702,6 +728,14 @@ impl Kernel {
     /// `always` without MADV_HUGEPAGE): one round of reclaim and a stock
     /// drain, then it fails.
     pub fn try_charge_noretry(&mut self, memcg: u16, nr: u64) -> Charge {
+        let c = self.try_charge_noretry_pages(memcg, nr);
+        if c == Charge::Ok {
+            self.mem_cgroup_charge_statistics(memcg);
+        }
+        c
+    }
+
+    fn try_charge_noretry_pages(&mut self, memcg: u16, nr: u64) -> Charge {
         if !self.is_root(memcg) && self.consume_stock(memcg, nr) {
             self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
             return Charge::Ok;
@@ -728,6 +762,14 @@ impl Kernel {
     /// `try_charge_memcg` for a gfp that cannot block: the stock or the
     /// page counter, else it fails at once (no reclaim, no max event).
     pub fn try_charge_nowait(&mut self, memcg: u16, nr: u64) -> Charge {
+        let c = self.try_charge_nowait_pages(memcg, nr);
+        if c == Charge::Ok {
+            self.mem_cgroup_charge_statistics(memcg);
+        }
+        c
+    }
+
+    fn try_charge_nowait_pages(&mut self, memcg: u16, nr: u64) -> Charge {
         self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
         if self.is_root(memcg) || self.consume_stock(memcg, nr) {
             return Charge::Ok;
@@ -911,16 +953,22 @@ impl Kernel {
     #[inline]
     pub fn mem_cgroup_uncharge(&mut self, memcg: u16, nr: u64) {
         if self.is_root(memcg) {
+            // The root's page counter is not charged; its PGPGOUT is.
+            self.memcg_rstat_updated(memcg, 1);
             return;
         }
         if self.uncharge_list.gathering.is_none() {
             self.page_counter_uncharge(memcg, nr);
+            self.memcg_rstat_updated(memcg, 1);
             return;
         }
         let list = &mut self.uncharge_list.gathered;
         match list.last_mut() {
-            Some((m, n)) if *m == memcg => *n += nr,
-            _ => list.push((memcg, nr)),
+            Some((m, n, f)) if *m == memcg => {
+                *n += nr;
+                *f += 1;
+            }
+            _ => list.push((memcg, nr, 1)),
         }
     }
 
@@ -949,6 +997,8 @@ impl Kernel {
         // swap_cgroup_record: a large run never crosses devices.
         let off = swp_offset(entry) as usize;
         self.swap[swp_type(entry)].cgroup[off..off + nr as usize].fill(memcg);
+        // mod_memcg_state(MEMCG_SWAP): the root's too.
+        self.memcg_rstat_updated(memcg, nr as i64);
         Some(entry)
     }
 
@@ -1001,12 +1051,14 @@ impl Kernel {
 
     pub fn mem_cgroup_uncharge_swap(&mut self, memcg: u16, nr: u64) {
         self.swap_counter_add(memcg, -(nr as i64));
+        self.memcg_rstat_updated(memcg, nr as i64);
     }
 
     /// Adds to a memcg's own memory.stat (summed over the hierarchy when read).
-    #[inline]
+    #[inline(always)]
     pub fn memcg_stat(&mut self, memcg: u16, item: Mc, n: i64) {
         self.memcgs[memcg as usize].stat.add(item, n);
+        self.memcg_stat_updated(memcg, item, n);
     }
 
     /// memory.stat as the kernel prints it: the memcg's own and all its

@@ -341,7 +341,7 @@ impl Kernel {
         let pfn = self
             .alloc_page(super::page_alloc::Gfp::HighUserMovable)
             .ok_or(crate::SimError::Oom)?;
-        if self.try_charge(memcg, 1) != super::memcontrol::Charge::Ok {
+        if self.try_charge_kmem(memcg, 1) != super::memcontrol::Charge::Ok {
             self.free_page(pfn);
             return Err(crate::SimError::Oom);
         }
@@ -350,7 +350,7 @@ impl Kernel {
         f.flags = PG_PGTABLE | PG_PMD_YOUNG;
         f.memcg = memcg;
         self.mod_node_page_state(Vm::NrPageTablePages, 1);
-        self.memcg_stat(memcg, Mc::Pagetables, 1);
+        self.pgtable_stat(memcg, 1);
         Ok(pfn)
     }
 
@@ -376,9 +376,22 @@ impl Kernel {
     pub fn pte_free(&mut self, p: Pfn) {
         let memcg = self.folios.get(p).memcg;
         self.mod_node_page_state(Vm::NrPageTablePages, -1);
-        self.memcg_stat(memcg, Mc::Pagetables, -1);
-        self.mem_cgroup_uncharge(memcg, 1);
+        self.pgtable_stat(memcg, -1);
+        if !self.is_root(memcg) {
+            self.mem_cgroup_uncharge(memcg, 1);
+        }
         self.free_page(p);
+    }
+
+    /// A page table's NR_PAGETABLE in its memcg. The root's tables are
+    /// charged to no memcg (no objcg): the kernel updates only the node
+    /// counter, so the root's count here makes no rstat update.
+    fn pgtable_stat(&mut self, memcg: u16, n: i64) {
+        if self.is_root(memcg) {
+            self.memcgs[memcg as usize].stat.add(Mc::Pagetables, n);
+        } else {
+            self.memcg_stat(memcg, Mc::Pagetables, n);
+        }
     }
 
     /// `free_pgtables`: a VMA's tables, uncharged and freed.

@@ -235,10 +235,13 @@ impl Kernel {
     }
 
     /// `lruvec_page_state` for an LRU size: the memcg's hierarchical count
-    /// (for the root, the whole node). Simplification: the kernel reads
-    /// rstat-flushed values that may lag by up to 2 s or 64×CPUs updates;
-    /// we read exact ones.
+    /// (for the root, the whole node) as the last rstat flush left it
+    /// (mm/memcg_rstat.rs); exact where the release has no such lag.
     pub fn lruvec_page_state(&self, memcg: u16, lru: u8) -> u64 {
+        if self.rstat.on {
+            let item = crate::mm::lruvec::LRU_MC[lru as usize];
+            return self.rstat.state[memcg as usize].get(item).max(0) as u64;
+        }
         const NODE: [crate::vmstat::Vm; 5] = [
             crate::vmstat::Vm::NrInactiveAnon,
             crate::vmstat::Vm::NrActiveAnon,

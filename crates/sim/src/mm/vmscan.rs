@@ -222,6 +222,12 @@ impl Kernel {
 
     /// workingset_activate_{anon,file} of a memcg's subtree (node-wide for root).
     fn lruvec_stat_hier(&self, memcg: u16) -> [u64; 2] {
+        if self.rstat.on {
+            return [
+                self.memcg_page_state(memcg, Mc::WorkingsetActivateAnon) as u64,
+                self.memcg_page_state(memcg, Mc::WorkingsetActivateFile) as u64,
+            ];
+        }
         if !self.memcgs[memcg as usize].has_children && memcg != ROOT_MEMCG {
             let s = &self.memcgs[memcg as usize].stat;
             return [
@@ -296,6 +302,8 @@ impl Kernel {
             return;
         }
         let target = sc.target_memcg();
+        // Flushed so that the heuristics read accurate memcg counters.
+        self.mem_cgroup_flush_stats();
         sc.anon_cost = self.lruvecs[target as usize].anon_cost;
         sc.file_cost = self.lruvecs[target as usize].file_cost;
         if !sc.force_deactivate {

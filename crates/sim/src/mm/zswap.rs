@@ -345,15 +345,20 @@ impl Kernel {
 
     /// `obj_cgroup_may_zswap`: every level below the root under its
     /// memory.zswap.max (0 refuses outright), in whole pages of the
-    /// level's compressed bytes, its descendants' included.
-    fn obj_cgroup_may_zswap(&self, memcg: u16) -> bool {
+    /// level's compressed bytes, its descendants' included, read after
+    /// a flush of the level's subtree (`cgroup_rstat_flush`).
+    fn obj_cgroup_may_zswap(&mut self, memcg: u16) -> bool {
         let mut cur = Some(memcg);
         while let Some(m) = cur.filter(|&m| m != ROOT_MEMCG) {
             if let Some(max) = self.memcgs[m as usize].zswap_max {
                 if max == 0 {
                     return false;
                 }
-                let bytes = self.memory_stat(m).get(Mc::Zswap) as u64;
+                if self.rstat.on {
+                    let pairs = self.cgroup_rstat_flush(Some(m));
+                    self.charge_rstat_flush(pairs);
+                }
+                let bytes = self.memcg_page_state(m, Mc::Zswap) as u64;
                 if bytes / PAGE_SIZE as u64 >= max {
                     return false;
                 }

@@ -163,6 +163,7 @@ impl<'s> Scheduler<'s> {
             k.run_pending_zswap_shrink();
             k.clock_base = start;
             k.pending_ns = 0;
+            k.run_stats_flush_dwork(start);
             k.process_io_completions(start);
             k.run_pending_ipis(cpu, prev_end, start);
             let end = if entity < self.rq.tasks.len() {
