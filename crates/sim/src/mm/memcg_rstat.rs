@@ -35,9 +35,10 @@
 //!
 //! Simplifications (each moves when a flush comes, never what it folds):
 //! - the kernel's memcg updates the model does not make (slab objects'
-//!   `mod_objcg_state`, kernel stacks, sockets, percpu; the root's page
-//!   tables, charged to no memcg, are right) advance no threshold here:
-//!   a flush may come a little later than the kernel's;
+//!   `mod_objcg_state`, kernel stacks, sockets, percpu, and the
+//!   MEMCG_KMEM of zswap's page charges through the object stock; the
+//!   root's page tables, charged to no memcg, are right) advance no
+//!   threshold here: a flush may come a little later than the kernel's;
 //! - `stats_flush_lock` is taken with a trylock: a CPU that finds another
 //!   flushing skips its flush. The scheduler runs one CPU's slice at a
 //!   time, so a flush is never found in progress;
@@ -262,17 +263,17 @@ impl Kernel {
         let due = self.rstat.next_dwork;
         // A kworker's time on an unbound workqueue: not the tasks'.
         self.mem_cgroup_flush_stats_locked();
-        let next = due + FLUSH_TIME_NS;
-        self.rstat.next_dwork = if next > now {
-            next
-        } else {
-            now + FLUSH_TIME_NS
+        // A clock at its end (a task asleep for ever) saturates.
+        let next = due.saturating_add(FLUSH_TIME_NS);
+        self.rstat.next_dwork = match next > now {
+            true => next,
+            false => now.saturating_add(FLUSH_TIME_NS),
         };
     }
 
     /// `__mem_cgroup_flush_stats`: the whole tree, and the threshold reset.
     fn mem_cgroup_flush_stats_locked(&mut self) -> u64 {
-        self.rstat.flush_next_time = self.now() + 2 * FLUSH_TIME_NS;
+        self.rstat.flush_next_time = self.now().saturating_add(2 * FLUSH_TIME_NS);
         let pairs = self.cgroup_rstat_flush(None);
         self.rstat.threshold = 0;
         self.stats_flush_threshold_line();
