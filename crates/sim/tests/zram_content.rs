@@ -7,20 +7,14 @@
 
 mod common;
 use common::*;
-use mmsim_sim::machine_profile::{CompressEntry, CompressTable, CostProfile};
+use mmsim_sim::machine_profile::CompressTable;
 use mmsim_sim::output::RunResult;
-use mmsim_sim::SimError;
 
 /// lzo-rle: text 1000 bytes (1008 with the handle: zsmalloc's 1024-byte
 /// class, four objects to a one-page zspage), ratio 2 at 2040 (2048: two
 /// to a page), random 4096 (zram stores it whole), same-filled nothing.
 fn table() -> CompressTable {
-    let e = |bytes, c, d| CompressEntry {
-        bytes,
-        compress_ns: c,
-        decompress_ns: d,
-        method: "test".into(),
-    };
+    let e = compress_entry;
     let mut t = CompressTable::new();
     let lzo = t.entry("lzo-rle".into()).or_default();
     lzo.insert("text".into(), e(1000, 5000, 2000));
@@ -35,21 +29,11 @@ fn table() -> CompressTable {
     t
 }
 
-fn run_with(text: &str, table: CompressTable) -> Result<RunResult, SimError> {
-    try_run_with(
-        text,
-        CostProfile {
-            compress: std::sync::Arc::new(table),
-            ..CostProfile::reference()
-        },
-    )
-}
-
 /// 16 MiB of `content` written once and paged out whole (MADV_PAGEOUT):
 /// every page goes to zram exactly once, nothing is freed. Each preset's
 /// default compressor (the table prices lzo-rle and lz4 alike).
 fn paged_out(kernel: &str, content: &str) -> RunResult {
-    run_with(
+    try_run_compress(
         &format!(
             r#"
 [machine]
@@ -116,7 +100,7 @@ fn unmeasured_ratios_interpolate_between_measured_ones() {
     let r = paged_out("6.1", "{ ratio = 3.0 }");
     let per_page = r.zram[0].compr_data_size / PAGES;
     assert_eq!(per_page, 1016 + (2040 - 1016) / 3);
-    let e = run_with(&paged_spec("{ ratio = 8.0 }"), table())
+    let e = try_run_compress(&paged_spec("{ ratio = 8.0 }"), table())
         .expect_err("ratio 8 lies outside the measured 2..4 and random");
     assert!(e.to_string().contains("ratio"), "{e}");
 }
@@ -154,7 +138,7 @@ fn a_mix_stores_each_kind_by_its_weight() {
 /// back only once it is empty.
 #[test]
 fn swap_in_frees_objects_and_empty_zspages() {
-    let r = run_with(
+    let r = try_run_compress(
         r#"
 [machine]
 memory = "512M"
@@ -193,7 +177,7 @@ steps = [
 #[test]
 fn first_writes_of_stated_content_cost_a_page_copy() {
     let plain = run_checked(&paged_spec_plain());
-    let text = run_with(&paged_spec(r#""text""#), table()).unwrap();
+    let text = try_run_compress(&paged_spec(r#""text""#), table()).unwrap();
     let took = |r: &RunResult| r.tasks[0].end_ns - r.tasks[0].start_ns;
     let copy = mmsim_sim::machine_profile::Costs::REFERENCE.copy_page;
     assert_eq!(took(&text) - took(&plain), PAGES * copy);
@@ -207,11 +191,11 @@ fn paged_spec_plain() -> String {
 
 #[test]
 fn a_profile_without_the_compressor_is_refused() {
-    let e = run_with(&paged_spec(r#""text""#), CompressTable::new()).expect_err("no table");
+    let e = try_run_compress(&paged_spec(r#""text""#), CompressTable::new()).expect_err("no table");
     assert!(e.to_string().contains("calibrate --zram-content"), "{e}");
     let lz4 = paged_spec(r#""text""#)
         .replace("size = \"256M\"", "size = \"256M\"\ncompressor = \"lz4hc\"");
-    let e = run_with(&lz4, table()).expect_err("no lz4hc");
+    let e = try_run_compress(&lz4, table()).expect_err("no lz4hc");
     assert!(e.to_string().contains("lz4hc"), "{e}");
 }
 
@@ -228,7 +212,7 @@ fn mem_limit_bounds_the_pool_and_failed_pages_stay() {
         "{ op = \"touch\", region = \"a\", write = 1.0 },\n]",
         "{ op = \"touch\", region = \"a\", write = 1.0 },\n  { op = \"madvise\", region = \"a\", advice = \"pageout\" },\n]",
     );
-    let r = run_with(&text, table()).unwrap_or_else(|e| panic!("{e}"));
+    let r = try_run_compress(&text, table()).unwrap_or_else(|e| panic!("{e}"));
     let z = r.zram[0];
     assert_eq!(z.mem_used_max, 1 << 20);
     assert_eq!(
@@ -249,7 +233,7 @@ fn a_compressor_the_release_lacks_is_refused() {
     let spec = paged_spec(r#""text""#)
         .replace("memory = \"512M\"", "memory = \"512M\"\nkernel = \"7.3\"")
         .replace("size = \"256M\"", "size = \"256M\"\ncompressor = \"lzo\"");
-    let e = run_with(&spec, table()).expect_err("7.3 has no lzo for zram");
+    let e = try_run_compress(&spec, table()).expect_err("7.3 has no lzo for zram");
     assert!(e.to_string().contains("does not offer"), "{e}");
 }
 
@@ -259,7 +243,7 @@ fn a_compressor_the_release_lacks_is_refused() {
 /// device and read back counted violations).
 #[test]
 fn zero_pages_back_from_the_zeromap_hold_what_was_written() {
-    let r = run_with(
+    let r = try_run_compress(
         r#"
 [machine]
 memory = "512M"

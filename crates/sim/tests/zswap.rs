@@ -7,7 +7,7 @@
 
 mod common;
 use common::*;
-use mmsim_sim::machine_profile::{CompressEntry, CompressTable, CostProfile};
+use mmsim_sim::machine_profile::CompressTable;
 use mmsim_sim::output::RunResult;
 use mmsim_sim::SimError;
 
@@ -15,12 +15,7 @@ use mmsim_sim::SimError;
 /// zbud page), text 1000 (16 chunks with the header), same-filled kinds
 /// nothing; zram's lzo-rle the same.
 fn table() -> CompressTable {
-    let e = |bytes, c, d| CompressEntry {
-        bytes,
-        compress_ns: c,
-        decompress_ns: d,
-        method: "test".into(),
-    };
+    let e = compress_entry;
     let mut t = CompressTable::new();
     let lzo = t.entry("lzo".into()).or_default();
     lzo.insert("token".into(), e(44, 700, 8000));
@@ -34,13 +29,7 @@ fn table() -> CompressTable {
 }
 
 fn run(text: &str) -> Result<RunResult, SimError> {
-    try_run_with(
-        text,
-        CostProfile {
-            compress: std::sync::Arc::new(table()),
-            ..CostProfile::reference()
-        },
-    )
+    try_run_compress(text, table())
 }
 
 /// `mb` MiB of `content` (None: token pages) written under a `limit`

@@ -34,6 +34,30 @@ pub fn try_run_with(text: &str, costs: CostProfile) -> Result<RunResult, SimErro
     Ok(r)
 }
 
+/// As [`try_run`], with a compression table of the test's own in place
+/// of the profile's measured one (zram's and zswap's stored lengths and
+/// times per compressor and content kind).
+pub fn try_run_compress(
+    text: &str,
+    table: mmsim_sim::machine_profile::CompressTable,
+) -> Result<RunResult, SimError> {
+    let costs = CostProfile {
+        compress: std::sync::Arc::new(table),
+        ..CostProfile::reference()
+    };
+    try_run_with(text, costs)
+}
+
+/// A compression table's entry: stored bytes, compress and decompress ns.
+pub fn compress_entry(bytes: u64, c: u64, d: u64) -> mmsim_sim::machine_profile::CompressEntry {
+    mmsim_sim::machine_profile::CompressEntry {
+        bytes,
+        compress_ns: c,
+        decompress_ns: d,
+        method: "test".into(),
+    }
+}
+
 pub fn vm(r: &RunResult, name: &str) -> i64 {
     *r.vmstat
         .get(name)
