@@ -342,14 +342,8 @@ impl Kernel {
     /// `global_node_page_state` of an LRU list (the node counters, no
     /// memcg flush).
     fn global_lru_pages(&self, lru: u8) -> u64 {
-        const NODE: [Vm; 5] = [
-            Vm::NrInactiveAnon,
-            Vm::NrActiveAnon,
-            Vm::NrInactiveFile,
-            Vm::NrActiveFile,
-            Vm::NrUnevictable,
-        ];
-        self.vm.get(NODE[lru as usize]).max(0) as u64
+        let node = super::lruvec::LRU_VM[lru as usize].0;
+        self.vm.get(node).max(0) as u64
     }
 
     /// `filemap_fault` for page `idx` of a file VMA: the cached folio (with

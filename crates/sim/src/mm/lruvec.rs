@@ -186,7 +186,8 @@ macro_rules! lru_policy {
     };
 }
 
-const LRU_VM: [(Vm, Vm); NR_LRU_LISTS] = [
+/// Each LRU list's node and zone gauge.
+pub(crate) const LRU_VM: [(Vm, Vm); NR_LRU_LISTS] = [
     (Vm::NrInactiveAnon, Vm::NrZoneInactiveAnon),
     (Vm::NrActiveAnon, Vm::NrZoneActiveAnon),
     (Vm::NrInactiveFile, Vm::NrZoneInactiveFile),

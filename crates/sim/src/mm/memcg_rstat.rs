@@ -73,11 +73,9 @@ const NO_MEMCG: u32 = u32::MAX;
 /// The rstat side of every memcg's statistics.
 #[derive(Default)]
 pub struct MemcgRstat {
-    /// The release flushes as 6.1 does; else nothing here runs and
-    /// readers see exact counters.
-    pub on: bool,
     /// Per CPU: `stats_updates`, and the memcg it last put on its tree
-    /// (the updates that follow are mostly the same memcg's).
+    /// (the updates that follow are mostly the same memcg's). Empty where
+    /// the release has no such flush (`on`).
     pcpu: Vec<RstatCpu>,
     /// `stats_flush_threshold`.
     threshold: u32,
@@ -100,6 +98,15 @@ pub struct MemcgRstat {
     /// Bit per memory.stat item: a model update of it is a kernel update
     /// (`updates`).
     counts: u64,
+}
+
+impl MemcgRstat {
+    /// The release flushes as 6.1 does; else nothing here runs and
+    /// readers see exact counters.
+    #[inline]
+    pub fn on(&self) -> bool {
+        !self.pcpu.is_empty()
+    }
 }
 
 /// Which of the model's memory.stat items the release updates as memcg
@@ -142,7 +149,6 @@ impl Kernel {
             }
         }
         let r = &mut self.rstat;
-        r.on = true;
         let idle = RstatCpu {
             stats_updates: 0,
             last: NO_MEMCG,
@@ -233,21 +239,15 @@ impl Kernel {
 
     /// `mem_cgroup_flush_stats`.
     pub fn mem_cgroup_flush_stats(&mut self) {
-        if let Some(pairs) = self.mem_cgroup_flush_stats_uncharged() {
+        if self.rstat.on() && self.rstat.threshold > self.cpus.len() as u32 {
+            let pairs = self.mem_cgroup_flush_stats_locked();
             self.charge_rstat_flush(pairs);
         }
     }
 
-    /// `mem_cgroup_flush_stats` without its time: the (memcg, CPU)
-    /// pairs folded, if it flushed.
-    fn mem_cgroup_flush_stats_uncharged(&mut self) -> Option<u64> {
-        (self.rstat.on && self.rstat.threshold > self.cpus.len() as u32)
-            .then(|| self.mem_cgroup_flush_stats_locked())
-    }
-
     /// `mem_cgroup_flush_stats_delayed` (workingset_refault).
     pub(crate) fn mem_cgroup_flush_stats_delayed(&mut self) {
-        if self.rstat.on && self.now() > self.rstat.flush_next_time {
+        if self.rstat.on() && self.now() > self.rstat.flush_next_time {
             self.mem_cgroup_flush_stats();
         }
     }
@@ -257,7 +257,7 @@ impl Kernel {
     /// 2 s on. A deferrable timer on an idle machine waits for a CPU to
     /// wake; then it runs at once.
     pub(crate) fn run_stats_flush_dwork(&mut self, now: u64) {
-        if !self.rstat.on || now < self.rstat.next_dwork {
+        if !self.rstat.on() || now < self.rstat.next_dwork {
             return;
         }
         let due = self.rstat.next_dwork;
@@ -328,7 +328,7 @@ impl Kernel {
     /// `memcg_page_state`: a memcg's hierarchical counter as the last
     /// flush left it (exact without rstat).
     pub fn memcg_page_state(&self, memcg: u16, item: Mc) -> i64 {
-        if self.rstat.on {
+        if self.rstat.on() {
             return self.rstat.state[memcg as usize].get(item);
         }
         self.memory_stat(memcg).get(item)
@@ -343,7 +343,7 @@ impl Kernel {
     /// alone would have flushed). The flush is the reader's time, not the
     /// workload's.
     pub fn memory_stat_show(&mut self, memcg: u16) -> MemcgStat {
-        if !self.rstat.on {
+        if !self.rstat.on() {
             return self.memory_stat(memcg);
         }
         self.cgroup_rstat_flush(None);
@@ -476,7 +476,7 @@ mod tests {
     fn other_releases_read_exact_counters() {
         for preset in ["5.10", "6.12", "7.3"] {
             let mut k = test_kernel(1, preset);
-            assert!(!k.rstat.on);
+            assert!(!k.rstat.on());
             k.memcg_stat(0, Mc::Anon, 5);
             assert_eq!(k.memcg_page_state(0, Mc::Anon), 5, "{preset}");
         }

@@ -238,19 +238,13 @@ impl Kernel {
     /// (for the root, the whole node) as the last rstat flush left it
     /// (mm/memcg_rstat.rs); exact where the release has no such lag.
     pub fn lruvec_page_state(&self, memcg: u16, lru: u8) -> u64 {
-        if self.rstat.on {
+        if self.rstat.on() {
             let item = crate::mm::lruvec::LRU_MC[lru as usize];
             return self.rstat.state[memcg as usize].get(item).max(0) as u64;
         }
-        const NODE: [crate::vmstat::Vm; 5] = [
-            crate::vmstat::Vm::NrInactiveAnon,
-            crate::vmstat::Vm::NrActiveAnon,
-            crate::vmstat::Vm::NrInactiveFile,
-            crate::vmstat::Vm::NrActiveFile,
-            crate::vmstat::Vm::NrUnevictable,
-        ];
         if memcg == crate::mm::memcontrol::ROOT_MEMCG {
-            return self.vm.get(NODE[lru as usize]) as u64;
+            let node = crate::mm::lruvec::LRU_VM[lru as usize].0;
+            return self.vm.get(node) as u64;
         }
         if !self.memcgs[memcg as usize].has_children {
             return self.lruvecs[memcg as usize].size(lru);

@@ -354,7 +354,7 @@ impl Kernel {
                 if max == 0 {
                     return false;
                 }
-                if self.rstat.on {
+                if self.rstat.on() {
                     let pairs = self.cgroup_rstat_flush(Some(m));
                     self.charge_rstat_flush(pairs);
                 }
