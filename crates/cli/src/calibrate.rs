@@ -903,14 +903,21 @@ pub struct HostKernel {
     /// calibrate/shmem_swapin.toml's faults read each page that way there,
     /// without the swap cache's insert and deletion that 6.1 pays.
     pub shmem_skip_swapcache: bool,
+    /// 6.8's memcg rstat flush (`features.memcg_rstat_per_memcg`): a
+    /// threshold per memcg, and reclaim that flushes only when the
+    /// 2-second worker is late, so the memcg reclaim phases pay no flush
+    /// where 6.1's do.
+    pub memcg_rstat_per_memcg: bool,
 }
 
 impl HostKernel {
     /// From a release string as uname(2) gives it (`6.18.44-fc-v595`);
     /// one that does not parse is taken as 6.1.
     pub fn from_release(release: &str) -> Self {
+        let v = mmsim_oracle::version_key(release);
         HostKernel {
-            shmem_skip_swapcache: mmsim_oracle::version_key(release).as_slice() >= &[6, 14][..],
+            shmem_skip_swapcache: v.as_slice() >= &[6, 14][..],
+            memcg_rstat_per_memcg: v.as_slice() >= &[6, 8][..],
         }
     }
 
@@ -920,8 +927,10 @@ impl HostKernel {
         Self::from_release(release.trim())
     }
 
-    fn apply(self, spec: &mut mmsim_spec::Spec) {
+    /// The spec as this kernel runs it: the later mechanisms it has, on.
+    pub(crate) fn apply(self, spec: &mut mmsim_spec::Spec) {
         spec.features.shmem_skip_swapcache |= self.shmem_skip_swapcache;
+        spec.features.memcg_rstat_per_memcg |= self.memcg_rstat_per_memcg;
     }
 }
 

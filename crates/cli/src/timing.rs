@@ -251,8 +251,13 @@ fn zram_rows(name: &str, sim: &RunResult, real: &[RunResult]) -> Vec<ZramRow> {
 /// Every timed phase of the spec at `path`, simulated and recorded, and
 /// its zram devices' stored bytes when its regions state content.
 pub fn phases(path: &Path, machine: &str) -> Result<(Vec<PhaseTime>, Vec<ZramRow>), String> {
-    let spec = mmsim_spec::load(path, &[]).map_err(|e| e.to_string())?;
+    let mut spec = mmsim_spec::load(path, &[]).map_err(|e| e.to_string())?;
     let real = recorded_native(path, machine);
+    // Simulated as the recorded kernel runs it (the mechanisms it has
+    // that the spec's preset lacks), as calibrate fits the profile.
+    if let Some(r) = real.first() {
+        crate::calibrate::HostKernel::from_release(&r.engine.version).apply(&mut spec);
+    }
     if real.is_empty() {
         return Err(format!(
             "{}: no native results in {}; record them with `mmsim oracle record --native --runs 5 {}`",

@@ -170,6 +170,10 @@ pub enum Line {
     /// CPU adds to it once per 64 updates until it passes the CPUs, and
     /// a flush zeroes it.
     StatsFlushThreshold,
+    /// A memcg's `vmstats->stats_updates` (6.8+, mm/memcg_rstat.rs): each
+    /// CPU adds its 64s of updates to it until it passes 64 × CPUs, and
+    /// a flush of the memcg zeroes it.
+    MemcgStatsUpdates(u16),
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -276,6 +280,8 @@ pub struct SharedLines {
     page: Vec<PageLine>,
     /// memcg's `stats_flush_threshold` (one line).
     stats_flush_threshold: Vec<LineState>,
+    /// By memcg: its `vmstats->stats_updates`.
+    memcg_stats_updates: Vec<LineState>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -310,6 +316,7 @@ impl SharedLines {
             Line::Ptl { vma, table } => (grown(&mut self.ptl, vma as usize), table as usize),
             Line::Pmd { vma, table } => (grown(&mut self.pmd, vma as usize), table as usize),
             Line::StatsFlushThreshold => (&mut self.stats_flush_threshold, 0),
+            Line::MemcgStatsUpdates(memcg) => (&mut self.memcg_stats_updates, memcg as usize),
         };
         grown(v, i)
     }

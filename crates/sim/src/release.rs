@@ -209,14 +209,19 @@ behaviours! {
     /// is (the wait on a locked workingset page is one on both).
     psi_workingset_reads,
     /// memcg statistics reach the counters reclaim and memory.stat read
-    /// (`lruvec_page_state`, `memcg_page_state`) only at an rstat flush,
-    /// which a reader makes once the CPUs updated more than 64 × (CPUs
-    /// + 1) pages and events since the last (one global
-    /// `stats_flush_threshold`, 5.15-6.7), and a worker every 2 s
-    /// (mm/memcg_rstat.rs). Off: the model reads exact counters (5.10
-    /// batches each counter per CPU instead; 6.8 and later keep a
-    /// threshold per memcg: neither is modelled).
-    memcg_rstat_global_threshold,
+    /// (`lruvec_page_state`, `memcg_page_state`) only at an rstat flush
+    /// (5.15 and later; mm/memcg_rstat.rs): a reader flushes once the
+    /// CPUs updated more than 64 × (CPUs + 1) pages and events since the
+    /// last (one global `stats_flush_threshold`, 5.15-6.7; 6.8's
+    /// threshold per memcg is `features.memcg_rstat_per_memcg`), and a
+    /// worker every 2 s. Off, the model reads exact counters (5.10
+    /// batches each counter per CPU into atomics instead, which is not
+    /// modelled).
+    memcg_rstat_flush,
+    /// With 6.8's per-memcg threshold, `memcg_rstat_updated` stops at
+    /// the first memcg already past it (its ancestors are too) instead
+    /// of walking on to the root (7.3; 6.8-6.12 walk the whole way).
+    memcg_rstat_updated_stops_when_flushable,
 }
 
 impl Release {
@@ -234,7 +239,7 @@ impl Release {
         psi_workingset_reads: true,
         xfs_large_folios: true,
         zram_thp_one_bio: true,
-        memcg_rstat_global_threshold: true,
+        memcg_rstat_flush: true,
         ..Release::NONE
     };
 
@@ -263,7 +268,6 @@ impl Release {
         skip_swapcache_prepare: true,
         memory_reclaim_batches: true,
         memcg_protection_stale_target: false,
-        memcg_rstat_global_threshold: false,
         ..Release::V6_1
     };
 
@@ -285,6 +289,7 @@ impl Release {
         reclaim_events_cgroup: true,
         zram_submit_bio: true,
         ext4_large_folios: true,
+        memcg_rstat_updated_stops_when_flushable: true,
         ..Release::V6_12
     };
 

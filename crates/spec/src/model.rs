@@ -333,11 +333,17 @@ pub struct Features {
     /// SWP_SYNCHRONOUS_IO device (zram) reads a whole mTHP back when its
     /// entries are contiguous; false reads order 0, as 6.11 does.
     pub anon_large_swapin: bool,
+    /// Not in 6.1 (6.8, "mm: memcg: make stats flushing threshold
+    /// per-memcg"): each memcg counts its own statistics updates and a
+    /// reader flushes a memcg's subtree only past 64 × CPUs of them;
+    /// reclaim and the refault read counters the 2-second worker last
+    /// flushed. False: 6.1's one global threshold, flushed by reclaim.
+    pub memcg_rstat_per_memcg: bool,
 }
 
 impl Features {
     /// Every flag by its spec name.
-    pub fn list(&self) -> [(&'static str, bool); 11] {
+    pub fn list(&self) -> [(&'static str, bool); 12] {
         [
             ("wp_reuse_swapcache", self.wp_reuse_swapcache),
             ("shmem_skip_swapcache", self.shmem_skip_swapcache),
@@ -350,6 +356,7 @@ impl Features {
             ("anon_mthp", self.anon_mthp),
             ("anon_mthp_swapout", self.anon_mthp_swapout),
             ("anon_large_swapin", self.anon_large_swapin),
+            ("memcg_rstat_per_memcg", self.memcg_rstat_per_memcg),
         ]
     }
 
@@ -366,6 +373,7 @@ impl Features {
         anon_mthp: false,
         anon_mthp_swapout: false,
         anon_large_swapin: false,
+        memcg_rstat_per_memcg: false,
     };
 
     /// Linux 6.12's: MADV_PAGEOUT pages out a large folio it covers whole
@@ -385,6 +393,7 @@ impl Features {
         anon_mthp: true,
         anon_mthp_swapout: true,
         anon_large_swapin: true,
+        memcg_rstat_per_memcg: true,
     };
 }
 

@@ -310,6 +310,7 @@ fn draw_features(d: &mut Draw, out: &mut String, kernel: &str) {
         writeln!(out, "batched_rmap_unmap = {}", d.chance(50)).unwrap();
         writeln!(out, "wp_reuse_swapcache = {}", d.chance(50)).unwrap();
         writeln!(out, "madv_pageout_split = {}", d.chance(50)).unwrap();
+        writeln!(out, "memcg_rstat_per_memcg = {}", d.chance(50)).unwrap();
         // The later releases' large-folio mechanisms, each off as the
         // release before it had them.
         if kernel == "6.12" || kernel == "7.3" {

@@ -1,7 +1,7 @@
 //! The memcg statistics' rstat flush, as 6.1 has it (mm/memcontrol.c:
 //! `memcg_rstat_updated`, `__mem_cgroup_flush_stats`,
 //! `mem_cgroup_flush_stats{,_delayed}`, `flush_memcg_stats_dwork`,
-//! `mem_cgroup_css_rstat_flush`).
+//! `mem_cgroup_css_rstat_flush`), and as 6.8 changed it (6.12, 7.3).
 //!
 //! A memcg counter update (`__mod_memcg_state`, `__mod_memcg_lruvec_state`,
 //! `__count_memcg_events`) changes only the updating CPU's own counter and
@@ -9,7 +9,7 @@
 //! hierarchical counters, which `lruvec_page_state` and `memcg_page_state`
 //! read (reclaim's inactive/active balance, its refault test, the
 //! workingset's size, memory.stat), change only when a flush folds every
-//! CPU's deltas up the tree. A flush comes
+//! CPU's deltas up the tree. In 6.1 a flush comes
 //! - from a reader that finds `stats_flush_threshold` above the number of
 //!   CPUs (`mem_cgroup_flush_stats`: prepare_scan_count at each
 //!   shrink_node, memory.stat): each CPU adds one to the threshold per
@@ -22,8 +22,22 @@
 //!   (`cgroup_rstat_flush`), which leaves the ancestors' share pending and
 //!   the threshold as it was.
 //!
-//! So reclaim reads counters up to 64 × (CPUs + 1) updates old: a few
-//! passes at one CPU, whole rounds of reclaim at 96.
+//! So 6.1's reclaim reads counters up to 64 × (CPUs + 1) updates old: a
+//! few passes at one CPU, whole rounds of reclaim at 96.
+//!
+//! 6.8 (`features.memcg_rstat_per_memcg`: 6.12, 7.3) keeps the count per
+//! memcg: an update adds |val| to a per-CPU count of the memcg and of
+//! each ancestor, and a per-CPU count that reaches 64 moves into the
+//! memcg's atomic `vmstats->stats_updates` unless that is already past
+//! 64 × CPUs (7.3 stops the walk at the first such memcg). A reader's
+//! `mem_cgroup_flush_stats(memcg)` flushes the memcg's subtree only past
+//! that, and a flush zeroes the counts of every memcg it folds. Reclaim
+//! (prepare_scan_count) and the refault flush through
+//! `mem_cgroup_flush_stats_ratelimited`: only when the last flush of the
+//! root is 4 s old, which the 2-second worker never lets happen on a busy
+//! machine. So 6.12's reclaim reads counters as the worker last left
+//! them: up to 2 s old whatever the number of CPUs. Byte counters (zswap)
+//! update in pages (`memcg_state_val_in_pages`).
 //!
 //! The model keeps each memcg's own exact counters (`Memcg::stat`, the
 //! sum of the kernel's per-CPU counters) and, here, what a flush leaves:
@@ -39,18 +53,18 @@
 //!   MEMCG_KMEM of zswap's page charges through the object stock; the
 //!   root's page tables, charged to no memcg, are right) advance no
 //!   threshold here: a flush may come a little later than the kernel's;
-//! - `stats_flush_lock` is taken with a trylock: a CPU that finds another
-//!   flushing skips its flush. The scheduler runs one CPU's slice at a
-//!   time, so a flush is never found in progress;
+//! - `stats_flush_lock` is taken with a trylock (6.1; 6.8 waits on the
+//!   rstat lock instead): a CPU that finds another flushing skips its
+//!   flush. The scheduler runs one CPU's slice at a time, so a flush is
+//!   never found in progress;
 //! - the periodic work starts with the run (the run's counters are
 //!   flushed at its start, as `StatDiffs` are folded): its phase against
 //!   the uptime of a real machine is unknowable; it moves only the
 //!   2-second flushes.
 //!
-//! Releases: this is 6.1's mechanism (`Release::memcg_rstat_global_threshold`).
-//! 5.10 (per-CPU batches of 32 per counter into atomics) and 6.12/7.3
-//! (a threshold per memcg, ratelimited flushes) lag differently; with the
-//! behaviour off, readers see the exact counters, as before.
+//! Releases: 5.10 batches each counter per CPU into atomics (32 pages a
+//! CPU per counter), which is not modelled: without `release.
+//! memcg_rstat_flush` (and the feature) readers see the exact counters.
 
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, MemcgStat, MC_NAMES, NR_MC_ITEMS};
@@ -73,13 +87,24 @@ const NO_MEMCG: u32 = u32::MAX;
 /// The rstat side of every memcg's statistics.
 #[derive(Default)]
 pub struct MemcgRstat {
-    /// Per CPU: `stats_updates`, and the memcg it last put on its tree
-    /// (the updates that follow are mostly the same memcg's). Empty where
-    /// the release has no such flush (`on`).
+    /// Per CPU: `stats_updates` (6.1's), and the memcg it last put on its
+    /// tree (the updates that follow are mostly the same memcg's). Empty
+    /// where the release has no such flush (`on`).
     pcpu: Vec<RstatCpu>,
-    /// `stats_flush_threshold`.
+    /// `stats_flush_threshold` (6.1).
     threshold: u32,
-    /// `flush_next_time` (ns).
+    /// 6.8+: the threshold is per memcg (`per_memcg`,
+    /// `features.memcg_rstat_per_memcg`), and 7.3's walk stops at a memcg
+    /// past it (`stops_when_flushable`).
+    per_memcg: bool,
+    stops_when_flushable: bool,
+    /// 6.8+: per CPU × memcg, the memcg's `vmstats_percpu->stats_updates`.
+    memcg_pcpu_updates: Vec<u32>,
+    /// 6.8+: per memcg, its `vmstats->stats_updates`.
+    memcg_updates: Vec<u64>,
+    /// When a ratelimited reader may flush again (ns): 6.1's
+    /// `flush_next_time`, 4 s after any flush; 6.8's
+    /// `flush_last_time` + 2 × FLUSH_TIME, 4 s after the root's.
     flush_next_time: u64,
     /// When the periodic flush runs next.
     next_dwork: u64,
@@ -101,7 +126,7 @@ pub struct MemcgRstat {
 }
 
 impl MemcgRstat {
-    /// The release flushes as 6.1 does; else nothing here runs and
+    /// The release flushes as 6.1 or 6.8 does; else nothing here runs and
     /// readers see exact counters.
     #[inline]
     pub fn on(&self) -> bool {
@@ -122,11 +147,24 @@ fn updates(preset: mmsim_spec::Preset) -> u64 {
         .fold(0, |bits, (i, _)| bits | 1 << i)
 }
 
+/// 6.8+'s `memcg_state_val_in_pages` of a byte counter's update: whole
+/// pages, at least one. (6.12 rounds a negative one up instead, which
+/// differs only past a page: a zswap entry is always less.)
+fn memcg_state_val_in_pages(val: i64) -> i64 {
+    let res = (val.unsigned_abs() / mmsim_spec::units::PAGE_SIZE).max(1) as i64;
+    match val {
+        0 => 0,
+        v if v < 0 => -res,
+        _ => res,
+    }
+}
+
 impl Kernel {
     /// Sets rstat up for the booted memcgs and CPUs, everything flushed:
     /// boot's updates are not the run's.
     pub(crate) fn memcg_rstat_init(&mut self) {
-        if !self.release.memcg_rstat_global_threshold {
+        let per_memcg = self.features.memcg_rstat_per_memcg;
+        if !self.release.memcg_rstat_flush && !per_memcg {
             return; // nothing here runs: readers see exact counters
         }
         let n = self.memcgs.len();
@@ -162,12 +200,24 @@ impl Kernel {
         r.postorder = postorder;
         r.counts = updates(self.preset);
         r.next_dwork = FLUSH_TIME_NS;
+        r.per_memcg = per_memcg;
+        r.stops_when_flushable = self.release.memcg_rstat_updated_stops_when_flushable;
+        if r.per_memcg {
+            r.memcg_pcpu_updates = vec![0; n * self.cpus.len()];
+            r.memcg_updates = vec![0; n];
+            // Boot's flush of the root was its last (flush_last_time).
+            r.flush_next_time = 2 * FLUSH_TIME_NS;
+        }
     }
 
     /// `memcg_rstat_updated` for a memory.stat update of `item` by `val`.
     #[inline(always)]
     pub(crate) fn memcg_stat_updated(&mut self, memcg: u16, item: Mc, val: i64) {
         if self.rstat.counts >> item as usize & 1 != 0 {
+            let val = match item == Mc::Zswap && self.rstat.per_memcg {
+                true => memcg_state_val_in_pages(val),
+                false => val, // 6.1 counts a byte counter's bytes
+            };
             self.memcg_rstat_updated(memcg, val);
         }
     }
@@ -186,9 +236,52 @@ impl Kernel {
             c.last = memcg as u32;
             self.cgroup_rstat_updated(memcg);
         }
-        if crossed {
+        if self.rstat.per_memcg {
+            self.memcg_stats_updates_add(memcg, val.unsigned_abs());
+        } else if crossed {
             self.stats_flush_threshold_add();
         }
+    }
+
+    /// 6.8's part of `memcg_rstat_updated`: |val| to this CPU's count of
+    /// the memcg and of each ancestor; a count that reaches 64 moves into
+    /// the memcg's `stats_updates` unless that is past its threshold
+    /// already (7.3 stops there: the ancestors are past theirs too).
+    #[inline(never)]
+    fn memcg_stats_updates_add(&mut self, memcg: u16, val: u64) {
+        let n = self.memcgs.len();
+        let mut cur = Some(memcg);
+        while let Some(m) = cur {
+            let flushable = self.memcg_vmstats_needs_flush(m);
+            if flushable && self.rstat.stops_when_flushable {
+                break;
+            }
+            let slot = &mut self.rstat.memcg_pcpu_updates[self.cur_cpu * n + m as usize];
+            *slot = slot.saturating_add(val as u32);
+            if *slot >= MEMCG_CHARGE_BATCH {
+                let x = std::mem::take(slot) as u64;
+                if !flushable {
+                    self.rstat.memcg_updates[m as usize] += x;
+                    self.memcg_stats_updates_line(m);
+                }
+            }
+            cur = self.memcgs[m as usize].parent;
+        }
+    }
+
+    /// `memcg_vmstats_needs_flush`: the memcg's count past 64 × CPUs.
+    fn memcg_vmstats_needs_flush(&self, memcg: u16) -> bool {
+        let limit = MEMCG_CHARGE_BATCH as u64 * self.cpus.len() as u64;
+        self.rstat.memcg_updates[memcg as usize] > limit
+    }
+
+    /// The atomic add to a memcg's `stats_updates`: its line moves when
+    /// another CPU wrote it last.
+    #[inline]
+    fn memcg_stats_updates_line(&mut self, memcg: u16) {
+        let ns = self.costs.cacheline_transfer;
+        let f = crate::cost_model::Fn::MemcgFlushStats;
+        self.write_line(crate::cacheline::Line::MemcgStatsUpdates(memcg), f, ns);
     }
 
     /// The CPU's `stats_updates` passed MEMCG_CHARGE_BATCH: its share
@@ -237,19 +330,41 @@ impl Kernel {
         self.memcg_rstat_updated(memcg, 1);
     }
 
-    /// `mem_cgroup_flush_stats`.
-    pub fn mem_cgroup_flush_stats(&mut self) {
-        if self.rstat.on() && self.rstat.threshold > self.cpus.len() as u32 {
-            let pairs = self.mem_cgroup_flush_stats_locked();
-            self.charge_rstat_flush(pairs);
+    /// `mem_cgroup_flush_stats`: 6.1's flushes the whole tree once the
+    /// global threshold passes the CPUs (it takes no memcg); 6.8's
+    /// flushes `memcg`'s subtree once that memcg's count passes its
+    /// threshold.
+    pub fn mem_cgroup_flush_stats(&mut self, memcg: u16) {
+        if !self.rstat.on() {
+            return;
+        }
+        let pairs = match self.rstat.per_memcg {
+            true if self.memcg_vmstats_needs_flush(memcg) => self.do_flush_stats(memcg),
+            false if self.rstat.threshold > self.cpus.len() as u32 => {
+                self.mem_cgroup_flush_stats_locked()
+            }
+            _ => return,
+        };
+        self.charge_rstat_flush(pairs);
+    }
+
+    /// `mem_cgroup_flush_stats_ratelimited` (6.1's
+    /// `mem_cgroup_flush_stats_delayed`): a flush only 4 s after the last
+    /// (6.1: any flush; 6.8: the root's).
+    pub(crate) fn mem_cgroup_flush_stats_ratelimited(&mut self, memcg: u16) {
+        if self.rstat.on() && self.now() > self.rstat.flush_next_time {
+            self.mem_cgroup_flush_stats(memcg);
         }
     }
 
-    /// `mem_cgroup_flush_stats_delayed` (workingset_refault).
-    pub(crate) fn mem_cgroup_flush_stats_delayed(&mut self) {
-        if self.rstat.on() && self.now() > self.rstat.flush_next_time {
-            self.mem_cgroup_flush_stats();
+    /// 6.8's `do_flush_stats`: `memcg`'s subtree, whatever its count; a
+    /// flush of the root sets `flush_last_time`.
+    fn do_flush_stats(&mut self, memcg: u16) -> u64 {
+        if memcg == crate::mm::memcontrol::ROOT_MEMCG {
+            self.rstat.flush_next_time = self.now().saturating_add(2 * FLUSH_TIME_NS);
+            return self.cgroup_rstat_flush(None);
         }
+        self.cgroup_rstat_flush(Some(memcg))
     }
 
     /// `flush_memcg_stats_dwork`, when its time has come by `now` (a
@@ -262,7 +377,12 @@ impl Kernel {
         }
         let due = self.rstat.next_dwork;
         // A kworker's time on an unbound workqueue: not the tasks'.
-        self.mem_cgroup_flush_stats_locked();
+        match self.rstat.per_memcg {
+            true => self.do_flush_stats(crate::mm::memcontrol::ROOT_MEMCG),
+            false => self.mem_cgroup_flush_stats_locked(),
+        };
+        // It ran at `now`, whichever CPU's clock the kernel's is at.
+        self.rstat.flush_next_time = now.saturating_add(2 * FLUSH_TIME_NS);
         // A clock at its end (a task asleep for ever) saturates.
         let next = due.saturating_add(FLUSH_TIME_NS);
         self.rstat.next_dwork = match next > now {
@@ -271,7 +391,8 @@ impl Kernel {
         };
     }
 
-    /// `__mem_cgroup_flush_stats`: the whole tree, and the threshold reset.
+    /// 6.1's `__mem_cgroup_flush_stats`: the whole tree, and the
+    /// threshold reset.
     fn mem_cgroup_flush_stats_locked(&mut self) -> u64 {
         self.rstat.flush_next_time = self.now().saturating_add(2 * FLUSH_TIME_NS);
         let pairs = self.cgroup_rstat_flush(None);
@@ -295,9 +416,17 @@ impl Kernel {
                 continue;
             }
             for c in 0..cpus {
-                pairs += std::mem::take(&mut self.rstat.updated[c * n + m as usize]) as u64;
+                let on_tree = std::mem::take(&mut self.rstat.updated[c * n + m as usize]);
+                if on_tree && self.rstat.per_memcg {
+                    // 6.8: the fold on this CPU zeroes its count of m.
+                    self.rstat.memcg_pcpu_updates[c * n + m as usize] = 0;
+                }
+                pairs += on_tree as u64;
             }
             self.rstat.any_updated[m as usize] = false;
+            if let Some(u) = self.rstat.memcg_updates.get_mut(m as usize) {
+                *u = 0; // 6.8: and the memcg's
+            }
             self.mem_cgroup_css_rstat_flush(m);
         }
         // The trees lost memcgs: each CPU checks its next update's again.
@@ -372,7 +501,7 @@ mod tests {
         // MEMCG_CHARGE_BATCH once (threshold 1, not above 1 CPU).
         k.memcg_stat(1, Mc::InactiveAnon, 65);
         assert_eq!(k.rstat.threshold, 1);
-        k.mem_cgroup_flush_stats();
+        k.mem_cgroup_flush_stats(0);
         assert_eq!(k.memcg_page_state(1, Mc::InactiveAnon), 0, "not flushed");
         assert_eq!(k.memcg_page_state(0, Mc::InactiveAnon), 0);
         // 64 more one at a time: the threshold's second step is at the
@@ -381,7 +510,7 @@ mod tests {
         assert_eq!(k.rstat.threshold, 1);
         k.memcg_stat(1, Mc::InactiveAnon, 1);
         assert_eq!(k.rstat.threshold, 2);
-        k.mem_cgroup_flush_stats();
+        k.mem_cgroup_flush_stats(0);
         assert_eq!(k.memcg_page_state(1, Mc::InactiveAnon), 130);
         assert_eq!(
             k.memcg_page_state(0, Mc::InactiveAnon),
@@ -398,14 +527,14 @@ mod tests {
             at(&mut k, cpu, 0);
             k.memcg_stat(1, Mc::Pgfault, 65);
         }
-        k.mem_cgroup_flush_stats();
+        k.mem_cgroup_flush_stats(0);
         assert_eq!(
             k.memcg_page_state(1, Mc::Pgfault),
             0,
             "4 steps: not above 4 CPUs"
         );
         k.memcg_stat(1, Mc::Pgfault, 65);
-        k.mem_cgroup_flush_stats();
+        k.mem_cgroup_flush_stats(0);
         assert_eq!(k.memcg_page_state(1, Mc::Pgfault), 325);
     }
 
@@ -467,18 +596,117 @@ mod tests {
         let spent = |k: &Kernel| k.fn_time_ns[crate::cost_model::Fn::MemcgFlushStats as usize];
         let before = spent(&k);
         assert!(before > 0, "the threshold's line moved between the CPUs");
-        k.mem_cgroup_flush_stats();
+        k.mem_cgroup_flush_stats(0);
         // g and the root on both CPUs' trees; CPU 0 wrote the line last.
         assert_eq!(spent(&k) - before, 4000);
     }
 
     #[test]
-    fn other_releases_read_exact_counters() {
-        for preset in ["5.10", "6.12", "7.3"] {
-            let mut k = test_kernel(1, preset);
-            assert!(!k.rstat.on());
-            k.memcg_stat(0, Mc::Anon, 5);
-            assert_eq!(k.memcg_page_state(0, Mc::Anon), 5, "{preset}");
+    fn five_ten_reads_exact_counters() {
+        let mut k = test_kernel(1, "5.10");
+        assert!(!k.rstat.on());
+        k.memcg_stat(0, Mc::Anon, 5);
+        assert_eq!(k.memcg_page_state(0, Mc::Anon), 5);
+    }
+
+    /// A machine of `preset` with two sibling cgroups, a (1) and b (2).
+    fn with_siblings(cpus: u32, preset: &str) -> Kernel {
+        let mut k = test_kernel_of(&format!(
+            "[machine]\nmemory = \"256M\"\ncpus = {cpus}\nkernel = \"{preset}\"\n\
+             [cgroup.a]\n[cgroup.b]\n[task.t]\ncgroup = \"a\"\nsteps = []\n"
+        ));
+        at(&mut k, 0, 0);
+        k
+    }
+
+    #[test]
+    fn from_6_8_a_memcg_flushes_past_its_own_threshold_only() {
+        for preset in ["6.12", "7.3"] {
+            let mut k = with_siblings(2, preset);
+            assert!(k.rstat.on() && k.rstat.per_memcg);
+            // 65 pages: CPU 0's count of a and of the root reach 64 and
+            // move on; 65 is not past 64 × 2 CPUs.
+            k.memcg_stat(1, Mc::InactiveAnon, 65);
+            assert_eq!(k.rstat.memcg_updates, [65, 65, 0], "{preset}");
+            k.mem_cgroup_flush_stats(1);
+            assert_eq!(k.memcg_page_state(1, Mc::InactiveAnon), 0, "{preset}");
+            // 63 on CPU 1 stay in its own count; 64 more on CPU 0 pass.
+            at(&mut k, 1, 0);
+            k.memcg_stat(1, Mc::InactiveAnon, 63);
+            at(&mut k, 0, 0);
+            k.memcg_stat(1, Mc::InactiveAnon, 64);
+            assert_eq!(k.rstat.memcg_updates, [129, 129, 0], "{preset}");
+            // b's reader flushes nothing: its own count is 0.
+            k.mem_cgroup_flush_stats(2);
+            assert_eq!(k.memcg_page_state(1, Mc::InactiveAnon), 0, "{preset}");
+            // a's flushes a's subtree (CPU 1's 63 included), not the root.
+            k.mem_cgroup_flush_stats(1);
+            assert_eq!(k.memcg_page_state(1, Mc::InactiveAnon), 192, "{preset}");
+            assert_eq!(k.memcg_page_state(0, Mc::InactiveAnon), 0, "{preset}");
+            assert_eq!(k.rstat.memcg_updates, [129, 0, 0], "{preset}");
+            // Each CPU's count of a was zeroed by its fold; the root's not.
+            assert_eq!(k.rstat.memcg_pcpu_updates, [0, 0, 0, 63, 0, 0], "{preset}");
+            k.mem_cgroup_flush_stats(0);
+            assert_eq!(k.memcg_page_state(0, Mc::InactiveAnon), 192, "{preset}");
+            assert_eq!(k.rstat.memcg_updates, [0, 0, 0], "{preset}");
         }
+    }
+
+    #[test]
+    fn from_6_8_reclaim_and_refaults_flush_only_when_the_worker_is_late() {
+        let mut k = with_siblings(1, "6.12");
+        k.memcg_stat(1, Mc::Anon, 100);
+        assert!(k.memcg_vmstats_needs_flush(0));
+        // Boot flushed the root at 0: nothing before 4 s.
+        at(&mut k, 0, 2 * FLUSH_TIME_NS);
+        k.mem_cgroup_flush_stats_ratelimited(0);
+        assert_eq!(k.memcg_page_state(1, Mc::Anon), 0);
+        // The worker flushes at 2 s whatever the counts, and restarts the
+        // 4 s.
+        k.run_stats_flush_dwork(FLUSH_TIME_NS);
+        assert_eq!(k.memcg_page_state(1, Mc::Anon), 100);
+        k.memcg_stat(1, Mc::Anon, 100);
+        at(&mut k, 0, 2 * FLUSH_TIME_NS + 1);
+        k.mem_cgroup_flush_stats_ratelimited(0);
+        assert_eq!(k.memcg_page_state(1, Mc::Anon), 100, "4 s after 2 s");
+        at(&mut k, 0, 3 * FLUSH_TIME_NS + 1);
+        k.mem_cgroup_flush_stats_ratelimited(1);
+        assert_eq!(k.memcg_page_state(1, Mc::Anon), 200);
+        // A flush of a alone does not restart the 4 s: the root's does.
+        k.memcg_stat(1, Mc::Anon, 100);
+        k.mem_cgroup_flush_stats_ratelimited(0);
+        assert_eq!(k.memcg_page_state(0, Mc::Anon), 300);
+        k.memcg_stat(1, Mc::Anon, 100);
+        k.mem_cgroup_flush_stats_ratelimited(0);
+        assert_eq!(
+            k.memcg_page_state(0, Mc::Anon),
+            300,
+            "the root's flush restarted it"
+        );
+    }
+
+    #[test]
+    fn seven_three_stops_at_a_memcg_past_its_threshold() {
+        for (preset, pcpu_a) in [("6.12", 10), ("7.3", 0)] {
+            let mut k = with_siblings(1, preset);
+            k.memcg_stat(1, Mc::Anon, 70);
+            assert!(k.memcg_vmstats_needs_flush(1));
+            k.memcg_stat(1, Mc::Anon, 10);
+            assert_eq!(k.rstat.memcg_pcpu_updates[1], pcpu_a, "{preset}");
+            assert_eq!(k.rstat.memcg_updates, [70, 70, 0], "{preset}");
+        }
+    }
+
+    #[test]
+    fn from_6_8_byte_counters_update_in_pages() {
+        let mut k = with_siblings(1, "6.12");
+        k.memcg_stat(1, Mc::Zswap, 2000);
+        k.memcg_stat(1, Mc::Zswap, -2000);
+        assert_eq!(k.rstat.memcg_pcpu_updates[1], 2, "a page each way");
+        let mut k = with_siblings(1, "6.1");
+        k.memcg_stat(1, Mc::Zswap, 2000);
+        assert_eq!(k.rstat.threshold, 31, "6.1 counts the bytes");
+        assert_eq!(memcg_state_val_in_pages(-9000), -2);
+        assert_eq!(memcg_state_val_in_pages(0), 0);
     }
 }

@@ -302,8 +302,13 @@ impl Kernel {
             return;
         }
         let target = sc.target_memcg();
-        // Flushed so that the heuristics read accurate memcg counters.
-        self.mem_cgroup_flush_stats();
+        // 6.1 flushes so that the heuristics read accurate memcg
+        // counters; 6.8 only when the periodic flush is a period late, as
+        // the heuristics need no accurate counters (its comment).
+        match self.features.memcg_rstat_per_memcg {
+            true => self.mem_cgroup_flush_stats_ratelimited(target),
+            false => self.mem_cgroup_flush_stats(target),
+        }
         sc.anon_cost = self.lruvecs[target as usize].anon_cost;
         sc.file_cost = self.lruvecs[target as usize].file_cost;
         if !sc.force_deactivate {

@@ -77,7 +77,7 @@ impl Kernel {
         };
         self.mod_node_page_state(rf, nr as i64);
         self.memcg_stat(f.memcg, mrf, nr as i64);
-        self.mem_cgroup_flush_stats_delayed();
+        self.mem_cgroup_flush_stats_ratelimited(evict_memcg);
         let mut ws_size = self.lruvec_page_state(evict_memcg, LRU_ACTIVE_FILE);
         if !file {
             ws_size += self.lruvec_page_state(evict_memcg, LRU_INACTIVE_FILE);

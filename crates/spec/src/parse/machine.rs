@@ -137,6 +137,7 @@ const FEATURES: &[&str] = &[
     "anon_mthp",
     "anon_mthp_swapout",
     "anon_large_swapin",
+    "memcg_rstat_per_memcg",
 ];
 
 pub(super) fn build_features(
@@ -160,6 +161,7 @@ pub(super) fn build_features(
             "anon_mthp" => out.anon_mthp = v,
             "anon_mthp_swapout" => out.anon_mthp_swapout = v,
             "anon_large_swapin" => out.anon_large_swapin = v,
+            "memcg_rstat_per_memcg" => out.memcg_rstat_per_memcg = v,
             _ => out.swapoff_readahead_stats = v,
         }
     }
