@@ -227,17 +227,22 @@ impl Kernel {
     /// memcg counter update: inlined whole, the rare parts out of line.
     #[inline(always)]
     pub(crate) fn memcg_rstat_updated(&mut self, memcg: u16, val: i64) {
+        let per_memcg = self.rstat.per_memcg;
         let Some(c) = self.rstat.pcpu.get_mut(self.cur_cpu) else {
             return; // boot, or a release without it
         };
-        c.stats_updates += val.unsigned_abs() as u32;
+        let val = u32::try_from(val.unsigned_abs()).unwrap_or(u32::MAX);
+        // 6.1's per-CPU count (6.8 keeps one per memcg instead).
+        if !per_memcg {
+            c.stats_updates = c.stats_updates.saturating_add(val);
+        }
         let crossed = c.stats_updates > MEMCG_CHARGE_BATCH;
         if c.last != memcg as u32 {
             c.last = memcg as u32;
             self.cgroup_rstat_updated(memcg);
         }
-        if self.rstat.per_memcg {
-            self.memcg_stats_updates_add(memcg, val.unsigned_abs());
+        if per_memcg {
+            self.memcg_stats_updates_add(memcg, val);
         } else if crossed {
             self.stats_flush_threshold_add();
         }
@@ -248,7 +253,7 @@ impl Kernel {
     /// the memcg's `stats_updates` unless that is past its threshold
     /// already (7.3 stops there: the ancestors are past theirs too).
     #[inline(never)]
-    fn memcg_stats_updates_add(&mut self, memcg: u16, val: u64) {
+    fn memcg_stats_updates_add(&mut self, memcg: u16, val: u32) {
         let n = self.memcgs.len();
         let mut cur = Some(memcg);
         while let Some(m) = cur {
@@ -257,7 +262,7 @@ impl Kernel {
                 break;
             }
             let slot = &mut self.rstat.memcg_pcpu_updates[self.cur_cpu * n + m as usize];
-            *slot = slot.saturating_add(val as u32);
+            *slot = slot.saturating_add(val);
             if *slot >= MEMCG_CHARGE_BATCH {
                 let x = std::mem::take(slot) as u64;
                 if !flushable {
@@ -649,6 +654,8 @@ mod tests {
             k.mem_cgroup_flush_stats(0);
             assert_eq!(k.memcg_page_state(0, Mc::InactiveAnon), 192, "{preset}");
             assert_eq!(k.rstat.memcg_updates, [0, 0, 0], "{preset}");
+            // 6.1's per-CPU count stays unused (it would only grow).
+            assert!(k.rstat.pcpu.iter().all(|c| c.stats_updates == 0));
         }
     }
 
