@@ -174,6 +174,9 @@ pub enum Line {
     /// CPU adds its 64s of updates to it until it passes 64 × CPUs, and
     /// a flush of the memcg zeroes it.
     MemcgStatsUpdates(u16),
+    /// One of a memcg's 5.10 statistics atomics (mm/memcg_batch.rs): by
+    /// memory.stat item, and NR_MC_ITEMS + item for its lruvec's copy.
+    MemcgVmstat { memcg: u16, item: u8 },
 }
 
 /// A line and, when it is a spinlock's, the recent holds of its lock
@@ -282,6 +285,8 @@ pub struct SharedLines {
     stats_flush_threshold: Vec<LineState>,
     /// By memcg: its `vmstats->stats_updates`.
     memcg_stats_updates: Vec<LineState>,
+    /// By memcg, then item: 5.10's statistics atomics.
+    memcg_vmstat: Vec<Vec<LineState>>,
     /// No CPU's clock is before this (the scheduler's slice start): holds
     /// that ended before it can make no one wait any more.
     pub(crate) horizon: u64,
@@ -317,6 +322,9 @@ impl SharedLines {
             Line::Pmd { vma, table } => (grown(&mut self.pmd, vma as usize), table as usize),
             Line::StatsFlushThreshold => (&mut self.stats_flush_threshold, 0),
             Line::MemcgStatsUpdates(memcg) => (&mut self.memcg_stats_updates, memcg as usize),
+            Line::MemcgVmstat { memcg, item } => {
+                (grown(&mut self.memcg_vmstat, memcg as usize), item as usize)
+            }
         };
         grown(v, i)
     }

@@ -218,6 +218,10 @@ behaviours! {
     /// batches each counter per CPU into atomics instead, which is not
     /// modelled).
     memcg_rstat_flush,
+    /// 5.10's memcg statistics: each CPU batches each counter's updates
+    /// and adds them to the memcg's and its ancestors' atomics past 32,
+    /// which the readers read (mm/memcg_batch.rs); no flush.
+    memcg_stat_percpu_batch,
     /// With 6.8's per-memcg threshold, `memcg_rstat_updated` stops at
     /// the first memcg already past it (its ancestors are too) instead
     /// of walking on to the root (7.3; 6.8-6.12 walk the whole way).
@@ -226,7 +230,10 @@ behaviours! {
 
 impl Release {
     /// 5.10: before 5.19's fault-retry and swap-PTE changes.
-    pub const V5_10: Release = Release::NONE;
+    pub const V5_10: Release = Release {
+        memcg_stat_percpu_batch: true,
+        ..Release::NONE
+    };
 
     /// 6.1, the reference.
     pub const V6_1: Release = Release {

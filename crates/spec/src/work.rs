@@ -34,6 +34,10 @@ pub const HOST_BYTES_PER_FRAME: u64 = 40;
 /// Per page frame with more than one CPU: its `struct page` cache line's
 /// last writers and latest transfer (the simulator's `PageLine`).
 pub const HOST_BYTES_PER_PAGE_LINE: u64 = 40;
+/// Per memcg and CPU: the memcg statistics' per-CPU state (5.10's
+/// remainder of each of 64 memory.stat items, the rstat tree's mark,
+/// 6.8's count).
+pub const HOST_BYTES_PER_MEMCG_CPU: u64 = 264;
 /// Simulated time that counts as one page operation in `compute`: the
 /// simulator's shortest scheduling slice (cost::QUANTUM_NS).
 pub const NS_PER_OP: u64 = 10_000;
@@ -150,6 +154,14 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
             amount: (s.size / crate::PAGE_SIZE) as u128 * HOST_BYTES_PER_SWAP_SLOT as u128,
         });
     }
+    // The memcgs (the spec's and the root) times the CPUs.
+    parts.push(Share {
+        key: "machine.cpus".into(),
+        line: 0,
+        amount: (spec.cgroups.len() as u128 + 1)
+            * spec.machine.cpus as u128
+            * HOST_BYTES_PER_MEMCG_CPU as u128,
+    });
     let frames = (spec.machine.memory / crate::PAGE_SIZE) as u128;
     let per_frame = match spec.machine.cpus {
         1 => HOST_BYTES_PER_FRAME,
@@ -413,8 +425,19 @@ mod tests {
         assert!(bytes < 1 << 10, "{bytes}");
         let big = spec("{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"64G\" },");
         let (bytes, part) = host_bytes(&big);
-        assert_eq!(bytes, (64u128 << 18) * 12 + 40);
+        // The mapping, one frame, and the root memcg's per-CPU statistics.
+        assert_eq!(bytes, (64u128 << 18) * 12 + 40 + 264);
         assert_eq!(part.key, "task.a.steps[0]");
+    }
+
+    #[test]
+    fn host_memory_counts_each_memcg_on_each_cpu() {
+        let text = "[machine]\nmemory = \"64M\"\ncpus = 1024\n[cgroup.a]\n[cgroup.b]\n\
+                    [task.a]\nsteps = []\n";
+        let s = crate::parse_str(text, "t.toml", &[]).expect("spec");
+        let (bytes, part) = host_bytes(&s);
+        assert_eq!(bytes, 3 * 1024 * HOST_BYTES_PER_MEMCG_CPU as u128);
+        assert_eq!(part.key, "machine.cpus");
     }
 
     #[test]

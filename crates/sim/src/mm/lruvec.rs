@@ -226,7 +226,7 @@ impl Kernel {
         self.memcgs[memcg as usize]
             .stat
             .add(LRU_MC[lru as usize], n);
-        self.memcg_rstat_updated(memcg, n);
+        self.memcg_stat_updated(memcg, LRU_MC[lru as usize], n);
         if self.cpus.len() > 1 {
             self.lru_size_stat_diffs(lru, n, at);
         }

@@ -123,6 +123,11 @@ pub struct MemcgRstat {
     /// Bit per memory.stat item: a model update of it is a kernel update
     /// (`updates`).
     counts: u64,
+    /// 5.10's per-CPU batches instead (mm/memcg_batch.rs): `state` holds
+    /// the atomics, `residue` per CPU × memcg × item what each CPU holds
+    /// back.
+    pub(crate) batch: bool,
+    pub(crate) residue: Vec<i32>,
 }
 
 impl MemcgRstat {
@@ -131,6 +136,13 @@ impl MemcgRstat {
     #[inline]
     pub fn on(&self) -> bool {
         !self.pcpu.is_empty()
+    }
+
+    /// Readers see `state` rather than the exact counters: a flush's
+    /// (5.15 on) or 5.10's batches'.
+    #[inline]
+    pub fn lags(&self) -> bool {
+        self.on() || self.batch
     }
 }
 
@@ -164,7 +176,8 @@ impl Kernel {
     /// boot's updates are not the run's.
     pub(crate) fn memcg_rstat_init(&mut self) {
         let per_memcg = self.features.memcg_rstat_per_memcg;
-        if !self.release.memcg_rstat_flush && !per_memcg {
+        let batch = self.release.memcg_stat_percpu_batch;
+        if !self.release.memcg_rstat_flush && !per_memcg && !batch {
             return; // nothing here runs: readers see exact counters
         }
         let n = self.memcgs.len();
@@ -185,6 +198,14 @@ impl Kernel {
                 let s = state[m as usize].clone();
                 state[p as usize].add_all(&s);
             }
+        }
+        if !self.release.memcg_rstat_flush && !per_memcg {
+            // 5.10: every item but the two sums is batched, those 5.10
+            // does not print included (pgscan is their sum).
+            let derived = (1 << Mc::Pgscan as usize) | (1 << Mc::Pgsteal as usize);
+            self.rstat.counts = (u64::MAX >> (64 - NR_MC_ITEMS)) & !derived;
+            self.rstat.state = state;
+            return self.memcg_batch_init();
         }
         let r = &mut self.rstat;
         let idle = RstatCpu {
@@ -214,6 +235,9 @@ impl Kernel {
     #[inline(always)]
     pub(crate) fn memcg_stat_updated(&mut self, memcg: u16, item: Mc, val: i64) {
         if self.rstat.counts >> item as usize & 1 != 0 {
+            if self.rstat.batch {
+                return self.memcg_stat_batched(memcg, item, val);
+            }
             let val = match item == Mc::Zswap && self.rstat.per_memcg {
                 true => memcg_state_val_in_pages(val),
                 false => val, // 6.1 counts a byte counter's bytes
@@ -462,7 +486,7 @@ impl Kernel {
     /// `memcg_page_state`: a memcg's hierarchical counter as the last
     /// flush left it (exact without rstat).
     pub fn memcg_page_state(&self, memcg: u16, item: Mc) -> i64 {
-        if self.rstat.on() {
+        if self.rstat.lags() {
             return self.rstat.state[memcg as usize].get(item);
         }
         self.memory_stat(memcg).get(item)
@@ -477,6 +501,9 @@ impl Kernel {
     /// alone would have flushed). The flush is the reader's time, not the
     /// workload's.
     pub fn memory_stat_show(&mut self, memcg: u16) -> MemcgStat {
+        if self.rstat.batch {
+            return self.memory_stat_batched(memcg); // 5.10: the atomics
+        }
         if !self.rstat.on() {
             return self.memory_stat(memcg);
         }
@@ -607,11 +634,9 @@ mod tests {
     }
 
     #[test]
-    fn five_ten_reads_exact_counters() {
-        let mut k = test_kernel(1, "5.10");
-        assert!(!k.rstat.on());
-        k.memcg_stat(0, Mc::Anon, 5);
-        assert_eq!(k.memcg_page_state(0, Mc::Anon), 5);
+    fn five_ten_never_flushes() {
+        let k = test_kernel(1, "5.10");
+        assert!(!k.rstat.on() && k.rstat.lags(), "5.10 batches instead");
     }
 
     /// A machine of `preset` with two sibling cgroups, a (1) and b (2).

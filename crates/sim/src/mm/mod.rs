@@ -8,6 +8,7 @@ pub mod khugepaged;
 pub mod lru_gen;
 pub mod lruvec;
 pub mod madvise;
+pub mod memcg_batch;
 pub mod memcg_rstat;
 pub mod memcontrol;
 pub mod memory;

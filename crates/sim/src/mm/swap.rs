@@ -238,7 +238,7 @@ impl Kernel {
     /// (for the root, the whole node) as the last rstat flush left it
     /// (mm/memcg_rstat.rs); exact where the release has no such lag.
     pub fn lruvec_page_state(&self, memcg: u16, lru: u8) -> u64 {
-        if self.rstat.on() {
+        if self.rstat.lags() {
             let item = crate::mm::lruvec::LRU_MC[lru as usize];
             return self.rstat.state[memcg as usize].get(item).max(0) as u64;
         }

@@ -222,7 +222,7 @@ impl Kernel {
 
     /// workingset_activate_{anon,file} of a memcg's subtree (node-wide for root).
     fn lruvec_stat_hier(&self, memcg: u16) -> [u64; 2] {
-        if self.rstat.on() {
+        if self.rstat.lags() {
             return [
                 self.memcg_page_state(memcg, Mc::WorkingsetActivateAnon) as u64,
                 self.memcg_page_state(memcg, Mc::WorkingsetActivateFile) as u64,
