@@ -1427,6 +1427,32 @@ mod tests {
         );
     }
 
+    /// The recorded kernel's release decides which memcg statistics flush
+    /// the simulator prices: 6.8 on flushes in reclaim only when the
+    /// 2-second worker is late, so memcg_reclaim's phases price no flush
+    /// on 6.18, where 6.1's flush every 64 × (CPUs + 1) updates.
+    #[test]
+    fn the_recorded_kernel_decides_whether_reclaim_flushes_memcg_statistics() {
+        assert!(HostKernel::from_release("6.18.44-fc-v595").memcg_rstat_per_memcg);
+        assert!(HostKernel::from_release("6.8.0").memcg_rstat_per_memcg);
+        assert!(!HostKernel::from_release("6.7.12").memcg_rstat_per_memcg);
+        assert!(!HostKernel::from_release("6.1.0-56-amd64").memcg_rstat_per_memcg);
+        let spec = |host: HostKernel| {
+            let mut s =
+                mmsim_spec::load(&spec_path(&calibrate_dir(), "memcg_reclaim"), &[]).unwrap();
+            host.apply(&mut s);
+            counts(&s, Costs::REFERENCE).unwrap().0
+        };
+        let new = spec(HostKernel::from_release("6.18"));
+        let old = spec(HostKernel::from_release("6.1"));
+        for phase in ["a", "b"] {
+            let flushes = |c: &Counts| c[phase].get("memcg_rstat_flush").copied().unwrap_or(0.0);
+            assert_eq!(flushes(&new), 0.0, "{phase}");
+            assert!(flushes(&old) > 0.0, "{phase}");
+            assert!(new[phase]["memcg_reclaim"] > 0.0, "{phase}");
+        }
+    }
+
     /// The recorded kernel's release decides the shmem swap-in path the
     /// simulator prices: 6.14 on skips the swap cache from zram, so
     /// shmem_swapin's phases pay no insert or deletion there, as 6.1's do.
