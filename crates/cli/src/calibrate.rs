@@ -1427,6 +1427,16 @@ mod tests {
         );
     }
 
+    /// Calibration spec `name`'s counts as 6.18 and as 6.1 walk it.
+    fn counts_618_and_61(name: &str) -> (Counts, Counts) {
+        let spec = |release: &str| {
+            let mut s = mmsim_spec::load(&spec_path(&calibrate_dir(), name), &[]).unwrap();
+            HostKernel::from_release(release).apply(&mut s);
+            counts(&s, Costs::REFERENCE).unwrap().0
+        };
+        (spec("6.18"), spec("6.1"))
+    }
+
     /// The recorded kernel's release decides which memcg statistics flush
     /// the simulator prices: 6.8 on flushes in reclaim only when the
     /// 2-second worker is late, so memcg_reclaim's phases price no flush
@@ -1437,14 +1447,7 @@ mod tests {
         assert!(HostKernel::from_release("6.8.0").memcg_rstat_per_memcg);
         assert!(!HostKernel::from_release("6.7.12").memcg_rstat_per_memcg);
         assert!(!HostKernel::from_release("6.1.0-56-amd64").memcg_rstat_per_memcg);
-        let spec = |host: HostKernel| {
-            let mut s =
-                mmsim_spec::load(&spec_path(&calibrate_dir(), "memcg_reclaim"), &[]).unwrap();
-            host.apply(&mut s);
-            counts(&s, Costs::REFERENCE).unwrap().0
-        };
-        let new = spec(HostKernel::from_release("6.18"));
-        let old = spec(HostKernel::from_release("6.1"));
+        let (new, old) = counts_618_and_61("memcg_reclaim");
         for phase in ["a", "b"] {
             let flushes = |c: &Counts| c[phase].get("memcg_rstat_flush").copied().unwrap_or(0.0);
             assert_eq!(flushes(&new), 0.0, "{phase}");
@@ -1463,14 +1466,7 @@ mod tests {
         assert!(!HostKernel::from_release("6.13.12-amd64").shmem_skip_swapcache);
         assert!(!HostKernel::from_release("6.1.0-56-amd64").shmem_skip_swapcache);
         assert!(!HostKernel::from_release("").shmem_skip_swapcache);
-        let spec = |host: HostKernel| {
-            let mut s =
-                mmsim_spec::load(&spec_path(&calibrate_dir(), "shmem_swapin"), &[]).unwrap();
-            host.apply(&mut s);
-            counts(&s, Costs::REFERENCE).unwrap().0
-        };
-        let new = spec(HostKernel::from_release("6.18"));
-        let old = spec(HostKernel::from_release("6.1"));
+        let (new, old) = counts_618_and_61("shmem_swapin");
         for phase in ["a", "b", "c"] {
             assert_eq!(new[phase].get("swap_cache_add"), None, "{phase}");
             assert_eq!(new[phase].get("swap_cache_del"), None, "{phase}");

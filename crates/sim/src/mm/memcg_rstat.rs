@@ -66,6 +66,7 @@
 //! CPU per counter), which is not modelled: without `release.
 //! memcg_rstat_flush` (and the feature) readers see the exact counters.
 
+use crate::cacheline::Line;
 use crate::kernel::Kernel;
 use crate::vmstat::{Mc, MemcgStat, MC_NAMES, NR_MC_ITEMS};
 
@@ -93,11 +94,6 @@ pub struct MemcgRstat {
     pcpu: Vec<RstatCpu>,
     /// `stats_flush_threshold` (6.1).
     threshold: u32,
-    /// 6.8+: the threshold is per memcg (`per_memcg`,
-    /// `features.memcg_rstat_per_memcg`), and 7.3's walk stops at a memcg
-    /// past it (`stops_when_flushable`).
-    per_memcg: bool,
-    stops_when_flushable: bool,
     /// 6.8+: per CPU × memcg, the memcg's `vmstats_percpu->stats_updates`.
     memcg_pcpu_updates: Vec<u32>,
     /// 6.8+: per memcg, its `vmstats->stats_updates`.
@@ -150,9 +146,14 @@ impl MemcgRstat {
 /// counters: not pgscan and pgsteal, which 6.1's memory.stat prints as
 /// the kswapd and direct sums, nor the items the release does not have
 /// (the model counts 7.3's pswpin, say, on every preset and hides it).
-fn updates(preset: mmsim_spec::Preset) -> u64 {
+/// 5.10's batches (`batch`) keep those it does not print too: its
+/// pgscan and pgsteal are the sums of the kswapd and direct events.
+fn updates(preset: mmsim_spec::Preset, batch: bool) -> u64 {
     const _: () = assert!(NR_MC_ITEMS <= 64, "one bit per item");
-    let absent = crate::vmstat::memory_stat_absent(preset);
+    let absent = match batch {
+        true => &[][..],
+        false => crate::vmstat::memory_stat_absent(preset),
+    };
     let derived = [Mc::Pgscan, Mc::Pgsteal].map(|m| MC_NAMES[m as usize]);
     (MC_NAMES.iter().enumerate())
         .filter(|(_, n)| !absent.contains(n) && !derived.contains(n))
@@ -200,10 +201,7 @@ impl Kernel {
             }
         }
         if !self.release.memcg_rstat_flush && !per_memcg {
-            // 5.10: every item but the two sums is batched, those 5.10
-            // does not print included (pgscan is their sum).
-            let derived = (1 << Mc::Pgscan as usize) | (1 << Mc::Pgsteal as usize);
-            self.rstat.counts = (u64::MAX >> (64 - NR_MC_ITEMS)) & !derived;
+            self.rstat.counts = updates(self.preset, true);
             self.rstat.state = state;
             return self.memcg_batch_init();
         }
@@ -219,11 +217,9 @@ impl Kernel {
         r.updated = vec![false; n * self.cpus.len()];
         r.any_updated = vec![false; n];
         r.postorder = postorder;
-        r.counts = updates(self.preset);
+        r.counts = updates(self.preset, false);
         r.next_dwork = FLUSH_TIME_NS;
-        r.per_memcg = per_memcg;
-        r.stops_when_flushable = self.release.memcg_rstat_updated_stops_when_flushable;
-        if r.per_memcg {
+        if per_memcg {
             r.memcg_pcpu_updates = vec![0; n * self.cpus.len()];
             r.memcg_updates = vec![0; n];
             // Boot's flush of the root was its last (flush_last_time).
@@ -236,7 +232,7 @@ impl Kernel {
     #[inline(always)]
     pub(crate) fn memcg_stat_updated(&mut self, memcg: u16, item: Mc, val: i64) {
         if self.rstat.counts >> item as usize & 1 != 0 {
-            match self.rstat.batch || self.rstat.per_memcg {
+            match self.rstat.batch || self.features.memcg_rstat_per_memcg {
                 false => self.memcg_rstat_updated(memcg, val),
                 true => self.memcg_stat_updated_other(memcg, item, val),
             }
@@ -262,7 +258,7 @@ impl Kernel {
     /// memcg counter update: inlined whole, the rare parts out of line.
     #[inline(always)]
     pub(crate) fn memcg_rstat_updated(&mut self, memcg: u16, val: i64) {
-        let per_memcg = self.rstat.per_memcg;
+        let per_memcg = self.features.memcg_rstat_per_memcg;
         let Some(c) = self.rstat.pcpu.get_mut(self.cur_cpu) else {
             return; // boot, or a release without it
         };
@@ -292,7 +288,7 @@ impl Kernel {
         let mut cur = Some(memcg);
         while let Some(m) = cur {
             let flushable = self.memcg_vmstats_needs_flush(m);
-            if flushable && self.rstat.stops_when_flushable {
+            if flushable && self.release.memcg_rstat_updated_stops_when_flushable {
                 break;
             }
             let slot = &mut self.rstat.memcg_pcpu_updates[self.cur_cpu * n + m as usize];
@@ -301,7 +297,7 @@ impl Kernel {
                 let x = std::mem::take(slot) as u64;
                 if !flushable {
                     self.rstat.memcg_updates[m as usize] += x;
-                    self.memcg_stats_updates_line(m);
+                    self.rstat_count_line(Line::MemcgStatsUpdates(m));
                 }
             }
             cur = self.memcgs[m as usize].parent;
@@ -314,13 +310,13 @@ impl Kernel {
         self.rstat.memcg_updates[memcg as usize] > limit
     }
 
-    /// The atomic add to a memcg's `stats_updates`: its line moves when
-    /// another CPU wrote it last.
+    /// An atomic write of a flush count (6.1's `stats_flush_threshold`,
+    /// a memcg's 6.8 `stats_updates`): its line moves when another CPU
+    /// wrote it last (nothing with one CPU).
     #[inline]
-    fn memcg_stats_updates_line(&mut self, memcg: u16) {
+    fn rstat_count_line(&mut self, line: Line) {
         let ns = self.costs.cacheline_transfer;
-        let f = crate::cost_model::Fn::MemcgFlushStats;
-        self.write_line(crate::cacheline::Line::MemcgStatsUpdates(memcg), f, ns);
+        self.write_line(line, crate::cost_model::Fn::MemcgFlushStats, ns);
     }
 
     /// The CPU's `stats_updates` passed MEMCG_CHARGE_BATCH: its share
@@ -332,17 +328,8 @@ impl Kernel {
         let x = std::mem::take(&mut r.pcpu[self.cur_cpu].stats_updates);
         if r.threshold <= r.pcpu.len() as u32 {
             r.threshold += x / MEMCG_CHARGE_BATCH;
-            self.stats_flush_threshold_line();
+            self.rstat_count_line(Line::StatsFlushThreshold);
         }
-    }
-
-    /// The atomic write of `stats_flush_threshold`: its line moves when
-    /// another CPU wrote it last (nothing with one CPU).
-    #[inline]
-    fn stats_flush_threshold_line(&mut self) {
-        let ns = self.costs.cacheline_transfer;
-        let f = crate::cost_model::Fn::MemcgFlushStats;
-        self.write_line(crate::cacheline::Line::StatsFlushThreshold, f, ns);
     }
 
     /// `cgroup_rstat_updated`: the memcg and every ancestor not yet there
@@ -377,7 +364,7 @@ impl Kernel {
         if !self.rstat.on() {
             return;
         }
-        let pairs = match self.rstat.per_memcg {
+        let pairs = match self.features.memcg_rstat_per_memcg {
             true if self.memcg_vmstats_needs_flush(memcg) => self.do_flush_stats(memcg),
             false if self.rstat.threshold > self.cpus.len() as u32 => {
                 self.mem_cgroup_flush_stats_locked()
@@ -416,7 +403,7 @@ impl Kernel {
         }
         let due = self.rstat.next_dwork;
         // A kworker's time on an unbound workqueue: not the tasks'.
-        match self.rstat.per_memcg {
+        match self.features.memcg_rstat_per_memcg {
             true => self.do_flush_stats(crate::mm::memcontrol::ROOT_MEMCG),
             false => self.mem_cgroup_flush_stats_locked(),
         };
@@ -436,7 +423,7 @@ impl Kernel {
         self.rstat.flush_next_time = self.now().saturating_add(2 * FLUSH_TIME_NS);
         let pairs = self.cgroup_rstat_flush(None);
         self.rstat.threshold = 0;
-        self.stats_flush_threshold_line();
+        self.rstat_count_line(Line::StatsFlushThreshold);
         pairs
     }
 
@@ -456,7 +443,7 @@ impl Kernel {
             }
             for c in 0..cpus {
                 let on_tree = std::mem::take(&mut self.rstat.updated[c * n + m as usize]);
-                if on_tree && self.rstat.per_memcg {
+                if on_tree && self.features.memcg_rstat_per_memcg {
                     // 6.8: the fold on this CPU zeroes its count of m.
                     self.rstat.memcg_pcpu_updates[c * n + m as usize] = 0;
                 }
@@ -663,7 +650,7 @@ mod tests {
     fn from_6_8_a_memcg_flushes_past_its_own_threshold_only() {
         for preset in ["6.12", "7.3"] {
             let mut k = with_siblings(2, preset);
-            assert!(k.rstat.on() && k.rstat.per_memcg);
+            assert!(k.rstat.on() && k.features.memcg_rstat_per_memcg);
             // 65 pages: CPU 0's count of a and of the root reach 64 and
             // move on; 65 is not past 64 × 2 CPUs.
             k.memcg_stat(1, Mc::InactiveAnon, 65);
