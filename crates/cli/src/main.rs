@@ -757,6 +757,13 @@ zswap (debugfs as the last task ends): {} pages stored ({} same-filled) in a {:.
     for (row, n) in &r.interrupts {
         s += &format!("interrupts {row}: {n} (/proc/interrupts, all CPUs)\n");
     }
+    if !r.kvm.is_empty() {
+        let stats: Vec<String> = r.kvm.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        s += &format!(
+            "kvm (its VM's statistics on the host): {}\n",
+            stats.join(", ")
+        );
+    }
     for (name, buckets) in &r.histograms {
         s += &format!("\n@{name}:\n{}", hist_table(buckets));
     }

@@ -27,10 +27,21 @@ struct Prepared {
 }
 
 /// What a guest needs that a native run cannot give it: a host file on a
-/// disk behind one of its block devices (a native run has no disks), or
-/// memory that is not whole MiB (QEMU's -m).
+/// disk behind one of its block devices (a native run has no disks),
+/// memory that is not whole MiB (QEMU's -m), or KVM on a machine without
+/// /dev/kvm.
 pub fn refusal(spec: &Spec) -> Option<String> {
+    refusal_with(spec, std::path::Path::new("/dev/kvm").exists())
+}
+
+fn refusal_with(spec: &Spec, have_kvm: bool) -> Option<String> {
     for vm in &spec.vms {
+        if vm.accel == mmsim_spec::Accel::Kvm && !have_kvm {
+            return Some(format!(
+                "vm.{}.host.accel: found \"kvm\" on a machine without /dev/kvm (no hardware virtualization, or no KVM module); expected a machine with KVM, or accel = \"tcg\"",
+                vm.name
+            ));
+        }
         let on_disk = (vm.swap_files.iter().chain(&vm.disk_files))
             .flatten()
             .find(|&&f| spec.files[f].runner_tmpfs_path().is_none());
@@ -88,7 +99,10 @@ impl Oracle {
         let file = |ext: &str| work.join(format!("{}.{ext}", vm.name));
         let (initrd_path, out, console) = (file("cpio"), file("out"), file("console"));
         std::fs::write(&initrd_path, initrd).map_err(|e| OracleError::Io(e.to_string()))?;
-        let accel = format!("tcg,tb-size={}", vm.tb_size >> 20);
+        let accel = match vm.accel {
+            mmsim_spec::Accel::Tcg => format!("tcg,tb-size={}", vm.tb_size >> 20),
+            mmsim_spec::Accel::Kvm => "kvm".to_string(),
+        };
         let mut argv = vec![self.qemu.display().to_string()];
         argv.extend(self.qemu_args(&vm.guest, &initrd_path, &out, &accel));
         argv.extend(guest_drives(spec, vm)?);
@@ -264,5 +278,22 @@ mod tests {
         .unwrap();
         let spec = mmsim_spec::parse_str(&text, "t.toml", &[]).unwrap();
         assert_eq!(refusal(&spec), None);
+    }
+
+    #[test]
+    fn a_kvm_guest_runs_natively_only_where_there_is_kvm() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/guest_tcg.toml"
+        ))
+        .unwrap()
+        .replace("accel = \"tcg\"", "accel = \"kvm\"");
+        let spec = mmsim_spec::parse_str(&text, "k.toml", &[]).unwrap();
+        let r = refusal_with(&spec, false).expect("refused without /dev/kvm");
+        assert!(
+            r.starts_with("vm.g1.host.accel") && r.contains("/dev/kvm"),
+            "{r}"
+        );
+        assert_eq!(refusal_with(&spec, true), None);
     }
 }

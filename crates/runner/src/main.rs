@@ -353,6 +353,7 @@ fn run(
         profile: BTreeMap::new(),
         histograms: BTreeMap::new(),
         profile_tree: Vec::new(),
+        kvm: BTreeMap::new(),
         pressure,
         interrupts: match tlb {
             0 => BTreeMap::new(),

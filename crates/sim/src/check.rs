@@ -29,6 +29,7 @@ pub fn check_all(k: &Kernel) -> Result<(), SimError> {
     check_gen_sizes(k)?;
     check_cpumasks(k)?;
     k.check_zswap().or_else(fail)?;
+    k.check_kvm().or_else(fail)?;
     Ok(())
 }
 

@@ -33,6 +33,12 @@ pub struct Cpu {
     pub is_lazy: bool,
     /// `irq_tlb_count`: TLB-shootdown IPIs this CPU has taken.
     pub irq_tlb_count: u64,
+    /// `irq_call_count`: call-function IPIs it has taken (KVM's kicks of a
+    /// vCPU for a remote TLB flush, kvm.rs).
+    pub irq_call_count: u64,
+    /// Kicks that made the vCPU running here exit, whose exit is charged
+    /// at the CPU's next slice (tlb.rs `run_pending_ipis`).
+    pub kvm_kicks: u64,
     /// When each flush IPI sent to this CPU whose handler has not been
     /// charged arrived (tlb.rs `run_pending_ipis`).
     pub ipi_pending: Vec<u64>,
@@ -256,6 +262,9 @@ pub struct Kernel {
     /// A private anonymous fault may allocate a large folio (THP or mTHP):
     /// regions start 2 MiB-aligned.
     pub anon_large_possible: bool,
+    /// The VMs whose RAM is a mapping of this (the host's) kernel, run
+    /// under KVM (kvm.rs): each one's EPT.
+    pub kvm: Vec<crate::kvm::Kvm>,
 }
 
 /// Boot-time reservation of the 6.1 kernel outside the page allocator:
@@ -425,6 +434,7 @@ impl Kernel {
             huge: Default::default(),
             khugepaged: Default::default(),
             anon_large_possible: spec.sysfs.anon_large_possible(spec.features.anon_mthp),
+            kvm: Vec::new(),
             sysctl: spec.sysctl,
             sysfs: spec.sysfs,
             folios: FolioTable::new(managed as u32).map_err(|e| {

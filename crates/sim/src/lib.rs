@@ -11,6 +11,7 @@ pub mod cost_model;
 pub mod dev;
 pub mod histogram;
 pub mod kernel;
+pub mod kvm;
 pub mod machine_profile;
 pub mod mm;
 pub mod player;
@@ -427,7 +428,7 @@ fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimEr
     with_progress(&mut m.sched, spec, &mut opts);
     let first_vmm = host.tasks.len() - host.vms.len();
     for (g, v) in host.vms.iter().enumerate() {
-        let guest = vm::Guest::new(&v.guest, &opts.costs, opts.check)
+        let guest = vm::Guest::new(v, &opts.costs, opts.check)
             .map_err(|e| SimError::at(0, format!("vm.{}", v.name), e))?;
         let player = &mut m.sched.player;
         player.guests.push(Some(Box::new(guest)));
@@ -451,7 +452,11 @@ fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimEr
             .finish(&mut g.m.kernel, opts.check)
             .map_err(|e| SimError::at(0, format!("vm.{}", v.name), e))?;
         let at_end = std::mem::take(g_end);
-        let r = result_of(&v.guest, &mut g.m, g.elapsed, at_end, &opts);
+        let mut r = result_of(&v.guest, &mut g.m, g.elapsed, at_end, &opts);
+        if let Some(slot) = g.kvm_slot {
+            let stats = m.kernel.kvm[slot].stats.named();
+            r.kvm = stats.iter().map(|&(n, v)| (n.to_string(), v)).collect();
+        }
         guests.push((v.name.clone(), r));
     }
     let mut r = result_of(&host, &mut m, elapsed, at_end, &opts);
@@ -534,10 +539,12 @@ fn result_of(
             .filter(|(_, h)| h.count() > 0)
             .map(|(n, h)| (n.to_string(), h.buckets()))
             .collect(),
-        interrupts: match k.tlb_shootdowns() {
-            0 => BTreeMap::new(),
-            n => BTreeMap::from([("TLB".to_string(), n)]),
-        },
+        interrupts: [("CAL", k.call_function_ipis()), ("TLB", k.tlb_shootdowns())]
+            .into_iter()
+            .filter(|&(_, n)| n > 0)
+            .map(|(row, n)| (row.to_string(), n))
+            .collect(),
+        kvm: BTreeMap::new(),
         vms: BTreeMap::new(),
     }
 }

@@ -91,6 +91,8 @@ costs! {
     ipi_handler: "ns" = cost_model::IPI_HANDLER_NS;
     mem_bw_pair: "permille" = cost_model::MEM_BW_PAIR_PERMILLE;
     memcg_rstat_flush: "ns" = cost_model::MEMCG_RSTAT_FLUSH_NS;
+    kvm_exit: "ns" = cost_model::KVM_EXIT_NS;
+    kvm_page_fault: "ns" = cost_model::KVM_PAGE_FAULT_NS;
 }
 
 impl Costs {

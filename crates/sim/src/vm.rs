@@ -109,6 +109,14 @@ pub struct Guest<'s> {
     pub ram: Option<u32>,
     /// The host VMA of TCG's translation cache and its pages, likewise.
     pub tb: Option<(u32, u64)>,
+    /// Run under KVM: its EPT's slot in the host kernel (kvm.rs) once its
+    /// RAM is mapped, None until then. Not under KVM: TCG.
+    pub kvm: bool,
+    pub kvm_slot: Option<usize>,
+    /// The frame whose EPT violation had to wait for the host's I/O: KVM's
+    /// async page fault worker faults it in with FOLL_WRITE, and the vCPU
+    /// faults on it again once it is in.
+    pub async_pf: Option<u64>,
     /// The next page of the translation cache to execute from, while a
     /// read of it is due (`TB_PERIOD_NS`); None when none is.
     tb_next: Option<u64>,
@@ -132,10 +140,11 @@ pub struct Guest<'s> {
 impl<'s> Guest<'s> {
     /// Boots guest `spec` (a validated `[vm.NAME]`).
     pub fn new(
-        spec: &'s Spec,
+        vm: &'s mmsim_spec::Vm,
         costs: &crate::machine_profile::CostProfile,
         check: bool,
     ) -> Result<Self, SimError> {
+        let spec = &*vm.guest;
         let m = crate::boot(spec, costs, check, true)?;
         // Boot wrote the frames the guest kernel keeps for itself (its
         // image, memmap, page tables, the initramfs: mmsim's boot
@@ -158,6 +167,9 @@ impl<'s> Guest<'s> {
             m,
             ram: None,
             tb: None,
+            kvm: vm.accel == mmsim_spec::Accel::Kvm,
+            kvm_slot: None,
+            async_pf: None,
             tb_next: None,
             tb_last: 0,
             pending: boot,
@@ -206,7 +218,8 @@ impl<'s> Guest<'s> {
         match stepped {
             Stepped::Ran { end, .. } => {
                 self.elapsed = self.elapsed.max(end);
-                if end >= self.tb_last.saturating_add(TB_PERIOD_NS) {
+                // Under KVM the guest's code runs on the CPU: no cache.
+                if !self.kvm && end >= self.tb_last.saturating_add(TB_PERIOD_NS) {
                     self.tb_last = end;
                     self.tb_next = Some(0);
                 }
@@ -261,10 +274,10 @@ pub fn host_spec(spec: &Spec) -> Spec {
         if vm.vmm_memory > 0 {
             steps.extend([anon(VMM_MEMORY, vm.vmm_memory), write(VMM_MEMORY)]);
         }
+        if vm.accel == mmsim_spec::Accel::Tcg {
+            steps.extend([anon(TCG_TB, vm.tb_size), hugepage(TCG_TB), write(TCG_TB)]);
+        }
         steps.extend([
-            anon(TCG_TB, vm.tb_size),
-            hugepage(TCG_TB),
-            write(TCG_TB),
             anon(GUEST_RAM, vm.guest.machine.memory),
             hugepage(GUEST_RAM),
         ]);

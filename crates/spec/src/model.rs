@@ -51,7 +51,7 @@ pub struct Vm {
     /// `[vm.NAME.host] tb_size`: TCG's translation cache (QEMU's
     /// `-accel tcg,tb-size=`, which the native comparison passes):
     /// filled as the guest starts and executed from after every guest
-    /// slice. Default 16 MiB.
+    /// slice. Default 16 MiB; 0 under KVM, which has none.
     pub tb_size: u64,
     /// The guest's machine, kernel, swap, cgroups and tasks.
     pub guest: Box<Spec>,
@@ -84,6 +84,10 @@ pub enum Accel {
     /// QEMU's TCG: a software MMU, whose loads and stores of guest RAM
     /// are the VMM's own user accesses of its mapping.
     Tcg,
+    /// KVM: the guest runs on the CPU, reaching its RAM through the EPT
+    /// (two-dimensional paging), which KVM fills from the VMM's page
+    /// tables on each EPT violation and the host's MMU notifier empties.
+    Kvm,
 }
 
 /// `[fidelity]`: relative tolerances, per counter (against the median of

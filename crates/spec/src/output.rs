@@ -47,6 +47,12 @@ pub struct RunResult {
     /// task ends, when the spec sets a zswap parameter (docs/output.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zswap: Option<ZswapStats>,
+    /// KVM's statistics of a guest run under KVM (`accel = "kvm"`), by
+    /// their names in /sys/kernel/debug/kvm/ (`exits`, `pf_taken`,
+    /// `pf_fixed`, `remote_tlb_flush`), in that guest's document; empty
+    /// (left out) otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kvm: BTreeMap<String, u64>,
     /// Each guest's own run (`[vm.NAME]`), by name: its tasks, counters
     /// and cgroups, as the guest's kernel shows them. Its VMM is a task of
     /// this (the host's) run.

@@ -362,6 +362,7 @@ impl Kernel {
     /// dirty bit, which goes to the folio) and the PMD's exclusivity, and
     /// a reference each.
     pub fn split_huge_pmd_anon(&mut self, vma: u32, first: usize) {
+        self.mmu_notifier_invalidate_range(vma, first, HPAGE_PMD_NR as usize);
         self.vm.inc(Vm::ThpSplitPmd);
         // `__split_huge_pmd_locked` under the PMD table's lock.
         let ptl = self.pmd_lock(vma, first, Fn::SplitHugePmd);
@@ -678,6 +679,8 @@ impl Kernel {
             let Some((lo, hi)) = self.anon_folio_range(head, v) else {
                 continue;
             };
+            // try_to_migrate_one's range.
+            self.mmu_notifier_invalidate_range(v, lo, hi - lo);
             let mut idx = lo;
             while idx < hi {
                 let pte = self.vmas[v as usize].ptes[idx];

@@ -652,6 +652,7 @@ impl Kernel {
         // the pages are isolated no walk can reach them, and the copy runs
         // unlocked.
         let anon_vma = self.anon_vma_lock_write(self.vmas[vma as usize].anon_vma);
+        self.mmu_notifier_invalidate_range(vma, first, HPAGE_PMD_NR as usize);
         // pmdp_collapse_flush, under the PMD table's lock.
         let ptl = self.pmd_lock(vma, first, Fn::CollapseHugePage);
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);

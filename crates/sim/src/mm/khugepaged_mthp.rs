@@ -337,6 +337,7 @@ impl Kernel {
         // anon_vma_lock_write over the flush and the isolation, as the
         // PMD collapse (khugepaged.rs).
         let anon_vma = self.anon_vma_lock_write(self.vmas[vma as usize].anon_vma);
+        self.mmu_notifier_invalidate_range(vma, start, 1 << order);
         // pmdp_collapse_flush.
         self.charge_cost(Fn::CollapseHugePage, self.costs.tlb_flush);
         self.flush_tlb_mm_range(mm, false);

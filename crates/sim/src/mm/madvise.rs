@@ -254,6 +254,7 @@ impl Kernel {
     /// stay); the range reads as zeros afterwards.
     fn zap_page_range(&mut self, vma: u32, first: usize, n: usize) {
         self.lru_add_drain();
+        self.mmu_notifier_invalidate_range(vma, first, n);
         // tlb_finish_mmu flushes only a range the zap gathered: one with a
         // present PTE or PMD cleared (swap entries and holes add none).
         let mut gathered = false;

@@ -75,10 +75,21 @@ pub struct FaultCtx {
     in_fault: bool,
     /// The last access's fault returned without mapping its page: the
     /// player goes back to user space and makes the access again.
-    again: bool,
+    pub(super) again: bool,
+    /// The last access's fault returned VM_FAULT_RETRY to wait for a
+    /// folio's I/O (`blocked_until` holds its end), where a caller that
+    /// asked not to wait (FOLL_NOWAIT: KVM's async page faults) gets the
+    /// I/O started and nothing else.
+    retry: bool,
 }
 
 impl FaultCtx {
+    /// Whether the last access's wait is a VM_FAULT_RETRY for I/O, once.
+    #[inline]
+    pub fn take_retry(&mut self) -> bool {
+        std::mem::take(&mut self.retry)
+    }
+
     /// The time the last access's fault must wait until, once: the
     /// player puts the task to sleep and retries the access then.
     #[inline]
@@ -139,40 +150,50 @@ impl Kernel {
             self.access_present(vma, idx, pte, write);
             return Ok(());
         }
+        if self.faultin(vma, idx, write)? {
+            let pte = self.vmas[vma as usize].ptes[idx];
+            if self.pte_lets_through(pte, write) {
+                self.access_present(vma, idx, pte, write);
+            } else {
+                // The fault went back to user space without mapping
+                // the page (a `pte_same` that failed: reclaim took
+                // it meanwhile). The instruction runs again after
+                // `exit_to_user_mode`, where a fatal signal, a
+                // reschedule or memory.high's throttling come first.
+                self.fault.again = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// `handle_mm_fault` of page `idx` of `vma` for an access its PTE does
+    /// not let through: true if the fault returned (the caller looks at
+    /// the PTE again); false if the task waits first (`fault.blocked_until`,
+    /// the access made again after) or the fault is to be made again.
+    #[inline(always)]
+    pub(crate) fn faultin(&mut self, vma: u32, idx: usize, write: bool) -> Result<bool, SimError> {
         // One CPU: no other can hold mmap_lock or share its line.
         let r = if self.cpus.len() > 1 {
             match self.handle_mm_fault_locked(vma, idx, write) {
                 Some(r) => r,
-                None => return Ok(()),
+                None => return Ok(false),
             }
         } else {
             self.handle_mm_fault(vma, idx, write)
         };
         match r {
-            Ok(()) => {
-                let pte = self.vmas[vma as usize].ptes[idx];
-                if self.pte_lets_through(pte, write) {
-                    self.access_present(vma, idx, pte, write);
-                } else {
-                    // The fault went back to user space without mapping
-                    // the page (a `pte_same` that failed: reclaim took
-                    // it meanwhile). The instruction runs again after
-                    // `exit_to_user_mode`, where a fatal signal, a
-                    // reschedule or memory.high's throttling come first.
-                    self.fault.again = true;
-                }
-                Ok(())
-            }
+            Ok(()) => Ok(true),
             Err(FaultError::Retry(until)) => {
                 // The task sleeps; the scheduler retries the access.
                 self.fault.blocked_until = Some(until);
-                Ok(())
+                self.fault.retry = true;
+                Ok(false)
             }
             Err(FaultError::Wait(until)) => {
                 let t = self.cur_task.expect("faults come from tasks");
                 self.tasks[t].fault_waited = true;
                 self.fault.blocked_until = Some(until);
-                Ok(())
+                Ok(false)
             }
             Err(e) => Err(e.into()),
         }
@@ -269,7 +290,7 @@ impl Kernel {
     /// An access the MMU lets through: the PTE's young and dirty bits, and
     /// the content token checked (read) or moved on (write).
     #[inline]
-    fn hit_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
+    pub(crate) fn hit_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
         let v = &mut self.vmas[vma as usize];
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };
         if self.track_pmd_young {
@@ -1050,6 +1071,7 @@ impl Kernel {
             Some(o) => (self.costs.copy_page, self.folios.version[o as usize]),
         };
         self.charge_cost(Fn::DoWpPage, work + self.costs.pte + self.costs.tlb_flush);
+        self.mmu_notifier_invalidate_range(vma, idx, 1);
         // ptep_clear_flush_notify of the old PTE.
         self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);
         self.folios.version[new as usize] = version;

@@ -662,6 +662,10 @@ impl Kernel {
     /// multi-gen LRU's mm list.
     pub fn exit_mmap(&mut self, mm: u32) {
         self.khugepaged_exit(mm);
+        // mmu_notifier_release: a VM whose RAM this mm maps loses its EPT.
+        if !self.kvm.is_empty() {
+            self.kvm_release_mm(mm);
+        }
         let mut vmas = self.mms[mm as usize].vmas.clone();
         vmas.sort_unstable();
         for v in vmas {
@@ -680,6 +684,7 @@ impl Kernel {
     /// `unmap_vmas` → `zap_pte_range` over the whole VMA, then remove it.
     fn unmap_vma(&mut self, vma: u32) {
         let n = self.vmas[vma as usize].pages;
+        self.mmu_notifier_invalidate_range(vma, 0, n as usize);
         let mut tlb = self.tlb_gather_mmu(self.vmas[vma as usize].mm);
         let mut batch = None;
         for idx in 0..n {

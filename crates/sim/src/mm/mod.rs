@@ -2,6 +2,7 @@
 pub mod anon_mthp;
 pub mod filemap;
 pub mod folio;
+pub mod gup;
 pub mod huge_anon;
 pub mod huge_memory;
 pub mod khugepaged;

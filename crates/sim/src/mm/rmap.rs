@@ -134,6 +134,8 @@ impl Kernel {
             let Some((lo, hi)) = self.anon_folio_range(head, v) else {
                 continue;
             };
+            // try_to_unmap_one's range: the folio's pages in this VMA.
+            self.mmu_notifier_invalidate_range(v, lo, hi - lo);
             let mut idx = lo;
             let mut locked = false;
             while idx < hi {
@@ -243,6 +245,7 @@ impl Kernel {
         let vmas = std::mem::take(&mut self.anon_vmas[av as usize].vmas);
         for &v in &vmas {
             if let Some((idx, pte)) = self.page_vma_mapped(pfn, f.index, v) {
+                self.mmu_notifier_invalidate_range(v, idx, 1);
                 // page_vma_mapped_walk's PTE lock, held through the unmap.
                 let ptl = self.pte_lock(v, idx, Fn::PageVmaMappedWalk);
                 let unmapped = self.traced(Fn::TryToUnmap, |k| {

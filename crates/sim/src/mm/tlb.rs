@@ -228,6 +228,12 @@ impl Kernel {
     /// charges it inside a stall once the next entity is on the CPU (the
     /// same time, accounted as stalled; moved to this slice's start).
     pub fn run_pending_ipis(&mut self, cpu: usize, prev_end: u64, start: u64) {
+        let kicks = std::mem::take(&mut self.cpus[cpu].kvm_kicks);
+        if kicks > 0 {
+            // The vCPU kicked out of the guest for a remote TLB flush:
+            // its exit and entry (kvm.rs).
+            self.charge_cost(Fn::VmxVcpuRun, kicks * self.costs.kvm_exit);
+        }
         let c = &mut self.cpus[cpu];
         if c.ipi_pending.is_empty() {
             c.memstall_spans.clear();

@@ -38,36 +38,56 @@ fn run_guest(
             .expect("the VMM's steps map the guest's RAM and TCG's cache")
     };
     let ram = *guest.ram.get_or_insert_with(|| region(GUEST_RAM));
-    let (tb, _) = *guest.tb.get_or_insert_with(|| {
-        let v = region(TCG_TB);
-        (v, k.vmas[v as usize].pages)
-    });
+    if guest.kvm && guest.kvm_slot.is_none() {
+        // KVM_SET_USER_MEMORY_REGION: guest RAM is the VM's memory slot.
+        guest.kvm_slot = Some(k.kvm_create_vm(ram));
+    }
+    let tb = match guest.kvm {
+        true => None,
+        false => Some(
+            guest
+                .tb
+                .get_or_insert_with(|| {
+                    let v = region(TCG_TB);
+                    (v, k.vmas[v as usize].pages)
+                })
+                .0,
+        ),
+    };
     let pages = k.vmas[ram as usize].pages;
     loop {
         // The last guest slice's frames, made by the VMM's loads and
-        // stores (TCG), then TCG's cache when due: the vCPU waits for
-        // each.
+        // stores (TCG) or through the EPT (KVM), then TCG's cache when
+        // due: the vCPU waits for each.
         while let Some((target, page, write)) = guest.next_access() {
-            let vma = match target {
-                Target::Ram if page >= pages => {
-                    return Err(SimError::Invariant(format!(
-                        "guest frame {page} is beyond its RAM of {pages} pages"
-                    )))
-                }
-                Target::Ram => ram,
-                Target::Tb => tb,
+            if target == Target::Ram && page >= pages {
+                return Err(SimError::Invariant(format!(
+                    "guest frame {page} is beyond its RAM of {pages} pages"
+                )));
+            }
+            let access = match (target, guest.kvm_slot, tb) {
+                (Target::Ram, Some(slot), _) => kvm_access(p, k, guest, slot, page, write)?,
+                (Target::Ram, None, _) => p.play_access(k, ram, page as usize, write)?,
+                (Target::Tb, _, Some(tb)) => p.play_access(k, tb, page as usize, write)?,
+                (Target::Tb, _, None) => unreachable!("only TCG reads its translation cache"),
             };
-            match p.play_access(k, vma, page as usize, write)? {
-                Access::Sleep(until) => return Ok(Some(SliceEnd::Sleep(until))),
+            match access {
+                Access::Sleep(until) => {
+                    return Ok(Some(vcpu_out(k, guest, SliceEnd::Sleep(until))))
+                }
                 Access::Done => guest.access_made(),
                 Access::Again => {}
             }
             if let Some(end) = after_access(k, ktask, slice) {
-                return Ok(Some(end));
+                return Ok(Some(vcpu_out(k, guest, end)));
             }
         }
         if guest.done {
             return Ok(None);
+        }
+        if let Some(slot) = guest.kvm_slot {
+            // KVM_RUN: the vCPU is in guest mode on this CPU.
+            k.kvm_vcpu_enter(slot);
         }
         let now = k.now();
         // A slice to u64::MAX has no end (a sleep that long runs last).
@@ -93,10 +113,66 @@ fn run_guest(
             }
             // The guest's vCPU halts (HLT: the VMM thread sleeps) until
             // its next entity is ready.
-            Stepped::Idle(next) => return Ok(Some(SliceEnd::Sleep(next))),
+            Stepped::Idle(next) => return Ok(Some(vcpu_out(k, guest, SliceEnd::Sleep(next)))),
             Stepped::Done => {}
         }
     }
+}
+
+/// The VMM's thread leaves the guest with `end`: a vCPU that sleeps
+/// (halted, or waiting for the host) is out of guest mode, so a remote
+/// TLB flush sends it no IPI (kvm.rs). One preempted stays marked: the
+/// flush looks whether its CPU still runs the VMM.
+fn vcpu_out(k: &mut Kernel, guest: &Guest, end: SliceEnd) -> SliceEnd {
+    if let (Some(slot), SliceEnd::Sleep(_)) = (guest.kvm_slot, &end) {
+        k.kvm_vcpu_leave(slot);
+    }
+    end
+}
+
+/// A guest access of frame `gfn` under KVM: through its SPTE, or an EPT
+/// violation, whose host page `hva_to_pfn` asks for (get_user_pages, with
+/// FOLL_WRITE for a write), and the SPTE installed from the host's PTE.
+/// A read whose fault had to wait for I/O (VM_FAULT_RETRY under
+/// FOLL_NOWAIT) goes to KVM's async page fault worker, which faults the
+/// page in with FOLL_WRITE (`async_pf_execute`); the vCPU waits for it
+/// and faults again. Simplifications: the worker's fault runs as the
+/// vCPU's own when the vCPU faults again (its counters are the same; its
+/// time lands on the VMM's CPU, not a kworker's), and the vCPU halts
+/// meanwhile (a paravirtual guest in user mode would run another of its
+/// tasks: a guest of one busy task has none to run). A guest whose
+/// interrupts are off, where KVM waits for the page itself, is not
+/// followed.
+fn kvm_access(
+    p: &mut Player,
+    k: &mut Kernel,
+    guest: &mut Guest,
+    slot: usize,
+    gfn: u64,
+    write: bool,
+) -> Result<Access, SimError> {
+    let idx = gfn as usize;
+    if !k.kvm_spte_lets_through(slot, idx, write) {
+        k.kvm_ept_violation(slot);
+        let ram = k.kvm[slot].vma;
+        let foll_write = write || guest.async_pf == Some(gfn);
+        k.fault.take_retry();
+        k.get_user_pages_fault(ram, idx, foll_write)?;
+        if let Some(until) = k.fault.take_blocked_until() {
+            if k.fault.take_retry() {
+                guest.async_pf = Some(gfn);
+            }
+            return Ok(Access::Sleep(until));
+        }
+        if k.fault.take_again() {
+            return Ok(Access::Again);
+        }
+        guest.async_pf = None;
+        k.kvm_map_spte(slot, idx);
+    }
+    k.kvm_guest_access(slot, idx, write);
+    p.done_work += 1;
+    Ok(Access::Done)
 }
 
 /// The VMM's I/O thread (QEMU's virtio-blk backend on a host file, the

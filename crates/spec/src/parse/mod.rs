@@ -161,7 +161,17 @@ fn build_at(rep: &Reporter, root: &Node, sections: &[&str]) -> Result<Spec, Spec
         None => Fidelity::default(),
     };
     let vms = match top.get("vm") {
-        Some(v) => vm::build_vms(rep, v, &cgroups, &files, &tasks, build_at)?,
+        Some(v) => vm::build_vms(
+            rep,
+            v,
+            vm::HostSpec {
+                cgroups: &cgroups,
+                files: &files,
+                tasks: &tasks,
+                lru_gen: sysfs.lru_gen != 0,
+            },
+            build_at,
+        )?,
         None => Vec::new(),
     };
     if tasks.is_empty() && vms.is_empty() {

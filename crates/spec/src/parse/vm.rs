@@ -19,12 +19,19 @@ pub const TB_SIZE_DEFAULT: u64 = 16 << 20;
 /// Every `[vm.NAME]` table, each built by `build_spec` (a spec's own
 /// builder, given the guest's sections) and checked against what the
 /// simulator models of guests so far.
+/// What a guest's table is checked against in the host's spec.
+pub(super) struct HostSpec<'a> {
+    pub cgroups: &'a [Cgroup],
+    pub files: &'a [File],
+    pub tasks: &'a [Task],
+    /// The host boots with the multi-gen LRU on.
+    pub lru_gen: bool,
+}
+
 pub(super) fn build_vms(
     rep: &Reporter,
     node: &Node,
-    host_cgroups: &[Cgroup],
-    host_files: &[File],
-    host_tasks: &[Task],
+    host_spec: HostSpec,
     build_spec: fn(&Reporter, &Node, &[&str]) -> Result<Spec, SpecError>,
 ) -> Result<Vec<Vm>, SpecError> {
     let f = Fields::of(rep, "vm".into(), node, "a table of guests, such as [vm.g1]")?;
@@ -39,7 +46,7 @@ pub(super) fn build_vms(
             ));
         }
         // The host runs the guest as a task named after it (its VMM).
-        if host_tasks.iter().any(|t| &t.name == name) {
+        if host_spec.tasks.iter().any(|t| &t.name == name) {
             return Err(rep.at(
                 e.key_at,
                 key,
@@ -52,7 +59,7 @@ pub(super) fn build_vms(
             &e.node,
             "a guest's table, such as [vm.g1]",
         )?;
-        let host = build_host(rep, &g, host_cgroups)?;
+        let host = build_host(rep, &g, &host_spec)?;
         // The guest's sections without `host`, built as a spec of its own;
         // its errors name their keys under the guest's.
         let mut table = Table::default();
@@ -78,7 +85,7 @@ pub(super) fn build_vms(
             prefix_keys(&mut t.steps, &key);
         }
         let backing = |dev: &Option<(String, usize)>, size: u64, what: String| {
-            backing_file(rep, &key, dev, size, &what, host_files)
+            backing_file(rep, &key, dev, size, &what, host_spec.files)
         };
         let swap_files = (guest.swap.iter().enumerate())
             .map(|(i, s)| backing(&s.host_file, s.size, format!("swap[{i}]")))
@@ -110,7 +117,7 @@ struct Host {
 
 /// `[vm.NAME.host]`: the VMM process's cgroup on the host, its
 /// accelerator and its own memory.
-fn build_host(rep: &Reporter, g: &Fields, host_cgroups: &[Cgroup]) -> Result<Host, SpecError> {
+fn build_host(rep: &Reporter, g: &Fields, host_spec: &HostSpec) -> Result<Host, SpecError> {
     let node = g.require(
         "host",
         "a [vm.NAME.host] table saying how the host runs the guest, e.g. accel = \"tcg\"",
@@ -122,7 +129,7 @@ fn build_host(rep: &Reporter, g: &Fields, host_cgroups: &[Cgroup]) -> Result<Hos
         Some(v) => {
             let key = h.path("cgroup");
             let name = string(rep, v, &key, "the name of a host [cgroup.NAME]")?;
-            match host_cgroups.iter().position(|c| c.name == name) {
+            match host_spec.cgroups.iter().position(|c| c.name == name) {
                 Some(i) => Some(i),
                 None => {
                     return Err(rep.at(
@@ -137,31 +144,45 @@ fn build_host(rep: &Reporter, g: &Fields, host_cgroups: &[Cgroup]) -> Result<Hos
         }
     };
     let key = h.path("accel");
-    let v = h.require("accel", "\"tcg\"")?;
-    let accel = match string(rep, v, &key, "\"tcg\"")? {
+    let v = h.require("accel", "\"tcg\" or \"kvm\"")?;
+    let accel = match string(rep, v, &key, "\"tcg\" or \"kvm\"")? {
         "tcg" => Accel::Tcg,
-        "kvm" => {
-            return Err(rep.at(
-                v.at,
-                key,
-                "found \"kvm\", which mmsim does not model yet (EPT violations, VM exits and the MMU notifier's SPTE zaps are the next part of guests); expected \"tcg\" (QEMU's software MMU: the guest's RAM is touched by the VMM's own loads and stores)",
-            ))
-        }
+        "kvm" => Accel::Kvm,
         other => {
             return Err(rep.at(
                 v.at,
                 key,
-                format!("found {other:?}, expected \"tcg\""),
+                format!("found {other:?}, expected \"tcg\" (QEMU's software MMU) or \"kvm\" (hardware virtualization with EPT)"),
             ))
         }
     };
+    // 6.1's multi-gen LRU ages by walking the host's page tables, whose
+    // accessed bits a guest under KVM does not set (its accesses set the
+    // EPT entries'; only folio_referenced asks KVM, through the MMU
+    // notifier): not modelled.
+    if accel == Accel::Kvm && host_spec.lru_gen {
+        return Err(rep.at(
+            v.at,
+            key,
+            "found \"kvm\" on a host whose multi-gen LRU is on; expected the classic LRU on the host (sysfs kernel/mm/lru_gen/enabled = 0): the multi-gen LRU's page-table walk does not see a KVM guest's accesses, which mmsim does not model yet",
+        ));
+    }
     let vmm_memory = match h.get("vmm_memory") {
         None => VMM_MEMORY_DEFAULT,
         Some(v) => size(rep, v, &h.path("vmm_memory"))?.next_multiple_of(crate::PAGE_SIZE),
     };
-    let tb_size = match h.get("tb_size") {
-        None => TB_SIZE_DEFAULT,
-        Some(v) => {
+    let tb_size = match (h.get("tb_size"), accel) {
+        // QEMU under KVM runs guest code on the CPU: no translation cache.
+        (None, Accel::Kvm) => 0,
+        (None, Accel::Tcg) => TB_SIZE_DEFAULT,
+        (Some(v), Accel::Kvm) => {
+            return Err(rep.at(
+                v.at,
+                h.path("tb_size"),
+                "found tb_size with accel = \"kvm\"; expected none: tb_size is TCG's translation cache, which QEMU does not have under KVM",
+            ))
+        }
+        (Some(v), Accel::Tcg) => {
             let b = size(rep, v, &h.path("tb_size"))?;
             // QEMU's -accel tcg,tb-size= is in MiB, at least 1.
             if b == 0 || !b.is_multiple_of(1 << 20) || b > 1 << 30 {

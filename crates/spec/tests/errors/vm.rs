@@ -69,9 +69,30 @@ fn the_vmms_memory_is_sized_and_tcgs_cache_in_whole_mib() {
 }
 
 #[test]
-fn kvm_is_refused_until_modelled() {
-    let e = rejected(&guest("accel = \"kvm\"", ""));
-    check(&e, 7, "vm.g1.host.accel", &["kvm", "EPT", "tcg"]);
+fn kvm_has_no_translation_cache_and_needs_the_classic_lru_on_the_host() {
+    let s = parse(&guest("accel = \"kvm\"", "")).unwrap();
+    assert_eq!(s.vms[0].accel, mmsim_spec::Accel::Kvm);
+    assert_eq!(s.vms[0].tb_size, 0, "QEMU has no TCG cache under KVM");
+    assert_eq!(s.vms[0].vmm_memory, 27 << 20);
+    let e = rejected(&guest("accel = \"kvm\"\ntb_size = \"16M\"", ""));
+    check(&e, 8, "vm.g1.host.tb_size", &["kvm", "translation cache"]);
+    let e = rejected(&guest("accel = \"xen\"", ""));
+    check(&e, 7, "vm.g1.host.accel", &["xen", "tcg", "kvm"]);
+    // The host's multi-gen LRU walks page tables a KVM guest's accesses
+    // leave untouched.
+    let mglru = guest("accel = \"kvm\"", "").replace(
+        "[cgroup.vms]",
+        "[sysfs]\n\"kernel/mm/lru_gen/enabled\" = \"y\"\n[cgroup.vms]",
+    );
+    let e = rejected(&mglru);
+    check(
+        &e,
+        9,
+        "vm.g1.host.accel",
+        &["multi-gen LRU", "lru_gen/enabled"],
+    );
+    let tcg = mglru.replace("accel = \"kvm\"", "accel = \"tcg\"");
+    assert!(parse(&tcg).is_ok(), "TCG's accesses are the VMM's own");
 }
 
 #[test]
