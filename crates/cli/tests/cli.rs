@@ -798,6 +798,28 @@ fn a_guest_is_summarised_under_its_host() {
     assert_eq!(g["tasks"][0]["name"], "main");
 }
 
+/// examples/guest_kvm.toml: a KVM guest's summary lists KVM's statistics
+/// (and its JSON has them), and its phases hold the host's stalls.
+#[test]
+fn a_kvm_guest_is_summarised_with_its_vms_statistics() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/guest_kvm.toml");
+    let o = mmsim(&["run", spec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let guest_at = out
+        .find("guest g1 (run by the host's task g1):")
+        .expect("a guest section");
+    assert!(
+        out[guest_at..].contains("  kvm (its VM's statistics on the host): exits "),
+        "{out}"
+    );
+    let d = run_json(&spec, &[]);
+    let kvm = &d["vms"]["g1"]["kvm"];
+    assert!(kvm["exits"].as_u64().unwrap() >= kvm["pf_taken"].as_u64().unwrap());
+    assert!(kvm["pf_taken"].as_u64().unwrap() > kvm["pf_fixed"].as_u64().unwrap());
+    assert!(d["kvm"].is_null(), "the host's document has none");
+}
+
 /// The oracle does not boot guests yet: a clear refusal, exit status 2.
 #[test]
 fn the_oracle_refuses_a_spec_with_guests() {

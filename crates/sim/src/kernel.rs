@@ -136,7 +136,7 @@ pub struct Kernel {
     /// A guest's kernel (`[vm.NAME]`): the frames its accesses and the
     /// allocator's fills touched, in order, for its VMM to make on the
     /// host (vm.rs). None on a machine of its own.
-    pub frame_log: Option<Vec<(Pfn, bool)>>,
+    pub frame_log: Option<FrameLog>,
     /// Where a guest kernel's own metadata lies, for the log.
     pub guest_meta: GuestMeta,
     /// A guest's requests to its virtio-blk devices, in submission order,
@@ -375,8 +375,17 @@ impl Kernel {
     /// The kernel touches the frame through its own paths (it holds a
     /// reference, sets flags, locks it), so its struct page is written
     /// first.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn guest_frame(&mut self, pfn: Pfn, write: bool) {
+        if self.frame_log.is_some() {
+            self.guest_frame_log(pfn, write);
+        }
+    }
+
+    /// `guest_frame`'s logging, out of line: a machine of its own pays one
+    /// test.
+    #[cold]
+    fn guest_frame_log(&mut self, pfn: Pfn, write: bool) {
         if let Some(log) = &mut self.frame_log {
             let meta = &mut self.guest_meta;
             if meta.memmap != crate::mm::folio::NIL {
@@ -846,7 +855,7 @@ impl GuestMeta {
 
     /// Logs a touch of metadata page `pfn`, unless it was the last.
     #[inline]
-    pub fn touch(&mut self, log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
+    pub fn touch(&mut self, log: &mut FrameLog, pfn: Pfn, write: bool) {
         if pfn != self.last {
             self.last = pfn;
             log_frame(log, pfn, write);
@@ -854,12 +863,67 @@ impl GuestMeta {
     }
 }
 
+/// A guest kernel's log of the frames its slice touched, for its VMM to
+/// make on the host (vm.rs), with the host's map of guest RAM as the slice
+/// began: the first access the host must handle (a host fault under TCG,
+/// an EPT violation under KVM) ends the guest's slice after its op, as the
+/// vCPU stops there until the host is done (sched/rq.rs `Slice::check`).
+#[derive(Default)]
+pub struct FrameLog {
+    /// The accesses, in order.
+    pub accesses: Vec<(Pfn, bool)>,
+    /// The host's map of guest RAM, lent for the slice.
+    pub host: HostMap,
+    /// An access the host must handle is logged.
+    pub exit: bool,
+}
+
+/// What a guest's access needs of its host, as the host's map stood when
+/// the guest's slice began.
+#[derive(Default)]
+pub enum HostMap {
+    /// Not known: no access ends the slice.
+    #[default]
+    Unknown,
+    /// TCG: the VMM's PTEs of guest RAM (frame N at page N), and whether
+    /// the host's MMU sets accessed bits (`Kernel::hw_pte_young`).
+    Ptes(Vec<crate::mm::pgtable::Pte>, bool),
+    /// KVM: the VM's SPTEs (kvm.rs).
+    Ept(Vec<u8>),
+}
+
+impl HostMap {
+    /// The access goes through without the host: the host's PTE lets it
+    /// through (`Kernel::pte_lets_through`), or the SPTE does.
+    #[inline]
+    fn lets_through(&self, pfn: Pfn, write: bool) -> bool {
+        use crate::mm::pgtable::{pte_present, PTE_WRITE, PTE_YOUNG};
+        match self {
+            HostMap::Unknown => true,
+            HostMap::Ptes(ptes, hw_young) => ptes.get(pfn as usize).is_some_and(|&p| {
+                pte_present(p)
+                    && (!write || p & PTE_WRITE != 0)
+                    && (p & PTE_YOUNG != 0 || *hw_young)
+            }),
+            HostMap::Ept(sptes) => sptes
+                .get(pfn as usize)
+                .is_some_and(|&s| crate::kvm::spte_lets_through(s, write)),
+        }
+    }
+}
+
 /// Logs an access of guest frame `pfn`, merged with the last one when it
-/// is of the same frame.
+/// is of the same frame and adds nothing to it (a read after either, a
+/// write after a write); a write after a read stays apart, as the host may
+/// map the read's page read-only and then fault on the write. One the host
+/// must handle marks the slice's exit.
 #[inline]
-pub(crate) fn log_frame(log: &mut Vec<(Pfn, bool)>, pfn: Pfn, write: bool) {
-    match log.last_mut() {
-        Some(last) if last.0 == pfn => last.1 |= write,
-        _ => log.push((pfn, write)),
+pub(crate) fn log_frame(log: &mut FrameLog, pfn: Pfn, write: bool) {
+    match log.accesses.last() {
+        Some(&(last, was_write)) if last == pfn && (was_write || !write) => return,
+        _ => log.accesses.push((pfn, write)),
+    }
+    if !log.exit && !log.host.lets_through(pfn, write) {
+        log.exit = true;
     }
 }

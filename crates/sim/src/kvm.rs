@@ -48,6 +48,12 @@ const SPTE_WRITABLE: u8 = 2;
 /// zapped together.
 const SPTE_HUGE: u8 = 4;
 
+/// An SPTE `s` lets an access through without an exit.
+#[inline]
+pub fn spte_lets_through(s: u8, write: bool) -> bool {
+    s & SPTE_PRESENT != 0 && (!write || s & SPTE_WRITABLE != 0)
+}
+
 /// One VM's memory slot and EPT, from the host's side.
 pub struct Kvm {
     /// The VMM's mapping of guest RAM: gfn N is its page N.
@@ -106,8 +112,18 @@ impl Kernel {
     /// The guest's access of `gfn` goes through its SPTE without an exit.
     #[inline]
     pub fn kvm_spte_lets_through(&self, slot: usize, gfn: usize, write: bool) -> bool {
-        let s = self.kvm[slot].spte[gfn];
-        s & SPTE_PRESENT != 0 && (!write || s & SPTE_WRITABLE != 0)
+        spte_lets_through(self.kvm[slot].spte[gfn], write)
+    }
+
+    /// The VM's SPTEs, lent to its guest kernel for a slice (vm.rs): the
+    /// host does nothing meanwhile.
+    pub fn kvm_lend_ept(&mut self, slot: usize) -> Vec<u8> {
+        std::mem::take(&mut self.kvm[slot].spte)
+    }
+
+    /// The SPTEs back from the guest's slice.
+    pub fn kvm_return_ept(&mut self, slot: usize, spte: Vec<u8>) {
+        self.kvm[slot].spte = spte;
     }
 
     /// An access through the SPTE: its accessed (and dirty) bit, set on the
@@ -148,7 +164,9 @@ impl Kernel {
         // gfn and host address agree modulo 2 MiB only if the mapping
         // starts on a 2 MiB boundary (`kvm_alloc_memslot_metadata`
         // disallows huge SPTEs otherwise).
-        let aligned = self.vmas[vma as usize].start_vpn.is_multiple_of(HPAGE_PMD_NR);
+        let aligned = self.vmas[vma as usize]
+            .start_vpn
+            .is_multiple_of(HPAGE_PMD_NR);
         let kvm = &mut self.kvm[slot];
         kvm.stats.pf_fixed += 1;
         let n = HPAGE_PMD_NR as usize;

@@ -340,7 +340,7 @@ pub(crate) fn boot<'s>(
     kernel.setup_zswap(&costs.compress)?;
     let machine = machine_info(&kernel, spec);
     if guest {
-        kernel.frame_log = Some(Vec::new());
+        kernel.frame_log = Some(kernel::FrameLog::default());
         kernel.blk_log = Some(Vec::new());
         let managed: u64 = kernel.zones.iter().map(|z| z.managed).sum();
         let present = spec.machine.memory / mmsim_spec::PAGE_SIZE;

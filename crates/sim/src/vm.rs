@@ -44,7 +44,7 @@
 //! down by emulation (its times are those of the guest's kernel at native
 //! speed: the counters are what a TCG run can check).
 
-use crate::kernel::Kernel;
+use crate::kernel::{HostMap, Kernel};
 use crate::mm::folio::Pfn;
 use crate::sched::Stepped;
 use crate::SimError;
@@ -202,19 +202,32 @@ impl<'s> Guest<'s> {
     }
 
     /// One guest slice from `now` (the host's time: the vCPU was held
-    /// there), ending by `cap`; its frame accesses become pending.
-    pub fn run_slice(&mut self, now: u64, cap: u64) -> Result<Stepped, SimError> {
+    /// there), ending by `cap` or after the op whose access the host must
+    /// handle first (`host`: the host's map of guest RAM, lent for the
+    /// slice, `FrameLog`); its frame accesses become pending.
+    pub fn run_slice(
+        &mut self,
+        now: u64,
+        cap: u64,
+        host: &mut HostMap,
+    ) -> Result<Stepped, SimError> {
         debug_assert!(self.next_access().is_none());
         self.pending.clear();
         self.pos = 0;
         let m = &mut self.m;
         m.kernel.guest_meta.last = crate::mm::folio::NIL;
         m.sched.hold_cpus_until(now);
+        let log = m.kernel.frame_log.as_mut().expect("a guest logs");
+        log.host = std::mem::take(host);
+        log.exit = false;
         let check = m.sched.player.check;
         let at_end = &mut self.at_end;
         let stepped = m
             .sched
-            .step(&mut m.kernel, cap, &mut |gk| at_end.read(gk, check))?;
+            .step(&mut m.kernel, cap, &mut |gk| at_end.read(gk, check));
+        let log = m.kernel.frame_log.as_mut().expect("a guest logs");
+        *host = std::mem::take(&mut log.host);
+        let stepped = stepped?;
         match stepped {
             Stepped::Ran { end, .. } => {
                 self.elapsed = self.elapsed.max(end);
@@ -228,7 +241,7 @@ impl<'s> Guest<'s> {
             Stepped::Idle(_) => {}
         }
         let log = self.m.kernel.frame_log.as_mut().expect("a guest logs");
-        std::mem::swap(&mut self.pending, log);
+        std::mem::swap(&mut self.pending, &mut log.accesses);
         let blk = self.m.kernel.blk_log.as_mut().expect("a guest logs");
         self.blk.clear();
         std::mem::swap(&mut self.blk, blk);
@@ -313,6 +326,28 @@ fn write_all(region: &str) -> mmsim_spec::Touch {
 }
 
 impl Kernel {
+    /// The host's map of a guest's RAM (the VMM's mapping `ram`), lent to
+    /// the guest for a slice: its EPT under KVM (`slot`), else the VMM's
+    /// PTEs. Nothing on the host reads them meanwhile.
+    pub(crate) fn lend_guest_map(&mut self, ram: u32, slot: Option<usize>) -> HostMap {
+        match slot {
+            Some(slot) => HostMap::Ept(self.kvm_lend_ept(slot)),
+            None => HostMap::Ptes(
+                std::mem::take(&mut self.vmas[ram as usize].ptes),
+                self.hw_pte_young,
+            ),
+        }
+    }
+
+    /// The map `lend_guest_map` lent, back.
+    pub(crate) fn return_guest_map(&mut self, ram: u32, slot: Option<usize>, map: HostMap) {
+        match (map, slot) {
+            (HostMap::Ept(sptes), Some(slot)) => self.kvm_return_ept(slot, sptes),
+            (HostMap::Ptes(ptes, _), None) => self.vmas[ram as usize].ptes = ptes,
+            _ => unreachable!("the map lent for this guest comes back"),
+        }
+    }
+
     /// The VMM's thread ran its guest for `ran` after its vCPU halted for
     /// `halted`: the run is user time, as TCG's translated code is (not
     /// stretched again by SMT: the guest's own clock already ran). The

@@ -208,6 +208,9 @@ impl Kernel {
     /// one `user_access` each.
     pub fn access_resident_run(&mut self, vma: u32, run: &[u64], max: usize) -> usize {
         use mmsim_spec::stream::{access_is_write, access_page};
+        if self.frame_log.is_some() {
+            return self.access_resident_run_guest(vma, run, max);
+        }
         let mut n = 0;
         for &a in &run[..run.len().min(max)] {
             let (idx, write) = (access_page(a) as usize, access_is_write(a));
@@ -220,22 +223,32 @@ impl Kernel {
         }
         // n charges of costs.touch, summed: the same u64 additions.
         self.charge_user(self.costs.touch * n as u64);
-        if self.frame_log.is_some() {
-            self.log_resident_run(vma, &run[..n]);
-        }
         n
     }
 
-    /// A guest's frames of the hits `access_resident_run` made, in order
-    /// (out of its loop: a machine of its own pays one test per run).
+    /// `access_resident_run` in a guest: each hit's frames logged as it is
+    /// made, and the run stops after the first the host must handle (the
+    /// vCPU stops there: `FrameLog`). Out of the host's loop: a machine of
+    /// its own pays one test per run.
     #[cold]
-    fn log_resident_run(&mut self, vma: u32, run: &[u64]) {
+    fn access_resident_run_guest(&mut self, vma: u32, run: &[u64], max: usize) -> usize {
         use mmsim_spec::stream::{access_is_write, access_page};
-        for &a in run {
-            let idx = access_page(a) as usize;
+        let mut n = 0;
+        for &a in &run[..run.len().min(max)] {
+            let (idx, write) = (access_page(a) as usize, access_is_write(a));
             let pte = self.vmas[vma as usize].ptes[idx];
-            self.guest_user_frame(vma, idx, pte, access_is_write(a));
+            if !self.pte_lets_through(pte, write) {
+                break;
+            }
+            self.hit_present(vma, idx, pte, write);
+            self.guest_user_frame(vma, idx, pte, write);
+            n += 1;
+            if self.frame_log.as_ref().is_some_and(|l| l.exit) {
+                break;
+            }
         }
+        self.charge_user(self.costs.touch * n as u64);
+        n
     }
 
     /// A guest's user access of page `idx` of `vma` through `pte`: TCG's
@@ -289,7 +302,7 @@ impl Kernel {
 
     /// An access the MMU lets through: the PTE's young and dirty bits, and
     /// the content token checked (read) or moved on (write).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn hit_present(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) {
         let v = &mut self.vmas[vma as usize];
         v.ptes[idx] = pte | PTE_YOUNG | if write { PTE_DIRTY } else { 0 };

@@ -95,7 +95,10 @@ fn run_guest(
         if now >= cap && cap != u64::MAX {
             return Ok(Some(SliceEnd::Preempted));
         }
-        let stepped = guest.run_slice(now, cap)?;
+        let mut host = k.lend_guest_map(ram, guest.kvm_slot);
+        let stepped = guest.run_slice(now, cap, &mut host);
+        k.return_guest_map(ram, guest.kvm_slot, host);
+        let stepped = stepped?;
         // The slice's virtio-blk requests go to the I/O thread (the
         // virtqueue kick), which the guest's end wakes too, to exit.
         let io = &mut p.vm_io[g];

@@ -236,7 +236,10 @@ impl Slice<'_> {
         if k.khugepaged.wakeup_pending() {
             self.wake_khugepaged(k);
         }
-        (k.now() >= self.end).then_some(SliceEnd::Preempted)
+        // A guest's access its host must handle stops the vCPU there
+        // (kernel.rs `FrameLog`): the slice ends for the VMM to handle it.
+        let exit = || k.frame_log.as_ref().is_some_and(|l| l.exit);
+        (k.now() >= self.end || exit()).then_some(SliceEnd::Preempted)
     }
 
     /// A registration woke khugepaged: at nice 19 it does not preempt;
