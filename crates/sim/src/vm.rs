@@ -8,23 +8,27 @@
 //! follows the host's setting) and then runs the guest
 //! (player/guest.rs). Guest frame N is page N of that mapping.
 //!
-//! Accelerator: QEMU's TCG. Its software MMU reaches guest RAM through
+//! Accelerators. QEMU's TCG: its software MMU reaches guest RAM through
 //! the VMM's own page tables, so every guest access of a frame is the
 //! VMM's user access of that page: a frame the host has not mapped (never
 //! touched, or reclaimed) faults in the host as any process's page does,
-//! with no EPT and no MMU notifier. The guest kernel logs the frames it
+//! with no EPT and no MMU notifier. KVM (`accel = "kvm"`, kvm.rs): the
+//! guest reaches its RAM through the EPT, and a frame its SPTE does not
+//! let through is an EPT violation that asks the host for the page
+//! (player/guest.rs `kvm_access`). The guest kernel logs the frames it
 //! touches (`Kernel::frame_log`): a user access's, the allocator's fill of
 //! a page it hands out (clear_page, a copy's target, a read into it, a
 //! zram object), the read of a page being swapped out (the compressor or
 //! the device reads it; the host may have to bring it back first: double
-//! paging), a copy-on-write's and a collapse's sources, and the page-cache
-//! page a read(2) or write(2) copies. Boot: the frames the guest kernel
-//! keeps for itself (mmsim's boot reservation: its image, memmap, page
-//! tables) are written before the guest's first slice; the zero page is
-//! one of them, so its reads are not logged. So are the frames the
-//! booted kernel has allocated for itself when the workload starts. Not modelled: the guest
-//! kernel's later touches of its own structures (struct pages, page-table
-//! walks), which stay in the frames boot wrote.
+//! paging), a copy-on-write's and a collapse's sources, the page-cache
+//! page a read(2) or write(2) copies, and the struct pages and page
+//! tables its paths touch. Boot: the frames the guest kernel keeps for
+//! itself (mmsim's boot reservation: its image, memmap, page tables) are
+//! written before the guest's first slice; the zero page is one of them,
+//! so its reads are not logged. So are the frames the booted kernel has
+//! allocated for itself when the workload starts. Not modelled: the
+//! guest kernel's later touches of its image and slab, which stay in the
+//! frames boot wrote.
 //!
 //! Block devices: a guest's swap devices and disks other than zram and RAM
 //! disks are virtio-blk on host files (`host_file`). The guest kernel
@@ -34,15 +38,18 @@
 //!
 //! Time: one vCPU, which runs only while its VMM task runs on a host CPU.
 //! The VMM runs guest slices one at a time, each ending by the VMM's host
-//! slice; then the host makes the slice's frame accesses in order, each
-//! a host fault where the page is not mapped as needed. The guest waits
-//! for them: its next slice starts when the host is done
+//! slice, or after the op whose access the host must handle first (the
+//! host's map of guest RAM is lent to the guest for the slice:
+//! kernel.rs `FrameLog`), as the vCPU stops at a host fault or an EPT
+//! violation; then the host makes the slice's frame accesses in order.
+//! The guest waits for them: its next slice starts when the host is done
 //! (`Scheduler::hold_cpus_until`). Simplifications: a slice's accesses
 //! are made on the host after the guest slice, not at their instant
 //! within it (the host's other CPUs run within the host's lockstep of the
-//! VMM's slice, as they would); a TCG guest's own code is not slowed
-//! down by emulation (its times are those of the guest's kernel at native
-//! speed: the counters are what a TCG run can check).
+//! VMM's slice, as they would); a guest op that touches many frames runs
+//! whole first; a TCG guest's own code is not slowed down by emulation
+//! (its times are those of the guest's kernel at native speed: the
+//! counters are what a TCG run can check).
 
 use crate::kernel::{HostMap, Kernel};
 use crate::mm::folio::Pfn;
