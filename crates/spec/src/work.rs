@@ -38,6 +38,9 @@ pub const HOST_BYTES_PER_PAGE_LINE: u64 = 40;
 /// remainder of each of 64 memory.stat items, the rstat tree's mark,
 /// 6.8's count).
 pub const HOST_BYTES_PER_MEMCG_CPU: u64 = 264;
+/// Per guest frame of a guest under KVM: its SPTE in the host's model of
+/// the VM's EPT (crates/sim kvm.rs).
+pub const HOST_BYTES_PER_SPTE: u64 = 1;
 /// Simulated time that counts as one page operation in `compute`: the
 /// simulator's shortest scheduling slice (cost::QUANTUM_NS).
 pub const NS_PER_OP: u64 = 10_000;
@@ -176,10 +179,14 @@ pub fn host_bytes(spec: &Spec) -> (u128, Share) {
     // and its VMM's mappings on the host (guest RAM, QEMU's own memory).
     for vm in &spec.vms {
         let vmm_pages = (vm.guest.machine.memory + vm.vmm_memory + vm.tb_size) / crate::PAGE_SIZE;
+        let ept = match vm.accel {
+            crate::Accel::Kvm => vm.guest.machine.memory / crate::PAGE_SIZE * HOST_BYTES_PER_SPTE,
+            crate::Accel::Tcg => 0,
+        };
         parts.push(Share {
             key: format!("vm.{}.machine.memory", vm.name),
             line: vm.guest.machine.memory_line,
-            amount: vmm_pages as u128 * HOST_BYTES_PER_MAPPED_PAGE as u128,
+            amount: vmm_pages as u128 * HOST_BYTES_PER_MAPPED_PAGE as u128 + ept as u128,
         });
         let (bytes, part) = host_bytes(&vm.guest);
         // A step's key is the guest's already (parse/vm.rs); a section's
@@ -438,6 +445,26 @@ mod tests {
         let (bytes, part) = host_bytes(&s);
         assert_eq!(bytes, 3 * 1024 * HOST_BYTES_PER_MEMCG_CPU as u128);
         assert_eq!(part.key, "machine.cpus");
+    }
+
+    #[test]
+    fn a_kvm_guest_counts_its_ept() {
+        let text = |accel: &str| {
+            format!(
+                "[machine]\nmemory = \"1G\"\n[vm.g.host]\naccel = \"{accel}\"\n\
+                 [vm.g.machine]\nmemory = \"256M\"\n[vm.g.task.t]\nsteps = []\n"
+            )
+        };
+        let bytes = |accel: &str| {
+            let s = crate::parse_str(&text(accel), "t.toml", &[]).expect("spec");
+            host_bytes(&s).0
+        };
+        // TCG's translation cache is mapped and written (frames the host
+        // holds); KVM has none, and an SPTE per guest frame instead.
+        let tb_pages = (16u128 << 20) / 4096;
+        let tb = tb_pages * (HOST_BYTES_PER_MAPPED_PAGE + HOST_BYTES_PER_FRAME) as u128;
+        let sptes = (256u128 << 20) / 4096 * HOST_BYTES_PER_SPTE as u128;
+        assert_eq!(bytes("tcg") + sptes, bytes("kvm") + tb);
     }
 
     #[test]
