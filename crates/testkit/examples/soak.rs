@@ -15,8 +15,8 @@
 //! (default `soak-failures/`) with its error in a header comment, and
 //! each trace file it replays beside it (the spec names it relatively);
 //! `--verbose` prints why each refused spec was refused. `--guests` runs
-//! each generated spec as a guest of a host that may swap its RAM
-//! (`specgen::hosted`; guests the simulator refuses count as refused). A spec
+//! each generated spec as a guest (TCG or KVM, at random) of a host that
+//! may swap its RAM (`specgen::hosted`; guests the simulator refuses count as refused). A spec
 //! still running after `--timeout` seconds counts as a hang: it is written
 //! out and the soak stops. Exit status 1 if anything failed.
 
@@ -345,7 +345,8 @@ fn main() {
                             true => {
                                 let host_mb = [256, 512, 1024][rng.below(3) as usize];
                                 let vms_max = ["max", "32M", "64M", "128M"][rng.below(4) as usize];
-                                mmsim_testkit::specgen::hosted(&text, host_mb, vms_max)
+                                let accel = ["tcg", "kvm"][rng.below(2) as usize];
+                                mmsim_testkit::specgen::hosted(&text, host_mb, vms_max, accel)
                             }
                             false => text,
                         }

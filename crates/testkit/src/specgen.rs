@@ -464,15 +464,16 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
 }
 
 /// `guest` (a spec's text, such as `generate` writes) as guest g0 of a
-/// 2-CPU host of `host_mb` MiB with zram swap, its VMM (TCG) in a host
-/// cgroup limited to `vms_max`: each of the guest's section headers goes
+/// 2-CPU host of `host_mb` MiB with zram swap, its VMM (under `accel`:
+/// "tcg" or "kvm") in a host cgroup limited to `vms_max`: each of the
+/// guest's section headers goes
 /// under `[vm.g0]`, its `cpus` become 1, and each of its block devices
 /// (a `[[swap]]` or `[[disk]]` not in RAM) gets a host file of its size on
 /// the host's tmpfs (`host_file`: virtio-blk on a host file).
-pub fn hosted(guest: &str, host_mb: u64, vms_max: &str) -> String {
+pub fn hosted(guest: &str, host_mb: u64, vms_max: &str, accel: &str) -> String {
     let mut out = format!(
         "[machine]\nmemory = \"{host_mb}M\"\ncpus = 2\n[[swap]]\ndevice = \"zram\"\nsize = \"{host_mb}M\"\n\
-         [cgroup.vms]\nmemory_max = \"{vms_max}\"\n[vm.g0.host]\ncgroup = \"vms\"\naccel = \"tcg\"\n"
+         [cgroup.vms]\nmemory_max = \"{vms_max}\"\n[vm.g0.host]\ncgroup = \"vms\"\naccel = \"{accel}\"\n"
     );
     // The section being copied is a block device's: its size gets a file.
     let mut block = false;
