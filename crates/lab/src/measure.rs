@@ -110,11 +110,13 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
             Ok(100.0 * inside as f64 / total as f64)
         }
         ["kv", what, phase] => {
-            // memtier's figures, averaged over the tasks (the seed's
-            // "Index(average)" over its instances).
+            // memtier's figures, averaged over the tasks, the host's and
+            // its guests' (the seed's "Index(average)" over its instances:
+            // its redis servers ran in VMs).
             let per: Vec<f64> = r
                 .tasks
                 .iter()
+                .chain(r.vms.values().flat_map(|g| g.tasks.iter()))
                 .flat_map(|t| t.phases.iter())
                 .filter(|p| p.name == *phase)
                 .filter_map(|p| p.kv)
