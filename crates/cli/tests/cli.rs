@@ -776,18 +776,27 @@ fn set_reaches_array_entries() {
     );
 }
 
-/// examples/guest_tcg.toml: the summary shows the host (its VMM task and
-/// the host's swapping of guest RAM) and then the guest's own run; the
-/// JSON nests the guest under `vms`.
-#[test]
-fn a_guest_is_summarised_under_its_host() {
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/guest_tcg.toml");
+/// The summary of `examples/NAME` (run successfully), and where its guest
+/// g1's section starts.
+fn guest_summary(name: &str) -> (std::path::PathBuf, String, usize) {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
     let o = mmsim(&["run", spec.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     let guest_at = out
         .find("guest g1 (run by the host's task g1):")
         .expect("a guest section");
+    (spec, out, guest_at)
+}
+
+/// examples/guest_tcg.toml: the summary shows the host (its VMM task and
+/// the host's swapping of guest RAM) and then the guest's own run; the
+/// JSON nests the guest under `vms`.
+#[test]
+fn a_guest_is_summarised_under_its_host() {
+    let (spec, out, guest_at) = guest_summary("guest_tcg.toml");
     assert!(out[..guest_at].contains("task g1 (cgroup vms)"));
     assert!(out[guest_at..].contains("  task main (cgroup app)"));
     assert!(out[guest_at..].contains("  phase read"));
@@ -798,17 +807,11 @@ fn a_guest_is_summarised_under_its_host() {
     assert_eq!(g["tasks"][0]["name"], "main");
 }
 
-/// examples/guest_kvm.toml: a KVM guest's summary lists KVM's statistics
-/// (and its JSON has them), and its phases hold the host's stalls.
+/// examples/guest_kvm.toml: a KVM guest's summary lists KVM's statistics,
+/// and its JSON has them (the guest's, not the host's).
 #[test]
 fn a_kvm_guest_is_summarised_with_its_vms_statistics() {
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/guest_kvm.toml");
-    let o = mmsim(&["run", spec.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
-    let guest_at = out
-        .find("guest g1 (run by the host's task g1):")
-        .expect("a guest section");
+    let (spec, out, guest_at) = guest_summary("guest_kvm.toml");
     assert!(
         out[guest_at..].contains("  kvm (its VM's statistics on the host): exits "),
         "{out}"
