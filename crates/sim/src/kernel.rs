@@ -142,6 +142,9 @@ pub struct Kernel {
     /// A guest's requests to its virtio-blk devices, in submission order,
     /// for its VMM's I/O thread to make on the host files backing them.
     pub blk_log: Option<Vec<crate::vm::BlkIo>>,
+    /// The host's side of a guest's virtio-blk devices, which completes
+    /// their requests (dev/virtio_host.rs): lent for each slice.
+    pub host_io: Option<crate::dev::virtio_host::HostIo>,
     pub sysctl: Sysctl,
     pub sysfs: Sysfs,
     pub folios: FolioTable,
@@ -414,6 +417,7 @@ impl Kernel {
             frame_log: None,
             guest_meta: GuestMeta::default(),
             blk_log: None,
+            host_io: None,
             lru_algo: if spec.sysfs.lru_gen & crate::mm::lru_gen::LRU_GEN_CORE != 0 {
                 crate::mm::lruvec::LruAlgo::MultiGen
             } else {

@@ -428,8 +428,9 @@ fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimEr
     with_progress(&mut m.sched, spec, &mut opts);
     let first_vmm = host.tasks.len() - host.vms.len();
     for (g, v) in host.vms.iter().enumerate() {
-        let guest = vm::Guest::new(v, &opts.costs, opts.check)
+        let mut guest = vm::Guest::new(v, &opts.costs, opts.check)
             .map_err(|e| SimError::at(0, format!("vm.{}", v.name), e))?;
+        guest.attach_host_io(&m.kernel, v);
         let player = &mut m.sched.player;
         player.guests.push(Some(Box::new(guest)));
         player.vm_io.push(vm::VmIo {

@@ -34,7 +34,9 @@
 //! disks are virtio-blk on host files (`host_file`). The guest kernel
 //! logs each request at the plug's flush (`Kernel::blk_log`); the VMM's
 //! second thread, QEMU's I/O thread, makes them as read(2) and write(2)
-//! of the host files (player/guest.rs `run_io`).
+//! of the host files (player/guest.rs `run_io`). Each completes when the
+//! host has served it: the guest prices it from the host's state lent for
+//! the slice (`lend_host_io`, dev/virtio_host.rs).
 //!
 //! Time: one vCPU, which runs only while its VMM task runs on a host CPU.
 //! The VMM runs guest slices one at a time, each ending by the VMM's host
@@ -51,6 +53,7 @@
 //! (its times are those of the guest's kernel at native speed: the
 //! counters are what a TCG run can check).
 
+use crate::dev::virtio_host::HostIo;
 use crate::kernel::{HostMap, Kernel};
 use crate::mm::folio::Pfn;
 use crate::sched::Stepped;
@@ -186,6 +189,63 @@ impl<'s> Guest<'s> {
             elapsed: 0,
             at_end: crate::AtEnd::default(),
         })
+    }
+
+    /// The host's side of its virtio-blk devices on host files
+    /// (dev/virtio_host.rs), from the host as booted: which host inode
+    /// backs each device, on which host disk, and the host's costs.
+    pub fn attach_host_io(&mut self, host: &Kernel, vm: &mmsim_spec::Vm) {
+        let disk_of = |i: usize| {
+            let inode = &host.inodes[i];
+            inode.disk.map(|d| (d as usize, inode.block))
+        };
+        let mut io = HostIo::new(&vm.swap_files, &vm.disk_files, disk_of);
+        if io.files.is_empty() {
+            return;
+        }
+        (io.syscall, io.lookup, io.copy) = (
+            host.costs.syscall,
+            host.costs.pagecache_lookup,
+            host.costs.copy_page,
+        );
+        self.m.kernel.host_io = Some(io);
+    }
+
+    /// Lends the guest the host's state its virtio-blk requests are priced
+    /// from, for a slice: each backing file's xarray, the host disks'
+    /// queues, the host folios whose reads are in flight. Nothing on the
+    /// host reads them meanwhile.
+    pub fn lend_host_io(&mut self, host: &mut Kernel) {
+        let Some(io) = &mut self.m.kernel.host_io else {
+            return;
+        };
+        for f in &mut io.files {
+            f.pages = std::mem::take(&mut host.inodes[f.inode].pages);
+        }
+        for d in &mut io.disks {
+            std::mem::swap(&mut d.bdev, &mut host.disks[d.disk].bdev);
+        }
+        let folios = &host.folios;
+        io.reading.extend(
+            host.io_wait
+                .iter()
+                .filter(|(&pfn, _)| !folios.get(pfn).test(crate::mm::folio::PG_UPTODATE))
+                .map(|(&pfn, &t)| (pfn, t)),
+        );
+    }
+
+    /// What `lend_host_io` lent, back, as it was.
+    pub fn return_host_io(&mut self, host: &mut Kernel) {
+        let Some(io) = &mut self.m.kernel.host_io else {
+            return;
+        };
+        for f in &mut io.files {
+            host.inodes[f.inode].pages = std::mem::take(&mut f.pages);
+        }
+        for d in &mut io.disks {
+            std::mem::swap(&mut d.bdev, &mut host.disks[d.disk].bdev);
+        }
+        io.end_slice();
     }
 
     /// The next access to make on the host, if any: the last slice's

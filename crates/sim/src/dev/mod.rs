@@ -1,5 +1,6 @@
 //! Swap and block device models.
 pub mod blockdev;
+pub mod virtio_host;
 pub mod zbud;
 pub mod zram;
 pub mod zsmalloc;

@@ -96,7 +96,9 @@ fn run_guest(
             return Ok(Some(SliceEnd::Preempted));
         }
         let mut host = k.lend_guest_map(ram, guest.kvm_slot);
+        guest.lend_host_io(k);
         let stepped = guest.run_slice(now, cap, &mut host);
+        guest.return_host_io(k);
         k.return_guest_map(ram, guest.kvm_slot, host);
         let stepped = stepped?;
         // The slice's virtio-blk requests go to the I/O thread (the
@@ -184,9 +186,9 @@ fn kvm_access(
 /// readahead, its dirtying and writeback), charged to the VMM's cgroup.
 /// It waits for work while the guest runs; None once the guest has ended
 /// and every request is made (the thread exits).
-/// Simplification: the guest's own device model times the request (its
-/// completion does not wait for the host's); the host's work happens
-/// beside it, as QEMU's does, and moves the host's counters and clock.
+/// The guest priced each request from the host's state as its slice began
+/// (dev/virtio_host.rs); this makes it on the host, which moves the
+/// host's counters, cache and clock.
 pub(super) fn run_io(
     p: &mut Player,
     i: usize,
