@@ -6,7 +6,7 @@
 //! the effects (real kernels, histograms, LKP-style diffs, profiles) and
 //! the report's folder.
 
-use mmsim_lab::experiment::{load, select, Experiment};
+use mmsim_lab::experiment::{load, select, Experiment, FeatureIn};
 use mmsim_lab::report::{self, Block, ReportPart, Table};
 use mmsim_lab::run::{name_of, run_experiment, Runner, Runs};
 use mmsim_lab::scorecard::Report;
@@ -217,6 +217,15 @@ fn experiment_tables(dir: &Path, e: &Experiment, runs: &Runs, out: &mut String) 
         ) {
             let (text, block) = lkp(&v.name, b, n);
             add(text, block);
+            if v.feature_in == FeatureIn::Guests {
+                // The seed's kernel is the guests': their counters too.
+                for (name, gb) in &b.vms {
+                    if let Some(gn) = n.vms.get(name) {
+                        let (text, block) = lkp(&format!("{}, guest {name}", v.name), gb, gn);
+                        add(text, block);
+                    }
+                }
+            }
         }
     }
     for ((variant, patched), (_, r)) in runs {

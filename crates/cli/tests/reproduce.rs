@@ -231,6 +231,18 @@ fn table_shows_seed_and_mmsim_side_by_side() {
         stdout.contains("swapin_nr_pages (cluster, patched)\nCOUNT EVENT\n"),
         "{stdout}"
     );
+    // Read from the guest, whose kernel swaps off: the patched run's
+    // windows are 8 pages.
+    assert!(
+        stdout.contains("vm:g:swapin_nr_pages (cluster, patched)\nCOUNT EVENT\n")
+            && stdout.contains("$retval = 8\n"),
+        "{stdout}"
+    );
+    // The guest's counters, baseline against patched, beside the host's.
+    assert!(
+        stdout.contains("cluster, guest g: baseline against patched"),
+        "{stdout}"
+    );
     // The scorecard closes the output; no report was written.
     assert!(stdout.contains("scorecard"), "{stdout}");
     assert!(!stdout.contains("report written"), "{stdout}");

@@ -60,6 +60,19 @@ pub struct Variant {
     pub spec: String,
     /// The reduced-scale spec `--quick` runs.
     pub quick: String,
+    /// Which kernels of the run the feature is set in: the host's (the
+    /// default) or its guests' (`[vm.NAME]`: the seed's kernel ran in a VM).
+    #[serde(default)]
+    pub feature_in: FeatureIn,
+}
+
+/// Where a variant's feature flag is set (`Variant::feature_in`).
+#[derive(Deserialize, Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureIn {
+    #[default]
+    Host,
+    Guests,
 }
 
 #[derive(Deserialize, Debug)]

@@ -4,8 +4,30 @@
 use mmsim_sim::output::RunResult;
 use mmsim_spec::Spec;
 
-/// What one measure reads from a run.
+/// The run a measure or a histogram's site reads, and the rest of it:
+/// `vm:NAME:...` names guest NAME's run (its own document in the host's,
+/// and its spec), anything else the run itself.
+pub fn scope<'a>(
+    r: &'a RunResult,
+    spec: &'a Spec,
+    what: &'a str,
+) -> Result<(&'a RunResult, &'a Spec, &'a str), String> {
+    let Some(rest) = what.strip_prefix("vm:") else {
+        return Ok((r, spec, what));
+    };
+    let (name, rest) = rest
+        .split_once(':')
+        .ok_or_else(|| format!("found {what:?}, expected vm:NAME: and a measure"))?;
+    let guest = spec.vms.iter().find(|v| v.name == name);
+    match (r.vms.get(name), guest) {
+        (Some(r), Some(v)) => Ok((r, &v.guest, rest)),
+        _ => Err(format!("found {what:?}, but the run has no guest {name:?}")),
+    }
+}
+
+/// What one measure reads from a run (`scope` first: a guest's run).
 pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
+    let (r, spec, what) = scope(r, spec, what)?;
     let parts: Vec<&str> = what.split(':').collect();
     match parts.as_slice() {
         ["phase_s", phase] => r
@@ -147,7 +169,7 @@ pub fn measure(r: &RunResult, spec: &Spec, what: &str) -> Result<f64, String> {
             Ok(if total == 0 { 0.0 } else { hit as f64 / total as f64 })
         }
         _ => Err(format!(
-            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, spawn_max_s:TASK, spawn_mean_s:TASK, mb_per_s:PHASE:FILE, loops_per_s:PHASE, profile_share:FUNCTION, hist_share_le:SITE:N or hist_share_ge:SITE:N"
+            "found the measure {what:?}, expected phase_s:PHASE, vmstat:COUNTER, kv:FIGURE:PHASE, spawn_max_s:TASK, spawn_mean_s:TASK, mb_per_s:PHASE:FILE, loops_per_s:PHASE, profile_share:FUNCTION, hist_share_le:SITE:N or hist_share_ge:SITE:N, each also as vm:NAME:MEASURE for guest NAME's"
         )),
     }
 }

@@ -1,7 +1,7 @@
 //! Running an experiment: both sides of every variant, in parallel, then
 //! each effect measured and judged.
 
-use crate::experiment::{Effect, Experiment, Variant};
+use crate::experiment::{Effect, Experiment, FeatureIn, Variant};
 use crate::judge::{self, Direction, Magnitude};
 use crate::measure::measure;
 use crate::scorecard::{measurements, verdict, EffectResult, ExperimentResult, ExtraResult, Pair};
@@ -45,17 +45,32 @@ pub struct Runner<'a> {
     pub done: &'a (dyn Fn() + Sync),
 }
 
-/// Runs one variant's spec with the feature at `value`.
+/// Runs one variant's spec with the feature at `value`, in the host's
+/// kernel or in each of its guests' (`feature_in`).
 fn run_side(
     dir: &Path,
     spec: &str,
     feature: &str,
-    value: bool,
+    (value, feature_in): (bool, FeatureIn),
     runner: &Runner,
 ) -> Result<(Spec, RunResult), String> {
     let path = dir.join(spec);
-    let set = format!("features.{feature}={value}");
-    let s = mmsim_spec::load(&path, &[set]).map_err(|e| e.to_string())?;
+    let sets = match feature_in {
+        FeatureIn::Host => vec![format!("features.{feature}={value}")],
+        FeatureIn::Guests => {
+            let s = mmsim_spec::load(&path, &[]).map_err(|e| e.to_string())?;
+            if s.vms.is_empty() {
+                return Err(format!(
+                    "{}: found no guest, expected a [vm.NAME] for feature_in = \"guests\"",
+                    path.display()
+                ));
+            }
+            (s.vms.iter())
+                .map(|v| format!("vm.{}.features.{feature}={value}", v.name))
+                .collect()
+        }
+    };
+    let s = mmsim_spec::load(&path, &sets).map_err(|e| e.to_string())?;
     let r =
         mmsim_sim::run(&s, (runner.options)()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((s, r))
@@ -100,7 +115,7 @@ fn run_sides(dir: &Path, e: &Experiment, quick: bool, runner: &Runner) -> Result
     let results = run_parallel(&jobs, |&(v, patched)| {
         let value = if patched { e.patched } else { e.baseline };
         let spec = if quick { &v.quick } else { &v.spec };
-        let r = run_side(dir, spec, &e.feature, value, runner);
+        let r = run_side(dir, spec, &e.feature, (value, v.feature_in), runner);
         (runner.done)();
         r
     });

@@ -129,8 +129,16 @@ pub fn render_scorecard(parts: &[ExperimentResult]) -> String {
 }
 
 /// A histogram's rows as bpftrace's `count()` by value prints them:
-/// (COUNT, value), fewest first, empty buckets left out.
+/// (COUNT, value), fewest first, empty buckets left out. `vm:NAME:SITE`
+/// is guest NAME's histogram.
 pub fn hist_rows(site: &str, r: &RunResult) -> Vec<(u64, u64)> {
+    let (r, site) = match site.strip_prefix("vm:").and_then(|s| s.split_once(':')) {
+        Some((name, site)) => match r.vms.get(name) {
+            Some(g) => (g, site),
+            None => return Vec::new(),
+        },
+        None => (r, site),
+    };
     let mut rows: Vec<_> = r.histograms.get(site).cloned().unwrap_or_default();
     rows.retain(|b| b.count > 0);
     rows.sort_by_key(|b| b.count);

@@ -100,6 +100,61 @@ fn kv_measures_average_the_hosts_and_the_guests_servers() {
     assert_eq!(m, (host + guest) / 2.0);
 }
 
+/// SPEC as the only guest, `g`, of a host of 512 MiB.
+fn hosted() -> String {
+    let mut s = String::from("[machine]\nmemory = \"512M\"\n[vm.g.host]\naccel = \"kvm\"\n");
+    for line in SPEC.lines() {
+        s += &match line.strip_prefix('[') {
+            Some(rest) => format!("[vm.g.{rest}\n"),
+            None => format!("{line}\n"),
+        };
+    }
+    s
+}
+
+#[test]
+fn vm_measures_read_a_guests_run() {
+    let spec = mmsim_spec::parse_str(&hosted(), "hosted.toml", &[]).unwrap();
+    let r = mmsim_sim::run(&spec, Default::default()).unwrap();
+    let p = &r.vms["g"].tasks[0].phases[0];
+    let s = measure(&r, &spec, "vm:g:phase_s:write").unwrap();
+    assert_eq!(s, (p.end_ns - p.start_ns) as f64 / 1e9);
+    let faults = measure(&r, &spec, "vm:g:vmstat:pgfault").unwrap();
+    assert_eq!(faults, r.vms["g"].vmstat["pgfault"] as f64);
+    // The host's own run has no such phase.
+    assert!(measure(&r, &spec, "phase_s:write").is_err());
+    let e = measure(&r, &spec, "vm:h:phase_s:write").unwrap_err();
+    assert!(e.contains("no guest \"h\""), "{e}");
+}
+
+#[test]
+fn a_variant_sets_its_feature_in_its_guests() {
+    let toml = EXPERIMENT
+        .replace(
+            "quick = \"tiny.toml\"\n",
+            "quick = \"tiny.toml\"\nfeature_in = \"guests\"\n",
+        )
+        .replace("measure = \"", "measure = \"vm:g:");
+    let d = experiment_dir("guests", &toml);
+    std::fs::write(d.join("tiny.toml"), hosted()).unwrap();
+    let e = load(&d).unwrap();
+    let runner = Runner {
+        options: &mmsim_sim::RunOptions::default,
+        done: &|| {},
+    };
+    let (_, sides) = run_experiment(&d, &e, true, &runner).unwrap();
+    for ((_, patched), (spec, _)) in &sides {
+        // The guest's kernel has the side's value; the host keeps its own.
+        assert_eq!(spec.vms[0].guest.features.wp_reuse_swapcache, *patched);
+        assert!(spec.features.wp_reuse_swapcache);
+    }
+    // A variant without a guest cannot.
+    std::fs::write(d.join("tiny.toml"), SPEC).unwrap();
+    let err = run_experiment(&d, &e, true, &runner).unwrap_err();
+    assert!(err.contains("found no guest"), "{err}");
+    std::fs::remove_dir_all(&d).ok();
+}
+
 #[test]
 fn load_refuses_a_direction_the_seed_does_not_show() {
     let d = experiment_dir("load", EXPERIMENT);
