@@ -373,6 +373,7 @@ functions! {
     VmxVcpuRun = "vmx_vcpu_run",
     KvmMmuPageFault = "kvm_mmu_page_fault",
     KvmFlushRemoteTlbs = "kvm_flush_remote_tlbs",
+    KvmVcpuHalt = "kvm_vcpu_halt",
 }
 
 /// fork's own work beyond copying page tables: task_struct, mm_struct,

@@ -31,6 +31,18 @@
 //! LRU's page-table walk would not see them: a KVM guest on a host whose
 //! multi-gen LRU is on is refused (crates/spec).
 //!
+//! Halts: a guest with nothing to run halts its vCPU (HLT exits), and
+//! `kvm_vcpu_halt` polls before the vCPU's thread blocks: for the vCPU's
+//! own window, which starts at 0, grows (to 10 µs, then doubling) after a
+//! halt shorter than `halt_poll_ns` (200 µs on x86) that outlasted it, and
+//! falls back to 0 after one longer than that. A wakeup within the window
+//! is a successful poll (the thread never left its CPU); else the poll's
+//! time is spent and the thread sleeps. The statistics are KVM's
+//! (`halt_attempted_poll`, `halt_successful_poll`, `halt_poll_success_ns`,
+//! `halt_poll_fail_ns`, `halt_wakeup`). Simplification: the poll also
+//! stops where the VMM's host slice ends, as `kvm_vcpu_can_poll` stops it
+//! when another task wants the CPU (`need_resched`).
+//!
 //! Costs: the machines the profiles come from cannot run KVM (they are KVM
 //! guests without nested VMX), so the exit and the fault's handling are
 //! documented figures (the profile's `kvm_exit`, `kvm_page_fault`); the
@@ -54,6 +66,14 @@ pub fn spte_lets_through(s: u8, write: bool) -> bool {
     s & SPTE_PRESENT != 0 && (!write || s & SPTE_WRITABLE != 0)
 }
 
+/// `halt_poll_ns`: x86's KVM_HALT_POLL_NS_DEFAULT, the longest a halted
+/// vCPU polls.
+pub const HALT_POLL_NS: u64 = 200_000;
+/// `halt_poll_ns_grow_start` and `halt_poll_ns_grow`. `halt_poll_ns_shrink`
+/// is 0: a shrink resets the window to 0.
+const HALT_POLL_NS_GROW_START: u64 = 10_000;
+const HALT_POLL_NS_GROW: u64 = 2;
+
 /// One VM's memory slot and EPT, from the host's side.
 pub struct Kvm {
     /// The VMM's mapping of guest RAM: gfn N is its page N.
@@ -66,6 +86,8 @@ pub struct Kvm {
     /// the vCPU halts or sleeps): a remote TLB flush kicks it if that CPU
     /// still runs the VMM.
     pub vcpu_cpu: Option<usize>,
+    /// The vCPU's halt-polling window (`vcpu->halt_poll_ns`).
+    halt_poll_ns: u64,
     pub stats: KvmStats,
 }
 
@@ -80,13 +102,29 @@ pub struct KvmStats {
     pub pf_fixed: u64,
     /// `kvm_flush_remote_tlbs` calls.
     pub remote_tlb_flush: u64,
+    /// HLT exits (counted in `exits` too).
+    pub halt_exits: u64,
+    /// Halts that polled, and those whose wakeup came within the poll.
+    pub halt_attempted_poll: u64,
+    pub halt_successful_poll: u64,
+    /// Time spent polling in those two kinds of halt.
+    pub halt_poll_success_ns: u64,
+    pub halt_poll_fail_ns: u64,
+    /// Wakeups of a blocked vCPU.
+    pub halt_wakeup: u64,
 }
 
 impl KvmStats {
     /// The statistics by name, as the guest's document lists them.
-    pub fn named(&self) -> [(&'static str, u64); 4] {
+    pub fn named(&self) -> [(&'static str, u64); 10] {
         [
             ("exits", self.exits),
+            ("halt_attempted_poll", self.halt_attempted_poll),
+            ("halt_exits", self.halt_exits),
+            ("halt_poll_fail_ns", self.halt_poll_fail_ns),
+            ("halt_poll_success_ns", self.halt_poll_success_ns),
+            ("halt_successful_poll", self.halt_successful_poll),
+            ("halt_wakeup", self.halt_wakeup),
             ("pf_fixed", self.pf_fixed),
             ("pf_taken", self.pf_taken),
             ("remote_tlb_flush", self.remote_tlb_flush),
@@ -104,6 +142,7 @@ impl Kernel {
             mm: v.mm,
             spte: vec![0; v.pages as usize],
             vcpu_cpu: None,
+            halt_poll_ns: 0,
             stats: KvmStats::default(),
         });
         self.kvm.len() - 1
@@ -181,6 +220,57 @@ impl Kernel {
     /// The vCPU of `slot` enters the guest on the current CPU.
     pub fn kvm_vcpu_enter(&mut self, slot: usize) {
         self.kvm[slot].vcpu_cpu = Some(self.cur_cpu);
+    }
+
+    /// How long the vCPU of `slot` polls if it halts now
+    /// (`kvm_vcpu_halt`): its window, at most `halt_poll_ns`.
+    pub fn kvm_halt_poll_window(&mut self, slot: usize) -> u64 {
+        let v = &mut self.kvm[slot];
+        v.halt_poll_ns = v.halt_poll_ns.min(HALT_POLL_NS);
+        v.halt_poll_ns
+    }
+
+    /// A halt of the vCPU of `slot` (a HLT exit) that lasted `halt_ns` and
+    /// polled for `polled` of them (its window was `window`), its thread
+    /// blocked (`waited`) or not: the exit and the polling are the VMM
+    /// thread's time on its CPU, the statistics count them, and the
+    /// window adapts (`kvm_vcpu_halt`; a wakeup on x86 is always valid).
+    pub fn kvm_halt_done(
+        &mut self,
+        slot: usize,
+        window: u64,
+        polled: u64,
+        halt_ns: u64,
+        waited: bool,
+    ) {
+        self.charge_cost(Fn::VmxVcpuRun, self.costs.kvm_exit);
+        // Polling spins for clock time: SMT does not stretch it.
+        self.charge_wall(Fn::KvmVcpuHalt, polled);
+        let v = &mut self.kvm[slot];
+        v.stats.exits += 1;
+        v.stats.halt_exits += 1;
+        if window > 0 {
+            v.stats.halt_attempted_poll += 1;
+            match waited {
+                false => {
+                    v.stats.halt_successful_poll += 1;
+                    v.stats.halt_poll_success_ns += polled;
+                }
+                true => v.stats.halt_poll_fail_ns += polled,
+            }
+        }
+        if waited {
+            v.stats.halt_wakeup += 1;
+        }
+        if halt_ns <= v.halt_poll_ns {
+            // The window was long enough.
+        } else if v.halt_poll_ns != 0 && halt_ns > HALT_POLL_NS {
+            // A long block: shrink_halt_poll_ns, to 0.
+            v.halt_poll_ns = 0;
+        } else if v.halt_poll_ns < HALT_POLL_NS && halt_ns < HALT_POLL_NS {
+            // A short halt the window missed: grow_halt_poll_ns.
+            v.halt_poll_ns = (v.halt_poll_ns * HALT_POLL_NS_GROW).max(HALT_POLL_NS_GROW_START);
+        }
     }
 
     /// The vCPU of `slot` halts or its thread sleeps: out of guest mode.

@@ -45,7 +45,9 @@
 //! kernel.rs `FrameLog`), as the vCPU stops at a host fault or an EPT
 //! violation; then the host makes the slice's frame accesses in order.
 //! The guest waits for them: its next slice starts when the host is done
-//! (`Scheduler::hold_cpus_until`). Simplifications: a slice's accesses
+//! (`Scheduler::hold_cpus_until`). A guest with nothing ready halts its
+//! vCPU: under TCG the VMM's thread sleeps at once, under KVM it polls
+//! first (kvm.rs `kvm_halt_done`). Simplifications: a slice's accesses
 //! are made on the host after the guest slice, not at their instant
 //! within it (the host's other CPUs run within the host's lockstep of the
 //! VMM's slice, as they would); a guest op that touches many frames runs
@@ -269,13 +271,15 @@ impl<'s> Guest<'s> {
     }
 
     /// One guest slice from `now` (the host's time: the vCPU was held
-    /// there), ending by `cap` or after the op whose access the host must
-    /// handle first (`host`: the host's map of guest RAM, lent for the
-    /// slice, `FrameLog`); its frame accesses become pending.
+    /// there) of what is ready before `start_by` (the end of the vCPU's
+    /// halt polling; else the vCPU halts: `Idle`), ending by `cap` or after
+    /// the op whose access the host must handle first (`host`: the host's
+    /// map of guest RAM, lent for the slice, `FrameLog`); its frame
+    /// accesses become pending.
     pub fn run_slice(
         &mut self,
         now: u64,
-        cap: u64,
+        (start_by, cap): (u64, u64),
         host: &mut HostMap,
     ) -> Result<Stepped, SimError> {
         debug_assert!(self.next_access().is_none());
@@ -289,9 +293,9 @@ impl<'s> Guest<'s> {
         log.exit = false;
         let check = m.sched.player.check;
         let at_end = &mut self.at_end;
-        let stepped = m
-            .sched
-            .step(&mut m.kernel, cap, &mut |gk| at_end.read(gk, check));
+        let stepped = m.sched.step_by(&mut m.kernel, start_by, cap, &mut |gk| {
+            at_end.read(gk, check)
+        });
         let log = m.kernel.frame_log.as_mut().expect("a guest logs");
         *host = std::mem::take(&mut log.host);
         let stepped = stepped?;

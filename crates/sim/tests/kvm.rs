@@ -258,3 +258,36 @@ fn the_guest_waits_for_each_host_fault_inside_the_phase_that_made_it() {
         );
     }
 }
+
+/// A KVM guest whose one task sleeps `d` ten times: ten halts of its vCPU.
+fn sleeper(d: &str) -> RunResult {
+    run_checked(&format!(
+        "[machine]\nmemory = \"512M\"\ncpus = 2\n[vm.g.host]\naccel = \"kvm\"\n\
+         [vm.g.machine]\nmemory = \"128M\"\n[vm.g.task.t]\nsteps = [\n  \
+         {{ op = \"repeat\", times = 10, steps = [ {{ op = \"sleep\", duration = \"{d}\" }} ] }},\n]\n"
+    ))
+}
+
+#[test]
+fn a_halted_vcpu_polls_a_window_that_grows_to_its_short_halts() {
+    // kvm_vcpu_halt's window starts at 0 and grows (10 us, then doubling)
+    // after each halt it missed that was under halt_poll_ns (200 us):
+    // halts of 30 us block, block after 10 us and block after 20 us of
+    // polling, then the 40 us window catches the other seven.
+    let r = sleeper("30us");
+    let kvm = &r.vms["g"].kvm;
+    assert_eq!(kvm["halt_exits"], 10);
+    assert_eq!(kvm["halt_attempted_poll"], 9);
+    assert_eq!(kvm["halt_successful_poll"], 7);
+    assert_eq!(kvm["halt_wakeup"], 3);
+    assert_eq!(kvm["halt_poll_fail_ns"], 10_000 + 20_000);
+    // Each caught halt polls until the sleep ends: under 30 us each.
+    let success = kvm["halt_poll_success_ns"];
+    assert!((7 * 25_000..=7 * 30_000).contains(&success), "{success}");
+    // Halts of 1 ms are longer than halt_poll_ns: the window stays 0 and
+    // every halt blocks at once.
+    let kvm = &sleeper("1ms").vms["g"].kvm;
+    assert_eq!(kvm["halt_exits"], 10);
+    assert_eq!(kvm["halt_attempted_poll"], 0);
+    assert_eq!(kvm["halt_wakeup"], 10);
+}

@@ -95,9 +95,21 @@ fn run_guest(
         if now >= cap && cap != u64::MAX {
             return Ok(Some(SliceEnd::Preempted));
         }
+        // What is ready by the end of the vCPU's halt polling runs; a later
+        // start halts it: KVM polls its window first (kvm.rs), TCG's vCPU
+        // thread waits at once (`qemu_wait_io_event`). The poll also ends
+        // with the host slice. A host slice without an end runs whatever
+        // is next (a sleep for ever, last).
+        let window = guest
+            .kvm_slot
+            .map_or(0, |slot| k.kvm_halt_poll_window(slot));
+        let start_by = match cap {
+            u64::MAX => u64::MAX,
+            _ => now.saturating_add(window).saturating_add(1).min(cap),
+        };
         let mut host = k.lend_guest_map(ram, guest.kvm_slot);
         guest.lend_host_io(k);
-        let stepped = guest.run_slice(now, cap, &mut host);
+        let stepped = guest.run_slice(now, (start_by, cap), &mut host);
         guest.return_host_io(k);
         k.return_guest_map(ram, guest.kvm_slot, host);
         let stepped = stepped?;
@@ -110,15 +122,27 @@ fn run_guest(
         }
         match stepped {
             Stepped::Ran { start, end } => {
-                // A halted vCPU until `start` (within the host slice:
-                // the VMM keeps its CPU), then the guest's own time.
+                // A halted vCPU until `start` (a successful poll: the VMM
+                // keeps its CPU), then the guest's own time.
                 let ran = end.saturating_sub(now.max(start));
                 let halted = start.saturating_sub(now);
-                k.charge_guest_run(ran, halted);
+                match guest.kvm_slot {
+                    Some(slot) if halted > 0 => {
+                        k.kvm_halt_done(slot, window, halted, halted, false);
+                        k.charge_guest_run(ran, 0);
+                    }
+                    _ => k.charge_guest_run(ran, halted),
+                }
             }
-            // The guest's vCPU halts (HLT: the VMM thread sleeps) until
-            // its next entity is ready.
-            Stepped::Idle(next) => return Ok(Some(vcpu_out(k, guest, SliceEnd::Sleep(next)))),
+            // The guest's vCPU halts (HLT) past its poll: the VMM thread
+            // sleeps until the guest's next entity is ready.
+            Stepped::Idle(next) => {
+                if let Some(slot) = guest.kvm_slot {
+                    let polled = window.min(cap.saturating_sub(now));
+                    k.kvm_halt_done(slot, window, polled, next.saturating_sub(now), true);
+                }
+                return Ok(Some(vcpu_out(k, guest, SliceEnd::Sleep(next))));
+            }
             Stepped::Done => {}
         }
     }

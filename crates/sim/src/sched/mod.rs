@@ -123,6 +123,21 @@ impl<'s> Scheduler<'s> {
         cap: u64,
         at_end: &mut impl FnMut(&mut Kernel),
     ) -> Result<Stepped, SimError> {
+        self.step_by(k, cap, cap, at_end)
+    }
+
+    /// One slice as `step`, of an entity that starts before `start_by`
+    /// (at most `cap`; `u64::MAX`: no bound), else `Idle` with its start:
+    /// a guest's vCPU runs what is ready by the end of its halt polling
+    /// (player/guest.rs).
+    pub fn step_by(
+        &mut self,
+        k: &mut Kernel,
+        start_by: u64,
+        cap: u64,
+        at_end: &mut impl FnMut(&mut Kernel),
+    ) -> Result<Stepped, SimError> {
+        debug_assert!(start_by <= cap);
         let Some(Pick {
             entity,
             ready,
@@ -133,7 +148,7 @@ impl<'s> Scheduler<'s> {
             return Ok(Stepped::Done);
         };
         // u64::MAX is no cap: a sleep that long still runs, last.
-        if cap != u64::MAX && start >= cap {
+        if start_by != u64::MAX && start >= start_by {
             return Ok(Stepped::Idle(start));
         }
         self.rq.cap = cap;
