@@ -304,6 +304,7 @@ functions! {
     ZramWrite = "zram_write_page",
     ZramRead = "zram_read_page",
     ZswapStore = "zswap_frontswap_store",
+    ZswapWriteback = "zswap_writeback_entry",
     ZswapLoad = "zswap_frontswap_load",
     SwapReadpage = "swap_readpage",
     Unmap = "unmap_page_range",

@@ -252,3 +252,33 @@ fn after_the_pool_fills_stores_wait_for_the_accept_threshold() {
     assert_eq!(phase("again", "zswpout"), 0, "{z:?}");
     assert_eq!(phase("again", "pswpout"), 256);
 }
+
+#[test]
+fn a_full_zbud_pool_writes_its_oldest_page_back_to_the_swap_device() {
+    // zbud at 1 % of RAM, two 1008-byte objects (header and data) a page.
+    // The store that finds the pool full queues the shrink worker, which
+    // preempts the reclaimer at its next folio and evicts zbud's LRU tail:
+    // both its objects decompressed into swap-cache pages and written to
+    // zram. zswap_pool_total_size still counts that page until an update,
+    // so the next store finds the pool full again and the worker evicts a
+    // second page; then the pool is at its limit, under which stores wait
+    // for the accept threshold, uncounted.
+    let zswap = r#""module/zswap/parameters/max_pool_percent" = 1"#;
+    let pageout = r#"{ op = "madvise", region = "a", advice = "pageout" },
+  { op = "touch", region = "a", order = "seq", write = 0.0 },"#;
+    let r = run(&spec(zswap, "", 32, Some("\"text\""), pageout)).unwrap_or_else(|e| panic!("{e}"));
+    let z = r.zswap.expect("zswap's counters");
+    assert_eq!(z.pool_limit_hit, 2, "{z:?}");
+    assert_eq!(z.written_back_pages, 4, "{z:?}");
+    assert_eq!(z.reject_reclaim_fail, 0);
+    // Each page reclaimed went to zswap or, refused, to zram; the four
+    // written back went to zram too.
+    assert_eq!(vm(&r, "zswpout") + vm(&r, "pswpout"), 8192 + 4);
+    // Reading the region back: zswap gives back every page it still
+    // holds, zram every one refused; the four written back are still in
+    // the swap cache (clean, written), so their faults read nothing.
+    assert_eq!(vm(&r, "zswpin"), vm(&r, "zswpout") - 4);
+    assert_eq!(vm(&r, "pswpin"), vm(&r, "pswpout") - 4);
+    // Every page holds what was written (the run's integrity check).
+    assert_eq!(r.integrity.violations, 0);
+}

@@ -262,9 +262,8 @@ fn draw_sysfs(d: &mut Draw, out: &mut String, kernel: &str) {
                 khugepaged_knobs(d, out);
             }
         }
-        // zswap, as 6.1 has it: zbud (whose writeback stops a run that
-        // fills its pool: a refusal) or zsmalloc with a pool small enough
-        // to fill.
+        // zswap, as 6.1 has it: zbud (which writes back when its pool
+        // fills) or zsmalloc, with a pool small enough to fill.
         if kernel == "6.1" && d.chance(30) {
             let z = "module/zswap/parameters";
             writeln!(out, "\"{z}/enabled\" = {}", d.chance(85)).unwrap();

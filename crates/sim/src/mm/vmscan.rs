@@ -817,6 +817,9 @@ impl Kernel {
         let mut i = 0;
         self.mem_cgroup_uncharge_list_begin();
         while i < list.len() {
+            // cond_resched: zswap's shrink worker, queued by the last
+            // folio's store on this CPU's workqueue, preempts the reclaimer.
+            self.zswap_shrink_at_resched();
             let pfn = list[i];
             i += 1;
             self.charge_cost(Fn::ShrinkFolioList, self.costs.shrink_folio);
@@ -1150,9 +1153,7 @@ impl Kernel {
         if self.folio_free_swap(pfn) {
             return;
         }
-        let f = *self.folios.get(pfn);
-        let (entry, nr) = (f.swap, f.nr_pages());
-        let (ty, off) = (swp_type(entry), swp_offset(entry));
+        let nr = self.folios.get(pfn).nr_pages();
         // The device (or zram's compressor, or the zero check) reads it.
         for p in pfn..pfn + nr {
             self.guest_frame(p, false);
@@ -1166,6 +1167,15 @@ impl Kernel {
             self.mod_node_page_state(Vm::NrWritten, nr as i64);
             return;
         }
+        self.__swap_writepage(pfn);
+    }
+
+    /// `__swap_writepage`: the folio to its swap device, past zswap (a
+    /// zswap writeback comes here too).
+    pub fn __swap_writepage(&mut self, pfn: Pfn) {
+        let f = *self.folios.get(pfn);
+        let (entry, nr) = (f.swap, f.nr_pages());
+        let (ty, off) = (swp_type(entry), swp_offset(entry));
         // count_swpout_vm_event (and, 7.3, count_memcg_folio_events).
         self.vm.add(Vm::Pswpout, nr as i64);
         self.memcg_stat(f.memcg, Mc::Pswpout, nr as i64);

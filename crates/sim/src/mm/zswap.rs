@@ -25,19 +25,27 @@
 //! of zram's is not zswap's, and is left in: the measured figure is what
 //! there is).
 //!
-//! The shrink worker a full pool queues runs before its CPU's next
-//! scheduled entity (as the memcg stock drains do), once however many
-//! stores queued it meanwhile: `reject_reclaim_fail` counts its runs, so
-//! on a real kernel, whose kworker may run between two stores of one
-//! reclaim pass, it can be higher.
+//! The shrink worker a full pool queues (`shrink_worker` →
+//! `zpool_shrink(pool, 1)`) runs on the CPU that queued it: with zbud,
+//! at the reclaimer's next `cond_resched` (the next folio of
+//! `shrink_folio_list`), where the woken kworker preempts it; else before
+//! the CPU's next scheduled entity, once however many stores queued it
+//! meanwhile. (A real kworker that does not preempt at once runs at a
+//! later tick: the QEMU oracle's runs show both.) zbud evicts one page
+//! (`zbud_reclaim_page`, up to 8 tries from its LRU's tail): each of its
+//! objects is written back (`zswap_writeback_entry`: a new swap-cache
+//! page for the slot, charged to the slot's memcg, GFP_KERNEL, so it may
+//! reclaim; the data decompressed into it; PG_reclaim; `__swap_writepage`
+//! to the swap device; `written_back_pages`; the entry freed). An object
+//! whose slot already has a swap-cache page (-EEXIST) or whose page cannot
+//! be had (-ENOMEM) stays, and the page goes back to the LRU's head for
+//! the next try. zsmalloc has no writeback in 6.1: its shrink fails. A
+//! failed shrink counts in `reject_reclaim_fail`.
 //!
-//! Not modelled (refused at the moment it would matter, with a message):
-//! zbud's writeback of the oldest pages to the swap device once the pool
-//! is full (`shrink_worker` → `zbud_reclaim_page` →
-//! `zswap_writeback_entry`). zsmalloc has no writeback in 6.1: its shrink
-//! fails (`reject_reclaim_fail`), which is modelled.
+//! Simplification: the worker is a kworker with no task; its time is
+//! charged to the reclaimer it preempted, or to the CPU's next slice.
 
-use super::folio::{Pfn, PG_KERNEL};
+use super::folio::{Pfn, PG_KERNEL, PG_LOCKED, PG_RECLAIM, PG_UPTODATE, PG_WRITEBACK};
 use super::memcontrol::ROOT_MEMCG;
 use super::page_alloc::Gfp;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
@@ -91,12 +99,20 @@ pub struct Zswap {
     entries: Vec<Entry>,
     free_entries: Vec<u32>,
     zbud: ZbudPool,
+    /// The swap slot each zbud object holds (`zswap_header`'s swpentry),
+    /// by page index and buddy.
+    zbud_swp: Vec<[SwpEntry; 2]>,
     zs: Option<ZsPool>,
     /// `zswap_pool_reached_full`.
     reached_full: bool,
     /// The shrink worker is queued (`queue_work` of a pending item does
     /// nothing).
     shrink_pending: bool,
+    /// zbud pages the shrink worker freed since `pool_total_size` was
+    /// last updated, which it still counts.
+    freed_since_update: u64,
+    /// The shrink worker is running.
+    in_shrink_worker: bool,
     pub stats: ZswapStats,
     /// The compressor's cost per content kind id (0: token pages).
     kind_costs: Vec<KindCost>,
@@ -110,9 +126,12 @@ impl Zswap {
             entries: Vec::new(),
             free_entries: Vec::new(),
             zbud: ZbudPool::default(),
+            zbud_swp: Vec::new(),
             zs: None,
             reached_full: false,
             shrink_pending: false,
+            freed_since_update: 0,
+            in_shrink_worker: false,
             stats: ZswapStats::default(),
             kind_costs: Vec::new(),
         }
@@ -129,6 +148,12 @@ impl Zswap {
             Zpool::Zbud => self.zbud.pages_nr,
             Zpool::Zsmalloc => self.zs.as_ref().map_or(0, |z| z.pages),
         }
+    }
+
+    /// `DIV_ROUND_UP(zswap_pool_total_size, PAGE_SIZE)`: the pool's size
+    /// as last updated, which the limits read.
+    fn total_size_pages(&self) -> u64 {
+        self.stats.pool_total_size.div_ceil(PAGE_SIZE as u64)
     }
 
     /// Entries stored.
@@ -162,7 +187,7 @@ impl Kernel {
     /// `zswap_is_full`: the pool over max_pool_percent of RAM.
     fn zswap_is_full(&self) -> bool {
         let total = self.totalram_pages();
-        total * self.zswap.params.max_pool_percent as u64 / 100 < self.zswap.pool_pages()
+        total * self.zswap.params.max_pool_percent as u64 / 100 < self.zswap.total_size_pages()
     }
 
     /// `zswap_can_accept`: the pool under accept_threshold_percent of
@@ -171,7 +196,7 @@ impl Kernel {
         let p = &self.zswap.params;
         let total = self.totalram_pages();
         total * p.accept_threshold_percent as u64 / 100 * p.max_pool_percent as u64 / 100
-            > self.zswap.pool_pages()
+            > self.zswap.total_size_pages()
     }
 
     fn totalram_pages(&self) -> u64 {
@@ -258,6 +283,13 @@ impl Kernel {
             memcg,
             version,
         };
+        if let Handle::Zbud(h) = handle {
+            let swp = &mut self.zswap.zbud_swp;
+            if swp.len() <= h.page as usize {
+                swp.resize(h.page as usize + 1, [0; 2]);
+            }
+            swp[h.page as usize][h.bud as usize] = super::swapfile::swp_entry(ty, off);
+        }
         self.zswap_insert(ty, off, e);
         self.vm.inc(Vm::Zswpout);
         Some(())
@@ -341,6 +373,7 @@ impl Kernel {
 
     fn zswap_update_total_size(&mut self) {
         self.zswap.stats.pool_total_size = self.zswap.pool_pages() * PAGE_SIZE as u64;
+        self.zswap.freed_since_update = 0;
     }
 
     /// `obj_cgroup_may_zswap`: every level below the root under its
@@ -375,24 +408,127 @@ impl Kernel {
         self.memcg_stat(memcg, Mc::Zswapped, 1);
     }
 
-    /// The shrink worker, queued on a full pool. zsmalloc cannot evict in
-    /// 6.1 (`zpool_shrink` → -EINVAL): the worker counts a failure.
+    /// The shrink worker, queued on a full pool (`queue_work`).
     fn zswap_queue_shrink(&mut self) {
-        if self.zswap.params.zpool == Zpool::Zbud {
-            self.unmodelled.get_or_insert_with(|| {
-                "zswap's pool reached max_pool_percent with zpool \"zbud\": zbud's writeback of its oldest pages to the swap device (shrink_worker → zbud_reclaim_page → zswap_writeback_entry) is not modelled yet; expected a max_pool_percent the run stays under, or zpool = \"zsmalloc\" (which 6.1 cannot write back from)".to_string()
-            });
-        }
         self.zswap.shrink_pending = true;
     }
 
-    /// Runs the queued shrink worker (a kworker, before the CPU's next
-    /// entity, as the stock drains run).
+    /// `cond_resched` in `shrink_folio_list` with zbud's shrink worker
+    /// queued: the kworker (zswap's workqueue is bound to the CPU that
+    /// queued it, and a woken kworker preempts the reclaimer) writes back
+    /// before the next folio. The list's gathered uncharges are made first:
+    /// the worker's allocation may reclaim, and its list is its own.
+    pub(crate) fn zswap_shrink_at_resched(&mut self) {
+        // A work item does not run inside itself: a store of the worker's
+        // own reclaim queues it for after this run.
+        if !self.zswap.shrink_pending
+            || self.zswap.params.zpool != Zpool::Zbud
+            || self.zswap.in_shrink_worker
+        {
+            return;
+        }
+        self.mem_cgroup_uncharge_list_end();
+        self.run_pending_zswap_shrink();
+        self.mem_cgroup_uncharge_list_begin();
+    }
+
+    /// Runs the queued shrink worker (a kworker: at the reclaimer's next
+    /// `cond_resched`, or before the CPU's next entity, as the stock drains
+    /// run): `zpool_shrink(pool, 1)`. zsmalloc cannot evict in 6.1
+    /// (-EINVAL).
     pub fn run_pending_zswap_shrink(&mut self) {
-        if std::mem::take(&mut self.zswap.shrink_pending) {
-            // zsmalloc: no shrink in 6.1 (zbud refused above).
+        if !std::mem::take(&mut self.zswap.shrink_pending) {
+            return;
+        }
+        let shrunk = match self.zswap.params.zpool {
+            Zpool::Zbud => {
+                // A kworker: no task.
+                let task = self.cur_task.take();
+                self.zswap.in_shrink_worker = true;
+                let done = self.traced(Fn::ZswapWriteback, |k| k.zbud_reclaim_page(8));
+                self.zswap.in_shrink_worker = false;
+                self.cur_task = task;
+                done
+            }
+            Zpool::Zsmalloc => false,
+        };
+        if !shrunk {
             self.zswap.stats.reject_reclaim_fail += 1;
         }
+    }
+
+    /// `zbud_reclaim_page`: up to `retries` tries at the LRU tail's page,
+    /// each writing back its objects; true once a page is freed.
+    fn zbud_reclaim_page(&mut self, retries: u32) -> bool {
+        for _ in 0..retries {
+            let Some((page, handles)) = self.zswap.zbud.reclaim_begin() else {
+                return false;
+            };
+            for h in handles.into_iter().flatten() {
+                if !self.zswap_writeback_entry(h) {
+                    break;
+                }
+            }
+            if let Some(pfn) = self.zswap.zbud.reclaim_end(page) {
+                // free_zbud_page: zswap_pool_total_size still counts the
+                // page until its next update (a store's or a free's).
+                self.free_page(pfn);
+                self.zswap.freed_since_update += 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// `zswap_writeback_entry`, zbud's evict callback for object `h`: its
+    /// slot's page decompressed into a new swap-cache page and written to
+    /// the swap device, the entry freed. False where the kernel returns an
+    /// error: the slot has a swap-cache page already (-EEXIST), or no page
+    /// could be had (-ENOMEM); an entry invalidated meanwhile is done.
+    fn zswap_writeback_entry(&mut self, h: zbud::Handle) -> bool {
+        let swp = self.zswap.zbud_swp[h.page as usize][h.bud as usize];
+        let (ty, off) = (swp_type(swp), swp_offset(swp));
+        let Some(i) = self.zswap.lookup(ty, off) else {
+            return true;
+        };
+        // zswap_get_swap_cache_page: __read_swap_cache_async(GFP_KERNEL),
+        // charged to the slot's memcg (no mm: the root's otherwise).
+        if let Some(pfn) = self.swap_cache_get_folio(swp) {
+            self.folio_put(pfn);
+            return false;
+        }
+        let Some((pfn, true)) = self.read_swap_cache_async(swp, ROOT_MEMCG) else {
+            return false;
+        };
+        let e = self.zswap.entries[i as usize];
+        let kind = match (e.handle, self.contents.kind_of(e.version)) {
+            (_, k) if k != 0 && self.contents.kinds[k].same_filled() => 0,
+            (_, k) => k,
+        };
+        self.charge_cost(
+            Fn::ZswapWriteback,
+            self.zswap.kind_costs[kind].decompress_ns,
+        );
+        self.folios.version[pfn as usize] = e.version;
+        let f = self.folios.get_mut(pfn);
+        f.set(PG_UPTODATE);
+        // To the inactive tail once written (end_page_writeback).
+        f.set(PG_RECLAIM);
+        // The device reads the page.
+        self.guest_frame(pfn, false);
+        self.__swap_writepage(pfn);
+        let f = self.folios.get_mut(pfn);
+        if !f.test(PG_WRITEBACK) {
+            // zram ended the writeback in rw_page with the page still
+            // locked: PG_reclaim cleared, no rotation.
+            f.clear(PG_RECLAIM);
+        }
+        f.clear(PG_LOCKED);
+        self.folio_put(pfn);
+        self.zswap.stats.written_back_pages += 1;
+        // Both references dropped: the entry leaves the tree and is freed.
+        self.zswap_invalidate_page(ty, off);
+        true
     }
 
     /// `frontswap_load` into the locked folio `pfn` of slot `entry`: true
@@ -476,11 +612,13 @@ impl Kernel {
                 z.stats.stored_pages
             ));
         }
-        if z.stats.pool_total_size != z.pool_pages() * PAGE_SIZE as u64 {
+        let counted = z.pool_pages() + z.freed_since_update;
+        if z.stats.pool_total_size != counted * PAGE_SIZE as u64 {
             return Err(format!(
-                "zswap: pool_total_size {} but the pool has {} pages",
+                "zswap: pool_total_size {} but the pool has {} pages, and the shrink worker freed {} since its last update",
                 z.stats.pool_total_size,
-                z.pool_pages()
+                z.pool_pages(),
+                z.freed_since_update
             ));
         }
         let mut per_memcg = vec![0i64; self.memcgs.len()];

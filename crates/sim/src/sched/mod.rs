@@ -175,9 +175,11 @@ impl<'s> Scheduler<'s> {
             k.lines.horizon = start;
             // Work items queued for other CPUs have run by now.
             k.run_pending_stock_drains();
-            k.run_pending_zswap_shrink();
             k.clock_base = start;
             k.pending_ns = 0;
+            // zswap's shrink worker writes back and may reclaim: its time
+            // is this CPU's, before the slice's entity.
+            k.run_pending_zswap_shrink();
             k.run_stats_flush_dwork(start);
             k.process_io_completions(start);
             k.run_pending_ipis(cpu, prev_end, start);
