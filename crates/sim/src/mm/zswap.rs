@@ -654,12 +654,16 @@ mod tests {
         let limit = total * 20 / 100;
         let accept = total * 90 / 100 * 20 / 100;
         k.zswap.zbud.pages_nr = limit;
+        k.zswap_update_total_size();
         assert!(!k.zswap_is_full());
         k.zswap.zbud.pages_nr = limit + 1;
+        k.zswap_update_total_size();
         assert!(k.zswap_is_full());
         k.zswap.zbud.pages_nr = accept;
+        k.zswap_update_total_size();
         assert!(!k.zswap_can_accept());
         k.zswap.zbud.pages_nr = accept - 1;
+        k.zswap_update_total_size();
         assert!(k.zswap_can_accept());
     }
 }
