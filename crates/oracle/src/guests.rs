@@ -59,20 +59,22 @@ fn refusal_with(spec: &Spec, have_kvm: bool) -> Option<String> {
 }
 
 /// QEMU's drives for guest `vm`'s block devices: each on the host file
-/// backing it, where the native runner makes it on its tmpfs, with QEMU's
-/// default cache=writeback (through the host's page cache, as the model's
-/// I/O thread goes).
+/// backing it, where the native runner makes it on its tmpfs, with the
+/// device's `cache` mode (QEMU's default cache=writeback goes through the
+/// host's page cache, as the model's I/O thread does; cache=none opens it
+/// O_DIRECT).
 fn guest_drives(spec: &Spec, vm: &Vm) -> Result<Vec<String>, OracleError> {
+    let (swap, disk) = vm.backings();
     crate::drive_args(&vm.guest, &mut |dev, _, _| {
-        let file = match dev {
-            crate::Dev::Swap(i) => vm.swap_files[i],
-            crate::Dev::Disk(i) => vm.disk_files[i],
+        let (file, direct) = match dev {
+            crate::Dev::Swap(i) => swap[i],
+            crate::Dev::Disk(i) => disk[i],
         }
         .expect("a guest's block device has its host file (validated)");
         let path = spec.files[file]
             .runner_tmpfs_path()
             .expect("refusal() let only tmpfs host files through");
-        Ok((path, "writeback"))
+        Ok((path, if direct { "none" } else { "writeback" }))
     })
 }
 

@@ -433,9 +433,14 @@ fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimEr
         guest.attach_host_io(&m.kernel, v);
         let player = &mut m.sched.player;
         player.guests.push(Some(Box::new(guest)));
+        let (swap, disk) = v.backings();
+        let direct =
+            |b: &Vec<Option<(usize, bool)>>| b.iter().map(|b| b.is_some_and(|b| b.1)).collect();
         player.vm_io.push(vm::VmIo {
             swap_files: v.swap_files.clone(),
             disk_files: v.disk_files.clone(),
+            swap_direct: direct(&swap),
+            disk_direct: direct(&disk),
             ..Default::default()
         });
         // One instance each: the VMM tasks are the player's last.

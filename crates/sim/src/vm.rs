@@ -102,6 +102,13 @@ pub struct VmIo {
     pub thread: Option<usize>,
     /// Waits in a row for the same page's I/O (`MAX_FAULT_ATTEMPTS`).
     pub attempts: u32,
+    /// Which of the host files behind the devices QEMU opened O_DIRECT
+    /// (`cache = "none"`), by the same index as `swap_files`, `disk_files`.
+    pub swap_direct: Vec<bool>,
+    pub disk_direct: Vec<bool>,
+    /// The completion time of the queue's first request, made O_DIRECT and
+    /// waited for.
+    pub direct_done: Option<u64>,
 }
 
 /// Which of the VMM's regions an access of it goes to.
@@ -201,7 +208,8 @@ impl<'s> Guest<'s> {
             let inode = &host.inodes[i];
             inode.disk.map(|d| (d as usize, inode.block))
         };
-        let mut io = HostIo::new(&vm.swap_files, &vm.disk_files, disk_of);
+        let (swap, disk) = vm.backings();
+        let mut io = HostIo::new(&swap, &disk, disk_of);
         if io.files.is_empty() {
             return;
         }

@@ -251,9 +251,10 @@ steps = [
 }
 
 /// A guest reading its 32 MiB file from a virtio disk whose image lies on
-/// the host's HDD, after a host task read `warm` (the image, or another
-/// file of its size) into the host's page cache.
-fn reading_after(warm: &str) -> f64 {
+/// the host's HDD (opened with QEMU's `cache` mode), after a host task
+/// read `warm` (the image, or another file of its size) into the host's
+/// page cache.
+fn reading_after(warm: &str, cache: &str) -> f64 {
     let text = format!(
         r#"[machine]
 memory = "1G"
@@ -289,6 +290,7 @@ name = "data"
 device = "virtio"
 size = "64M"
 host_file = "g1data"
+cache = "{cache}"
 
 [[vm.g1.file]]
 name = "f"
@@ -317,10 +319,38 @@ fn a_guest_request_completes_when_the_host_has_served_it() {
     // windows: under 20 ms beside the guest's own work). Without it each
     // waits for the host's HDD: 32 MiB at its 200 MB/s is 168 ms of
     // transfer the guest cannot run ahead of.
-    let warm = reading_after("g1data");
-    let cold = reading_after("other");
+    let warm = reading_after("g1data", "writeback");
+    let cold = reading_after("other", "writeback");
     assert!(cold >= 160.0, "cold {cold} ms");
     assert!(warm <= 60.0, "warm {warm} ms");
+}
+
+#[test]
+fn a_device_opened_o_direct_bypasses_the_host_page_cache() {
+    // cache=none: every guest request is a bio to the host's disk, so the
+    // host caches no page of the images, counts the guest's I/O as its
+    // own pgpgin and pgpgout, and a read of data the host read before
+    // still waits for its disk.
+    let text = with_images("max", SWAPPER, false).replace(
+        "host_file = \"g1swap\"",
+        "host_file = \"g1swap\"\ncache = \"none\"",
+    );
+    let r = run_checked(&text);
+    let g = guest(&r);
+    assert!(
+        vm(g, "pswpout") > 5_000,
+        "guest pswpout {}",
+        vm(g, "pswpout")
+    );
+    assert_eq!(r.cgroups["vms"].memory_stat["file"], 0);
+    assert_eq!(vm(&r, "pgpgout"), vm(g, "pgpgout"));
+    assert_eq!(vm(&r, "pgpgin"), vm(g, "pgpgin"));
+    let cold = reading_after("other", "none");
+    let warm = reading_after("g1data", "none");
+    assert!(
+        warm >= 160.0 && cold >= 160.0,
+        "warm {warm} ms, cold {cold} ms"
+    );
 }
 
 #[test]

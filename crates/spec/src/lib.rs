@@ -100,6 +100,7 @@ pub fn guest_text(text: &str, name: &str) -> Result<String, String> {
         {
             for t in list.iter_mut() {
                 t.remove("host_file");
+                t.remove("cache");
             }
         }
     }

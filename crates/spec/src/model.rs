@@ -62,7 +62,25 @@ pub struct Vm {
     pub disk_files: Vec<Option<usize>>,
 }
 
+/// A guest block device's host file (an index into the host's
+/// `Spec::files`) and whether QEMU opens it O_DIRECT; None for zram.
+pub type Backing = Option<(usize, bool)>;
+
 impl Vm {
+    /// For each of the guest's `[[swap]]` devices and `[[disk]]`s, the
+    /// host file backing it and whether QEMU opens it O_DIRECT
+    /// (`cache = "none"`).
+    pub fn backings(&self) -> (Vec<Backing>, Vec<Backing>) {
+        let direct = |c: HostCache| c == HostCache::None;
+        let swap = (self.swap_files.iter().zip(&self.guest.swap))
+            .map(|(f, s)| f.map(|f| (f, direct(s.host_cache))))
+            .collect();
+        let disk = (self.disk_files.iter().zip(&self.guest.disks))
+            .map(|(f, d)| f.map(|f| (f, direct(d.host_cache))))
+            .collect();
+        (swap, disk)
+    }
+
     /// The host's task that runs this guest (its VMM, QEMU): named after
     /// the guest, in its host cgroup, one instance, with `steps` (the
     /// simulator's model of QEMU; none for the native runner, whose task
@@ -850,6 +868,18 @@ pub struct SwapDevice {
     /// A guest's block device: the host `[[file]]` backing it (virtio-blk
     /// on a host file) by name, and the line naming it.
     pub host_file: Option<(String, usize)>,
+    /// How QEMU opens that file (`cache`).
+    pub host_cache: HostCache,
+}
+
+/// QEMU's `-drive cache=` mode for a guest device's host file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostCache {
+    /// `cache=writeback` (QEMU's default): through the host's page cache.
+    #[default]
+    Writeback,
+    /// `cache=none`: O_DIRECT, the host's page cache bypassed.
+    None,
 }
 
 impl SwapDevice {
@@ -989,6 +1019,8 @@ pub struct Disk {
     /// A guest's disk: the host `[[file]]` backing it, by name, and the
     /// line naming it.
     pub host_file: Option<(String, usize)>,
+    /// How QEMU opens that file (`cache`).
+    pub host_cache: HostCache,
 }
 
 /// A disk's file system: what decides whether its page cache holds large

@@ -166,6 +166,7 @@ mod tests {
             write_latency: None,
             size_line: 0,
             host_file: None,
+            host_cache: Default::default(),
         }
     }
 

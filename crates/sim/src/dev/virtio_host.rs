@@ -1,10 +1,12 @@
-//! virtio-blk on a host file, as QEMU serves it by default
-//! (`cache=writeback`, `aio=threads`): a guest request is a preadv or
-//! pwritev of the file by one of QEMU's worker threads, so it completes
-//! when the host's page cache and disk let that call return. A read of
-//! pages the host has cached is a copy; one of pages it has not waits for
-//! the host disk; a write is a copy into the host's cache (the host writes
-//! it back later, as it does any dirty page).
+//! virtio-blk on a host file, as QEMU serves it (`aio=threads`): a guest
+//! request is a preadv or pwritev of the file by one of QEMU's worker
+//! threads, so it completes when the host lets that call return. With
+//! QEMU's default `cache=writeback` it goes through the host's page cache:
+//! a read of pages the host has cached is a copy, one of pages it has not
+//! waits for the host disk, a write is a copy into the host's cache (the
+//! host writes it back later, as it does any dirty page). With
+//! `cache=none` the file is opened O_DIRECT: every request is the host
+//! disk's, a read or a write of its pages, and the host caches nothing.
 //!
 //! The guest prices each request at its submission (mm/page_io.rs
 //! `flush_plug`) from the host's state as the guest's slice began, which
@@ -46,6 +48,8 @@ pub struct HostFile {
     /// The host disk it lives on (an index into `HostIo::disks`) and its
     /// first block there; None on tmpfs.
     pub disk: Option<(usize, u64)>,
+    /// Opened O_DIRECT (`cache=none`).
+    pub direct: bool,
     /// Pages the guest's requests of this slice brought into the host's
     /// cache, and when each is there.
     arrivals: HashMap<u64, u64>,
@@ -80,17 +84,19 @@ pub struct HostIo {
 
 impl HostIo {
     /// The host side of a guest whose swap devices and disks are backed by
-    /// the host inodes `swap` and `disk` (None: not a virtio-blk device),
-    /// on the host disks `disk_of` gives (None: tmpfs).
+    /// the host inodes `swap` and `disk` (None: not a virtio-blk device;
+    /// true: opened O_DIRECT), on the host disks `disk_of` gives (None:
+    /// tmpfs).
     pub fn new(
-        swap: &[Option<usize>],
-        disk: &[Option<usize>],
+        swap: &[mmsim_spec::Backing],
+        disk: &[mmsim_spec::Backing],
         disk_of: impl Fn(usize) -> Option<(usize, u64)>,
     ) -> Self {
         let mut io = HostIo::default();
-        let file_of = |inode: Option<usize>, io: &mut HostIo| {
-            let inode = inode?;
-            if let Some(f) = io.files.iter().position(|f| f.inode == inode) {
+        let file_of = |backing: mmsim_spec::Backing, io: &mut HostIo| {
+            let (inode, direct) = backing?;
+            let same = |f: &HostFile| f.inode == inode && f.direct == direct;
+            if let Some(f) = io.files.iter().position(same) {
                 return Some(f);
             }
             let disk = disk_of(inode).map(|(d, block)| {
@@ -110,6 +116,7 @@ impl HostIo {
             io.files.push(HostFile {
                 inode,
                 disk,
+                direct,
                 ..Default::default()
             });
             Some(io.files.len() - 1)
@@ -144,6 +151,12 @@ impl HostIo {
     /// host's cache), then the request's virtualization round trip.
     pub fn complete(&mut self, f: usize, now: u64, write: bool, offset: u64, pages: u64) -> u64 {
         let mut t = now + self.syscall;
+        if let (true, Some((d, block))) = (self.files[f].direct, self.files[f].disk) {
+            // O_DIRECT: the request is the host disk's, in one bio.
+            let disk = &mut self.disks[d];
+            let shadow = disk.shadow.get_or_insert_with(|| disk.bdev.clone());
+            return shadow.submit(t, write, block + offset, pages) + VIRTIO_NS;
+        }
         let mut index = offset;
         while index < offset + pages {
             let ready = match write {
@@ -205,7 +218,7 @@ mod tests {
     /// A file of 16 pages on one NVMe host disk at block 100; pages 0-3
     /// cached, page 4 cached with its read in flight until 9,000.
     fn io() -> HostIo {
-        let mut io = HostIo::new(&[Some(7)], &[], |_| Some((0, 100)));
+        let mut io = HostIo::new(&[Some((7, false))], &[], |_| Some((0, 100)));
         io.disks[0].bdev = BlockDev::of_kind(mmsim_spec::SwapKind::Nvme, 0);
         let mut pages = vec![0u64; 16];
         for (i, p) in pages.iter_mut().enumerate().take(5) {
@@ -270,12 +283,29 @@ mod tests {
     }
 
     #[test]
+    fn a_direct_request_is_the_host_disks_whatever_it_caches() {
+        let mut io = io();
+        io.files[0].direct = true;
+        // Pages 0-3 are cached, but O_DIRECT reads the disk: one bio.
+        let mut nvme = BlockDev::of_kind(mmsim_spec::SwapKind::Nvme, 0);
+        let disk = nvme.submit(1_100, false, 100, 4);
+        assert_eq!(io.complete(0, 1_000, false, 0, 4), disk + VIRTIO_NS);
+        // A write is the disk's too, behind the read on its queue.
+        let w = nvme.submit(1_100, true, 110, 2);
+        assert_eq!(io.complete(0, 1_000, true, 10, 2), w + VIRTIO_NS);
+    }
+
+    #[test]
     fn devices_on_one_file_share_it() {
-        let io = HostIo::new(&[Some(3), None], &[Some(3), Some(4)], |i| {
-            (i == 4).then_some((2, 0))
-        });
-        assert_eq!(io.files.len(), 2);
+        let io = HostIo::new(
+            &[Some((3, false)), None],
+            &[Some((3, false)), Some((4, false)), Some((4, true))],
+            |i| (i == 4).then_some((2, 0)),
+        );
+        // One file for each inode and mode: inode 4 opened both ways.
+        assert_eq!(io.files.len(), 3);
         assert_eq!(io.file_of(BioDev::Swap(0)), io.file_of(BioDev::Disk(0)));
+        assert!(io.files[2].direct && !io.files[1].direct);
         assert_eq!(io.file_of(BioDev::Swap(1)), None);
         assert_eq!(io.files[0].disk, None);
         assert_eq!(io.files[1].disk, Some((0, 0)));

@@ -162,6 +162,27 @@ impl Kernel {
         }
     }
 
+    /// O_DIRECT I/O of `pages` pages of the regular file `inode` from page
+    /// `index` (`iomap_dio_rw`): one bio straight to the file's blocks on
+    /// its disk, past the page cache, counted by submit_bio; the caller
+    /// sleeps in iowait until the returned completion time. The data's
+    /// contents are not followed: the file's own pages and versions stay
+    /// as they were (its only user, a guest's I/O thread, keeps the
+    /// contents in the guest's device).
+    pub fn direct_io(&mut self, inode: u32, index: u64, pages: u64, write: bool) -> u64 {
+        let f = &self.inodes[inode as usize];
+        let disk = f.disk.expect("O_DIRECT of a file on a disk") as usize;
+        let block = f.block + index;
+        self.charge_cost(Fn::User, self.costs.syscall);
+        self.vm.add(
+            if write { Vm::Pgpgout } else { Vm::Pgpgin },
+            4 * pages as i64,
+        );
+        self.psi_io_schedule();
+        let now = self.now();
+        self.disks[disk].bdev.submit(now, write, block, pages)
+    }
+
     /// `brd_submit_bio` of a folio's `nr` pages: brd is bio-based
     /// (`__submit_bio` calls it directly, so no plug holds the bio), copies
     /// every page between its own memory and the folio on the submitting

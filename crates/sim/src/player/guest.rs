@@ -230,12 +230,35 @@ pub(super) fn run_io(
             let done = p.guests[g].as_ref().is_none_or(|g| g.done);
             return Ok((!done).then_some(SliceEnd::Wait));
         };
-        let file = match req.dev {
-            BioDev::Swap(t) => io.swap_files[t],
-            BioDev::Disk(d) => io.disk_files[d],
-        }
-        .expect("a guest's block device has its host file (validated)");
+        let (file, direct) = match req.dev {
+            BioDev::Swap(t) => (io.swap_files[t], io.swap_direct[t]),
+            BioDev::Disk(d) => (io.disk_files[d], io.disk_direct[d]),
+        };
+        let file = file.expect("a guest's block device has its host file (validated)");
         let inode = file as u32;
+        if direct && !k.inodes[file].is_shmem() {
+            // cache=none: the whole request in one O_DIRECT call, past the
+            // host's page cache; the thread waits for it.
+            match io.direct_done.take() {
+                Some(t) if t <= k.now() => {
+                    io.queue.pop_front();
+                    p.done_work += req.pages;
+                }
+                Some(t) => {
+                    io.direct_done = Some(t);
+                    return Ok(Some(SliceEnd::Sleep(t)));
+                }
+                None => {
+                    let t = k.direct_io(inode, req.offset, req.pages, req.write);
+                    io.direct_done = Some(t);
+                    return Ok(Some(SliceEnd::Sleep(t.max(k.now()))));
+                }
+            }
+            if let Some(end) = after_access(k, ktask, slice) {
+                return Ok(Some(end));
+            }
+            continue;
+        }
         let index = req.offset + io.done;
         k.process_io_completions(k.now());
         let r = if k.inodes[file].is_shmem() {

@@ -425,6 +425,15 @@ impl crate::kernel::Kernel {
         self.psi_set_task(who, t);
     }
 
+    /// The running task sleeps in `io_schedule` (an O_DIRECT wait):
+    /// iowait until it runs again.
+    pub fn psi_io_schedule(&mut self) {
+        let Some(who) = self.psi.current else { return };
+        let mut t = self.psi_task(who);
+        t.in_iowait = true;
+        self.psi_set_task(who, t);
+    }
+
     /// The running task sleeps in a memory stall (memory.high's
     /// throttling) that ends when it runs again.
     pub fn psi_memstall_sleep(&mut self) {

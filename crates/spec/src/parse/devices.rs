@@ -51,6 +51,31 @@ fn host_file(
     Ok(Some((name.to_string(), rep.line(n.at))))
 }
 
+/// `cache`: QEMU's `-drive cache=` mode for the host file (`host_file`)
+/// a guest's block device is backed by.
+fn host_cache(rep: &Reporter, f: &Fields) -> Result<HostCache, SpecError> {
+    let Some(n) = f.get("cache") else {
+        return Ok(HostCache::Writeback);
+    };
+    if f.get("host_file").is_none() {
+        return Err(rep.at(
+            n.at,
+            f.path("cache"),
+            "found cache without host_file; expected it beside host_file, as QEMU's cache mode for that file",
+        ));
+    }
+    let words = "a string: writeback or none (QEMU's cache= modes mmsim models)";
+    match string(rep, n, &f.path("cache"), words)? {
+        "writeback" => Ok(HostCache::Writeback),
+        "none" => Ok(HostCache::None),
+        other => Err(rep.at(
+            n.at,
+            f.path("cache"),
+            format!("found {other:?}, expected {words}"),
+        )),
+    }
+}
+
 fn build_swap(rep: &Reporter, i: usize, node: &Node, guest: bool) -> Result<SwapDevice, SpecError> {
     let s = Fields::of(
         rep,
@@ -78,10 +103,12 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node, guest: bool) -> Result<Swap
             "compressor",
             "mem_limit",
             "host_file",
+            "cache",
         ],
         "[[swap]]",
     )?;
     let backing = host_file(rep, &s, guest)?;
+    let host_cache = host_cache(rep, &s)?;
     let words = "a string: one of zram, nvme, virtio, hdd";
     let dev = s.require("device", words)?;
     let kind = match string(rep, dev, &s.path("device"), words)? {
@@ -196,6 +223,7 @@ fn build_swap(rep: &Reporter, i: usize, node: &Node, guest: bool) -> Result<Swap
         write_latency,
         size_line: rep.line(sz.at),
         host_file: backing,
+        host_cache,
     })
 }
 
@@ -424,10 +452,19 @@ pub(super) fn build_disks(
             "a table such as { name = \"data\", device = \"virtio\", size = \"1G\" }",
         )?;
         d.only(
-            &["name", "device", "size", "read_ahead_kb", "fs", "host_file"],
+            &[
+                "name",
+                "device",
+                "size",
+                "read_ahead_kb",
+                "fs",
+                "host_file",
+                "cache",
+            ],
             "[[disk]]",
         )?;
         let backing = host_file(rep, &d, guest)?;
+        let host_cache = host_cache(rep, &d)?;
         let n = d.require("name", NAME_WORDS)?;
         let name = string(rep, n, &d.path("name"), NAME_WORDS)?;
         if !valid_name(name) {
@@ -514,6 +551,7 @@ pub(super) fn build_disks(
             read_ahead_kb,
             fs,
             host_file: backing,
+            host_cache,
         });
     }
     Ok(disks)

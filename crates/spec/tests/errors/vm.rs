@@ -194,3 +194,33 @@ fn a_guest_named_like_a_host_task_is_refused() {
     let e = rejected(&text);
     check(&e, 8, "vm.g1", &["g1", "[task.g1]", "VMM task"]);
 }
+
+/// A guest swap device on host file `img` with `extra` keys.
+fn with_cache(extra: &str) -> String {
+    guest(
+        "accel = \"tcg\"",
+        &format!("[[vm.g1.swap]]\ndevice = \"virtio\"\nsize = \"64M\"\n{extra}"),
+    )
+    .replacen(
+        "[cgroup.vms]",
+        "[[file]]\nname = \"img\"\nsize = \"64M\"\non = \"tmpfs\"\n[cgroup.vms]",
+        1,
+    )
+}
+
+#[test]
+fn a_guest_device_takes_qemus_cache_mode_beside_its_host_file() {
+    let s = parse(&with_cache("host_file = \"img\"\ncache = \"none\"")).unwrap();
+    assert_eq!(s.vms[0].backings().0, [Some((0, true))]);
+    let s = parse(&with_cache("host_file = \"img\"")).unwrap();
+    assert_eq!(s.vms[0].backings().0, [Some((0, false))]);
+    let e = rejected(&with_cache("host_file = \"img\"\ncache = \"unsafe\""));
+    check(
+        &e,
+        18,
+        "vm.g1.swap[0].cache",
+        &["\"unsafe\"", "writeback or none"],
+    );
+    let e = rejected(&with_cache("cache = \"none\""));
+    check(&e, 17, "vm.g1.swap[0].cache", &["without host_file"]);
+}
