@@ -497,13 +497,24 @@ impl Kernel {
             self.folio_put(pfn);
             return false;
         }
-        let Some((pfn, true)) = self.read_swap_cache_async(swp, ROOT_MEMCG) else {
+        let Some((pfn, new)) = self.read_swap_cache_async(swp, ROOT_MEMCG) else {
             return false;
         };
+        if !new {
+            // The allocation's reclaim let another path cache the slot's
+            // page meanwhile: -EEXIST.
+            self.folio_put(pfn);
+            return false;
+        }
+        // The entry is still the slot's: only the slot's free or a store
+        // of its page (which was in no cache) could have dropped it, and
+        // the slot is still in use.
+        debug_assert_eq!(self.zswap.lookup(ty, off), Some(i));
         let e = self.zswap.entries[i as usize];
-        let kind = match (e.handle, self.contents.kind_of(e.version)) {
-            (_, k) if k != 0 && self.contents.kinds[k].same_filled() => 0,
-            (_, k) => k,
+        // A same-filled page zbud holds was compressed as a token page.
+        let kind = match self.contents.kind_of(e.version) {
+            k if k != 0 && self.contents.kinds[k].same_filled() => 0,
+            k => k,
         };
         self.charge_cost(
             Fn::ZswapWriteback,
