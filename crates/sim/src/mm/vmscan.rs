@@ -1171,7 +1171,9 @@ impl Kernel {
     }
 
     /// `__swap_writepage`: the folio to its swap device, past zswap (a
-    /// zswap writeback comes here too).
+    /// zswap writeback comes here too). Inlined into `swap_writepage`,
+    /// reclaim's path.
+    #[inline(always)]
     pub fn __swap_writepage(&mut self, pfn: Pfn) {
         let f = *self.folios.get(pfn);
         let (entry, nr) = (f.swap, f.nr_pages());

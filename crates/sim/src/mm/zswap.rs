@@ -418,13 +418,19 @@ impl Kernel {
     /// queued it, and a woken kworker preempts the reclaimer) writes back
     /// before the next folio. The list's gathered uncharges are made first:
     /// the worker's allocation may reclaim, and its list is its own.
+    #[inline]
     pub(crate) fn zswap_shrink_at_resched(&mut self) {
+        if self.zswap.shrink_pending {
+            self.zswap_shrink_preempting();
+        }
+    }
+
+    /// The queued worker preempts the reclaimer (`zswap_shrink_at_resched`).
+    #[cold]
+    fn zswap_shrink_preempting(&mut self) {
         // A work item does not run inside itself: a store of the worker's
         // own reclaim queues it for after this run.
-        if !self.zswap.shrink_pending
-            || self.zswap.params.zpool != Zpool::Zbud
-            || self.zswap.in_shrink_worker
-        {
+        if self.zswap.params.zpool != Zpool::Zbud || self.zswap.in_shrink_worker {
             return;
         }
         self.mem_cgroup_uncharge_list_end();
@@ -436,10 +442,17 @@ impl Kernel {
     /// `cond_resched`, or before the CPU's next entity, as the stock drains
     /// run): `zpool_shrink(pool, 1)`. zsmalloc cannot evict in 6.1
     /// (-EINVAL).
+    #[inline]
     pub fn run_pending_zswap_shrink(&mut self) {
-        if !std::mem::take(&mut self.zswap.shrink_pending) {
-            return;
+        if self.zswap.shrink_pending {
+            self.zswap_shrink_worker();
         }
+    }
+
+    /// `shrink_worker`: `zpool_shrink(pool, 1)`.
+    #[cold]
+    fn zswap_shrink_worker(&mut self) {
+        self.zswap.shrink_pending = false;
         let shrunk = match self.zswap.params.zpool {
             Zpool::Zbud => {
                 // A kworker: no task.
