@@ -133,6 +133,9 @@ pub struct Kernel {
     /// `arch_has_hw_pte_young`: the MMU sets accessed bits (spec
     /// `machine.hw_pte_young`).
     pub hw_pte_young: bool,
+    /// `machine.stats_flush_phase`: where the memcg statistics flush
+    /// worker is in its period when the workload starts.
+    pub stats_flush_phase: u64,
     /// A guest's kernel (`[vm.NAME]`): the frames its accesses and the
     /// allocator's fills touched, in order, for its VMM to make on the
     /// host (vm.rs). None on a machine of its own.
@@ -414,6 +417,7 @@ impl Kernel {
             preset: spec.machine.kernel,
             release: crate::release::Release::of(spec.machine.kernel),
             hw_pte_young: spec.machine.hw_pte_young,
+            stats_flush_phase: spec.machine.stats_flush_phase,
             frame_log: None,
             guest_meta: GuestMeta::default(),
             blk_log: None,

@@ -174,6 +174,10 @@ pub struct Machine {
     /// test machine), an access through an old PTE traps and the fault
     /// handler makes the PTE young.
     pub hw_pte_young: bool,
+    /// How far into its 2 s period the memcg statistics flush worker is
+    /// when the workload starts (ns, under 2 s): its first periodic flush
+    /// comes 2 s less this after the start.
+    pub stats_flush_phase: u64,
     /// Line of `memory` in the spec file (0: from `--set`), for errors
     /// found after parsing (what the kernel's reservation leaves).
     pub memory_line: usize,

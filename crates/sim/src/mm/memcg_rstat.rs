@@ -218,12 +218,14 @@ impl Kernel {
         r.any_updated = vec![false; n];
         r.postorder = postorder;
         r.counts = updates(self.preset, false);
-        r.next_dwork = FLUSH_TIME_NS;
+        // The worker's last run was `phase` before the workload's start.
+        let phase = self.stats_flush_phase;
+        r.next_dwork = FLUSH_TIME_NS - phase;
         if per_memcg {
             r.memcg_pcpu_updates = vec![0; n * self.cpus.len()];
             r.memcg_updates = vec![0; n];
-            // Boot's flush of the root was its last (flush_last_time).
-            r.flush_next_time = 2 * FLUSH_TIME_NS;
+            // That flush of the root was its last (flush_last_time).
+            r.flush_next_time = 2 * FLUSH_TIME_NS - phase;
         }
     }
 
@@ -577,6 +579,29 @@ mod tests {
         assert_eq!(k.rstat.threshold, 0);
         k.memcg_stat(1, Mc::PgscanKswapd, 1000);
         assert_eq!(k.rstat.threshold, 15);
+    }
+
+    #[test]
+    fn the_workers_phase_brings_its_first_flush_forward() {
+        // machine.stats_flush_phase: the worker last ran that long before
+        // the workload's start, so its first flush is that much earlier;
+        // 6.8's ratelimit counts from that flush too.
+        for (preset, per_memcg) in [("6.1", false), ("6.12", true)] {
+            let mut k = test_kernel_of(&format!(
+                "[machine]\nmemory = \"256M\"\nkernel = \"{preset}\"\nstats_flush_phase = \"1500ms\"\n\
+                 [cgroup.g]\n[task.t]\ncgroup = \"g\"\nsteps = []\n"
+            ));
+            assert_eq!(k.rstat.next_dwork, FLUSH_TIME_NS / 4, "{preset}");
+            if per_memcg {
+                assert_eq!(k.rstat.flush_next_time, 2 * FLUSH_TIME_NS - 1_500_000_000);
+            }
+            at(&mut k, 0, 0);
+            k.memcg_stat(1, Mc::Anon, 3);
+            k.run_stats_flush_dwork(FLUSH_TIME_NS / 4 - 1);
+            assert_eq!(k.memcg_page_state(1, Mc::Anon), 0, "{preset}");
+            k.run_stats_flush_dwork(FLUSH_TIME_NS / 4);
+            assert_eq!(k.memcg_page_state(1, Mc::Anon), 3, "{preset}");
+        }
     }
 
     #[test]

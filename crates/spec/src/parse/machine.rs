@@ -1,6 +1,6 @@
 //! `[machine]` and `[features]`.
 
-use super::fields::{boolean, integer, size, type_error, Fields};
+use super::fields::{boolean, duration, integer, size, type_error, Fields};
 use crate::error::{Reporter, SpecError};
 use crate::model::{Features, Machine, Preset, Topology};
 use crate::tree::{Node, Val};
@@ -17,6 +17,7 @@ pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, Spec
             "threads_per_core",
             "kernel",
             "hw_pte_young",
+            "stats_flush_phase",
         ],
         "[machine]",
     )?;
@@ -51,15 +52,34 @@ pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, Spec
         None => true,
         Some(b) => boolean(rep, b, "machine.hw_pte_young")?,
     };
+    let stats_flush_phase = match m.get("stats_flush_phase") {
+        None => 0,
+        Some(n) => {
+            let key = "machine.stats_flush_phase";
+            let t = duration(rep, n, key)?;
+            if t >= STATS_FLUSH_PERIOD_NS {
+                return Err(rep.at(
+                    n.at,
+                    key,
+                    format!("found {t} ns, expected a duration under 2s, the period of the memcg statistics flush worker"),
+                ));
+            }
+            t
+        }
+    };
     Ok(Machine {
         memory,
         cpus,
         topology,
         kernel,
         hw_pte_young,
+        stats_flush_phase,
         memory_line: rep.line(mem.at),
     })
 }
+
+/// The memcg statistics flush worker's period (`FLUSH_TIME`, 2 s).
+const STATS_FLUSH_PERIOD_NS: u64 = 2_000_000_000;
 
 /// `cpus` and the three topology keys: any left out is derived from the
 /// others (sockets and threads_per_core 1, cores_per_socket the rest),

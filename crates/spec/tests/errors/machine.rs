@@ -278,3 +278,24 @@ fn topology_that_does_not_multiply_to_cpus() {
     let e = topology("sockets = 64\ncores_per_socket = 64\n").unwrap_err();
     check(&e, 3, "machine.cpus", &["4096", "at most 1024"]);
 }
+
+#[test]
+fn the_stats_flush_phase_is_under_the_workers_period() {
+    let e = rejected(&with_task(
+        r#"[machine]
+memory = "512M"
+stats_flush_phase = "2s"
+"#,
+    ));
+    check(
+        &e,
+        3,
+        "machine.stats_flush_phase",
+        &["2000000000 ns", "under 2s"],
+    );
+    let s = parse(&with_task(
+        "[machine]\nmemory = \"512M\"\nstats_flush_phase = \"1500ms\"\n",
+    ))
+    .unwrap();
+    assert_eq!(s.machine.stats_flush_phase, 1_500_000_000);
+}
