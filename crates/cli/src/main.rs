@@ -72,6 +72,11 @@ enum Cmd {
         /// "Limits").
         #[arg(long, value_name = "N", default_value_t = mmsim_spec::work::DEFAULT_MAX_WORK)]
         max_work: u64,
+        /// Stop (exit 2) once the run passes this much simulated time, e.g.
+        /// "10s": a bound on the kernel's own work, which the spec does not
+        /// state (reclaim retrying against pages it cannot free).
+        #[arg(long, value_name = "DURATION", value_parser = parse_max_time)]
+        max_time: Option<u64>,
         /// No progress bar (one shows on a terminal's stderr for a run
         /// still going after 2 s).
         #[arg(long, short = 'q')]
@@ -302,6 +307,7 @@ fn main() -> ExitCode {
             sets,
             output,
             max_work,
+            max_time,
             quiet,
         } => cmd_run(
             &spec,
@@ -309,7 +315,7 @@ fn main() -> ExitCode {
             check,
             &sets,
             output.as_deref(),
-            max_work,
+            RunLimits { max_work, max_time },
             quiet,
         ),
         Cmd::Oracle {
@@ -423,13 +429,27 @@ fn print_sim_error(file: &str, e: &SimError) {
     }
 }
 
+/// `--max-time`: a duration with its unit, as a spec's string form.
+fn parse_max_time(s: &str) -> Result<u64, String> {
+    mmsim_spec::units::parse_duration(s).map_err(|_| {
+        format!("found \"{s}\", expected a duration with a unit ns, us, ms or s, e.g. \"10s\"")
+    })
+}
+
+/// `mmsim run`'s bounds: page operations the spec may ask for, and
+/// simulated time the run may reach.
+struct RunLimits {
+    max_work: u64,
+    max_time: Option<u64>,
+}
+
 fn cmd_run(
     path: &Path,
     json: bool,
     check: bool,
     sets: &[String],
     output: Option<&Path>,
-    max_work: u64,
+    limits: RunLimits,
     quiet: bool,
 ) -> ExitCode {
     let spec = match load_spec(path, sets) {
@@ -442,7 +462,8 @@ fn cmd_run(
     let opts = RunOptions {
         check,
         progress: progress::run_hook(quiet),
-        max_work: Some(max_work),
+        max_work: Some(limits.max_work),
+        max_sim_ns: limits.max_time,
         max_host_bytes: mmsim_sim::host_available_bytes(),
         ..sim_options()
     };

@@ -227,3 +227,33 @@ fn max_work_raises_the_limit() {
     let out = run_stdin(&["run", "-", "--max-work", "10000001"], text.as_bytes());
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn max_time_stops_a_run_past_it() {
+    let text = r#"
+[machine]
+memory = "64M"
+[task.t]
+steps = [
+  { op = "sleep", duration = "100ms" },
+  { op = "mmap", name = "a", kind = "anon", size = "64K" },
+  { op = "touch", region = "a" },
+]
+"#;
+    let out = run_stdin(&["run", "-", "--max-time", "50ms"], text.as_bytes());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("expected it to end within 50.000 ms: the time limit"),
+        "{err}"
+    );
+    let out = run_stdin(&["run", "-", "--max-time", "1s"], text.as_bytes());
+    assert_eq!(out.status.code(), Some(0));
+    let out = run_stdin(&["run", "-", "--max-time", "5"], text.as_bytes());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"found "5", expected a duration with a unit"#),
+        "{err}"
+    );
+}

@@ -4,6 +4,11 @@
 use mmsim_sim::output::RunResult;
 use mmsim_spec::Spec;
 
+/// `vm:NAME:REST`: guest NAME's part of a measure or a histogram's site.
+pub fn guest_part(what: &str) -> Option<(&str, &str)> {
+    what.strip_prefix("vm:")?.split_once(':')
+}
+
 /// The run a measure or a histogram's site reads, and the rest of it:
 /// `vm:NAME:...` names guest NAME's run (its own document in the host's,
 /// and its spec), anything else the run itself.
@@ -12,11 +17,10 @@ pub fn scope<'a>(
     spec: &'a Spec,
     what: &'a str,
 ) -> Result<(&'a RunResult, &'a Spec, &'a str), String> {
-    let Some(rest) = what.strip_prefix("vm:") else {
+    if !what.starts_with("vm:") {
         return Ok((r, spec, what));
-    };
-    let (name, rest) = rest
-        .split_once(':')
+    }
+    let (name, rest) = guest_part(what)
         .ok_or_else(|| format!("found {what:?}, expected vm:NAME: and a measure"))?;
     let guest = spec.vms.iter().find(|v| v.name == name);
     match (r.vms.get(name), guest) {

@@ -132,7 +132,7 @@ pub fn render_scorecard(parts: &[ExperimentResult]) -> String {
 /// (COUNT, value), fewest first, empty buckets left out. `vm:NAME:SITE`
 /// is guest NAME's histogram.
 pub fn hist_rows(site: &str, r: &RunResult) -> Vec<(u64, u64)> {
-    let (r, site) = match site.strip_prefix("vm:").and_then(|s| s.split_once(':')) {
+    let (r, site) = match crate::measure::guest_part(site) {
         Some((name, site)) => match r.vms.get(name) {
             Some(g) => (g, site),
             None => return Vec::new(),

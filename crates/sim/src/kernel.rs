@@ -902,17 +902,13 @@ pub enum HostMap {
 
 impl HostMap {
     /// The access goes through without the host: the host's PTE lets it
-    /// through (`Kernel::pte_lets_through`), or the SPTE does.
+    /// through, or the SPTE does.
     #[inline]
     fn lets_through(&self, pfn: Pfn, write: bool) -> bool {
-        use crate::mm::pgtable::{pte_present, PTE_WRITE, PTE_YOUNG};
         match self {
             HostMap::Unknown => true,
-            HostMap::Ptes(ptes, hw_young) => ptes.get(pfn as usize).is_some_and(|&p| {
-                pte_present(p)
-                    && (!write || p & PTE_WRITE != 0)
-                    && (p & PTE_YOUNG != 0 || *hw_young)
-            }),
+            HostMap::Ptes(ptes, hw_young) => (ptes.get(pfn as usize))
+                .is_some_and(|&p| crate::mm::pgtable::pte_lets_through(p, write, *hw_young)),
             HostMap::Ept(sptes) => sptes
                 .get(pfn as usize)
                 .is_some_and(|&s| crate::kvm::spte_lets_through(s, write)),

@@ -126,6 +126,13 @@ pub struct RunOptions<'a> {
     /// The machine profile: what each primitive costs (default: the
     /// committed profile, `machine_profile::DEFAULT_PROFILE`).
     pub costs: machine_profile::CostProfile,
+    /// Stop with a limit error once a slice ends past this simulated time,
+    /// ns; None: no bound. Work the spec asks for is bounded before the
+    /// run (`max_work`); what the kernel does for it is not (a memcg full
+    /// of pages reclaim cannot free sorts them again on every retry), so
+    /// this bounds a run whose kernel work goes on long (the fuzz targets
+    /// use it; `mmsim run --max-time`).
+    pub max_sim_ns: Option<u64>,
 }
 
 /// The host's available memory (MemAvailable), the most a run's tables
@@ -397,13 +404,15 @@ impl AtEnd {
 }
 
 /// The progress bar's callback and total work (`work_spec`'s, a host's
-/// with its guests') for a run's scheduler.
+/// with its guests'), and the bound on simulated time, for a run's
+/// scheduler.
 fn with_progress<'s, 'a: 's>(
     sched: &mut sched::Scheduler<'s>,
     work_spec: &Spec,
     opts: &mut RunOptions<'a>,
 ) {
     sched.on_progress = opts.progress.take();
+    sched.max_sim_ns = opts.max_sim_ns.unwrap_or(u64::MAX);
     if sched.on_progress.is_some() {
         let total = mmsim_spec::work::work_checked(work_spec, opts.check).total;
         sched.total_work = u64::try_from(total).unwrap_or(u64::MAX);
@@ -434,13 +443,9 @@ fn run_with_guests(spec: &Spec, mut opts: RunOptions) -> Result<RunResult, SimEr
         let player = &mut m.sched.player;
         player.guests.push(Some(Box::new(guest)));
         let (swap, disk) = v.backings();
-        let direct =
-            |b: &Vec<Option<(usize, bool)>>| b.iter().map(|b| b.is_some_and(|b| b.1)).collect();
         player.vm_io.push(vm::VmIo {
-            swap_files: v.swap_files.clone(),
-            disk_files: v.disk_files.clone(),
-            swap_direct: direct(&swap),
-            disk_direct: direct(&disk),
+            swap,
+            disk,
             ..Default::default()
         });
         // One instance each: the VMM tasks are the player's last.

@@ -93,19 +93,16 @@ pub struct VmIo {
     pub queue: std::collections::VecDeque<BlkIo>,
     /// Pages of the queue's first request made so far.
     pub done: u64,
-    /// The host file (its inode) behind each guest swap device and disk.
-    pub swap_files: Vec<Option<usize>>,
-    pub disk_files: Vec<Option<usize>>,
+    /// The host file (its inode) behind each guest swap device and disk,
+    /// and whether QEMU opened it O_DIRECT (`cache = "none"`).
+    pub swap: Vec<mmsim_spec::Backing>,
+    pub disk: Vec<mmsim_spec::Backing>,
     /// Each host file's readahead state, as QEMU's open file has one.
     pub ra: std::collections::HashMap<usize, crate::mm::readahead::FileRa>,
     /// The I/O thread's task (the player's), once started.
     pub thread: Option<usize>,
     /// Waits in a row for the same page's I/O (`MAX_FAULT_ATTEMPTS`).
     pub attempts: u32,
-    /// Which of the host files behind the devices QEMU opened O_DIRECT
-    /// (`cache = "none"`), by the same index as `swap_files`, `disk_files`.
-    pub swap_direct: Vec<bool>,
-    pub disk_direct: Vec<bool>,
     /// The completion time of the queue's first request, made O_DIRECT and
     /// waited for.
     pub direct_done: Option<u64>,

@@ -283,14 +283,11 @@ impl Kernel {
         }
     }
 
-    /// Whether the MMU lets an access through `pte` without a fault: the
-    /// page present, writable if the access writes, and the PTE young (or
-    /// the CPU sets the accessed bit itself).
+    /// Whether this machine's MMU lets an access through `pte` without a
+    /// fault (pgtable.rs `pte_lets_through`).
     #[inline]
     fn pte_lets_through(&self, pte: Pte, write: bool) -> bool {
-        pte_present(pte)
-            && (!write || pte & PTE_WRITE != 0)
-            && (pte & PTE_YOUNG != 0 || self.hw_pte_young)
+        pte_lets_through(pte, write, self.hw_pte_young)
     }
 
     #[inline]

@@ -38,6 +38,14 @@ pub fn pte_none(p: Pte) -> bool {
 pub fn pte_present(p: Pte) -> bool {
     p & PTE_PRESENT != 0
 }
+
+/// Whether the MMU lets an access through `pte` without a fault: the page
+/// present, writable if the access writes, and the PTE young (or the CPU
+/// sets the accessed bit itself, `hw_young`).
+#[inline]
+pub fn pte_lets_through(pte: Pte, write: bool, hw_young: bool) -> bool {
+    pte_present(pte) && (!write || pte & PTE_WRITE != 0) && (pte & PTE_YOUNG != 0 || hw_young)
+}
 #[inline]
 pub fn is_swap_pte(p: Pte) -> bool {
     p & PTE_SWAP != 0

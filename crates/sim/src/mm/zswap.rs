@@ -470,6 +470,17 @@ impl Kernel {
         }
     }
 
+    /// The content kind whose measured decompression entry `e` costs: a
+    /// same-filled page stored compressed (same_filled_pages_enabled off)
+    /// decompresses as a token page, as it was priced at its store.
+    fn zswap_decompress_kind(&self, e: Entry) -> usize {
+        match (e.handle, self.contents.kind_of(e.version)) {
+            (Handle::Same, k) => k,
+            (_, k) if k != 0 && self.contents.kinds[k].same_filled() => 0,
+            (_, k) => k,
+        }
+    }
+
     /// `zbud_reclaim_page`: up to `retries` tries at the LRU tail's page,
     /// each writing back its objects; true once a page is freed.
     fn zbud_reclaim_page(&mut self, retries: u32) -> bool {
@@ -524,11 +535,7 @@ impl Kernel {
         // the slot is still in use.
         debug_assert_eq!(self.zswap.lookup(ty, off), Some(i));
         let e = self.zswap.entries[i as usize];
-        // A same-filled page zbud holds was compressed as a token page.
-        let kind = match self.contents.kind_of(e.version) {
-            k if k != 0 && self.contents.kinds[k].same_filled() => 0,
-            k => k,
-        };
+        let kind = self.zswap_decompress_kind(e);
         self.charge_cost(
             Fn::ZswapWriteback,
             self.zswap.kind_costs[kind].decompress_ns,
@@ -567,13 +574,7 @@ impl Kernel {
         };
         debug_assert_eq!(self.folios.get(pfn).order, 0, "6.1 swaps in pages");
         let e = self.zswap.entries[i as usize];
-        // A same-filled page stored compressed (same_filled_pages_enabled
-        // off) decompresses as a token page, as it was priced at its store.
-        let kind = match (e.handle, self.contents.kind_of(e.version)) {
-            (Handle::Same, k) => k,
-            (_, k) if k != 0 && self.contents.kinds[k].same_filled() => 0,
-            (_, k) => k,
-        };
+        let kind = self.zswap_decompress_kind(e);
         self.charge_cost(Fn::ZswapLoad, self.zswap.kind_costs[kind].decompress_ns);
         self.folios.version[pfn as usize] = e.version;
         self.vm.inc(Vm::Zswpin);

@@ -231,10 +231,10 @@ pub(super) fn run_io(
             return Ok((!done).then_some(SliceEnd::Wait));
         };
         let (file, direct) = match req.dev {
-            BioDev::Swap(t) => (io.swap_files[t], io.swap_direct[t]),
-            BioDev::Disk(d) => (io.disk_files[d], io.disk_direct[d]),
-        };
-        let file = file.expect("a guest's block device has its host file (validated)");
+            BioDev::Swap(t) => io.swap[t],
+            BioDev::Disk(d) => io.disk[d],
+        }
+        .expect("a guest's block device has its host file (validated)");
         let inode = file as u32;
         if direct && !k.inodes[file].is_shmem() {
             // cache=none: the whole request in one O_DIRECT call, past the

@@ -38,6 +38,8 @@ pub struct Scheduler<'s> {
     /// The page operations the spec asks for (`mmsim_spec::work`), set by
     /// the caller with `on_progress`.
     pub total_work: u64,
+    /// `RunOptions::max_sim_ns` (u64::MAX: no bound).
+    pub max_sim_ns: u64,
     /// The latest end of a slice so far.
     last_end: u64,
 }
@@ -88,6 +90,7 @@ impl<'s> Scheduler<'s> {
             rq,
             on_progress: None,
             total_work: 0,
+            max_sim_ns: u64::MAX,
             last_end: 0,
         }
     }
@@ -102,6 +105,13 @@ impl<'s> Scheduler<'s> {
         let mut last_end = 0;
         while let Stepped::Ran { end, .. } = self.step(k, u64::MAX, &mut at_end)? {
             last_end = last_end.max(end);
+            if last_end > self.max_sim_ns {
+                return Err(SimError::Limit(format!(
+                    "found a run still going at {:.3} ms of simulated time, expected it to end within {:.3} ms: the time limit (raise it with --max-time)",
+                    last_end as f64 / 1e6,
+                    self.max_sim_ns as f64 / 1e6
+                )));
+            }
         }
         Ok(last_end)
     }

@@ -415,14 +415,14 @@ impl crate::kernel::Kernel {
     /// (thrashing), which ends when the task runs again.
     pub fn psi_folio_wait(&mut self, pfn: crate::mm::folio::Pfn) {
         use crate::mm::folio::{PG_UPTODATE, PG_WORKINGSET};
-        let Some(who) = self.psi.current else { return };
+        if self.psi.current.is_none() {
+            return;
+        }
         let f = self.folios.get(pfn);
         if !f.test(PG_UPTODATE) && f.test(PG_WORKINGSET) {
             self.psi_memstall_sleep();
         }
-        let mut t = self.psi_task(who);
-        t.in_iowait = true;
-        self.psi_set_task(who, t);
+        self.psi_io_schedule();
     }
 
     /// The running task sleeps in `io_schedule` (an O_DIRECT wait):
