@@ -765,6 +765,12 @@ zswap (debugfs as the last task ends): {} pages stored ({} same-filled) in a {:.
             z.pool_total_size as f64 / (1u64 << 20) as f64,
             z.pool_limit_hit
         );
+        if z.written_back_pages > 0 || z.stored_incompressible_pages > 0 {
+            s += &format!(
+                "  {} written back to the swap device, {} stored uncompressed\n",
+                z.written_back_pages, z.stored_incompressible_pages
+            );
+        }
     }
     let verdict = if r.integrity.violations == 0 {
         "OK"

@@ -540,14 +540,15 @@ fn wanted_modules(spec: &Spec) -> Vec<&'static str> {
 
 /// What zswap's parameters need loaded before they are written (the
 /// initramfs has no module loader for zswap's `request_module`): the
-/// compressor's crypto module where Debian builds it as one (lzo and
-/// deflate are built in) and zsmalloc (zbud is built in).
+/// compressor's crypto module where Debian builds it as one (lzo is
+/// built in everywhere, deflate in 6.1), and zsmalloc (built in from
+/// 6.12, as zbud is everywhere; modules.builtin says which).
 fn zswap_modules(z: &mmsim_spec::Zswap) -> Vec<&'static str> {
     let mut m = Vec::new();
     if !z.configured {
         return m;
     }
-    if let c @ ("lz4" | "lz4hc" | "zstd") = z.compressor {
+    if let c @ ("lz4" | "lz4hc" | "zstd" | "deflate") = z.compressor {
         m.push(c);
     }
     if z.zpool == mmsim_spec::Zpool::Zsmalloc {

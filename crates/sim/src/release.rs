@@ -184,6 +184,30 @@ behaviours! {
     /// and 7.3 recordings show pgpgin = 4 x pswpin and pgpgout = 4 x
     /// pswpout on zram, 6.1's and 5.10's neither.
     zram_submit_bio,
+    /// zswap without frontswap (6.5's `zswap_store`, `zswap_load` and
+    /// `zswap_invalidate` on the swap paths) and with its own LRU (6.8):
+    /// each memcg's entries on a list (`zswap_list_lru`) with a referenced
+    /// bit for a second chance; the shrink worker a refused store queues
+    /// writes back from them round-robin over the memcgs, whatever the
+    /// zpool, until the pool is under the accept threshold, and a store
+    /// over memory.zswap.max first writes back one of its memcg's
+    /// (`shrink_memcg`); the limits read the pool's size as it is
+    /// (`zswap_total_pages`); a load into the swap cache takes the entry
+    /// (6.10's exclusive loads: the folio dirty, the entry freed); `zswpwb`
+    /// counts writebacks; no same-filled pages (6.12's swap zeromap takes
+    /// zero pages before zswap, and other repeated words are compressed).
+    zswap_lru,
+    /// zswap stores a large folio page by page (6.13); before, it refuses
+    /// it and the folio goes to the swap device.
+    zswap_large_store,
+    /// A page that does not compress below a page is stored as it is
+    /// (`stored_incompressible_pages`, 6.18) where writeback is allowed;
+    /// before, compressing into one page fails (`reject_compress_fail`).
+    /// zswap has no `zpool` knob: zsmalloc only (6.18).
+    zswap_incompressible,
+    /// zswap's `shrink_memcg` walks up to SWAP_CLUSTER_MAX (32) entries of
+    /// the memcg's LRU (after 6.12; 7.3 has it); 6.12 walks one.
+    zswap_shrink_memcg_batch,
     /// zsmalloc's zspages chain up to 8 pages (6.6's
     /// CONFIG_ZSMALLOC_CHAIN_SIZE, Debian's default) and its fullness
     /// groups are tenths of use (6.3); before, 4 pages and four groups.
@@ -275,6 +299,7 @@ impl Release {
         skip_swapcache_prepare: true,
         memory_reclaim_batches: true,
         memcg_protection_stale_target: false,
+        zswap_lru: true,
         ..Release::V6_1
     };
 
@@ -297,6 +322,9 @@ impl Release {
         zram_submit_bio: true,
         ext4_large_folios: true,
         memcg_rstat_updated_stops_when_flushable: true,
+        zswap_large_store: true,
+        zswap_incompressible: true,
+        zswap_shrink_memcg_batch: true,
         ..Release::V6_12
     };
 

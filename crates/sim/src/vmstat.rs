@@ -121,6 +121,8 @@ items!(Vm, NR_VM_ITEMS, VM_NAMES {
     // zswap's (CONFIG_ZSWAP; output only where the spec sets zswap).
     Zswpin = "zswpin",
     Zswpout = "zswpout",
+    // 6.8's: zswap's writebacks to the swap device.
+    Zswpwb = "zswpwb",
     // Per-size mTHP statistics (not in 6.1: sysfs
     // transparent_hugepage/hugepages-<size>kB/stats/, 6.10 and later),
     // reported only when not zero.
@@ -655,6 +657,7 @@ items!(Mc, NR_MC_ITEMS, MC_NAMES {
     Pglazyfreed = "pglazyfreed",
     Zswpin = "zswpin",
     Zswpout = "zswpout",
+    Zswpwb = "zswpwb",
     ThpFaultAlloc = "thp_fault_alloc",
     ThpCollapseAlloc = "thp_collapse_alloc",
     SwpinZero = "swpin_zero",
@@ -677,7 +680,7 @@ impl MemcgStat {
 /// The /proc/vmstat and memory.stat lines of zswap, left out of the
 /// output of a run whose spec does not set zswap (its output is as it
 /// was before zswap was modelled).
-pub const ZSWAP_LINES: [&str; 4] = ["zswpin", "zswpout", "zswap", "zswapped"];
+pub const ZSWAP_LINES: [&str; 5] = ["zswpin", "zswpout", "zswpwb", "zswap", "zswapped"];
 
 /// /proc/vmstat lines mmsim keeps that the preset's release does not
 /// have: its output leaves them out, as that kernel does. 5.10's from its
@@ -685,8 +688,8 @@ pub const ZSWAP_LINES: [&str; 4] = ["zswpin", "zswpout", "zswap", "zswapped"];
 pub fn vmstat_absent(preset: Preset) -> &'static [&'static str] {
     match preset {
         // The zero-filled swap-out came in 6.12.
-        Preset::V5_10 => &["nr_swapcached", "swpin_zero", "swpout_zero"],
-        Preset::V6_1 => &["swpin_zero", "swpout_zero"],
+        Preset::V5_10 => &["nr_swapcached", "swpin_zero", "swpout_zero", "zswpwb"],
+        Preset::V6_1 => &["swpin_zero", "swpout_zero", "zswpwb"],
         // The per-size swpin stat came after 6.12 (7.3 has it).
         Preset::V6_12 => &[
             "hugepages-16kB/stats/swpin",
@@ -719,8 +722,9 @@ pub fn memory_stat_absent(preset: Preset) -> &'static [&'static str] {
             "swpout_zero",
             "pswpin",
             "pswpout",
+            "zswpwb",
         ],
-        Preset::V6_1 => &["swpin_zero", "swpout_zero", "pswpin", "pswpout"],
+        Preset::V6_1 => &["swpin_zero", "swpout_zero", "pswpin", "pswpout", "zswpwb"],
         // 6.12's memcg_vm_event_stat has no PSWPIN or PSWPOUT: the
         // per-memcg swap-in and swap-out counts came after it (7.3 has
         // them, counted by count_memcg_folio_events beside the vmstat).

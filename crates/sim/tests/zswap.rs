@@ -22,9 +22,11 @@ fn table() -> CompressTable {
     lzo.insert("text".into(), e(1000, 5000, 2000));
     lzo.insert("zero".into(), e(0, 200, 700));
     lzo.insert("random".into(), e(4096, 2000, 1500));
-    // zram's lzo-rle (what zswap refuses goes there) with the same lengths.
+    // zram's lzo-rle (6.1, 7.3) and lz4 (6.12): what zswap refuses goes
+    // there, with the same lengths.
     let same = t["lzo"].clone();
-    t.insert("lzo-rle".into(), same);
+    t.insert("lzo-rle".into(), same.clone());
+    t.insert("lz4".into(), same);
     t
 }
 
@@ -36,17 +38,30 @@ fn run(text: &str) -> Result<RunResult, SimError> {
 /// memcg with zswap (`zswap` keys) in front of a zram swap device, then
 /// `after` steps.
 fn spec(zswap: &str, cgroup: &str, mb: u64, content: Option<&str>, after: &str) -> String {
+    spec_on("6.1", "zram", zswap, cgroup, mb, content, after)
+}
+
+/// `spec` on kernel `kernel` with a swap device of kind `device`.
+fn spec_on(
+    kernel: &str,
+    device: &str,
+    zswap: &str,
+    cgroup: &str,
+    mb: u64,
+    content: Option<&str>,
+    after: &str,
+) -> String {
     let content = content.map_or(String::new(), |c| format!(", content = {c}"));
     format!(
         r#"
 [machine]
 memory = "512M"
-kernel = "6.1"
+kernel = "{kernel}"
 [sysfs]
 "module/zswap/parameters/enabled" = true
 {zswap}
 [[swap]]
-device = "zram"
+device = "{device}"
 size = "512M"
 [cgroup.w]
 {cgroup}
@@ -281,4 +296,236 @@ fn a_full_zbud_pool_writes_its_oldest_page_back_to_the_swap_device() {
     assert_eq!(vm(&r, "pswpin"), vm(&r, "pswpout") - 4);
     // Every page holds what was written (the run's integrity check).
     assert_eq!(r.integrity.violations, 0);
+}
+
+/// Reads a phase's vmstat delta.
+fn phase(r: &RunResult, name: &str, key: &str) -> i64 {
+    let p = r.tasks[0]
+        .phases
+        .iter()
+        .find(|p| p.name == name)
+        .expect(name);
+    p.vmstat.get(key).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_load_into_the_swap_cache_takes_the_entry_from_6_12() {
+    // 16 MiB of text paged out to zswap in front of a virtio disk, read
+    // back (each fault through the swap cache), paged out again. 6.1
+    // keeps each entry after its load, and the second pageout drops the
+    // clean swap-cache pages without a store. 6.12's exclusive load frees
+    // the entry and dirties the page, so the second pageout stores every
+    // page again.
+    let after = r#"{ op = "phase", name = "out" },
+  { op = "madvise", region = "a", advice = "pageout" },
+  { op = "phase", name = "read" },
+  { op = "touch", region = "a", order = "seq", write = 0.0 },
+  { op = "phase", name = "again" },
+  { op = "madvise", region = "a", advice = "pageout" },"#;
+    let text = Some("\"text\"");
+    let r61 =
+        run(&spec_on("6.1", "virtio", "", "", 16, text, after)).unwrap_or_else(|e| panic!("{e}"));
+    let r612 =
+        run(&spec_on("6.12", "virtio", "", "", 16, text, after)).unwrap_or_else(|e| panic!("{e}"));
+    for r in [&r61, &r612] {
+        assert_eq!(phase(r, "out", "zswpout"), 4096);
+        assert_eq!(phase(r, "read", "zswpin"), 4096);
+        assert_eq!(vm(r, "pswpout") + vm(r, "pswpin"), 0);
+    }
+    assert_eq!(phase(&r61, "again", "zswpout"), 0);
+    assert_eq!(r61.zswap.expect("zswap").stored_pages, 4096);
+    assert_eq!(phase(&r612, "again", "zswpout"), 4096);
+    assert_eq!(r612.zswap.expect("zswap").stored_pages, 4096);
+    // 6.12's store ends no writeback: NR_WRITTEN does not count it.
+    assert_eq!(vm(&r612, "nr_written"), 0);
+    assert_eq!(vm(&r61, "nr_written"), 4096);
+}
+
+#[test]
+fn the_6_12_shrink_worker_rotates_referenced_entries_then_writes_back() {
+    // A 128 MiB machine, zsmalloc at 1 % of RAM (four 1000-byte objects a
+    // page), in front of a virtio disk: 128 regions of 128 KiB of text
+    // paged out one at a time, each followed by a sleep, so the worker a
+    // refused store queued runs before the task's next slice. Every entry
+    // is stored referenced: the worker's first runs only take the bit off
+    // the LRU's head entry and rotate it (16 failures a run, nothing
+    // written back); once the rotations have gone round the pool, a run
+    // writes back the oldest until the pool is at or under 90 % of its
+    // limit, and stores are taken again.
+    let mut steps = String::new();
+    for i in 0..128 {
+        steps += &format!(
+            "  {{ op = \"mmap\", name = \"r{i}\", kind = \"anon\", size = \"128K\", content = \"text\" }},\n  {{ op = \"touch\", region = \"r{i}\", order = \"seq\", write = 1.0 }},\n"
+        );
+    }
+    for i in 0..128 {
+        steps += &format!(
+            "  {{ op = \"madvise\", region = \"r{i}\", advice = \"pageout\" }},\n  {{ op = \"sleep\", duration = \"5ms\" }},\n"
+        );
+    }
+    let text = format!(
+        r#"
+[machine]
+memory = "128M"
+kernel = "6.12"
+[sysfs]
+"module/zswap/parameters/enabled" = true
+"module/zswap/parameters/max_pool_percent" = 1
+[[swap]]
+device = "virtio"
+size = "64M"
+[cgroup.w]
+[task.main]
+cgroup = "w"
+steps = [
+{steps}]
+"#
+    );
+    let r = run(&text).unwrap_or_else(|e| panic!("{e}"));
+    let z = r.zswap.expect("zswap's counters");
+    let wb = vm(&r, "zswpwb");
+    assert!(wb > 0, "{z:?}");
+    assert_eq!(wb as u64, z.written_back_pages);
+    assert_eq!(stat(&r, "zswpwb"), wb);
+    assert_eq!(z.reject_reclaim_fail, 0);
+    // Each page reclaimed went to zswap or, refused, to the disk; those
+    // written back went to the disk too.
+    assert_eq!(vm(&r, "zswpout") + vm(&r, "pswpout") - wb, 4096);
+    // Rotations before any writeback: at least one refused store per
+    // 16 entries the pool held when it filled.
+    let held = z.stored_pages;
+    assert!(z.pool_limit_hit * 16 >= held, "{z:?}");
+    assert_eq!(r.integrity.violations, 0);
+}
+
+#[test]
+fn memory_zswap_max_writes_back_its_own_memcg_from_6_12() {
+    // 6.1 refuses stores past memory.zswap.max; 6.12 first writes back
+    // one of the memcg's entries (shrink_memcg) and refuses only if that
+    // wrote nothing, which it does while the LRU's head is referenced.
+    let pageout = r#"{ op = "madvise", region = "a", advice = "pageout" },"#;
+    let max = "memory_zswap_max = \"64K\"";
+    let r61 = run(&spec_on(
+        "6.1",
+        "virtio",
+        "",
+        max,
+        4,
+        Some("\"text\""),
+        pageout,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let r612 = run(&spec_on(
+        "6.12",
+        "virtio",
+        "",
+        max,
+        4,
+        Some("\"text\""),
+        pageout,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(vm(&r61, "zswpout"), 66);
+    assert_eq!(vm(&r61, "pswpout"), 1024 - 66);
+    let wb = vm(&r612, "zswpwb");
+    assert!(wb > 0);
+    assert_eq!(vm(&r612, "zswpout") + vm(&r612, "pswpout") - wb, 1024);
+    // Under the limit at the end, give or take the last store's page.
+    assert!(
+        stat(&r612, "zswap") <= 65_536 + 4096,
+        "{}",
+        stat(&r612, "zswap")
+    );
+}
+
+#[test]
+fn large_folios_are_stored_page_by_page_on_7_3_and_refused_on_6_12() {
+    let zswap = r#""kernel/mm/transparent_hugepage/hugepages-64kB/enabled" = "always""#;
+    let pageout = r#"{ op = "madvise", region = "a", advice = "pageout" },
+  { op = "touch", region = "a", order = "seq", write = 0.0 },"#;
+    for (kernel, stored) in [("6.12", false), ("7.3", true)] {
+        let text = spec_on(kernel, "zram", zswap, "", 4, Some("\"text\""), pageout);
+        let r = run(&text).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        // Per-size counters are in the output only when not zero.
+        let opt = |k: &str| r.vmstat.get(k).copied().unwrap_or(0);
+        let large = opt("hugepages-64kB/stats/zswpout");
+        if stored {
+            assert_eq!(large, 64, "{kernel}");
+            assert_eq!(vm(&r, "zswpout"), 1024, "{kernel}");
+        } else {
+            assert_eq!((large, vm(&r, "zswpout")), (0, 0), "{kernel}");
+            assert_eq!(vm(&r, "pswpout"), 1024, "{kernel}");
+        }
+        // Swapped in page by page once zswap was enabled.
+        assert_eq!(opt("hugepages-64kB/stats/swpin"), 0, "{kernel}");
+        assert_eq!(r.integrity.violations, 0);
+    }
+}
+
+#[test]
+fn incompressible_pages_are_stored_whole_on_7_3() {
+    // Random bytes do not compress below a page: 7.3 stores each as it is
+    // (a whole page of zsmalloc's); 6.12's compression fails on each.
+    let pageout = r#"{ op = "madvise", region = "a", advice = "pageout" },"#;
+    let r = run(&spec_on(
+        "7.3",
+        "virtio",
+        "",
+        "",
+        4,
+        Some("\"random\""),
+        pageout,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let z = r.zswap.expect("zswap's counters");
+    assert_eq!(z.stored_incompressible_pages, 1024, "{z:?}");
+    assert_eq!(z.pool_total_size, 1024 * 4096, "{z:?}");
+    assert_eq!(stat(&r, "zswap"), 1024 * 4096);
+    assert_eq!((vm(&r, "zswpout"), vm(&r, "pswpout")), (1024, 0));
+    let r = run(&spec_on(
+        "6.12",
+        "virtio",
+        "",
+        "",
+        4,
+        Some("\"random\""),
+        pageout,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let z = r.zswap.expect("zswap's counters");
+    assert_eq!((z.reject_compress_fail, z.reject_alloc_fail), (1024, 0));
+    assert_eq!((vm(&r, "zswpout"), vm(&r, "pswpout")), (0, 1024));
+}
+
+#[test]
+fn knobs_a_release_lacks_are_refused() {
+    let bad = [
+        (
+            "6.12",
+            r#""module/zswap/parameters/same_filled_pages_enabled" = false"#,
+            "6.10 took zswap's same-filled pages out",
+        ),
+        (
+            "7.3",
+            r#""module/zswap/parameters/zpool" = "zbud""#,
+            "zsmalloc only",
+        ),
+        (
+            "6.1",
+            r#""module/zswap/parameters/shrinker_enabled" = false"#,
+            "shrinker came in 6.8",
+        ),
+        (
+            "6.12",
+            r#""module/zswap/parameters/shrinker_enabled" = true"#,
+            "not modelled",
+        ),
+    ];
+    for (kernel, knob, why) in bad {
+        let text = spec_on(kernel, "zram", knob, "", 4, None, "");
+        let e = mmsim_spec::parse_str(&text, "test.toml", &[])
+            .err()
+            .unwrap_or_else(|| panic!("{kernel} {knob} parsed"));
+        assert!(e.to_string().contains(why), "{kernel} {knob}: {e}");
+    }
 }

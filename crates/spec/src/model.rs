@@ -498,6 +498,10 @@ pub struct Zswap {
     pub accept_threshold_percent: u32,
     pub same_filled_pages_enabled: bool,
     pub non_same_filled_pages_enabled: bool,
+    /// `shrinker_enabled` (6.8+): reclaim writing back zswap's entries
+    /// through its shrinker; off in Debian's configs, and only off is
+    /// modelled.
+    pub shrinker_enabled: bool,
 }
 
 impl Default for Zswap {
@@ -511,6 +515,22 @@ impl Default for Zswap {
             accept_threshold_percent: 90,
             same_filled_pages_enabled: true,
             non_same_filled_pages_enabled: true,
+            shrinker_enabled: false,
+        }
+    }
+}
+
+impl Zswap {
+    /// Debian's boot values on `preset`: zbud until 6.6, zsmalloc after
+    /// (CONFIG_ZSWAP_ZPOOL_DEFAULT; 7.3 has no other).
+    pub fn boot(preset: Preset) -> Zswap {
+        Zswap {
+            zpool: if preset >= Preset::V6_12 {
+                Zpool::Zsmalloc
+            } else {
+                Zpool::Zbud
+            },
+            ..Zswap::default()
         }
     }
 }
@@ -521,7 +541,8 @@ pub enum Zpool {
     /// Two objects per page at most, in 64-byte chunks, with an LRU of
     /// its pages that zswap writes back from.
     Zbud,
-    /// Size classes over zspages; not evictable in 6.1.
+    /// Size classes over zspages; not evictable in 6.1 (6.8's zswap
+    /// writes back from its own LRU, whatever the zpool).
     Zsmalloc,
 }
 

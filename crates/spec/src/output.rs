@@ -123,11 +123,19 @@ pub struct ZswapStats {
     pub reject_kmemcache_fail: u64,
     pub reject_compress_poor: u64,
     pub duplicate_entry: u64,
+    /// Pages stored as they are, not compressing below a page (6.18+;
+    /// absent from the document where 0, as before 6.18).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stored_incompressible_pages: u64,
+    /// Stores refused because the page did not compress into a page
+    /// (6.12; absent from the document where 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reject_compress_fail: u64,
 }
 
 impl ZswapStats {
     /// The debugfs files, in this order (fidelity's `zswap/FILE`).
-    pub const FILES: [&'static str; 10] = [
+    pub const FILES: [&'static str; 12] = [
         "pool_total_size",
         "stored_pages",
         "same_filled_pages",
@@ -138,6 +146,8 @@ impl ZswapStats {
         "reject_kmemcache_fail",
         "reject_compress_poor",
         "duplicate_entry",
+        "stored_incompressible_pages",
+        "reject_compress_fail",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut u64> {
@@ -152,6 +162,8 @@ impl ZswapStats {
             "reject_kmemcache_fail" => &mut self.reject_kmemcache_fail,
             "reject_compress_poor" => &mut self.reject_compress_poor,
             "duplicate_entry" => &mut self.duplicate_entry,
+            "stored_incompressible_pages" => &mut self.stored_incompressible_pages,
+            "reject_compress_fail" => &mut self.reject_compress_fail,
             _ => return None,
         })
     }

@@ -262,14 +262,17 @@ fn draw_sysfs(d: &mut Draw, out: &mut String, kernel: &str) {
                 khugepaged_knobs(d, out);
             }
         }
-        // zswap, as 6.1 has it: zbud (which writes back when its pool
-        // fills) or zsmalloc, with a pool small enough to fill.
-        if kernel == "6.1" && d.chance(30) {
+        // zswap: 6.1's zbud (which writes back when its pool fills) or
+        // zsmalloc; 6.12's and 7.3's write back from their LRUs, with a
+        // pool small enough to fill.
+        if kernel != "5.10" && d.chance(30) {
             let z = "module/zswap/parameters";
             writeln!(out, "\"{z}/enabled\" = {}", d.chance(85)).unwrap();
             writeln!(out, "\"{z}/compressor\" = \"{}\"", d.pick(&["lzo", "lz4"])).unwrap();
-            let zpool = d.pick(&["zbud", "zsmalloc"]);
-            writeln!(out, "\"{z}/zpool\" = \"{zpool}\"").unwrap();
+            if kernel != "7.3" {
+                let zpool = d.pick(&["zbud", "zsmalloc"]);
+                writeln!(out, "\"{z}/zpool\" = \"{zpool}\"").unwrap();
+            }
             if d.chance(50) {
                 let pct = d.pick(&[0u32, 1, 2, 20, 50]);
                 writeln!(out, "\"{z}/max_pool_percent\" = {pct}").unwrap();
@@ -278,10 +281,14 @@ fn draw_sysfs(d: &mut Draw, out: &mut String, kernel: &str) {
                 let pct = d.pick(&[0u32, 50, 90, 100]);
                 writeln!(out, "\"{z}/accept_threshold_percent\" = {pct}").unwrap();
             }
-            if d.chance(20) {
+            if kernel != "6.1" {
+                if d.chance(10) {
+                    writeln!(out, "\"{z}/shrinker_enabled\" = false").unwrap();
+                }
+            } else if d.chance(20) {
                 writeln!(out, "\"{z}/same_filled_pages_enabled\" = {}", d.chance(50)).unwrap();
             }
-            if d.chance(10) {
+            if kernel == "6.1" && d.chance(10) {
                 writeln!(
                     out,
                     "\"{z}/non_same_filled_pages_enabled\" = {}",

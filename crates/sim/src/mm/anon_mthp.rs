@@ -340,8 +340,12 @@ impl Kernel {
     /// aligned block of PTEs holds contiguous swap entries that no swap
     /// cache holds (`can_swapin_thp`), with the block and its slots
     /// aligned alike; the folio is read whole and mapped whole, exclusive
-    /// and writable. None: no such order, the order-0 path goes on.
+    /// and writable. None: no such order, or zswap was ever enabled
+    /// (`zswap_never_enabled`), and the order-0 path goes on.
     pub fn do_swap_page_mthp(&mut self, vma: u32, idx: usize, pte: Pte, write: bool) -> Option<()> {
+        if self.zswap_ever_enabled() {
+            return None;
+        }
         let entry = pte_swp_entry(pte);
         let mut orders = self.thp_swap_suitable_orders(vma, idx, entry);
         while orders != 0 {
@@ -614,8 +618,12 @@ impl Kernel {
     /// can be allocated and charged; a failed order counts
     /// `swpin_fallback` (and `swpin_fallback_charge` for the charge). The
     /// folio goes into the swap cache and is read (`swpin` at the read).
-    /// Returns it with a reference for the caller, or None for order 0.
+    /// Returns it with a reference for the caller, or None for order 0
+    /// (always once zswap was enabled: `zswap_never_enabled`).
     pub fn swapin_sync_mthp(&mut self, vma: u32, idx: usize, pte: Pte) -> Option<Pfn> {
+        if self.zswap_ever_enabled() {
+            return None;
+        }
         let entry = pte_swp_entry(pte);
         let mut orders = self.thp_swap_suitable_orders(vma, idx, entry);
         while orders != 0 && !self.swap_pte_batch(vma, idx, entry, highest_order(orders)) {

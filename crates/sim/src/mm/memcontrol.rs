@@ -401,7 +401,7 @@ impl Kernel {
     /// page counter (a batch, then the pages alone), else charged past the
     /// limit (`force`: "prevent unbounded recursion when reclaim
     /// operations need to allocate memory").
-    fn try_charge_memalloc(&mut self, memcg: u16, nr: u64) {
+    pub(crate) fn try_charge_memalloc(&mut self, memcg: u16, nr: u64) {
         self.charge_cost(crate::cost_model::Fn::MemcgCharge, self.costs.memcg_charge);
         if self.is_root(memcg) || self.consume_stock(memcg, nr) {
             return;

@@ -883,7 +883,18 @@ impl Kernel {
     /// A new order-0 folio for a swap-in: locked and not yet uptodate, the
     /// read fills it.
     pub fn alloc_swapin_folio(&mut self, memcg: u16) -> Option<Pfn> {
-        let pfn = self.alloc_anon_folio(memcg).ok()?;
+        let pfn = if self.zswap.pf_memalloc {
+            // zswap's writeback from a store in reclaim: PF_MEMALLOC's
+            // allocation (no reclaim, below the watermarks) and forced
+            // charge.
+            let p = self.alloc_page(Gfp::Memalloc)?;
+            self.folios.get_mut(p).memcg = memcg;
+            self.try_charge_memalloc(memcg, 1);
+            self.folios.get_mut(p).set(PG_SWAPBACKED | PG_UPTODATE);
+            p
+        } else {
+            self.alloc_anon_folio(memcg).ok()?
+        };
         let f = self.folios.get_mut(pfn);
         f.clear(PG_UPTODATE);
         f.set(PG_LOCKED);

@@ -517,8 +517,9 @@ impl Kernel {
     /// entry is in the swap cache already (6.16's `non_swapcache_batch`
     /// fallback, which 6.14 lacked: there it failed with -EEXIST for
     /// ever), or the folio or its charge is not there (-ENOMEM) — and the
-    /// caller goes the split-and-readahead way. Userfaultfd and zswap, the
-    /// patch's other order-0 fallbacks, are not modelled.
+    /// caller goes the split-and-readahead way (also for a large entry once
+    /// zswap was enabled). Userfaultfd, the patch's other order-0
+    /// fallback, is not modelled.
     #[inline]
     fn shmem_swapin_skip_swapcache(
         &mut self,
@@ -530,6 +531,13 @@ impl Kernel {
     ) -> Option<Result<Pfn, FaultError>> {
         let ty = swp_type(entry);
         if !self.features.shmem_skip_swapcache || self.swap[ty].flags & SWP_SYNCHRONOUS_IO == 0 {
+            return None;
+        }
+        // Simplification: once zswap was enabled the kernel reads an
+        // order-0 folio here (`!zswap_never_enabled()`), splitting a large
+        // entry; mmsim takes the split-and-readahead way instead, which
+        // reads it through the swap cache.
+        if order > 0 && self.zswap_ever_enabled() {
             return None;
         }
         let nr = 1u32 << order;

@@ -1162,9 +1162,19 @@ impl Kernel {
             return;
         }
         if self.frontswap_store(pfn) {
-            // zswap took it: folio_start_writeback, folio_unlock and
-            // folio_end_writeback at once, no I/O (NR_WRITTEN counts it).
-            self.mod_node_page_state(Vm::NrWritten, nr as i64);
+            if !self.release.zswap_lru {
+                // 6.1's frontswap: folio_start_writeback, folio_unlock and
+                // folio_end_writeback at once, no I/O (NR_WRITTEN counts
+                // it). 6.12's zswap_store only unlocks.
+                self.mod_node_page_state(Vm::NrWritten, nr as i64);
+            }
+            let order = self.folios.get(pfn).order;
+            if order > 0 {
+                self.vm.inc(crate::vmstat::mthp_item(
+                    order,
+                    crate::vmstat::MthpStat::Zswpout,
+                ));
+            }
             return;
         }
         self.__swap_writepage(pfn);

@@ -42,10 +42,35 @@
 //! the next try. zsmalloc has no writeback in 6.1: its shrink fails. A
 //! failed shrink counts in `reject_reclaim_fail`.
 //!
+//! 6.12 and 7.3 (`release.zswap_lru`): no frontswap. `swap_writepage`
+//! calls `zswap_store` after the zeromap took zero pages; there are no
+//! same-filled pages. Each stored entry goes on its memcg's LRU
+//! (`zswap_list_lru`, oldest first) with its referenced bit set. A store
+//! refused at the pool's limit (`zswap_check_limits`: the pool's pages
+//! now, at or over `max_pool_percent` of RAM; accepting again at or under
+//! `accept_threshold_percent` of that) queues the shrink worker, which
+//! walks the memcgs round-robin from where it last stopped
+//! (`zswap_next_shrink`), shrinking each (`shrink_memcg`: one entry in
+//! 6.12, up to 32 in 7.3, from its LRU's head: a referenced entry loses
+//! the bit and goes to the tail, any other goes to the tail and is
+//! written back), until the pool is at or under the accept threshold or
+//! 16 tries failed. A store over memory.zswap.max first shrinks its own
+//! memcg once and is refused if that wrote nothing back. A load into the
+//! swap cache takes the entry (exclusive loads: the folio dirty, the
+//! entry freed); the synchronous zram fault of 6.12 reads into a folio
+//! outside the cache and leaves it. `zswpwb` counts writebacks. 7.3
+//! stores a large folio page by page (all or none), and a page that does
+//! not compress below a page as it is (`stored_incompressible_pages`).
+//!
 //! Simplification: the worker is a kworker with no task; its time is
 //! charged to the reclaimer it preempted, or to the CPU's next slice.
+//! (6.12's shrink workqueue is unbound: on a machine with an idle CPU
+//! the kworker would run there, beside the reclaimer; mmsim runs it on
+//! the reclaimer's CPU, as 6.1's bound workqueue does.)
 
-use super::folio::{Pfn, PG_KERNEL, PG_LOCKED, PG_RECLAIM, PG_UPTODATE, PG_WRITEBACK};
+use super::folio::{
+    Pfn, PG_DIRTY, PG_KERNEL, PG_LOCKED, PG_RECLAIM, PG_SWAPCACHE, PG_UPTODATE, PG_WRITEBACK,
+};
 use super::memcontrol::ROOT_MEMCG;
 use super::page_alloc::Gfp;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
@@ -89,6 +114,28 @@ struct Entry {
     memcg: u16,
     /// The page's content token, what a load gives back.
     version: u32,
+    /// The slot (`swpentry`): what writeback from the LRU writes to.
+    swp: SwpEntry,
+    /// Neighbours on its memcg's LRU (6.8+; NIL at the ends).
+    lru_prev: u32,
+    lru_next: u32,
+    /// `referenced`: set at the store, cleared by the shrinker for a
+    /// second chance.
+    referenced: bool,
+}
+
+/// No entry (an LRU's end).
+const NIL: u32 = u32::MAX;
+/// `MAX_RECLAIM_RETRIES`: the shrink worker's failed tries.
+const MAX_RECLAIM_RETRIES: u32 = 16;
+
+/// Why `shrink_memcg` wrote nothing back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ShrinkErr {
+    /// The memcg's LRU is empty (-ENOENT).
+    NoEntries,
+    /// Entries were looked at, none written back (-EAGAIN).
+    Again,
 }
 
 pub struct Zswap {
@@ -108,14 +155,28 @@ pub struct Zswap {
     /// The shrink worker is queued (`queue_work` of a pending item does
     /// nothing).
     shrink_pending: bool,
+    /// When the queued worker may preempt the reclaimer (6.12+: the next
+    /// scheduler tick; 6.1: at once).
+    shrink_due: u64,
     /// zbud pages the shrink worker freed since `pool_total_size` was
     /// last updated, which it still counts.
     freed_since_update: u64,
     /// The shrink worker is running.
     in_shrink_worker: bool,
+    /// A store is writing back for memory.zswap.max (`shrink_memcg` in
+    /// `zswap_store`, 6.12+): it runs in reclaim, with PF_MEMALLOC, so
+    /// the swap-cache page it allocates neither reclaims nor fails its
+    /// charge.
+    pub(crate) pf_memalloc: bool,
     pub stats: ZswapStats,
     /// The compressor's cost per content kind id (0: token pages).
     kind_costs: Vec<KindCost>,
+    /// `zswap_list_lru` (6.8+): per memcg, its oldest and newest entry
+    /// (NIL: empty); the root's holds the entries charged to no memcg.
+    lru: Vec<[u32; 2]>,
+    /// `zswap_next_shrink`: the memcg the shrink worker shrank last
+    /// (None: start again at the root).
+    next_shrink: Option<u16>,
 }
 
 impl Zswap {
@@ -130,10 +191,14 @@ impl Zswap {
             zs: None,
             reached_full: false,
             shrink_pending: false,
+            shrink_due: 0,
             freed_since_update: 0,
             in_shrink_worker: false,
+            pf_memalloc: false,
             stats: ZswapStats::default(),
             kind_costs: Vec::new(),
+            lru: Vec::new(),
+            next_shrink: None,
         }
     }
 
@@ -184,6 +249,13 @@ impl Kernel {
         Ok(())
     }
 
+    /// Not `zswap_never_enabled`: zswap was on at some point (the spec
+    /// turns it on from boot), so a large folio may be partly in zswap,
+    /// and 6.12 and 7.3 swap in pages only.
+    pub fn zswap_ever_enabled(&self) -> bool {
+        self.zswap.params.configured && self.zswap.params.enabled
+    }
+
     /// `zswap_is_full`: the pool over max_pool_percent of RAM.
     fn zswap_is_full(&self) -> bool {
         let total = self.totalram_pages();
@@ -199,6 +271,30 @@ impl Kernel {
             > self.zswap.total_size_pages()
     }
 
+    /// 6.12's `zswap_check_limits`: true while the pool is full (at or
+    /// over its limit, and until it is back at or under the accept
+    /// threshold), read from the pool as it is.
+    fn zswap_check_limits(&mut self) -> bool {
+        let p = &self.zswap.params;
+        let max = self.totalram_pages() * p.max_pool_percent as u64 / 100;
+        let accept = max * p.accept_threshold_percent as u64 / 100;
+        let cur = self.zswap.pool_pages();
+        if cur >= max {
+            self.zswap.stats.pool_limit_hit += 1;
+            self.zswap.reached_full = true;
+        } else if self.zswap.reached_full && cur <= accept {
+            self.zswap.reached_full = false;
+        }
+        self.zswap.reached_full
+    }
+
+    /// `zswap_accept_thr_pages`.
+    fn zswap_accept_thr_pages(&self) -> u64 {
+        let p = &self.zswap.params;
+        self.totalram_pages() * p.max_pool_percent as u64 / 100 * p.accept_threshold_percent as u64
+            / 100
+    }
+
     fn totalram_pages(&self) -> u64 {
         self.zones.iter().map(|z| z.managed).sum()
     }
@@ -208,6 +304,9 @@ impl Kernel {
     pub fn frontswap_store(&mut self, pfn: Pfn) -> bool {
         if !self.zswap.params.configured {
             return false;
+        }
+        if self.release.zswap_lru {
+            return self.zswap_store(pfn);
         }
         let f = *self.folios.get(pfn);
         let (ty, off) = (swp_type(f.swap), swp_offset(f.swap));
@@ -268,7 +367,7 @@ impl Kernel {
                     true => INCOMPRESSIBLE,
                     false => cost.comp_len,
                 };
-                (self.zpool_malloc(dlen)?, dlen)
+                (self.zpool_malloc(dlen, ZSWAP_HEADER)?, dlen)
             }
         };
         // The root memcg has no objcg: nothing charged, no memcg event.
@@ -282,6 +381,10 @@ impl Kernel {
             length,
             memcg,
             version,
+            swp: super::swapfile::swp_entry(ty, off),
+            lru_prev: NIL,
+            lru_next: NIL,
+            referenced: false,
         };
         if let Handle::Zbud(h) = handle {
             let swp = &mut self.zswap.zbud_swp;
@@ -295,12 +398,13 @@ impl Kernel {
         Some(())
     }
 
-    /// `zpool_malloc` of a compressed page (`dlen` bytes, the header in
-    /// front for zbud); None when refused (counted as the kernel counts).
-    fn zpool_malloc(&mut self, dlen: u32) -> Option<Handle> {
+    /// `zpool_malloc` of a compressed page (`dlen` bytes, `header`
+    /// bytes in front for zbud: 6.1's `zswap_header`); None when refused
+    /// (counted as the kernel counts).
+    fn zpool_malloc(&mut self, dlen: u32, header: u32) -> Option<Handle> {
         match self.zswap.params.zpool {
             Zpool::Zbud => {
-                let size = ZSWAP_HEADER + dlen;
+                let size = header + dlen;
                 if size > ZBUD_MAX_SIZE {
                     self.zswap.stats.reject_compress_poor += 1;
                     return None;
@@ -408,9 +512,26 @@ impl Kernel {
         self.memcg_stat(memcg, Mc::Zswapped, 1);
     }
 
-    /// The shrink worker, queued on a full pool (`queue_work`).
+    /// The shrink worker, queued on a full pool (`queue_work`). 6.1's
+    /// workqueue is per-CPU and its woken kworker preempts the reclaimer
+    /// (CFS places a long sleeper a latency's worth behind). 6.12's is
+    /// unbound, and EEVDF lets the reclaimer run out its slice
+    /// (RUN_TO_PARITY); with voluntary preemption the kworker gets the CPU
+    /// at the reclaimer's first resched point after the next tick (HZ =
+    /// 250) notices the slice is over. (The slice, 0.75 ms, is shorter
+    /// than a tick; on a machine with an idle CPU the kworker would run
+    /// there at once, which mmsim does not model.)
     fn zswap_queue_shrink(&mut self) {
+        if self.zswap.shrink_pending {
+            return;
+        }
         self.zswap.shrink_pending = true;
+        self.zswap.shrink_due = if self.release.zswap_lru {
+            const JIFFY_NS: u64 = 1_000_000_000 / super::memcontrol::HZ;
+            (self.now() / JIFFY_NS + 1) * JIFFY_NS
+        } else {
+            0
+        };
     }
 
     /// `cond_resched` in `shrink_folio_list` with zbud's shrink worker
@@ -420,7 +541,7 @@ impl Kernel {
     /// the worker's allocation may reclaim, and its list is its own.
     #[inline]
     pub(crate) fn zswap_shrink_at_resched(&mut self) {
-        if self.zswap.shrink_pending {
+        if self.zswap.shrink_pending && self.now() >= self.zswap.shrink_due {
             self.zswap_shrink_preempting();
         }
     }
@@ -430,7 +551,8 @@ impl Kernel {
     fn zswap_shrink_preempting(&mut self) {
         // A work item does not run inside itself: a store of the worker's
         // own reclaim queues it for after this run.
-        if self.zswap.params.zpool != Zpool::Zbud || self.zswap.in_shrink_worker {
+        let can_evict = self.release.zswap_lru || self.zswap.params.zpool == Zpool::Zbud;
+        if !can_evict || self.zswap.in_shrink_worker {
             return;
         }
         self.mem_cgroup_uncharge_list_end();
@@ -449,10 +571,19 @@ impl Kernel {
         }
     }
 
-    /// `shrink_worker`: `zpool_shrink(pool, 1)`.
+    /// `shrink_worker`: `zpool_shrink(pool, 1)` (6.1), or writeback from
+    /// the memcgs' LRUs (6.8+).
     #[cold]
     fn zswap_shrink_worker(&mut self) {
         self.zswap.shrink_pending = false;
+        if self.release.zswap_lru {
+            let task = self.cur_task.take();
+            self.zswap.in_shrink_worker = true;
+            self.traced(Fn::ZswapWriteback, |k| k.zswap_shrink_memcgs());
+            self.zswap.in_shrink_worker = false;
+            self.cur_task = task;
+            return;
+        }
         let shrunk = match self.zswap.params.zpool {
             Zpool::Zbud => {
                 // A kworker: no task.
@@ -504,18 +635,25 @@ impl Kernel {
         false
     }
 
-    /// `zswap_writeback_entry`, zbud's evict callback for object `h`: its
-    /// slot's page decompressed into a new swap-cache page and written to
-    /// the swap device, the entry freed. False where the kernel returns an
-    /// error: the slot has a swap-cache page already (-EEXIST), or no page
-    /// could be had (-ENOMEM); an entry invalidated meanwhile is done.
+    /// `zswap_writeback_entry`, zbud's evict callback for object `h`
+    /// (6.1): the entry of the slot its header names.
     fn zswap_writeback_entry(&mut self, h: zbud::Handle) -> bool {
         let swp = self.zswap.zbud_swp[h.page as usize][h.bud as usize];
+        self.zswap_writeback_slot(swp)
+    }
+
+    /// `zswap_writeback_entry` of slot `swp`'s entry: its page
+    /// decompressed into a new swap-cache page and written to the swap
+    /// device, the entry freed. False where the kernel returns an error:
+    /// the slot has a swap-cache page already (-EEXIST), or no page could
+    /// be had (-ENOMEM); an entry invalidated meanwhile is done (6.1's
+    /// zbud holds a freed object's page until its buddy goes).
+    fn zswap_writeback_slot(&mut self, swp: SwpEntry) -> bool {
         let (ty, off) = (swp_type(swp), swp_offset(swp));
         let Some(i) = self.zswap.lookup(ty, off) else {
             return true;
         };
-        // zswap_get_swap_cache_page: __read_swap_cache_async(GFP_KERNEL),
+        // zswap_get_swap_cache_page / __read_swap_cache_async(GFP_KERNEL),
         // charged to the slot's memcg (no mm: the root's otherwise).
         if let Some(pfn) = self.swap_cache_get_folio(swp) {
             self.folio_put(pfn);
@@ -541,6 +679,15 @@ impl Kernel {
             self.zswap.kind_costs[kind].decompress_ns,
         );
         self.folios.version[pfn as usize] = e.version;
+        self.zswap.stats.written_back_pages += 1;
+        if self.release.zswap_lru {
+            // ZSWPWB, and the entry freed before the write.
+            self.vm.inc(Vm::Zswpwb);
+            if e.memcg != ROOT_MEMCG {
+                self.memcg_stat(e.memcg, Mc::Zswpwb, 1);
+            }
+            self.zswap_invalidate_page(ty, off);
+        }
         let f = self.folios.get_mut(pfn);
         f.set(PG_UPTODATE);
         // To the inactive tail once written (end_page_writeback).
@@ -556,8 +703,8 @@ impl Kernel {
         }
         f.clear(PG_LOCKED);
         self.folio_put(pfn);
-        self.zswap.stats.written_back_pages += 1;
-        // Both references dropped: the entry leaves the tree and is freed.
+        // 6.1: both references dropped, the entry leaves the tree and is
+        // freed.
         self.zswap_invalidate_page(ty, off);
         true
     }
@@ -572,7 +719,9 @@ impl Kernel {
         let Some(i) = self.zswap.lookup(ty, off) else {
             return false;
         };
-        debug_assert_eq!(self.folios.get(pfn).order, 0, "6.1 swaps in pages");
+        // Large swap-in is off while zswap was ever enabled
+        // (`zswap_never_enabled`).
+        debug_assert_eq!(self.folios.get(pfn).order, 0, "zswap loads pages");
         let e = self.zswap.entries[i as usize];
         let kind = self.zswap_decompress_kind(e);
         self.charge_cost(Fn::ZswapLoad, self.zswap.kind_costs[kind].decompress_ns);
@@ -580,6 +729,13 @@ impl Kernel {
         self.vm.inc(Vm::Zswpin);
         if e.memcg != ROOT_MEMCG {
             self.memcg_stat(e.memcg, Mc::Zswpin, 1);
+        }
+        // 6.10's exclusive loads: the swap cache owns the page now; the
+        // synchronous zram fault's folio is outside it and may be freed
+        // if the fault fails, so zswap keeps the entry for it.
+        if self.release.zswap_lru && self.folios.get(pfn).test(PG_SWAPCACHE) {
+            self.zswap_invalidate_page(ty, off);
+            self.folios.get_mut(pfn).set(PG_DIRTY);
         }
         true
     }
@@ -591,6 +747,9 @@ impl Kernel {
             return;
         };
         self.zswap.trees[ty][off as usize] = 0;
+        if self.release.zswap_lru {
+            self.zswap_lru_del(i);
+        }
         self.zswap.free_entries.push(i);
         let e = self.zswap.entries[i as usize];
         self.zswap_free_entry(e);
@@ -625,6 +784,229 @@ impl Kernel {
         self.zswap_update_total_size();
     }
 
+    // ---- 6.12 and 7.3: zswap_store and zswap's LRU -----------------------
+
+    /// 6.12's `zswap_store` of the locked swap-cache folio `pfn`: true if
+    /// zswap took it (every page of it, 7.3; a large folio is refused in
+    /// 6.12). A refused store drops the entries its slots held.
+    fn zswap_store(&mut self, pfn: Pfn) -> bool {
+        let f = *self.folios.get(pfn);
+        if f.order > 0 && !self.release.zswap_large_store {
+            return false;
+        }
+        let (ty, off, nr) = (swp_type(f.swap), swp_offset(f.swap), f.nr_pages());
+        let stored = self.zswap.params.enabled
+            && self.traced(Fn::ZswapStore, |k| k.zswap_store_folio(pfn, ty, off));
+        if stored {
+            return true;
+        }
+        if self.zswap.params.enabled && self.zswap.reached_full {
+            self.zswap_queue_shrink();
+        }
+        // check_old: a stale entry must not be written back over the page.
+        for i in 0..nr {
+            self.zswap_invalidate_page(ty, off + i);
+        }
+        false
+    }
+
+    /// zswap_store's checks and its pages' stores; true when all are in.
+    fn zswap_store_folio(&mut self, pfn: Pfn, ty: usize, off: u32) -> bool {
+        let f = *self.folios.get(pfn);
+        let memcg = f.memcg;
+        if memcg != ROOT_MEMCG && !self.obj_cgroup_may_zswap(memcg) {
+            // In reclaim (PF_MEMALLOC): see `Zswap::pf_memalloc`.
+            let outer = std::mem::replace(&mut self.zswap.pf_memalloc, true);
+            let shrunk = self.shrink_memcg(memcg);
+            self.zswap.pf_memalloc = outer;
+            if shrunk.is_err() {
+                return false;
+            }
+        }
+        if self.zswap_check_limits() {
+            return false;
+        }
+        let nr = f.nr_pages();
+        for i in 0..nr {
+            if !self.zswap_store_page(pfn + i, ty, off + i, memcg) {
+                return false;
+            }
+        }
+        if memcg != ROOT_MEMCG {
+            self.memcg_stat(memcg, Mc::Zswpout, nr as i64);
+        }
+        self.vm.add(Vm::Zswpout, nr as i64);
+        true
+    }
+
+    /// `zswap_store_page`: compressed (7.3: kept whole if it does not
+    /// compress below a page), stored in the zpool, the slot's old entry
+    /// freed, the memcg charged, on the memcg's LRU with its referenced
+    /// bit set.
+    fn zswap_store_page(&mut self, pfn: Pfn, ty: usize, off: u32, memcg: u16) -> bool {
+        let version = self.folios.version[pfn as usize];
+        let mut kind = self.contents.kind_of(version);
+        // No same-filled pages: a page of one repeated word (zeros went
+        // to the zeromap) is compressed, priced as a token page is (a
+        // word and zeros; the profile measures same-filled pages only as
+        // zram keeps them).
+        if kind != 0 && self.contents.kinds[kind].same_filled() {
+            kind = 0;
+        }
+        let cost = self.zswap.kind_costs[kind];
+        self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+        let incompressible = cost.comp_len >= PAGE_SIZE;
+        if incompressible && !self.release.zswap_incompressible {
+            // 6.12's compressor writes into one page and fails past it
+            // (the QEMU oracle's 6.12 counts reject_compress_fail, not
+            // zsmalloc's refusal).
+            self.zswap.stats.reject_compress_fail += 1;
+            return false;
+        }
+        let dlen = match incompressible {
+            true => PAGE_SIZE,
+            false => cost.comp_len,
+        };
+        let Some(handle) = self.zpool_malloc(dlen, 0) else {
+            return false;
+        };
+        if incompressible && self.release.zswap_incompressible {
+            self.zswap.stats.stored_incompressible_pages += 1;
+        }
+        // The slot's old entry (the page was written again) goes.
+        self.zswap_invalidate_page(ty, off);
+        if memcg != ROOT_MEMCG {
+            self.obj_cgroup_charge_zswap(memcg, dlen);
+        }
+        let e = Entry {
+            handle,
+            length: dlen,
+            memcg,
+            version,
+            swp: super::swapfile::swp_entry(ty, off),
+            lru_prev: NIL,
+            lru_next: NIL,
+            referenced: true,
+        };
+        self.zswap_insert(ty, off, e);
+        let i = self.zswap.lookup(ty, off).expect("just stored");
+        self.zswap_lru_add(i);
+        true
+    }
+
+    /// `zswap_lru_add`: at the tail of its memcg's list.
+    fn zswap_lru_add(&mut self, i: u32) {
+        let z = &mut self.zswap;
+        let m = z.entries[i as usize].memcg as usize;
+        if z.lru.len() <= m {
+            z.lru.resize(m + 1, [NIL; 2]);
+        }
+        let tail = z.lru[m][1];
+        let e = &mut z.entries[i as usize];
+        e.lru_prev = tail;
+        e.lru_next = NIL;
+        match tail {
+            NIL => z.lru[m][0] = i,
+            t => z.entries[t as usize].lru_next = i,
+        }
+        z.lru[m][1] = i;
+    }
+
+    /// `zswap_lru_del`.
+    fn zswap_lru_del(&mut self, i: u32) {
+        let z = &mut self.zswap;
+        let e = z.entries[i as usize];
+        let m = e.memcg as usize;
+        match e.lru_prev {
+            NIL => z.lru[m][0] = e.lru_next,
+            p => z.entries[p as usize].lru_next = e.lru_next,
+        }
+        match e.lru_next {
+            NIL => z.lru[m][1] = e.lru_prev,
+            n => z.entries[n as usize].lru_prev = e.lru_prev,
+        }
+    }
+
+    /// `shrink_memcg`: walks up to 1 (6.12) or 32 (7.3: SWAP_CLUSTER_MAX)
+    /// entries from the head of `memcg`'s LRU (`shrink_memcg_cb`: a
+    /// referenced entry loses its bit and goes to the tail; any other goes
+    /// to the tail and is written back).
+    fn shrink_memcg(&mut self, memcg: u16) -> Result<(), ShrinkErr> {
+        let mut nr_to_walk = if self.release.zswap_shrink_memcg_batch {
+            32
+        } else {
+            1
+        };
+        let (mut scanned, mut shrunk) = (0u32, 0u32);
+        while nr_to_walk > 0 {
+            let head = self.zswap.lru.get(memcg as usize).map_or(NIL, |l| l[0]);
+            if head == NIL {
+                break;
+            }
+            nr_to_walk -= 1;
+            scanned += 1;
+            self.zswap_lru_del(head);
+            self.zswap_lru_add(head);
+            let e = &mut self.zswap.entries[head as usize];
+            if e.referenced {
+                e.referenced = false;
+                continue;
+            }
+            let swp = e.swp;
+            if self.zswap_writeback_slot(swp) {
+                shrunk += 1;
+            } else {
+                self.zswap.stats.reject_reclaim_fail += 1;
+            }
+        }
+        match (scanned, shrunk) {
+            (0, _) => Err(ShrinkErr::NoEntries),
+            (_, 0) => Err(ShrinkErr::Again),
+            _ => Ok(()),
+        }
+    }
+
+    /// 6.12's `shrink_worker`: the memcgs round-robin (`mem_cgroup_iter`
+    /// from `zswap_next_shrink`, pre-order from the root), each shrunk,
+    /// until the pool is at or under the accept threshold; it gives up
+    /// after MAX_RECLAIM_RETRIES failed shrinks or tree walks that found
+    /// no entry.
+    fn zswap_shrink_memcgs(&mut self) {
+        let thr = self.zswap_accept_thr_pages();
+        let (mut failures, mut attempts) = (0u32, 0u32);
+        loop {
+            let next = self.zswap.next_shrink.map_or(0, |m| m as usize + 1);
+            let memcg = (next < self.memcgs.len()).then_some(next as u16);
+            self.zswap.next_shrink = memcg;
+            match memcg {
+                None => {
+                    if attempts == 0 {
+                        failures += 1;
+                        if failures == MAX_RECLAIM_RETRIES {
+                            break;
+                        }
+                    }
+                    attempts = 0;
+                }
+                Some(m) => match self.shrink_memcg(m) {
+                    Err(ShrinkErr::NoEntries) => {}
+                    r => {
+                        attempts += 1;
+                        if r.is_err() {
+                            failures += 1;
+                            if failures == MAX_RECLAIM_RETRIES {
+                                break;
+                            }
+                        }
+                    }
+                },
+            }
+            if self.zswap.pool_pages() <= thr {
+                break;
+            }
+        }
+    }
+
     /// The invariants: every slot's entry counted once in stored_pages,
     /// the pool's size its pages', and each memcg's zswapped its entries.
     pub fn check_zswap(&self) -> Result<(), String> {
@@ -646,6 +1028,9 @@ impl Kernel {
                 z.freed_since_update
             ));
         }
+        if self.release.zswap_lru {
+            self.check_zswap_lru()?;
+        }
         let mut per_memcg = vec![0i64; self.memcgs.len()];
         for &e in z.trees.iter().flatten().filter(|&&e| e != 0) {
             per_memcg[z.entries[e as usize - 1].memcg as usize] += 1;
@@ -658,6 +1043,39 @@ impl Kernel {
                     self.memcgs[m].name
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// 6.8+: each live entry on its memcg's LRU once, the links both ways.
+    fn check_zswap_lru(&self) -> Result<(), String> {
+        let z = &self.zswap;
+        let mut on_lru = 0u64;
+        for (m, &[head, tail]) in z.lru.iter().enumerate() {
+            let (mut prev, mut cur) = (NIL, head);
+            while cur != NIL {
+                let e = &z.entries[cur as usize];
+                if e.memcg as usize != m || e.lru_prev != prev {
+                    return Err(format!(
+                        "zswap: entry {cur} on memcg {m}'s LRU belongs to memcg {} or is linked wrong",
+                        e.memcg
+                    ));
+                }
+                on_lru += 1;
+                if on_lru > z.nr_entries() {
+                    return Err("zswap: an LRU loops".to_string());
+                }
+                (prev, cur) = (cur, e.lru_next);
+            }
+            if prev != tail {
+                return Err(format!("zswap: memcg {m}'s LRU tail is not its last entry"));
+            }
+        }
+        if on_lru != z.nr_entries() {
+            return Err(format!(
+                "zswap: {on_lru} entries on the LRUs, {} live",
+                z.nr_entries()
+            ));
         }
         Ok(())
     }

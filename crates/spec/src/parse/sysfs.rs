@@ -394,7 +394,7 @@ pub(crate) const SYSFS: &[SysfsKnob] = &[
         listed: true,
         since: None,
         refuse: |key, preset, _| {
-            (preset != Preset::V6_1).then(|| format!("found the zswap knob \"{key}\" with machine.kernel = \"{preset}\"; zswap is modelled as Linux 6.1 has it (through frontswap; 6.8 and later store, load and write back by other paths, not modelled yet); expected machine.kernel = \"6.1\" for a zswap spec"))
+            (preset < Preset::V6_1).then(|| format!("found the zswap knob \"{key}\" with machine.kernel = \"{preset}\"; zswap is modelled as Linux 6.1, 6.12 and 7.3 have it; expected machine.kernel = \"6.1\" or later for a zswap spec"))
         },
         store: store_zswap,
     },
@@ -507,9 +507,19 @@ fn store_zswap(
     path: &str,
     kept: &mut Kept,
 ) -> Result<(), SpecError> {
-    let (rep, v) = (env.rep, &e.node);
+    let (rep, v, preset) = (env.rep, &e.node, env.preset);
     let z = &mut kept.s.zswap;
+    if !z.configured {
+        *z = Zswap::boot(preset);
+    }
     let text = value_text(rep, v, path)?;
+    let absent = |why: &str| {
+        Err(rep.at(
+            e.key_at,
+            path.to_string(),
+            format!("found the zswap knob \"{key}\", which Linux {preset} does not have ({why})"),
+        ))
+    };
     let boolean = || {
         kstrtobool(&text)
             .ok_or_else(|| type_error(rep, v, path, "a boolean (true or false, \"Y\" or \"N\")"))
@@ -528,16 +538,46 @@ fn store_zswap(
             )
         })
     };
-    match &key[ZSWAP.len()..] {
+    let name = &key[ZSWAP.len()..];
+    match name {
+        "same_filled_pages_enabled" | "non_same_filled_pages_enabled" if preset > Preset::V6_1 => {
+            return absent("6.10 took zswap's same-filled pages out: 6.12's swap zeromap keeps zero pages, and zswap compresses every other");
+        }
+        "shrinker_enabled" if preset < Preset::V6_12 => {
+            return absent("zswap's shrinker came in 6.8");
+        }
+        "zpool" if preset >= Preset::V7_3 => {
+            return absent("6.18 took the zpool layer out: zswap stores in zsmalloc only");
+        }
+        _ => {}
+    }
+    match name {
         "enabled" => z.enabled = boolean()?,
         "same_filled_pages_enabled" => z.same_filled_pages_enabled = boolean()?,
         "non_same_filled_pages_enabled" => z.non_same_filled_pages_enabled = boolean()?,
+        "shrinker_enabled" => {
+            if boolean()? {
+                return Err(rep.at(v.at, path.to_string(), "found shrinker_enabled = true: zswap's shrinker (reclaim writing zswap's entries back through shrink_slab) is not modelled; expected false, Debian's default (the shrink worker at the pool's limit and memory.zswap.max's writeback are)".to_string()));
+            }
+            z.shrinker_enabled = false;
+        }
         "max_pool_percent" => z.max_pool_percent = uint()?,
         "accept_threshold_percent" => z.accept_threshold_percent = uint()?,
         "compressor" => {
             let Some(&c) = ZSWAP_COMPRESSORS.iter().find(|&&c| c == text) else {
-                let all: Vec<String> = ZSWAP_COMPRESSORS.iter().map(|c| format!("\"{c}\"")).collect();
-                return Err(type_error(rep, v, path, &format!("one of {} (the compressors Debian's 6.1 offers zswap)", all.join(", "))));
+                let all: Vec<String> = ZSWAP_COMPRESSORS
+                    .iter()
+                    .map(|c| format!("\"{c}\""))
+                    .collect();
+                return Err(type_error(
+                    rep,
+                    v,
+                    path,
+                    &format!(
+                        "one of {} (the compressors Debian's 6.1 offers zswap)",
+                        all.join(", ")
+                    ),
+                ));
             };
             z.compressor = c;
         }
@@ -547,10 +587,31 @@ fn store_zswap(
             }
             z.zpool = one_of(rep, v, path, Zpool::ALL, Zpool::name)?;
         }
-        _ => return Err(rep.at(e.key_at, path.to_string(), format!("found the zswap knob \"{key}\", which 6.1's zswap does not have; expected one of {ZSWAP}{{enabled, compressor, zpool, max_pool_percent, accept_threshold_percent, same_filled_pages_enabled, non_same_filled_pages_enabled}}"))),
+        _ => {
+            let names = zswap_knob_names(preset).join(", ");
+            return Err(rep.at(e.key_at, path.to_string(), format!("found the zswap knob \"{key}\", which {preset}'s zswap does not have; expected one of {ZSWAP}{{{names}}}")));
+        }
     }
     z.configured = true;
     Ok(())
+}
+
+/// The zswap parameters `preset` has, in the order they are written
+/// (`enabled` last: the pool is made with the compressor and zpool
+/// written before it).
+fn zswap_knob_names(preset: Preset) -> Vec<&'static str> {
+    let mut n = vec!["compressor"];
+    if preset < Preset::V7_3 {
+        n.push("zpool");
+    }
+    n.extend(["max_pool_percent", "accept_threshold_percent"]);
+    if preset == Preset::V6_1 {
+        n.extend(["same_filled_pages_enabled", "non_same_filled_pages_enabled"]);
+    } else {
+        n.push("shrinker_enabled");
+    }
+    n.push("enabled");
+    n
 }
 
 /// A knob under khugepaged/.
@@ -671,33 +732,29 @@ fn push_sysfs_knobs(
         format!("sysfs:{VMA_RA_ENABLED}"),
         s.vma_ra_enabled.to_string(),
     ));
-    push_zswap_knobs(&s.zswap, knobs);
+    push_zswap_knobs(&s.zswap, preset, knobs);
 }
 
 /// zswap's parameters when the spec sets any, every one (so a machine
 /// whose zswap was left otherwise runs as the spec says), `enabled` last:
 /// the pool is made with the compressor and zpool written before it. As
 /// the kernel shows them: booleans "Y" or "N".
-fn push_zswap_knobs(z: &Zswap, knobs: &mut Vec<(String, String)>) {
+fn push_zswap_knobs(z: &Zswap, preset: Preset, knobs: &mut Vec<(String, String)>) {
     if !z.configured {
         return;
     }
     let yn = |b: bool| if b { "Y" } else { "N" }.to_string();
-    for (name, value) in [
-        ("compressor", z.compressor.to_string()),
-        ("zpool", z.zpool.name().to_string()),
-        ("max_pool_percent", z.max_pool_percent.to_string()),
-        (
-            "accept_threshold_percent",
-            z.accept_threshold_percent.to_string(),
-        ),
-        ("same_filled_pages_enabled", yn(z.same_filled_pages_enabled)),
-        (
-            "non_same_filled_pages_enabled",
-            yn(z.non_same_filled_pages_enabled),
-        ),
-        ("enabled", yn(z.enabled)),
-    ] {
+    for name in zswap_knob_names(preset) {
+        let value = match name {
+            "compressor" => z.compressor.to_string(),
+            "zpool" => z.zpool.name().to_string(),
+            "max_pool_percent" => z.max_pool_percent.to_string(),
+            "accept_threshold_percent" => z.accept_threshold_percent.to_string(),
+            "same_filled_pages_enabled" => yn(z.same_filled_pages_enabled),
+            "non_same_filled_pages_enabled" => yn(z.non_same_filled_pages_enabled),
+            "shrinker_enabled" => yn(z.shrinker_enabled),
+            _ => yn(z.enabled),
+        };
         knobs.push((format!("sysfs:{ZSWAP}{name}"), value));
     }
 }

@@ -370,8 +370,57 @@ fn zswap_parameters_out_of_range_unknown_or_on_other_presets_are_refused() {
         &e,
         5,
         &key("shrinker_enabled"),
+        &["Linux 6.1 does not have", "shrinker came in 6.8"],
+    );
+    let e = rejected(&head("bogus", "true", "6.1"));
+    check(
+        &e,
+        5,
+        &key("bogus"),
         &["6.1's zswap does not have", "accept_threshold_percent"],
     );
-    let e = rejected(&head("enabled", "true", "6.12"));
-    check(&e, 5, &key("enabled"), &["6.12", "modelled as Linux 6.1"]);
+    let e = rejected(&head("enabled", "true", "5.10"));
+    check(&e, 5, &key("enabled"), &["5.10", "6.1, 6.12 and 7.3"]);
+    let e = rejected(&head("same_filled_pages_enabled", "true", "6.12"));
+    check(
+        &e,
+        5,
+        &key("same_filled_pages_enabled"),
+        &["Linux 6.12 does not have", "6.10"],
+    );
+    let e = rejected(&head("zpool", "\"zsmalloc\"", "7.3"));
+    check(
+        &e,
+        5,
+        &key("zpool"),
+        &["Linux 7.3 does not have", "zsmalloc only"],
+    );
+    let e = rejected(&head("shrinker_enabled", "true", "7.3"));
+    check(&e, 5, &key("shrinker_enabled"), &["not modelled", "false"]);
+    let e = rejected(&head("bogus", "1", "7.3"));
+    check(
+        &e,
+        5,
+        &key("bogus"),
+        &["7.3's zswap does not have", "shrinker_enabled"],
+    );
+    // 6.12 writes its own parameters: no same-filled ones, its shrinker's.
+    let s = parse(&head("enabled", "true", "6.12")).expect("valid");
+    let written: Vec<&str> = s
+        .knobs
+        .iter()
+        .filter_map(|(k, _)| k.strip_prefix("sysfs:module/zswap/parameters/"))
+        .collect();
+    assert_eq!(
+        written,
+        [
+            "compressor",
+            "zpool",
+            "max_pool_percent",
+            "accept_threshold_percent",
+            "shrinker_enabled",
+            "enabled"
+        ]
+    );
+    assert_eq!(s.sysfs.zswap.zpool, mmsim_spec::Zpool::Zsmalloc);
 }
