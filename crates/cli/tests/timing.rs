@@ -227,11 +227,16 @@ const KNOWN_PRESSURE_MISSES: &[(&str, &[&str])] = &[
         // beyond the TLB shootdowns (lock waits) is not modelled. Two
         // threads reclaiming in one memcg (smp_threads_reclaim) stall
         // 65 % of the phase against 72-76 %, and pass at 0.89 and 0.78.
+        // zswap_zram's write phase is zram_memcg's case again: its five
+        // runs took 287-582 ms, the median run's stall (361 ms) is longer
+        // than the fastest run's whole phase, which mmsim's is within 1 %
+        // of; the read and rewrite stalls agree (0.98, 0.97).
         "amd-epyc",
         &[
             "two_procs a/write",
             "two_procs b/write",
             "zram_memcg main/swapout_write",
+            "zswap_zram main/write",
         ],
     ),
 ];
