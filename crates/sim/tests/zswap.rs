@@ -467,31 +467,17 @@ fn incompressible_pages_are_stored_whole_on_7_3() {
     // Random bytes do not compress below a page: 7.3 stores each as it is
     // (a whole page of zsmalloc's); 6.12's compression fails on each.
     let pageout = r#"{ op = "madvise", region = "a", advice = "pageout" },"#;
-    let r = run(&spec_on(
-        "7.3",
-        "virtio",
-        "",
-        "",
-        4,
-        Some("\"random\""),
-        pageout,
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    let random = |kernel: &str| {
+        let text = spec_on(kernel, "virtio", "", "", 4, Some("\"random\""), pageout);
+        run(&text).unwrap_or_else(|e| panic!("{kernel}: {e}"))
+    };
+    let r = random("7.3");
     let z = r.zswap.expect("zswap's counters");
     assert_eq!(z.stored_incompressible_pages, 1024, "{z:?}");
     assert_eq!(z.pool_total_size, 1024 * 4096, "{z:?}");
     assert_eq!(stat(&r, "zswap"), 1024 * 4096);
     assert_eq!((vm(&r, "zswpout"), vm(&r, "pswpout")), (1024, 0));
-    let r = run(&spec_on(
-        "6.12",
-        "virtio",
-        "",
-        "",
-        4,
-        Some("\"random\""),
-        pageout,
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    let r = random("6.12");
     let z = r.zswap.expect("zswap's counters");
     assert_eq!((z.reject_compress_fail, z.reject_alloc_fail), (1024, 0));
     assert_eq!((vm(&r, "zswpout"), vm(&r, "pswpout")), (0, 1024));

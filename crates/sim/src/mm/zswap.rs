@@ -61,6 +61,9 @@
 //! outside the cache and leaves it. `zswpwb` counts writebacks. 7.3
 //! stores a large folio page by page (all or none), and a page that does
 //! not compress below a page as it is (`stored_incompressible_pages`).
+//! 6.12's worker is queued on an unbound workqueue and EEVDF lets the
+//! reclaimer finish its slice: it preempts at the reclaimer's first folio
+//! after the next scheduler tick (`zswap_queue_shrink`).
 //!
 //! Simplification: the worker is a kworker with no task; its time is
 //! charged to the reclaimer it preempted, or to the CPU's next slice.
