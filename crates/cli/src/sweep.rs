@@ -98,10 +98,7 @@ fn row(r: &RunResult) -> Vec<(String, i64)> {
     if let Some(z) = &r.zswap {
         for f in mmsim_spec::output::ZswapStats::FILES {
             let v = z.field(f).expect("a zswap debugfs file");
-            // Files later releases added: a column only where a run
-            // counted something.
-            let later = ["stored_incompressible_pages", "reject_compress_fail"];
-            if later.contains(&f) && v == 0 {
+            if v == 0 && mmsim_spec::output::ZswapStats::ONLY_WHERE_SET.contains(&f) {
                 continue;
             }
             cols.push((format!("zswap.{f}"), v as i64));

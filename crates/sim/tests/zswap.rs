@@ -405,26 +405,11 @@ fn memory_zswap_max_writes_back_its_own_memcg_from_6_12() {
     // wrote nothing, which it does while the LRU's head is referenced.
     let pageout = r#"{ op = "madvise", region = "a", advice = "pageout" },"#;
     let max = "memory_zswap_max = \"64K\"";
-    let r61 = run(&spec_on(
-        "6.1",
-        "virtio",
-        "",
-        max,
-        4,
-        Some("\"text\""),
-        pageout,
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
-    let r612 = run(&spec_on(
-        "6.12",
-        "virtio",
-        "",
-        max,
-        4,
-        Some("\"text\""),
-        pageout,
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    let on = |kernel: &str| {
+        let text = spec_on(kernel, "virtio", "", max, 4, Some("\"text\""), pageout);
+        run(&text).unwrap_or_else(|e| panic!("{kernel}: {e}"))
+    };
+    let (r61, r612) = (on("6.1"), on("6.12"));
     assert_eq!(vm(&r61, "zswpout"), 66);
     assert_eq!(vm(&r61, "pswpout"), 1024 - 66);
     let wb = vm(&r612, "zswpwb");

@@ -168,6 +168,11 @@ impl ZswapStats {
         })
     }
 
+    /// The files later releases added, in a document (and a sweep's
+    /// columns) only where a run counted something.
+    pub const ONLY_WHERE_SET: [&'static str; 2] =
+        ["stored_incompressible_pages", "reject_compress_fail"];
+
     /// A counter by its debugfs file name; None for a name it lacks.
     pub fn field(&self, name: &str) -> Option<u64> {
         let mut c = *self;

@@ -261,8 +261,12 @@ impl Kernel {
 
     /// `zswap_is_full`: the pool over max_pool_percent of RAM.
     fn zswap_is_full(&self) -> bool {
-        let total = self.totalram_pages();
-        total * self.zswap.params.max_pool_percent as u64 / 100 < self.zswap.total_size_pages()
+        self.zswap_max_pages() < self.zswap.total_size_pages()
+    }
+
+    /// `zswap_max_pages`: max_pool_percent of totalram.
+    fn zswap_max_pages(&self) -> u64 {
+        self.totalram_pages() * self.zswap.params.max_pool_percent as u64 / 100
     }
 
     /// `zswap_can_accept`: the pool under accept_threshold_percent of
@@ -278,14 +282,11 @@ impl Kernel {
     /// over its limit, and until it is back at or under the accept
     /// threshold), read from the pool as it is.
     fn zswap_check_limits(&mut self) -> bool {
-        let p = &self.zswap.params;
-        let max = self.totalram_pages() * p.max_pool_percent as u64 / 100;
-        let accept = max * p.accept_threshold_percent as u64 / 100;
         let cur = self.zswap.pool_pages();
-        if cur >= max {
+        if cur >= self.zswap_max_pages() {
             self.zswap.stats.pool_limit_hit += 1;
             self.zswap.reached_full = true;
-        } else if self.zswap.reached_full && cur <= accept {
+        } else if self.zswap.reached_full && cur <= self.zswap_accept_thr_pages() {
             self.zswap.reached_full = false;
         }
         self.zswap.reached_full
@@ -293,9 +294,7 @@ impl Kernel {
 
     /// `zswap_accept_thr_pages`.
     fn zswap_accept_thr_pages(&self) -> u64 {
-        let p = &self.zswap.params;
-        self.totalram_pages() * p.max_pool_percent as u64 / 100 * p.accept_threshold_percent as u64
-            / 100
+        self.zswap_max_pages() * self.zswap.params.accept_threshold_percent as u64 / 100
     }
 
     fn totalram_pages(&self) -> u64 {
@@ -455,7 +454,8 @@ impl Kernel {
         Some(p)
     }
 
-    fn zswap_insert(&mut self, ty: usize, off: u32, e: Entry) {
+    /// The entry into slot (`ty`, `off`)'s tree; its index.
+    fn zswap_insert(&mut self, ty: usize, off: u32, e: Entry) -> u32 {
         let z = &mut self.zswap;
         let i = match z.free_entries.pop() {
             Some(i) => {
@@ -476,6 +476,7 @@ impl Kernel {
         z.trees[ty][off as usize] = i + 1;
         z.stats.stored_pages += 1;
         self.zswap_update_total_size();
+        i
     }
 
     fn zswap_update_total_size(&mut self) {
@@ -706,9 +707,11 @@ impl Kernel {
         }
         f.clear(PG_LOCKED);
         self.folio_put(pfn);
-        // 6.1: both references dropped, the entry leaves the tree and is
-        // freed.
-        self.zswap_invalidate_page(ty, off);
+        if !self.release.zswap_lru {
+            // 6.1: both references dropped, the entry leaves the tree and
+            // is freed.
+            self.zswap_invalidate_page(ty, off);
+        }
         true
     }
 
@@ -873,7 +876,7 @@ impl Kernel {
         let Some(handle) = self.zpool_malloc(dlen, 0) else {
             return false;
         };
-        if incompressible && self.release.zswap_incompressible {
+        if incompressible {
             self.zswap.stats.stored_incompressible_pages += 1;
         }
         // The slot's old entry (the page was written again) goes.
@@ -891,8 +894,7 @@ impl Kernel {
             lru_next: NIL,
             referenced: true,
         };
-        self.zswap_insert(ty, off, e);
-        let i = self.zswap.lookup(ty, off).expect("just stored");
+        let i = self.zswap_insert(ty, off, e);
         self.zswap_lru_add(i);
         true
     }
@@ -981,28 +983,22 @@ impl Kernel {
             let next = self.zswap.next_shrink.map_or(0, |m| m as usize + 1);
             let memcg = (next < self.memcgs.len()).then_some(next as u16);
             self.zswap.next_shrink = memcg;
-            match memcg {
-                None => {
-                    if attempts == 0 {
-                        failures += 1;
-                        if failures == MAX_RECLAIM_RETRIES {
-                            break;
-                        }
-                    }
-                    attempts = 0;
-                }
+            let failed = match memcg {
+                // A tree walk: a failure if no memcg had an entry.
+                None => std::mem::take(&mut attempts) == 0,
                 Some(m) => match self.shrink_memcg(m) {
-                    Err(ShrinkErr::NoEntries) => {}
+                    Err(ShrinkErr::NoEntries) => false,
                     r => {
                         attempts += 1;
-                        if r.is_err() {
-                            failures += 1;
-                            if failures == MAX_RECLAIM_RETRIES {
-                                break;
-                            }
-                        }
+                        r.is_err()
                     }
                 },
+            };
+            if failed {
+                failures += 1;
+                if failures == MAX_RECLAIM_RETRIES {
+                    break;
+                }
             }
             if self.zswap.pool_pages() <= thr {
                 break;
