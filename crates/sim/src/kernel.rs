@@ -165,6 +165,8 @@ pub struct Kernel {
     pub zram_kind_costs: Vec<Vec<crate::machine_profile::KindCost>>,
     /// zswap (`mm/zswap.rs`).
     pub zswap: crate::mm::zswap::Zswap,
+    /// The shrinkers' deferred work (`mm/shrinker.rs`).
+    pub shrinker: crate::mm::shrinker::Shrinkers,
     /// swapfile.c's globals (free and total slots, the mmlist …).
     pub swapfile: crate::mm::swapfile::Globals,
     /// Time syscalls spent waiting for I/O inside a step (swapoff).
@@ -467,6 +469,7 @@ impl Kernel {
             contents: Default::default(),
             zram_kind_costs: Vec::new(),
             zswap: crate::mm::zswap::Zswap::new(spec.sysfs.zswap),
+            shrinker: Default::default(),
             swapfile: Default::default(),
             io_wait_ns: 0,
             mms: Vec::new(),

@@ -208,6 +208,11 @@ behaviours! {
     /// zswap's `shrink_memcg` walks up to SWAP_CLUSTER_MAX (32) entries of
     /// the memcg's LRU (after 6.12; 7.3 has it); 6.12 walks one.
     zswap_shrink_memcg_batch,
+    /// zswap's shrinker counts from the memcg's statistics as the
+    /// ratelimited flush leaves them (`mem_cgroup_flush_stats_ratelimited`,
+    /// after 6.12; 7.3 has it); 6.12 flushes the memcg's subtree once its
+    /// updates pass the threshold (`mem_cgroup_flush_stats`).
+    zswap_shrinker_count_ratelimited,
     /// zsmalloc's zspages chain up to 8 pages (6.6's
     /// CONFIG_ZSMALLOC_CHAIN_SIZE, Debian's default) and its fullness
     /// groups are tenths of use (6.3); before, 4 pages and four groups.
@@ -325,6 +330,7 @@ impl Release {
         zswap_large_store: true,
         zswap_incompressible: true,
         zswap_shrink_memcg_batch: true,
+        zswap_shrinker_count_ratelimited: true,
         ..Release::V6_12
     };
 

@@ -499,8 +499,8 @@ pub struct Zswap {
     pub same_filled_pages_enabled: bool,
     pub non_same_filled_pages_enabled: bool,
     /// `shrinker_enabled` (6.8+): reclaim writing back zswap's entries
-    /// through its shrinker; off in Debian's configs, and only off is
-    /// modelled.
+    /// through its shrinker (`shrink_slab`); off in Debian's configs
+    /// (CONFIG_ZSWAP_SHRINKER_DEFAULT_ON unset).
     pub shrinker_enabled: bool,
 }
 

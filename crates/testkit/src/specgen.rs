@@ -264,7 +264,7 @@ fn draw_sysfs(d: &mut Draw, out: &mut String, kernel: &str) {
         }
         // zswap: 6.1's zbud (which writes back when its pool fills) or
         // zsmalloc; 6.12's and 7.3's write back from their LRUs, with a
-        // pool small enough to fill.
+        // pool small enough to fill, and from reclaim (the shrinker).
         if kernel != "5.10" && d.chance(30) {
             let z = "module/zswap/parameters";
             writeln!(out, "\"{z}/enabled\" = {}", d.chance(85)).unwrap();
@@ -282,8 +282,8 @@ fn draw_sysfs(d: &mut Draw, out: &mut String, kernel: &str) {
                 writeln!(out, "\"{z}/accept_threshold_percent\" = {pct}").unwrap();
             }
             if kernel != "6.1" {
-                if d.chance(10) {
-                    writeln!(out, "\"{z}/shrinker_enabled\" = false").unwrap();
+                if d.chance(40) {
+                    writeln!(out, "\"{z}/shrinker_enabled\" = {}", d.chance(75)).unwrap();
                 }
             } else if d.chance(20) {
                 writeln!(out, "\"{z}/same_filled_pages_enabled\" = {}", d.chance(50)).unwrap();

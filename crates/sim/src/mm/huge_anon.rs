@@ -55,8 +55,6 @@ pub struct HugeState {
     /// Simplification: one list; the kernel keeps one per memcg, and its
     /// shrinker takes each memcg's in turn.
     deferred_split: Vec<Pfn>,
-    /// The deferred split shrinker's `nr_deferred`, per memcg.
-    nr_deferred: Vec<i64>,
 }
 
 impl Default for HugeState {
@@ -64,12 +62,16 @@ impl Default for HugeState {
         HugeState {
             huge_zero_pfn: NIL,
             deferred_split: Vec::new(),
-            nr_deferred: Vec::new(),
         }
     }
 }
 
 impl HugeState {
+    /// Some THP is queued for a deferred split.
+    pub fn has_deferred_split(&self) -> bool {
+        !self.deferred_split.is_empty()
+    }
+
     /// The huge zero page's head (NIL until allocated).
     pub fn huge_zero_pfn(&self) -> Pfn {
         self.huge_zero_pfn
@@ -718,57 +720,9 @@ impl Kernel {
     }
 }
 
-/// SHRINK_BATCH: objects a shrinker scans per call.
-const SHRINK_BATCH: i64 = 128;
-/// The deferred split shrinker's `seeks` (DEFAULT_SEEKS).
-const DEFAULT_SEEKS: u64 = 2;
-
 impl Kernel {
-    /// `shrink_slab` for `memcg` at `priority`, as `shrink_node_memcgs`
-    /// calls it after each memcg's LRU: of 6.1's shrinkers mmsim has one,
-    /// the deferred split queue's (`deferred_split_shrinker`, memcg-aware;
-    /// the kernel's slab caches are not modelled). Returns what it freed.
-    pub fn shrink_slab(&mut self, memcg: u16, priority: i32) -> u64 {
-        if self.huge.deferred_split.is_empty() {
-            return 0;
-        }
-        self.do_shrink_slab_deferred_split(memcg, priority)
-    }
-
-    /// `do_shrink_slab` for the deferred split shrinker: its work is the
-    /// memcg's queued THPs (`deferred_split_count`) shifted by the
-    /// priority, times 4 over its 2 seeks, plus the work earlier calls
-    /// deferred, at most twice the queue; scanned in batches of 128
-    /// (or the whole queue when it is shorter than what is due).
-    fn do_shrink_slab_deferred_split(&mut self, memcg: u16, priority: i32) -> u64 {
-        let freeable = self.deferred_split_count(memcg) as i64;
-        if freeable == 0 {
-            return 0;
-        }
-        let m = memcg as usize;
-        if self.huge.nr_deferred.len() <= m {
-            self.huge.nr_deferred.resize(m + 1, 0);
-        }
-        let nr = std::mem::take(&mut self.huge.nr_deferred[m]);
-        let delta = ((freeable as u64 >> priority) * 4 / DEFAULT_SEEKS) as i64;
-        let mut total_scan = ((nr >> priority) + delta).min(2 * freeable);
-        let (mut freed, mut scanned) = (0, 0);
-        while total_scan >= SHRINK_BATCH || total_scan >= freeable {
-            let nr_to_scan = SHRINK_BATCH.min(total_scan);
-            match self.deferred_split_scan(memcg, nr_to_scan as usize) {
-                None => break,
-                Some(split) => freed += split,
-            }
-            total_scan -= nr_to_scan;
-            scanned += nr_to_scan;
-        }
-        let next = (nr + delta - scanned).max(0).min(2 * freeable);
-        self.huge.nr_deferred[m] += next;
-        freed
-    }
-
     /// `deferred_split_count`: THPs queued for `memcg`.
-    fn deferred_split_count(&self, memcg: u16) -> usize {
+    pub(super) fn deferred_split_count(&self, memcg: u16) -> usize {
         self.huge
             .deferred_split
             .iter()
@@ -781,7 +735,7 @@ impl Kernel {
     /// queue); those that cannot go back to the queue's tail. Returns the
     /// THPs split, or None (SHRINK_STOP) when none was and the queue is
     /// empty.
-    fn deferred_split_scan(&mut self, memcg: u16, nr: usize) -> Option<u64> {
+    pub(super) fn deferred_split_scan(&mut self, memcg: u16, nr: usize) -> Option<u64> {
         let picked: Vec<Pfn> = self
             .huge
             .deferred_split
@@ -813,22 +767,5 @@ impl Kernel {
             return None;
         }
         Some(split)
-    }
-
-    /// `drop_slab` (drop_caches 2 or 3): every memcg's shrinkers at
-    /// priority 0, round after round while a round frees more than a
-    /// shifting threshold.
-    pub fn drop_slab(&mut self) {
-        let mut shift = 0;
-        loop {
-            let mut freed = 0;
-            for m in 0..self.memcgs.len() as u16 {
-                freed += self.shrink_slab(m, 0);
-            }
-            if freed >> shift <= 1 {
-                break;
-            }
-            shift += 1;
-        }
     }
 }

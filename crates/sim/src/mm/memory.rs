@@ -935,6 +935,7 @@ impl Kernel {
             self.psi_memstall_leave(psi);
             return Ok(pfn);
         }
+        self.zswap_folio_swapin(pfn);
         self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
         let version = self.zram_read_page(ty, off as u32);
         self.folios.version[pfn as usize] = version;

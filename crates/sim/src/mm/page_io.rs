@@ -244,6 +244,8 @@ impl Kernel {
             f.set(PG_UPTODATE);
             f.clear(PG_LOCKED);
         } else {
+            // Read from the slower device: more protection for zswap's LRU.
+            self.zswap_folio_swapin(pfn);
             self.swap_readpage_dev(pfn, entry, f);
         }
         self.psi_memstall_leave(psi);

@@ -132,6 +132,33 @@ const NIL: u32 = u32::MAX;
 /// `MAX_RECLAIM_RETRIES`: the shrink worker's failed tries.
 const MAX_RECLAIM_RETRIES: u32 = 16;
 
+/// Why `zswap_writeback_entry` wrote nothing back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WritebackErr {
+    /// The slot has a swap-cache page already (-EEXIST): the page is
+    /// warm again, being read back.
+    Exist,
+    /// No page could be had (-ENOMEM).
+    NoMem,
+}
+
+/// `struct list_lru_one` of zswap's list (6.8+): a memcg's entries,
+/// oldest first (NIL: empty).
+#[derive(Clone, Copy, Debug)]
+struct LruList {
+    head: u32,
+    tail: u32,
+    nr_items: u32,
+}
+
+impl LruList {
+    const EMPTY: LruList = LruList {
+        head: NIL,
+        tail: NIL,
+        nr_items: 0,
+    };
+}
+
 /// Why `shrink_memcg` wrote nothing back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ShrinkErr {
@@ -174,9 +201,13 @@ pub struct Zswap {
     pub stats: ZswapStats,
     /// The compressor's cost per content kind id (0: token pages).
     kind_costs: Vec<KindCost>,
-    /// `zswap_list_lru` (6.8+): per memcg, its oldest and newest entry
-    /// (NIL: empty); the root's holds the entries charged to no memcg.
-    lru: Vec<[u32; 2]>,
+    /// `zswap_list_lru` (6.8+): per memcg, its entries; the root's holds
+    /// the entries charged to no memcg.
+    lru: Vec<LruList>,
+    /// `zswap_lruvec_state.nr_disk_swapins` (6.8+), per memcg: pages read
+    /// from the swap device since the shrinker last counted, the
+    /// protection its count takes off the LRU.
+    nr_disk_swapins: Vec<u64>,
     /// `zswap_next_shrink`: the memcg the shrink worker shrank last
     /// (None: start again at the root).
     next_shrink: Option<u16>,
@@ -201,6 +232,7 @@ impl Zswap {
             stats: ZswapStats::default(),
             kind_costs: Vec::new(),
             lru: Vec::new(),
+            nr_disk_swapins: Vec::new(),
             next_shrink: None,
         }
     }
@@ -624,7 +656,7 @@ impl Kernel {
                 return false;
             };
             for h in handles.into_iter().flatten() {
-                if !self.zswap_writeback_entry(h) {
+                if self.zswap_writeback_entry(h).is_err() {
                     break;
                 }
             }
@@ -641,36 +673,36 @@ impl Kernel {
 
     /// `zswap_writeback_entry`, zbud's evict callback for object `h`
     /// (6.1): the entry of the slot its header names.
-    fn zswap_writeback_entry(&mut self, h: zbud::Handle) -> bool {
+    fn zswap_writeback_entry(&mut self, h: zbud::Handle) -> Result<(), WritebackErr> {
         let swp = self.zswap.zbud_swp[h.page as usize][h.bud as usize];
         self.zswap_writeback_slot(swp)
     }
 
     /// `zswap_writeback_entry` of slot `swp`'s entry: its page
     /// decompressed into a new swap-cache page and written to the swap
-    /// device, the entry freed. False where the kernel returns an error:
+    /// device, the entry freed. An error where the kernel returns one:
     /// the slot has a swap-cache page already (-EEXIST), or no page could
     /// be had (-ENOMEM); an entry invalidated meanwhile is done (6.1's
     /// zbud holds a freed object's page until its buddy goes).
-    fn zswap_writeback_slot(&mut self, swp: SwpEntry) -> bool {
+    fn zswap_writeback_slot(&mut self, swp: SwpEntry) -> Result<(), WritebackErr> {
         let (ty, off) = (swp_type(swp), swp_offset(swp));
         let Some(i) = self.zswap.lookup(ty, off) else {
-            return true;
+            return Ok(());
         };
         // zswap_get_swap_cache_page / __read_swap_cache_async(GFP_KERNEL),
         // charged to the slot's memcg (no mm: the root's otherwise).
         if let Some(pfn) = self.swap_cache_get_folio(swp) {
             self.folio_put(pfn);
-            return false;
+            return Err(WritebackErr::Exist);
         }
         let Some((pfn, new)) = self.read_swap_cache_async(swp, ROOT_MEMCG) else {
-            return false;
+            return Err(WritebackErr::NoMem);
         };
         if !new {
             // The allocation's reclaim let another path cache the slot's
             // page meanwhile: -EEXIST.
             self.folio_put(pfn);
-            return false;
+            return Err(WritebackErr::Exist);
         }
         // The entry is still the slot's: only the slot's free or a store
         // of its page (which was in no cache) could have dropped it, and
@@ -712,7 +744,7 @@ impl Kernel {
             // is freed.
             self.zswap_invalidate_page(ty, off);
         }
-        true
+        Ok(())
     }
 
     /// `frontswap_load` into the locked folio `pfn` of slot `entry`: true
@@ -904,17 +936,18 @@ impl Kernel {
         let z = &mut self.zswap;
         let m = z.entries[i as usize].memcg as usize;
         if z.lru.len() <= m {
-            z.lru.resize(m + 1, [NIL; 2]);
+            z.lru.resize(m + 1, LruList::EMPTY);
         }
-        let tail = z.lru[m][1];
+        let tail = z.lru[m].tail;
         let e = &mut z.entries[i as usize];
         e.lru_prev = tail;
         e.lru_next = NIL;
         match tail {
-            NIL => z.lru[m][0] = i,
+            NIL => z.lru[m].head = i,
             t => z.entries[t as usize].lru_next = i,
         }
-        z.lru[m][1] = i;
+        z.lru[m].tail = i;
+        z.lru[m].nr_items += 1;
     }
 
     /// `zswap_lru_del`.
@@ -923,48 +956,80 @@ impl Kernel {
         let e = z.entries[i as usize];
         let m = e.memcg as usize;
         match e.lru_prev {
-            NIL => z.lru[m][0] = e.lru_next,
+            NIL => z.lru[m].head = e.lru_next,
             p => z.entries[p as usize].lru_next = e.lru_next,
         }
         match e.lru_next {
-            NIL => z.lru[m][1] = e.lru_prev,
+            NIL => z.lru[m].tail = e.lru_prev,
             n => z.entries[n as usize].lru_prev = e.lru_prev,
         }
+        z.lru[m].nr_items -= 1;
     }
 
-    /// `shrink_memcg`: walks up to 1 (6.12) or 32 (7.3: SWAP_CLUSTER_MAX)
-    /// entries from the head of `memcg`'s LRU (`shrink_memcg_cb`: a
-    /// referenced entry loses its bit and goes to the tail; any other goes
-    /// to the tail and is written back).
-    fn shrink_memcg(&mut self, memcg: u16) -> Result<(), ShrinkErr> {
-        let mut nr_to_walk = if self.release.zswap_shrink_memcg_batch {
-            32
-        } else {
-            1
-        };
-        let (mut scanned, mut shrunk) = (0u32, 0u32);
-        while nr_to_walk > 0 {
-            let head = self.zswap.lru.get(memcg as usize).map_or(NIL, |l| l[0]);
-            if head == NIL {
+    /// `list_lru_walk_one` of `memcg`'s list with `shrink_memcg_cb`: up to
+    /// `nr_to_walk` entries from the head. A referenced entry loses its
+    /// bit and goes to the tail (LRU_ROTATE); any other goes to the tail
+    /// and is written back, after which the walk starts again at the
+    /// head (the lock was dropped: LRU_REMOVED_RETRY, or LRU_RETRY on a
+    /// failure). A walk of rotations ends at the list's end
+    /// (`list_for_each_safe` reaches the head it started from), however
+    /// much of `nr_to_walk` is left. With `stop_on_exist` (the shrinker's
+    /// walk) a slot already back in the swap cache ends the walk
+    /// (LRU_STOP). Returns the entries written back, and whether the walk
+    /// met such a slot; `nr_to_walk` keeps what was not walked.
+    fn zswap_lru_walk(
+        &mut self,
+        memcg: u16,
+        nr_to_walk: &mut u32,
+        stop_on_exist: bool,
+    ) -> (u32, bool) {
+        let (mut isolated, mut rotated) = (0u32, 0u32);
+        while *nr_to_walk > 0 {
+            let l = self
+                .zswap
+                .lru
+                .get(memcg as usize)
+                .copied()
+                .unwrap_or(LruList::EMPTY);
+            if l.head == NIL || rotated == l.nr_items {
                 break;
             }
-            nr_to_walk -= 1;
-            scanned += 1;
+            *nr_to_walk -= 1;
+            let head = l.head;
             self.zswap_lru_del(head);
             self.zswap_lru_add(head);
             let e = &mut self.zswap.entries[head as usize];
             if e.referenced {
                 e.referenced = false;
+                rotated += 1;
                 continue;
             }
+            rotated = 0;
             let swp = e.swp;
-            if self.zswap_writeback_slot(swp) {
-                shrunk += 1;
-            } else {
-                self.zswap.stats.reject_reclaim_fail += 1;
+            match self.zswap_writeback_slot(swp) {
+                Ok(()) => isolated += 1,
+                Err(err) => {
+                    self.zswap.stats.reject_reclaim_fail += 1;
+                    if stop_on_exist && err == WritebackErr::Exist {
+                        return (isolated, true);
+                    }
+                }
             }
         }
-        match (scanned, shrunk) {
+        (isolated, false)
+    }
+
+    /// `shrink_memcg`: walks up to 1 (6.12) or 32 (7.3: SWAP_CLUSTER_MAX)
+    /// entries of `memcg`'s LRU (`zswap_lru_walk`).
+    fn shrink_memcg(&mut self, memcg: u16) -> Result<(), ShrinkErr> {
+        let batch = if self.release.zswap_shrink_memcg_batch {
+            32
+        } else {
+            1
+        };
+        let mut nr_to_walk = batch;
+        let (shrunk, _) = self.zswap_lru_walk(memcg, &mut nr_to_walk, false);
+        match (batch - nr_to_walk, shrunk) {
             (0, _) => Err(ShrinkErr::NoEntries),
             (_, 0) => Err(ShrinkErr::Again),
             _ => Ok(()),
@@ -1004,6 +1069,81 @@ impl Kernel {
                 break;
             }
         }
+    }
+
+    // ---- 6.8+: zswap's shrinker ------------------------------------------
+
+    /// `zswap_folio_swapin` (6.8+): a page of `pfn`'s memcg read from the
+    /// swap device, not from zswap, which the shrinker's next count takes
+    /// as protection for the memcg's LRU.
+    #[inline]
+    pub(crate) fn zswap_folio_swapin(&mut self, pfn: Pfn) {
+        if !self.release.zswap_lru {
+            return;
+        }
+        let m = self.folios.get(pfn).memcg as usize;
+        let swapins = &mut self.zswap.nr_disk_swapins;
+        if swapins.len() <= m {
+            swapins.resize(m + 1, 0);
+        }
+        swapins[m] += 1;
+    }
+
+    /// `zswap_shrinker_count`: the entries on `memcg`'s LRU, less the disk
+    /// swap-ins seen since the last count (which it consumes), scaled by
+    /// how much memory they hold per page (zswap's bytes over its pages,
+    /// from the memcg's flushed statistics): the better pages compress,
+    /// the less writing them back saves. Every reclaim mmsim runs may do
+    /// I/O and enter the filesystem (`gfp_has_io_fs`).
+    pub(super) fn zswap_shrinker_count(&mut self, memcg: u16) -> u64 {
+        if !self.zswap.params.shrinker_enabled {
+            return 0;
+        }
+        if self.release.zswap_shrinker_count_ratelimited {
+            self.mem_cgroup_flush_stats_ratelimited(memcg);
+        } else {
+            self.mem_cgroup_flush_stats(memcg);
+        }
+        let nr_backing = self.memcg_page_state(memcg, Mc::Zswap).max(0) as u64 >> 12;
+        let nr_stored = self.memcg_page_state(memcg, Mc::Zswapped).max(0) as u64;
+        if nr_stored == 0 {
+            return 0;
+        }
+        let z = &mut self.zswap;
+        let nr_freeable = z.lru.get(memcg as usize).map_or(0, |l| l.nr_items) as u64;
+        if nr_freeable == 0 {
+            return 0;
+        }
+        let swapins = match z.nr_disk_swapins.get_mut(memcg as usize) {
+            Some(n) => n,
+            None => return mult_frac(nr_freeable, nr_backing, nr_stored),
+        };
+        let protected = (*swapins).min(nr_freeable);
+        *swapins -= protected;
+        mult_frac(nr_freeable - protected, nr_backing, nr_stored)
+    }
+
+    /// `zswap_shrinker_scan`: a walk of up to `nr_to_scan` entries of
+    /// `memcg`'s LRU (`memalloc`: from reclaim, PF_MEMALLOC). None
+    /// (SHRINK_STOP) when it wrote nothing back or met a slot already
+    /// back in the swap cache (shrinking into the warm part of the LRU).
+    pub(super) fn zswap_shrinker_scan(
+        &mut self,
+        memcg: u16,
+        nr_to_scan: u32,
+        memalloc: bool,
+    ) -> Option<u64> {
+        if !self.zswap.params.shrinker_enabled {
+            return None;
+        }
+        let mut nr_to_walk = nr_to_scan;
+        let outer = self.zswap.pf_memalloc;
+        self.zswap.pf_memalloc |= memalloc;
+        let (isolated, encountered) = self.traced(Fn::ZswapWriteback, |k| {
+            k.zswap_lru_walk(memcg, &mut nr_to_walk, true)
+        });
+        self.zswap.pf_memalloc = outer;
+        (!encountered && isolated > 0).then_some(isolated as u64)
     }
 
     /// The invariants: every slot's entry counted once in stored_pages,
@@ -1050,8 +1190,8 @@ impl Kernel {
     fn check_zswap_lru(&self) -> Result<(), String> {
         let z = &self.zswap;
         let mut on_lru = 0u64;
-        for (m, &[head, tail]) in z.lru.iter().enumerate() {
-            let (mut prev, mut cur) = (NIL, head);
+        for (m, l) in z.lru.iter().enumerate() {
+            let (mut prev, mut cur, mut nr) = (NIL, l.head, 0u32);
             while cur != NIL {
                 let e = &z.entries[cur as usize];
                 if e.memcg as usize != m || e.lru_prev != prev {
@@ -1061,13 +1201,17 @@ impl Kernel {
                     ));
                 }
                 on_lru += 1;
+                nr += 1;
                 if on_lru > z.nr_entries() {
                     return Err("zswap: an LRU loops".to_string());
                 }
                 (prev, cur) = (cur, e.lru_next);
             }
-            if prev != tail {
-                return Err(format!("zswap: memcg {m}'s LRU tail is not its last entry"));
+            if prev != l.tail || nr != l.nr_items {
+                return Err(format!(
+                    "zswap: memcg {m}'s LRU tail is not its last entry, or it counts {} entries for {nr}",
+                    l.nr_items
+                ));
             }
         }
         if on_lru != z.nr_entries() {
@@ -1085,8 +1229,82 @@ impl Kernel {
     }
 }
 
+/// `mult_frac(x, n, d)`: x × n / d without the product overflowing.
+fn mult_frac(x: u64, n: u64, d: u64) -> u64 {
+    x / d * n + x % d * n / d
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A 6.12 kernel with the shrinker on and a memcg `w` (memcg 1).
+    fn shrinker_kernel() -> Kernel {
+        let k = crate::kernel::test_kernel_of(
+            "[machine]\nmemory = \"256M\"\nkernel = \"6.12\"\n[sysfs]\n\"module/zswap/parameters/shrinker_enabled\" = true\n[cgroup.w]\n[task.t]\ncgroup = \"w\"\nsteps = []\n",
+        );
+        assert!(k.zswap.params.shrinker_enabled);
+        k
+    }
+
+    /// An entry of memcg `memcg`, referenced or not, at its LRU's tail.
+    fn lru_entry(k: &mut Kernel, memcg: u16, referenced: bool) -> u32 {
+        let i = k.zswap.entries.len() as u32;
+        k.zswap.entries.push(Entry {
+            handle: Handle::Same,
+            length: 1000,
+            memcg,
+            version: 0,
+            swp: super::super::swapfile::swp_entry(0, i),
+            lru_prev: NIL,
+            lru_next: NIL,
+            referenced,
+        });
+        k.zswap_lru_add(i);
+        i
+    }
+
+    #[test]
+    fn the_shrinker_counts_the_lru_less_disk_swapins_scaled_by_compression() {
+        let mut k = shrinker_kernel();
+        for _ in 0..100 {
+            lru_entry(&mut k, 1, true);
+        }
+        // 100 entries of 1000 bytes: 24 pages of pool for 100 stored.
+        k.memcg_stat(1, Mc::Zswap, 100_000);
+        k.memcg_stat(1, Mc::Zswapped, 100);
+        k.cgroup_rstat_flush(None);
+        assert_eq!(k.zswap_shrinker_count(1), 100 * 24 / 100);
+        // 30 pages read from the disk: 70 left to count, the swap-ins
+        // consumed.
+        k.zswap.nr_disk_swapins = vec![0, 30];
+        assert_eq!(k.zswap_shrinker_count(1), 70 * 24 / 100);
+        assert_eq!(k.zswap.nr_disk_swapins[1], 0);
+        // More swap-ins than entries: nothing, and the rest kept.
+        k.zswap.nr_disk_swapins[1] = 130;
+        assert_eq!(k.zswap_shrinker_count(1), 0);
+        assert_eq!(k.zswap.nr_disk_swapins[1], 30);
+        // Off: nothing.
+        k.zswap.params.shrinker_enabled = false;
+        assert_eq!(k.zswap_shrinker_count(1), 0);
+    }
+
+    #[test]
+    fn a_walk_of_rotations_ends_at_the_lists_end() {
+        // list_for_each_safe: three referenced entries are each rotated
+        // once, however much of the walk is left; the bits are gone.
+        let mut k = shrinker_kernel();
+        let ids: Vec<u32> = (0..3).map(|_| lru_entry(&mut k, 1, true)).collect();
+        let mut nr_to_walk = 32;
+        assert_eq!(k.zswap_lru_walk(1, &mut nr_to_walk, true), (0, false));
+        assert_eq!(nr_to_walk, 29);
+        assert!(ids.iter().all(|&i| !k.zswap.entries[i as usize].referenced));
+        assert_eq!(k.zswap.lru[1].head, ids[0]);
+        assert_eq!(k.zswap.lru[1].nr_items, 3);
+        assert_eq!(mult_frac(10, 3, 4), 7);
+        assert_eq!(mult_frac(u64::MAX, 1, 2), u64::MAX / 2);
+    }
+
     #[test]
     fn the_pool_limit_and_its_hysteresis_follow_totalram() {
         let mut k = crate::kernel::test_kernel(1, "6.1");

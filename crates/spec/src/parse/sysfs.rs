@@ -555,12 +555,7 @@ fn store_zswap(
         "enabled" => z.enabled = boolean()?,
         "same_filled_pages_enabled" => z.same_filled_pages_enabled = boolean()?,
         "non_same_filled_pages_enabled" => z.non_same_filled_pages_enabled = boolean()?,
-        "shrinker_enabled" => {
-            if boolean()? {
-                return Err(rep.at(v.at, path.to_string(), "found shrinker_enabled = true: zswap's shrinker (reclaim writing zswap's entries back through shrink_slab) is not modelled; expected false, Debian's default (the shrink worker at the pool's limit and memory.zswap.max's writeback are)".to_string()));
-            }
-            z.shrinker_enabled = false;
-        }
+        "shrinker_enabled" => z.shrinker_enabled = boolean()?,
         "max_pool_percent" => z.max_pool_percent = uint()?,
         "accept_threshold_percent" => z.accept_threshold_percent = uint()?,
         "compressor" => {

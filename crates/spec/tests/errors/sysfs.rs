@@ -395,8 +395,14 @@ fn zswap_parameters_out_of_range_unknown_or_on_other_presets_are_refused() {
         &key("zpool"),
         &["Linux 7.3 does not have", "zsmalloc only"],
     );
-    let e = rejected(&head("shrinker_enabled", "true", "7.3"));
-    check(&e, 5, &key("shrinker_enabled"), &["not modelled", "false"]);
+    let e = rejected(&head("shrinker_enabled", "\"maybe\"", "7.3"));
+    check(&e, 5, &key("shrinker_enabled"), &["maybe", "boolean"]);
+    let s = parse(&head("shrinker_enabled", "true", "7.3")).expect("valid");
+    assert!(s.sysfs.zswap.shrinker_enabled);
+    assert!(s.knobs.contains(&(
+        "sysfs:module/zswap/parameters/shrinker_enabled".into(),
+        "Y".into()
+    )));
     let e = rejected(&head("bogus", "1", "7.3"));
     check(
         &e,
