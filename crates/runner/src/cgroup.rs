@@ -132,6 +132,16 @@ pub fn zswap_max(max: &str) -> Result<Option<(&'static str, String)>, String> {
     }
 }
 
+/// The file and value that set memory.zswap.writeback (none left at 1);
+/// Err on cgroup v1, which has none.
+pub fn zswap_writeback(on: bool) -> Result<Option<(&'static str, String)>, String> {
+    match (mode(), on) {
+        (_, true) => Ok(None),
+        (Mode::V2(_), false) => Ok(Some(("memory.zswap.writeback", "0".into()))),
+        (Mode::V1(_), false) => Err("memory_zswap_writeback: this kernel's memory controller is cgroup v1, which has no memory.zswap.writeback; expected memory_zswap_writeback = true on this machine".into()),
+    }
+}
+
 /// The file and value that set memory.oom.group; Err on cgroup v1, which
 /// has no group kill (its OOM killer always picks one task).
 pub fn oom_group(on: bool) -> Result<Option<(&'static str, String)>, String> {

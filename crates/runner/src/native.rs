@@ -52,6 +52,8 @@ pub fn preflight(spec: &Spec) -> Result<(), String> {
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
             crate::cgroup::zswap_max(&limit_text(cg.memory_zswap_max))
                 .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
+            crate::cgroup::zswap_writeback(cg.memory_zswap_writeback)
+                .map_err(|e| format!("--native: cgroup.{}.{e}", cg.name))?;
         }
         for s in crate::setup::settings(spec) {
             if let mmsim_spec::Setting::MemoryHigh { cgroup, limit } = s {

@@ -395,7 +395,8 @@ impl Setup {
             }
             let swap_max = crate::cgroup::swap_max(&limit(cg.memory_swap_max));
             let zswap_max = crate::cgroup::zswap_max(&limit(cg.memory_zswap_max));
-            for set in [swap_max, zswap_max] {
+            let zswap_wb = crate::cgroup::zswap_writeback(cg.memory_zswap_writeback);
+            for set in [swap_max, zswap_max, zswap_wb] {
                 if let Some((file, value)) = set.map_err(|e| format!("cgroup.{}.{e}", cg.name))? {
                     write(&format!("{dir}/{file}"), &value)?;
                     self.knobs

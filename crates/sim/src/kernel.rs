@@ -768,6 +768,7 @@ fn boot_memcgs(spec: &Spec) -> Vec<Memcg> {
         m.memory.low = cg.memory_low.pages().unwrap_or(u64::MAX);
         m.swap.max = cg.memory_swap_max.pages();
         m.zswap_max = cg.memory_zswap_max.pages();
+        m.zswap_writeback = cg.memory_zswap_writeback;
         m.oom_group = cg.memory_oom_group;
         memcgs.push(m);
     }

@@ -595,6 +595,12 @@ fn knobs_in_force(spec: &Spec, costs: &machine_profile::CostProfile) -> BTreeMap
                 m.insert(format!("cgroup:{}/{file}", cg.name), limit(l));
             }
         }
+        if !cg.memory_zswap_writeback {
+            m.insert(
+                format!("cgroup:{}/memory.zswap.writeback", cg.name),
+                "0".into(),
+            );
+        }
     }
     for d in &spec.disks {
         m.insert(

@@ -468,6 +468,51 @@ fn the_shrinker_writes_back_in_memcg_reclaim_when_enabled() {
 }
 
 #[test]
+fn memory_zswap_writeback_0_keeps_the_memcgs_pages_off_the_device() {
+    // 40 MiB of text under memory.max 32M, one page in ten random (which
+    // zswap refuses: 6.12's compressor fails past a page, and 7.3 keeps a
+    // page whole only where it could be written back), the shrinker on
+    // and memory.zswap.writeback 0: nothing reaches the disk. A refused
+    // page goes back to the active list, dirty (AOP_WRITEPAGE_ACTIVATE,
+    // no write counted); the shrinker and the worker write nothing back.
+    // With writeback allowed 6.12's refused pages go to the disk, and 7.3
+    // stores them whole.
+    let mix = r#"[{ kind = "text", weight = 9 }, { kind = "random", weight = 1 }]"#;
+    let after = r#"{ op = "touch", region = "a", order = "seq", write = 0.0 },"#;
+    for kernel in ["6.12", "7.3"] {
+        let go = |writeback: bool| {
+            let knob = r#""module/zswap/parameters/shrinker_enabled" = true"#;
+            let cg = format!("memory_max = \"32M\"\nmemory_zswap_writeback = {writeback}");
+            let text = spec_on(kernel, "virtio", knob, &cg, 40, Some(mix), after);
+            run(&text).unwrap_or_else(|e| panic!("{kernel}: {e}"))
+        };
+        let (on, off) = (go(true), go(false));
+        match kernel {
+            "6.12" => assert!(vm(&on, "pswpout") > 0, "{kernel}"),
+            _ => assert!(on.zswap.expect("zswap").stored_incompressible_pages > 0),
+        }
+        for key in ["pswpout", "pswpin", "zswpwb"] {
+            assert_eq!(vm(&off, key), 0, "{kernel} {key}");
+        }
+        assert!(vm(&off, "zswpout") > 0, "{kernel}");
+        let z = off.zswap.expect("zswap's counters");
+        assert!(z.reject_compress_fail > 0, "{kernel}");
+        // Each refused page went back to the active list.
+        assert!(
+            vm(&off, "pgactivate") as u64 >= z.reject_compress_fail,
+            "{kernel}"
+        );
+        assert_eq!(
+            off.knobs
+                .get("cgroup:w/memory.zswap.writeback")
+                .map(String::as_str),
+            Some("0")
+        );
+        assert_eq!(off.integrity.violations, 0, "{kernel}");
+    }
+}
+
+#[test]
 fn large_folios_are_stored_page_by_page_on_7_3_and_refused_on_6_12() {
     let zswap = r#""kernel/mm/transparent_hugepage/hugepages-64kB/enabled" = "always""#;
     let pageout = r#"{ op = "madvise", region = "a", advice = "pageout" },

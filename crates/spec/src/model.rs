@@ -950,6 +950,11 @@ pub struct Cgroup {
     /// memory.zswap.max: the compressed bytes its pages may hold in zswap
     /// ("max" by default; 5.19 and later).
     pub memory_zswap_max: Limit,
+    /// memory.zswap.writeback (6.8+): false keeps its pages, and its
+    /// descendants', off the swap device while zswap is on: zswap's
+    /// writeback skips them and a page zswap refuses stays in memory
+    /// (true by default).
+    pub memory_zswap_writeback: bool,
     /// memory.oom.group: an OOM kill in it kills every task in it.
     pub memory_oom_group: bool,
 }

@@ -397,8 +397,9 @@ fn draw_files(d: &mut Draw, out: &mut String, memory: u64) -> Vec<(String, u64, 
 }
 
 /// Up to two memory cgroups with their limits (and memory.oom.group,
-/// protection, memory.swap.max).
-fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
+/// protection, memory.swap.max, memory.zswap.max and, 6.12 on,
+/// memory.zswap.writeback).
+fn draw_cgroups(d: &mut Draw, out: &mut String, kernel: &str) -> u32 {
     let ncg = d.below(3);
     for c in 0..ncg {
         let max = d.pick(&[4u64, 6, 8, 16, 32, 64]);
@@ -421,6 +422,9 @@ fn draw_cgroups(d: &mut Draw, out: &mut String) -> u32 {
             let zswap_max = d.pick(&["0", "16K", "256K", "4M"]);
             writeln!(out, "memory_zswap_max = \"{zswap_max}\"").unwrap();
         }
+        if matches!(kernel, "6.12" | "7.3") && d.chance(10) {
+            writeln!(out, "memory_zswap_writeback = false").unwrap();
+        }
     }
     ncg
 }
@@ -434,7 +438,7 @@ fn generate_in(bytes: &[u8], traces: Option<&Path>) -> String {
     draw_features(&mut d, &mut out, kernel);
     let nswap = draw_swaps(&mut d, &mut out);
     let files = draw_files(&mut d, &mut out, memory);
-    let ncg = draw_cgroups(&mut d, &mut out);
+    let ncg = draw_cgroups(&mut d, &mut out, kernel);
     let mut g = Gen {
         d: &mut d,
         files,

@@ -67,6 +67,8 @@ pub struct Memcg {
     pub nr_charged_bytes: u32,
     /// memory.zswap.max in pages (None: "max").
     pub zswap_max: Option<u64>,
+    /// memory.zswap.writeback (6.8+).
+    pub zswap_writeback: bool,
 }
 
 impl Memcg {
@@ -82,6 +84,7 @@ impl Memcg {
             oom_group: false,
             nr_charged_bytes: 0,
             zswap_max: None,
+            zswap_writeback: true,
         }
     }
 }

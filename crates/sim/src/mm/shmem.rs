@@ -800,8 +800,8 @@ impl Kernel {
         // swap_shmem_alloc: the inode's entries are the slots' references.
         self.swap_duplicate_nr(entry, self.folios.get(pfn).nr_pages());
         self.shmem_delete_from_page_cache(pfn, Some(entry));
-        self.swap_writepage(pfn);
-        true
+        // AOP_WRITEPAGE_ACTIVATE from swap_writepage passes up.
+        self.swap_writepage(pfn)
     }
 
     /// Reclaim drops a clean shmem folio from its page cache (it was never

@@ -1109,7 +1109,14 @@ impl Kernel {
         let f = self.folios.get_mut(pfn);
         f.clear(PG_DIRTY);
         f.set(PG_RECLAIM);
-        self.traced(Fn::SwapWritepage, |k| k.swap_writepage(pfn));
+        if !self.traced(Fn::SwapWritepage, |k| k.swap_writepage(pfn)) {
+            // AOP_WRITEPAGE_ACTIVATE: redirtied, kept locked and
+            // activated; pageout returns before counting a write.
+            let f = self.folios.get_mut(pfn);
+            f.clear(PG_RECLAIM);
+            f.set(PG_DIRTY);
+            return PageOut::Activate;
+        }
         let f = self.folios.get_mut(pfn);
         if !f.test(PG_WRITEBACK) {
             // Completed already (or never started): nothing to rotate.
@@ -1148,10 +1155,12 @@ impl Kernel {
     }
 
     /// `swap_writepage`: a stale cache entry no PTE needs is just dropped;
-    /// zram stores the page at once, a block device gets a bio.
-    pub fn swap_writepage(&mut self, pfn: Pfn) {
+    /// zram stores the page at once, a block device gets a bio. False
+    /// (AOP_WRITEPAGE_ACTIVATE) where zswap refused the folio and its
+    /// memcg's memory.zswap.writeback keeps it off the device.
+    pub fn swap_writepage(&mut self, pfn: Pfn) -> bool {
         if self.folio_free_swap(pfn) {
-            return;
+            return true;
         }
         let nr = self.folios.get(pfn).nr_pages();
         // The device (or zram's compressor, or the zero check) reads it.
@@ -1159,7 +1168,7 @@ impl Kernel {
             self.guest_frame(p, false);
         }
         if self.swap_zeromap_folio(pfn) {
-            return;
+            return true;
         }
         if self.frontswap_store(pfn) {
             if !self.release.zswap_lru {
@@ -1175,9 +1184,15 @@ impl Kernel {
                     crate::vmstat::MthpStat::Zswpout,
                 ));
             }
-            return;
+            return true;
+        }
+        if self.release.zswap_lru
+            && !self.mem_cgroup_zswap_writeback_enabled(self.folios.get(pfn).memcg)
+        {
+            return false;
         }
         self.__swap_writepage(pfn);
+        true
     }
 
     /// `__swap_writepage`: the folio to its swap device, past zswap (a

@@ -894,10 +894,14 @@ impl Kernel {
         let cost = self.zswap.kind_costs[kind];
         self.charge_cost(Fn::ZswapStore, cost.compress_ns);
         let incompressible = cost.comp_len >= PAGE_SIZE;
-        if incompressible && !self.release.zswap_incompressible {
-            // 6.12's compressor writes into one page and fails past it
-            // (the QEMU oracle's 6.12 counts reject_compress_fail, not
-            // zsmalloc's refusal).
+        // 6.12's compressor writes into one page and fails past it (the
+        // QEMU oracle's 6.12 counts reject_compress_fail, not zsmalloc's
+        // refusal); 7.3 keeps the page whole only where it could be
+        // written back later (-EINVAL otherwise).
+        if incompressible
+            && (!self.release.zswap_incompressible
+                || !self.mem_cgroup_zswap_writeback_enabled(memcg))
+        {
             self.zswap.stats.reject_compress_fail += 1;
             return false;
         }
@@ -1019,9 +1023,30 @@ impl Kernel {
         (isolated, false)
     }
 
+    /// `mem_cgroup_zswap_writeback_enabled` (6.8+): zswap is off, or
+    /// neither `memcg` nor an ancestor has memory.zswap.writeback 0.
+    pub(crate) fn mem_cgroup_zswap_writeback_enabled(&self, memcg: u16) -> bool {
+        if !self.zswap.params.enabled {
+            return true;
+        }
+        let mut cur = Some(memcg);
+        while let Some(m) = cur {
+            let m = &self.memcgs[m as usize];
+            if !m.zswap_writeback {
+                return false;
+            }
+            cur = m.parent;
+        }
+        true
+    }
+
     /// `shrink_memcg`: walks up to 1 (6.12) or 32 (7.3: SWAP_CLUSTER_MAX)
-    /// entries of `memcg`'s LRU (`zswap_lru_walk`).
+    /// entries of `memcg`'s LRU (`zswap_lru_walk`); none where writeback
+    /// is off (-ENOENT).
     fn shrink_memcg(&mut self, memcg: u16) -> Result<(), ShrinkErr> {
+        if !self.mem_cgroup_zswap_writeback_enabled(memcg) {
+            return Err(ShrinkErr::NoEntries);
+        }
         let batch = if self.release.zswap_shrink_memcg_batch {
             32
         } else {
@@ -1096,7 +1121,7 @@ impl Kernel {
     /// the less writing them back saves. Every reclaim mmsim runs may do
     /// I/O and enter the filesystem (`gfp_has_io_fs`).
     pub(super) fn zswap_shrinker_count(&mut self, memcg: u16) -> u64 {
-        if !self.zswap.params.shrinker_enabled {
+        if !self.zswap.params.shrinker_enabled || !self.mem_cgroup_zswap_writeback_enabled(memcg) {
             return 0;
         }
         if self.release.zswap_shrinker_count_ratelimited {
@@ -1133,7 +1158,7 @@ impl Kernel {
         nr_to_scan: u32,
         memalloc: bool,
     ) -> Option<u64> {
-        if !self.zswap.params.shrinker_enabled {
+        if !self.zswap.params.shrinker_enabled || !self.mem_cgroup_zswap_writeback_enabled(memcg) {
             return None;
         }
         let mut nr_to_walk = nr_to_scan;

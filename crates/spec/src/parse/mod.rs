@@ -134,7 +134,7 @@ fn build_at(rep: &Reporter, root: &Node, sections: &[&str]) -> Result<Spec, Spec
             "a table of cgroups, such as [cgroup.w]",
         )?;
         for (name, e) in &f.table.entries {
-            cgroups.push(build_cgroup(rep, name, &e.node)?);
+            cgroups.push(build_cgroup(rep, name, &e.node, machine.kernel)?);
         }
     }
     let mut tasks = Vec::new();

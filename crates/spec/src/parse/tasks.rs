@@ -9,7 +9,12 @@ use crate::tree::{join, At, Node, Val};
 use crate::units::Limit;
 use std::collections::HashMap;
 
-pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cgroup, SpecError> {
+pub(super) fn build_cgroup(
+    rep: &Reporter,
+    name: &str,
+    node: &Node,
+    preset: Preset,
+) -> Result<Cgroup, SpecError> {
     let key = join("cgroup", name);
     if !valid_name(name) {
         return Err(rep.at(
@@ -32,6 +37,7 @@ pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cg
             "memory_low",
             "memory_swap_max",
             "memory_zswap_max",
+            "memory_zswap_writeback",
             "memory_oom_group",
         ],
         "a [cgroup.NAME] table",
@@ -51,6 +57,17 @@ pub(super) fn build_cgroup(rep: &Reporter, name: &str, node: &Node) -> Result<Cg
         memory_low: lim_or("memory_low", Limit::Bytes(0))?,
         memory_swap_max: lim("memory_swap_max")?,
         memory_zswap_max: lim("memory_zswap_max")?,
+        memory_zswap_writeback: match c.get("memory_zswap_writeback") {
+            None => true,
+            Some(v) if preset < Preset::V6_12 => {
+                return Err(rep.at(
+                    v.at,
+                    c.path("memory_zswap_writeback"),
+                    format!("found memory_zswap_writeback with machine.kernel = \"{preset}\", which has no memory.zswap.writeback (6.8 brought it); expected machine.kernel = \"6.12\" or later, or no memory_zswap_writeback"),
+                ))
+            }
+            Some(v) => boolean(rep, v, &c.path("memory_zswap_writeback"))?,
+        },
         memory_oom_group: match c.get("memory_oom_group") {
             None => false,
             Some(v) => boolean(rep, v, &c.path("memory_oom_group"))?,

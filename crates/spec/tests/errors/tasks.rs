@@ -74,6 +74,28 @@ memory_swap_max = -1
 }
 
 #[test]
+fn memory_zswap_writeback_is_a_boolean_from_6_12() {
+    let cg = |kernel: &str, v: &str| {
+        with_task(&format!(
+            "[machine]\nmemory = \"512M\"\nkernel = \"{kernel}\"\n[cgroup.w]\nmemory_zswap_writeback = {v}\n"
+        ))
+    };
+    let e = rejected(&cg("6.1", "false"));
+    check(
+        &e,
+        5,
+        "cgroup.w.memory_zswap_writeback",
+        &["6.1", "6.8 brought it", "\"6.12\" or later"],
+    );
+    let e = rejected(&cg("6.12", "0"));
+    check(&e, 5, "cgroup.w.memory_zswap_writeback", &["0", "boolean"]);
+    let s = parse(&cg("7.3", "false")).expect("valid");
+    assert!(!s.cgroups[0].memory_zswap_writeback);
+    let s = parse(&cg("7.3", "true")).expect("valid");
+    assert!(s.cgroups[0].memory_zswap_writeback);
+}
+
+#[test]
 fn unknown_cgroup_key() {
     let e = rejected(&with_task(
         r#"[machine]
