@@ -67,11 +67,6 @@ impl Default for HugeState {
 }
 
 impl HugeState {
-    /// Some THP is queued for a deferred split.
-    pub fn has_deferred_split(&self) -> bool {
-        !self.deferred_split.is_empty()
-    }
-
     /// The huge zero page's head (NIL until allocated).
     pub fn huge_zero_pfn(&self) -> Pfn {
         self.huge_zero_pfn

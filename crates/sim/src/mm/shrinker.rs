@@ -88,11 +88,6 @@ impl Kernel {
     /// are due), until done or the shrinker stops. What was not scanned
     /// is deferred.
     fn do_shrink_slab(&mut self, s: Shrinker, memcg: u16, priority: i32, memalloc: bool) -> u64 {
-        // Nothing to count: no call at all (the deferred split queue is
-        // empty on most runs).
-        if s == Shrinker::DeferredSplit && !self.huge.has_deferred_split() {
-            return 0;
-        }
         let freeable = self.count_objects(s, memcg) as i64;
         if freeable == 0 {
             return 0;

@@ -1139,12 +1139,11 @@ impl Kernel {
         if nr_freeable == 0 {
             return 0;
         }
-        let swapins = match z.nr_disk_swapins.get_mut(memcg as usize) {
-            Some(n) => n,
-            None => return mult_frac(nr_freeable, nr_backing, nr_stored),
-        };
-        let protected = (*swapins).min(nr_freeable);
-        *swapins -= protected;
+        let protected = z.nr_disk_swapins.get_mut(memcg as usize).map_or(0, |n| {
+            let p = (*n).min(nr_freeable);
+            *n -= p;
+            p
+        });
         mult_frac(nr_freeable - protected, nr_backing, nr_stored)
     }
 
