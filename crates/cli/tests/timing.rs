@@ -138,8 +138,25 @@ fn one_machine(specs: &[PathBuf], slug: &str) {
     }
 }
 
+/// Phases shorter than 20 ms in their fastest run on a machine, and why.
+/// The test fails if another phase is that short, or one of these is not.
+const SHORT_PHASES: &[(&str, &[&str])] = &[(
+    // The suite's sizes were chosen on the AMD guest (31.8, 33.1 and
+    // 38.0 ms there); this machine zaps 512 MiB of anon in 12.9 ms,
+    // unmaps 1 GiB of tmpfs in 19.0 ms and maps a 512 MiB file by
+    // fault-around in 19.6 ms. Longer specs would need the AMD recordings
+    // made again, on a machine this project does not have now.
+    "intel-xeon",
+    &[
+        "dontneed main/dontneed",
+        "munmap main/munmap_shmem",
+        "tmpfs_mmap_read main/mmap_read",
+    ],
+)];
+
 #[test]
 fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
+    let mut short: Vec<(String, String)> = Vec::new();
     for (spec, m) in specs()
         .into_iter()
         .flat_map(|s| machines().into_iter().map(move |m| (s.clone(), m)))
@@ -167,41 +184,65 @@ fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
                     })
                     .min()
                     .expect("the phase in every run");
-                assert!(
-                    fastest >= 20_000_000,
-                    "{} {}/{name}: {fastest} ns",
-                    spec.display(),
-                    t["name"]
-                );
+                if fastest < 20_000_000 {
+                    let stem = spec.file_stem().expect("stem").to_string_lossy();
+                    let task = t["name"].as_str().expect("task name");
+                    short.push((m.clone(), format!("{stem} {task}/{name}")));
+                }
             }
         }
+    }
+    for m in machines() {
+        let found: Vec<&str> = short
+            .iter()
+            .filter(|s| s.0 == m)
+            .map(|s| s.1.as_str())
+            .collect();
+        assert_eq!(found, known_of(SHORT_PHASES, &m), "{m}: phases under 20 ms");
     }
 }
 
 /// Phases known to miss their time tolerance with a machine's profile,
-/// and why (docs/timing.md "Intel Xeon: a miss"). The test fails if any
+/// and why (docs/timing.md "Intel Xeon @ 2.50GHz (family 6 model 85): a miss" and
+/// "Intel Xeon (family 6 model 207)"). The test fails if any
 /// other phase misses, and if one of these comes within tolerance (then
 /// this list is out of date). The AMD EPYC profile has none since its
 /// calibration measured the shared tmpfs write fault (`shmem_shared_fault`,
 /// 2026-11-28), the last of its phases' paths no spec priced apart.
-const KNOWN_MISSES: &[(&str, &[&str])] = &[(
-    // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
-    // apart (steal time up to 16 %, DAMON's kdamond scanning): the
-    // calibration's least disturbed runs price paths faster than the
-    // suite's fastest run of a slower period.
-    "intel-xeon-2-50ghz",
-    &[
-        "dontneed main/dontneed",
-        "munmap main/munmap_anon",
-        "munmap main/munmap_shmem",
-        "psi_zram_memcg main/read",
-        "psi_zram_memcg main/rewrite",
-        "resident main/seq",
-        "swapoff main/swapoff",
-        "tmpfs_rw main/write_128k",
-        "zram_memcg main/refault_zipf",
-    ],
-)];
+const KNOWN_MISSES: &[(&str, &[&str])] = &[
+    (
+        // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
+        // apart (steal time up to 16 %, DAMON's kdamond scanning): the
+        // calibration's least disturbed runs price paths faster than the
+        // suite's fastest run of a slower period.
+        "intel-xeon-2-50ghz",
+        &[
+            "dontneed main/dontneed",
+            "munmap main/munmap_anon",
+            "munmap main/munmap_shmem",
+            "psi_zram_memcg main/read",
+            "psi_zram_memcg main/rewrite",
+            "resident main/seq",
+            "swapoff main/swapoff",
+            "tmpfs_rw main/write_128k",
+            "zram_memcg main/refault_zipf",
+        ],
+    ),
+    (
+        // A 1 MiB tmpfs file read 800 times over in 4 KiB calls stays in
+        // this CPU's 2 MiB L2: a copy from it takes 60-77 ns here (4 KiB
+        // memcpy from a 1 MiB source set into a hot buffer), where the
+        // profile's `copy_page` (416 ns) prices a copy from memory. mmsim has
+        // no model of which pages the caches hold (docs/timing.md "Intel Xeon
+        // (family 6 model 207)").
+        "intel-xeon",
+        &[
+            "smp_threads_read main/alone",
+            "smp_threads_read main/shared",
+            "smp_threads_read main/thread0/shared",
+        ],
+    ),
+];
 
 /// Phases whose memory pressure totals miss `PRESSURE_TOLERANCE` with a
 /// machine's profile (docs/timing.md "Memory pressure"): the stalled share
@@ -209,6 +250,26 @@ const KNOWN_MISSES: &[(&str, &[&str])] = &[(
 /// about 0.7× as long as the real ones on this guest (the time misses
 /// above), and so do their stalls.
 const KNOWN_PRESSURE_MISSES: &[(&str, &[&str])] = &[
+    (
+        // The stall is set beside the median real run's and the phase
+        // beside the fastest: on this guest the median run of these
+        // phases took 1.1-1.5x the fastest (of ten runs spread to 1.3-1.8x),
+        // while each phase's time is within 20 % of the fastest run's and
+        // its stalled share 0-10 points below the real one's.
+        "intel-xeon",
+        &[
+            "psi_zram_memcg main/write",
+            "smp_threads_reclaim main/thread0/write",
+            "two_procs a/write",
+            "two_procs b/write",
+            "zram_content_lz4 main/refault_seq",
+            "zram_memcg main/swapout_write",
+            "zram_memcg main/refault_seq",
+            "zram_memcg main/refault_zipf",
+            "zswap_zram main/read",
+            "zswap_zram main/rewrite",
+        ],
+    ),
     (
         "intel-xeon-2-50ghz",
         &[

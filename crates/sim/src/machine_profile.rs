@@ -313,6 +313,10 @@ pub const PROFILES: &[(&str, &str)] = &[
         "intel-xeon-2-50ghz.toml",
         include_str!("../profiles/intel-xeon-2-50ghz.toml"),
     ),
+    (
+        "intel-xeon.toml",
+        include_str!("../profiles/intel-xeon.toml"),
+    ),
 ];
 
 /// A folder and file name for a CPU model name: lower case, the
@@ -639,6 +643,7 @@ mod tests {
             "intel-xeon-2-50ghz"
         );
         assert_eq!(machine_slug("AMD EPYC"), "amd-epyc");
+        assert_eq!(machine_slug("Intel(R) Xeon(R) Processor"), "intel-xeon");
         assert_eq!(
             machine_slug("AMD EPYC 7B13 64-Core Processor"),
             "amd-epyc-7b13-64-core"
