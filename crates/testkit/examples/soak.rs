@@ -14,7 +14,8 @@
 //! number, so a run is repeatable. A failing spec is written to `--out`
 //! (default `soak-failures/`) with its error in a header comment, and
 //! each trace file it replays beside it (the spec names it relatively);
-//! `--verbose` prints why each refused spec was refused. `--guests` runs
+//! `--verbose` prints why each refused spec was refused. `--profile P`
+//! prices the runs with a machine profile (as mmsim's --profile). `--guests` runs
 //! each generated spec as a guest (TCG or KVM, at random) of a host that
 //! may swap its RAM (`specgen::hosted`; guests the simulator refuses count as refused). A spec
 //! still running after `--timeout` seconds counts as a hang: it is written
@@ -38,6 +39,11 @@ struct Args {
     max_work: u64,
     verbose: bool,
     guests: bool,
+    /// `--profile`: the machine profile the runs are priced with (as
+    /// mmsim's --profile: a file, `default`, `reference`, `auto`); none:
+    /// RunOptions' default. Costs move the CPUs' interleavings, so each
+    /// profile checks other schedules.
+    profile: Option<mmsim_sim::machine_profile::CostProfile>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -52,6 +58,7 @@ fn parse_args() -> Result<Args, String> {
         max_work: 20_000_000,
         verbose: false,
         guests: false,
+        profile: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -72,6 +79,12 @@ fn parse_args() -> Result<Args, String> {
             "--out" => a.out = PathBuf::from(value()?),
             "--verbose" => a.verbose = true,
             "--guests" => a.guests = true,
+            "--profile" => {
+                let name = value()?;
+                let p = mmsim_sim::machine_profile::CostProfile::load(&name)
+                    .map_err(|e| format!("--profile {name}: {e}"))?;
+                a.profile = Some(p);
+            }
             _ => {
                 return Err(format!(
                     "unknown flag {flag}; see the comment atop examples/soak.rs"
@@ -246,18 +259,25 @@ enum Outcome {
     Failed(String),
 }
 
-fn one(text: &str, max_work: u64) -> Outcome {
+fn one(
+    text: &str,
+    max_work: u64,
+    profile: Option<&mmsim_sim::machine_profile::CostProfile>,
+) -> Outcome {
     let spec = match mmsim_spec::parse_str(text, "soak.toml", &[]) {
         Ok(s) => s,
         Err(e) => return Outcome::Refused(e.to_string()),
     };
     let work = mmsim_spec::work::work(&spec).total;
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         check: true,
         max_work: Some(max_work),
         max_host_bytes: Some(2 << 30),
         ..Default::default()
     };
+    if let Some(p) = profile {
+        opts.costs = p.clone();
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge(&spec, opts))) {
         Err(p) => {
             let msg = p
@@ -354,7 +374,7 @@ fn main() {
                         mutate(&pool[rng.below(pool.len() as u64) as usize], &mut rng)
                     };
                     *current[w].lock().unwrap() = (Instant::now(), text.clone());
-                    match one(&text, args.max_work) {
+                    match one(&text, args.max_work, args.profile.as_ref()) {
                         Outcome::Ran(ops) => {
                             totals.ran.fetch_add(1, Ordering::Relaxed);
                             totals.ops.fetch_add(ops as u64, Ordering::Relaxed);
