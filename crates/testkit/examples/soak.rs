@@ -41,8 +41,8 @@ struct Args {
     guests: bool,
     /// `--profile`: the machine profile the runs are priced with (as
     /// mmsim's --profile: a file, `default`, `reference`, `auto`); none:
-    /// RunOptions' default. Costs move the CPUs' interleavings, so each
-    /// profile checks other schedules.
+    /// RunOptions' default (the default profile). Costs move the CPUs'
+    /// interleavings, so each profile checks other schedules.
     profile: Option<mmsim_sim::machine_profile::CostProfile>,
 }
 
