@@ -197,7 +197,7 @@ impl Kernel {
     }
 
     /// The memcg and its ancestors, excluding the root.
-    fn ancestors(&self, memcg: u16) -> impl Iterator<Item = u16> + '_ {
+    pub(super) fn ancestors(&self, memcg: u16) -> impl Iterator<Item = u16> + '_ {
         let mut cur = Some(memcg);
         std::iter::from_fn(move || {
             let m = cur?;

@@ -1095,13 +1095,7 @@ impl Kernel {
                 self.folios.get_mut(pfn).set(PG_DIRTY);
                 return PageOut::Activate;
             }
-            let f = self.folios.get_mut(pfn);
-            if !f.test(PG_WRITEBACK) {
-                f.clear(PG_RECLAIM);
-            }
-            let nr = f.nr_pages() as i64;
-            self.mod_node_page_state(Vm::NrVmscanWrite, nr);
-            return PageOut::Success;
+            return self.pageout_started(pfn);
         }
         if !f.test(PG_SWAPCACHE) {
             return PageOut::Activate;
@@ -1117,14 +1111,18 @@ impl Kernel {
             f.set(PG_DIRTY);
             return PageOut::Activate;
         }
+        self.pageout_started(pfn)
+    }
+
+    /// `pageout` once ->writepage took the folio: a write already over
+    /// leaves nothing to rotate, and the write is counted whatever the
+    /// writepage did, every page of the folio (node_stat_add_folio).
+    fn pageout_started(&mut self, pfn: Pfn) -> PageOut {
         let f = self.folios.get_mut(pfn);
         if !f.test(PG_WRITEBACK) {
-            // Completed already (or never started): nothing to rotate.
             f.clear(PG_RECLAIM);
         }
-        // pageout counts a write it started whatever the writepage did,
-        // every page of the folio (node_stat_add_folio).
-        let nr = self.folios.get(pfn).nr_pages() as i64;
+        let nr = f.nr_pages() as i64;
         self.mod_node_page_state(Vm::NrVmscanWrite, nr);
         PageOut::Success
     }

@@ -1024,20 +1024,13 @@ impl Kernel {
     }
 
     /// `mem_cgroup_zswap_writeback_enabled` (6.8+): zswap is off, or
-    /// neither `memcg` nor an ancestor has memory.zswap.writeback 0.
+    /// neither `memcg` nor an ancestor has memory.zswap.writeback 0 (the
+    /// root has no such file).
     pub(crate) fn mem_cgroup_zswap_writeback_enabled(&self, memcg: u16) -> bool {
-        if !self.zswap.params.enabled {
-            return true;
-        }
-        let mut cur = Some(memcg);
-        while let Some(m) = cur {
-            let m = &self.memcgs[m as usize];
-            if !m.zswap_writeback {
-                return false;
-            }
-            cur = m.parent;
-        }
-        true
+        !self.zswap.params.enabled
+            || self
+                .ancestors(memcg)
+                .all(|m| self.memcgs[m as usize].zswap_writeback)
     }
 
     /// `shrink_memcg`: walks up to 1 (6.12) or 32 (7.3: SWAP_CLUSTER_MAX)
