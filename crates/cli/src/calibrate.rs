@@ -289,6 +289,9 @@ fn sim_run(spec: &mmsim_spec::Spec, costs: Costs) -> Result<RunResult, String> {
             label: "calibrate".into(),
             cpu: None,
             compress: Default::default(),
+            // The calibration specs stream sets far beyond an L2, and
+            // their counts are of `Costs`' fields.
+            l2: None,
         },
         ..Default::default()
     };
@@ -833,6 +836,11 @@ pub fn profile(
             },
         );
     }
+    let mut machine = machine;
+    if let Some((e, bytes, ways)) = copy_page_l2(runs) {
+        cost.insert("copy_page_l2".into(), e);
+        (machine.l2_bytes, machine.l2_ways) = (Some(bytes), Some(ways));
+    }
     let p = MachineProfile {
         format: 1,
         machine,
@@ -844,6 +852,40 @@ pub fn profile(
     // What calibrate writes, a run can load.
     MachineProfile::parse(&p.to_toml())?;
     Ok((p, s))
+}
+
+/// `copy_page_l2` from the runs that measured it (ubench.rs), with the
+/// L2's size and ways they recorded: the median, its spread the runs'
+/// range. None if no run did (recorded before 2026-12-01, or no L2 in
+/// sysfs): the profile then prices every copy as `copy_page`.
+fn copy_page_l2(runs: &[RunData]) -> Option<(CostEntry, u64, u32)> {
+    let measured: Vec<&ubench::UserBench> = runs
+        .iter()
+        .map(|r| &r.user)
+        .filter(|u| u.l2_bytes > 0 && u.copy_l2_ns.is_some())
+        .collect();
+    let first = measured.first()?;
+    let mut v: Vec<f64> = measured
+        .iter()
+        .filter_map(|u| u.copy_l2_per_op())
+        .map(|x| x.max(0.0))
+        .collect();
+    v.sort_by(f64::total_cmp);
+    let round = |x: f64| x.round() as u64;
+    let median = round(v[v.len() / 2]);
+    let e = CostEntry {
+        value: median,
+        unit: "ns".into(),
+        spread: [round(v[0]).min(median), round(v[v.len() - 1]).max(median)],
+        basis: Basis::Measured,
+        method: format!(
+            "user space: 4 KiB memcpy into a hot page from a source set of half the L2 ({} KiB, {}-way, sysfs cache/index2), loaded by a first pass, 2n minus n copies; the median of {} runs",
+            first.l2_bytes >> 10,
+            first.l2_ways,
+            v.len()
+        ),
+    };
+    Some((e, first.l2_bytes, first.l2_ways as u32))
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -1259,6 +1301,9 @@ fn machine_of(runs: &[RunData]) -> MachineInfo {
             .unwrap_or_default(),
         cpus: doc.map_or(0, |d| d.machine.cpus),
         kernel: doc.map(|d| d.engine.version.clone()).unwrap_or_default(),
+        // profile() adds the L2 where the runs measured copy_page_l2.
+        l2_bytes: None,
+        l2_ways: None,
     }
 }
 
@@ -1498,6 +1543,9 @@ mod tests {
             zero_scan_ns: t(scan),
             fill_ns: t(fill),
             syscall_ns: t(truth.syscall),
+            l2_bytes: 0,
+            l2_ways: 0,
+            copy_l2_ns: None,
         };
         let zram = ZramBench {
             comp_algorithm: "lzo-rle".into(),
@@ -1647,6 +1695,53 @@ mod tests {
         assert!(e.method.contains("not resolved from zero"), "{}", e.method);
         // The constants priced elsewhere are still recovered.
         assert_eq!(p.cost["touch"].value, truth.touch);
+    }
+
+    /// `copy_page_l2` is the median of the runs that measured it, with
+    /// the L2 they recorded; runs recorded before it leave it out, and
+    /// the profile then has no L2 model.
+    #[test]
+    fn copy_page_l2_is_the_median_of_the_runs_that_measured_it() {
+        let all = counts_618();
+        let truth = truth();
+        let l2 = |ns: u64| {
+            let mut r = simulated_run(truth, 1.0);
+            r.user.l2_bytes = 2 << 20;
+            r.user.l2_ways = 16;
+            r.user.copy_l2_ns = Some([1_000_000, 1_000_000 + ns * r.user.hot_reps]);
+            r
+        };
+        let sessions: Vec<String> = ["a", "b", "c", "c"].map(String::from).to_vec();
+        let old = [simulated_run(truth, 1.0), simulated_run(truth, 1.0)];
+        let (p, _) = profile_of(&all, &old, &sessions[..2]);
+        assert_eq!(p.l2(), None);
+        assert!(!p.cost.contains_key("copy_page_l2"));
+        let runs = [simulated_run(truth, 1.0), l2(47), l2(74), l2(68)];
+        let (p, _) = profile_of(&all, &runs, &sessions);
+        let e = &p.cost["copy_page_l2"];
+        assert_eq!(
+            (e.value, e.spread, e.basis),
+            (68, [47, 74], Basis::Measured)
+        );
+        assert!(
+            e.method.contains("2048 KiB, 16-way") && e.method.contains("3 runs"),
+            "{}",
+            e.method
+        );
+        assert_eq!(
+            (p.machine.l2_bytes, p.machine.l2_ways),
+            (Some(2 << 20), Some(16))
+        );
+        // The other constants are as without it.
+        let (q, _) = profile_of(
+            &all,
+            &runs.map(|mut r| {
+                r.user.copy_l2_ns = None;
+                r
+            }),
+            &sessions,
+        );
+        assert!(q.cost.iter().all(|(k, v)| p.cost[k] == *v));
     }
 
     /// Runs recorded before a path's phases were added say nothing of its

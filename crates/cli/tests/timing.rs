@@ -203,46 +203,32 @@ fn every_timed_phase_lasts_at_least_20_ms_in_its_fastest_run() {
 }
 
 /// Phases known to miss their time tolerance with a machine's profile,
-/// and why (docs/timing.md "Intel Xeon @ 2.50GHz (family 6 model 85): a miss" and
-/// "Intel Xeon (family 6 model 207)"). The test fails if any
-/// other phase misses, and if one of these comes within tolerance (then
-/// this list is out of date). The AMD EPYC profile has none since its
-/// calibration measured the shared tmpfs write fault (`shmem_shared_fault`,
-/// 2026-11-28), the last of its phases' paths no spec priced apart.
-const KNOWN_MISSES: &[(&str, &[&str])] = &[
-    (
-        // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
-        // apart (steal time up to 16 %, DAMON's kdamond scanning): the
-        // calibration's least disturbed runs price paths faster than the
-        // suite's fastest run of a slower period.
-        "intel-xeon-2-50ghz",
-        &[
-            "dontneed main/dontneed",
-            "munmap main/munmap_anon",
-            "munmap main/munmap_shmem",
-            "psi_zram_memcg main/read",
-            "psi_zram_memcg main/rewrite",
-            "resident main/seq",
-            "swapoff main/swapoff",
-            "tmpfs_rw main/write_128k",
-            "zram_memcg main/refault_zipf",
-        ],
-    ),
-    (
-        // A 1 MiB tmpfs file read 800 times over in 4 KiB calls stays in
-        // this CPU's 2 MiB L2: a copy from it takes 60-77 ns here (4 KiB
-        // memcpy from a 1 MiB source set into a hot buffer), where the
-        // profile's `copy_page` (416 ns) prices a copy from memory. mmsim has
-        // no model of which pages the caches hold (docs/timing.md "Intel Xeon
-        // (family 6 model 207)").
-        "intel-xeon",
-        &[
-            "smp_threads_read main/alone",
-            "smp_threads_read main/shared",
-            "smp_threads_read main/thread0/shared",
-        ],
-    ),
-];
+/// and why (docs/timing.md "Intel Xeon @ 2.50GHz (family 6 model 85): a
+/// miss"). The test fails if any other phase misses, and if one of these
+/// comes within tolerance (then this list is out of date). The AMD EPYC
+/// profile has none since its calibration measured the shared tmpfs write
+/// fault (`shmem_shared_fault`, 2026-11-28), the last of its phases' paths
+/// no spec priced apart; the Intel family 6 model 207 one none since it
+/// measured a copy from L2 (`copy_page_l2`, 2026-12-01: smp_threads_read
+/// rereads a 1 MiB file, which stays in the core's 2 MiB L2).
+const KNOWN_MISSES: &[(&str, &[&str])] = &[(
+    // This 2-vCPU guest's speed drifts by up to 2× between runs minutes
+    // apart (steal time up to 16 %, DAMON's kdamond scanning): the
+    // calibration's least disturbed runs price paths faster than the
+    // suite's fastest run of a slower period.
+    "intel-xeon-2-50ghz",
+    &[
+        "dontneed main/dontneed",
+        "munmap main/munmap_anon",
+        "munmap main/munmap_shmem",
+        "psi_zram_memcg main/read",
+        "psi_zram_memcg main/rewrite",
+        "resident main/seq",
+        "swapoff main/swapoff",
+        "tmpfs_rw main/write_128k",
+        "zram_memcg main/refault_zipf",
+    ],
+)];
 
 /// Phases whose memory pressure totals miss `PRESSURE_TOLERANCE` with a
 /// machine's profile (docs/timing.md "Memory pressure"): the stalled share

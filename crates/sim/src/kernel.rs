@@ -181,6 +181,9 @@ pub struct Kernel {
     pub disks: Vec<crate::mm::filemap::Disk>,
     pub cpus: Vec<Cpu>,
     pub cur_cpu: usize,
+    /// Which pages each CPU's L2 holds (l2cache.rs); None where the
+    /// profile does not model it.
+    pub l2: Option<Box<crate::l2cache::L2Cache>>,
     pub tasks: Vec<KTask>,
     /// The task on whose behalf the kernel runs now (None: kswapd).
     pub cur_task: Option<usize>,
@@ -377,6 +380,65 @@ const DMA_MANAGED_PAGES: u64 = 3840;
 const DMA32_END_BYTES: u64 = 3 << 30;
 
 impl Kernel {
+    /// The price of copying frame `src` whole on this CPU: `copy_page`,
+    /// or `copy_page_l2` where the profile models the L2 and `src` is in
+    /// this CPU's (l2cache.rs). The source is resident afterwards.
+    #[inline]
+    pub(crate) fn copy_page_cost(&mut self, src: Pfn) -> u64 {
+        let cpu = self.cur_cpu;
+        match self
+            .l2
+            .as_deref_mut()
+            .map(|l2| (l2.fill(cpu, src), l2.copy_ns))
+        {
+            Some((true, l2_ns)) => l2_ns,
+            _ => self.costs.copy_page,
+        }
+    }
+
+    /// This CPU read frames `[pfn, pfn + nr)` whole (compression's
+    /// source): they enter its L2.
+    #[inline]
+    pub(crate) fn l2_read(&mut self, pfn: Pfn, nr: u32) {
+        if let Some(l2) = self.l2.as_deref_mut() {
+            for p in pfn..pfn + nr {
+                l2.fill(self.cur_cpu, p);
+            }
+        }
+    }
+
+    /// This CPU wrote frames `[pfn, pfn + nr)` whole (a clear, a copy's
+    /// destination, a decompression): they enter its L2 and leave every
+    /// other CPU's.
+    #[inline]
+    pub(crate) fn l2_write(&mut self, pfn: Pfn, nr: u32) {
+        if let Some(l2) = self.l2.as_deref_mut() {
+            for p in pfn..pfn + nr {
+                l2.fill(self.cur_cpu, p);
+                l2.invalidate_others(Some(self.cur_cpu), p);
+            }
+        }
+    }
+
+    /// A device wrote frames `[pfn, pfn + nr)` (a read's DMA): no CPU's L2
+    /// holds them any more.
+    #[inline]
+    pub(crate) fn l2_dma(&mut self, pfn: Pfn, nr: u32) {
+        if let Some(l2) = self.l2.as_deref_mut() {
+            for p in pfn..pfn + nr {
+                l2.invalidate_others(None, p);
+            }
+        }
+    }
+
+    /// `n` user accesses on this CPU: a line each (l2cache.rs).
+    #[inline]
+    pub(crate) fn l2_user_lines(&mut self, n: u64) {
+        if let Some(l2) = self.l2.as_deref_mut() {
+            l2.user_lines(self.cur_cpu, n);
+        }
+    }
+
     /// A guest kernel's access of its frame `pfn` (a read, or a write):
     /// logged for the VMM to make on the host (vm.rs). Nothing on a
     /// machine of its own.
@@ -484,6 +546,7 @@ impl Kernel {
                 })
                 .collect(),
             cur_cpu: 0,
+            l2: None,
             tasks: Vec::new(),
             cur_task: None,
             pending_ns: 0,

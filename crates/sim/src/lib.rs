@@ -12,6 +12,7 @@ pub mod dev;
 pub mod histogram;
 pub mod kernel;
 pub mod kvm;
+pub mod l2cache;
 pub mod machine_profile;
 pub mod mm;
 pub mod player;
@@ -345,6 +346,10 @@ pub(crate) fn boot<'s>(
     let mut kernel = Box::new(Kernel::new(spec, costs.costs)?);
     kernel.setup_page_contents(spec, &costs.compress)?;
     kernel.setup_zswap(&costs.compress)?;
+    kernel.l2 = costs
+        .l2
+        .and_then(|m| l2cache::L2Cache::new(m, spec.machine.cpus as usize))
+        .map(Box::new);
     let machine = machine_info(&kernel, spec);
     if guest {
         kernel.frame_log = Some(kernel::FrameLog::default());

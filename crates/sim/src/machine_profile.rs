@@ -150,6 +150,16 @@ pub struct CostEntry {
     pub method: String,
 }
 
+/// Constants a profile may leave out, with their units: a profile
+/// without one prices as before it was measured (l2cache.rs:
+/// `copy_page_l2`, with the L2's geometry in `[machine]`).
+pub const OPTIONAL: &[(&str, &str)] = &[("copy_page_l2", "ns")];
+
+/// The largest L2 a profile may describe: the model keeps 4 bytes per
+/// page of it per CPU, bounded before any run spends them (private L2s
+/// are 0.25-4 MiB today).
+pub const MAX_L2_BYTES: u64 = 64 << 20;
+
 /// The machine a profile was measured on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -157,6 +167,13 @@ pub struct MachineInfo {
     pub cpu: String,
     pub cpus: u32,
     pub kernel: String,
+    /// A CPU's private L2 cache: its size and associativity (sysfs
+    /// `cache/index2`), recorded by calibrate since it measures
+    /// `copy_page_l2`; absent in profiles measured before (l2cache.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_ways: Option<u32>,
 }
 
 /// How a profile was made.
@@ -382,8 +399,9 @@ impl MachineProfile {
             }
         }
         for (name, e) in &self.cost {
-            let Some(&(_, unit)) = Costs::FIELDS.iter().find(|(f, _)| f == name) else {
-                let names: Vec<&str> = Costs::FIELDS.iter().map(|(f, _)| *f).collect();
+            let known = Costs::FIELDS.iter().chain(OPTIONAL);
+            let Some(&(_, unit)) = known.clone().find(|(f, _)| f == name) else {
+                let names: Vec<&str> = known.map(|(f, _)| *f).collect();
                 return Err(format!(
                     "key cost.{name}: found an unknown constant, expected one of {}",
                     names.join(", ")
@@ -409,6 +427,7 @@ impl MachineProfile {
                 ));
             }
         }
+        self.validate_l2()?;
         let c = self.costs();
         if c.ptep_clear_flush() > c.unmap_one {
             return Err(format!(
@@ -418,6 +437,39 @@ impl MachineProfile {
             ));
         }
         Ok(())
+    }
+
+    /// `copy_page_l2` comes with the L2's geometry, one page set at least.
+    fn validate_l2(&self) -> Result<(), String> {
+        let m = &self.machine;
+        let copy = self.cost.contains_key("copy_page_l2");
+        match (copy, m.l2_bytes, m.l2_ways) {
+            (false, None, None) => Ok(()),
+            (true, Some(bytes), Some(ways))
+                if ways > 0 && bytes >= 4096 * ways as u64 && bytes <= MAX_L2_BYTES =>
+            {
+                Ok(())
+            }
+            (true, Some(bytes), Some(ways)) => Err(format!(
+                "key machine.l2_bytes: found {bytes} with l2_ways {ways}, expected at least one 4 KiB page per way and at most {MAX_L2_BYTES} bytes (a CPU's private L2)"
+            )),
+            _ => Err(format!(
+                "key cost.copy_page_l2: found it {}, machine.l2_bytes {} and machine.l2_ways {}; expected all three or none",
+                if copy { "present" } else { "absent" },
+                if m.l2_bytes.is_some() { "present" } else { "absent" },
+                if m.l2_ways.is_some() { "present" } else { "absent" },
+            )),
+        }
+    }
+
+    /// The L2 model the profile measured (None: it prices every copy as
+    /// `copy_page`).
+    pub fn l2(&self) -> Option<crate::l2cache::L2Model> {
+        Some(crate::l2cache::L2Model {
+            bytes: self.machine.l2_bytes?,
+            ways: self.machine.l2_ways?,
+            copy_page_l2: self.cost.get("copy_page_l2")?.value,
+        })
     }
 
     /// The profile's values.
@@ -453,6 +505,9 @@ pub struct CostProfile {
     pub cpu: Option<String>,
     /// zram's cost per page content and compressor (empty: none measured).
     pub compress: std::sync::Arc<CompressTable>,
+    /// Which pages a CPU's L2 holds, and a copy from it (None: not
+    /// measured; every copy costs `copy_page`).
+    pub l2: Option<crate::l2cache::L2Model>,
 }
 
 impl CostProfile {
@@ -463,6 +518,7 @@ impl CostProfile {
             label: "reference".into(),
             cpu: None,
             compress: Default::default(),
+            l2: None,
         }
     }
 
@@ -472,6 +528,7 @@ impl CostProfile {
         CostProfile {
             costs: p.costs(),
             label: format!("{name}: {}", p.label()),
+            l2: p.l2(),
             cpu: Some(p.machine.cpu),
             compress: std::sync::Arc::new(p.compress),
         }
@@ -634,6 +691,55 @@ mod tests {
         }
         let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
         assert!(e.contains("cost.unmap_one"), "{e}");
+    }
+
+    #[test]
+    fn copy_page_l2_comes_with_the_l2s_geometry() {
+        let p = reference_profile();
+        assert_eq!(p.l2(), None, "no L2 model unless measured");
+        let mut q = p.clone();
+        q.cost.insert(
+            "copy_page_l2".into(),
+            CostEntry {
+                value: 70,
+                unit: "ns".into(),
+                spread: [47, 74],
+                basis: Basis::Measured,
+                method: "a test".into(),
+            },
+        );
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(
+            e.contains("cost.copy_page_l2") && e.contains("machine.l2_bytes absent"),
+            "{e}"
+        );
+        q.machine.l2_bytes = Some(2 << 20);
+        q.machine.l2_ways = Some(1024);
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(
+            e.contains("machine.l2_bytes") && e.contains("per way"),
+            "{e}"
+        );
+        q.machine.l2_ways = Some(16);
+        q.machine.l2_bytes = Some(1 << 40);
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(
+            e.contains("machine.l2_bytes") && e.contains("at most"),
+            "{e}"
+        );
+        q.machine.l2_bytes = Some(2 << 20);
+        let parsed = MachineProfile::parse(&q.to_toml()).unwrap();
+        let m = parsed.l2().expect("measured");
+        assert_eq!((m.bytes, m.ways, m.copy_page_l2), (2 << 20, 16, 70));
+        assert_eq!(CostProfile::of(parsed, "t").l2, Some(m));
+        let mut r = p.clone();
+        r.machine.l2_bytes = Some(2 << 20);
+        r.machine.l2_ways = Some(16);
+        let e = MachineProfile::parse(&r.to_toml()).unwrap_err();
+        assert!(
+            e.contains("cost.copy_page_l2") && e.contains("absent"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -9,6 +9,11 @@
 //!   direct map is, so the walk is not a TLB benchmark.
 //! - `copy_page`: a 4 KiB memcpy from one cold pool to another (COW, a RAM
 //!   disk's bio, read(2) of a file too large for the cache).
+//! - `copy_page_l2`: a 4 KiB memcpy into one hot page from a source set of
+//!   half the L2 (sysfs `cache/index*` of level 2), walked in turn after a
+//!   pass that loads it: a copy whose source the copying CPU streamed a
+//!   moment ago (read(2) of a small file read again, the simulator's
+//!   l2cache.rs).
 //! - `zero_scan`: zram's `page_same_filled` test of a hot zero page (a
 //!   word-by-word compare of 4 KiB), and `fill`: the 4 KiB memset its
 //!   read of a same-filled slot does. The zram bench's zero pages pay
@@ -34,6 +39,16 @@ pub struct UserBench {
     pub fill_ns: [u64; 2],
     /// getppid(2) calls, hot_reps and 2·hot_reps of them.
     pub syscall_ns: [u64; 2],
+    /// A CPU's L2: size and associativity (0: not recorded, runs before
+    /// 2026-12-01).
+    #[serde(default)]
+    pub l2_bytes: u64,
+    #[serde(default)]
+    pub l2_ways: u64,
+    /// Copies from a source set of half the L2 into a hot page,
+    /// hot_reps and 2·hot_reps of them (None: not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_l2_ns: Option<[u64; 2]>,
 }
 
 impl UserBench {
@@ -48,6 +63,40 @@ impl UserBench {
             ("syscall", slope(self.syscall_ns, self.hot_reps)),
         ]
     }
+
+    /// A copy from L2 (None: the run did not measure it).
+    pub fn copy_l2_per_op(&self) -> Option<f64> {
+        let t = self.copy_l2_ns?;
+        Some((t[1] as f64 - t[0] as f64) / self.hot_reps as f64)
+    }
+}
+
+/// A cache of `level` (data or unified) from sysfs: its size in bytes
+/// and its ways.
+pub fn cache_geometry(level: u32) -> Option<(u64, u64)> {
+    (0..8).find_map(|i| {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+        let lvl: u32 = read("level")?.trim().parse().ok()?;
+        let kind = read("type")?;
+        if lvl != level || kind.trim() == "Instruction" {
+            return None;
+        }
+        let ways: u64 = read("ways_of_associativity")?.trim().parse().ok()?;
+        Some((size_bytes(read("size")?.trim())?, ways))
+    })
+}
+
+/// A sysfs cache size ("2048K", "32M").
+fn size_bytes(s: &str) -> Option<u64> {
+    let (num, mul) = match s.strip_suffix('K') {
+        Some(n) => (n, 1024),
+        None => match s.strip_suffix('M') {
+            Some(n) => (n, 1 << 20),
+            None => (s, 1),
+        },
+    };
+    num.parse::<u64>().ok().map(|n| n * mul)
 }
 
 /// The last-level cache's size from sysfs (the largest cache index).
@@ -55,16 +104,7 @@ pub fn llc_bytes() -> u64 {
     (0..8)
         .filter_map(|i| {
             let p = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
-            let s = std::fs::read_to_string(p).ok()?;
-            let s = s.trim();
-            let (num, mul) = match s.strip_suffix('K') {
-                Some(n) => (n, 1024),
-                None => match s.strip_suffix('M') {
-                    Some(n) => (n, 1 << 20),
-                    None => (s, 1),
-                },
-            };
-            num.parse::<u64>().ok().map(|n| n * mul)
+            size_bytes(std::fs::read_to_string(p).ok()?.trim())
         })
         .max()
         .unwrap_or(32 << 20)
@@ -146,6 +186,11 @@ pub fn run() -> Result<UserBench, String> {
     };
     let y1 = getppid(reps);
     let y2 = getppid(2 * reps);
+    let (l2_bytes, l2_ways) = cache_geometry(2).unwrap_or((0, 0));
+    let copy_l2_ns = match l2_bytes {
+        0 => None,
+        _ => Some(copy_from_l2(l2_bytes, reps)?),
+    };
     Ok(UserBench {
         llc_bytes: llc,
         pool_pages: n as u64,
@@ -155,5 +200,25 @@ pub fn run() -> Result<UserBench, String> {
         zero_scan_ns: [s1, s2],
         fill_ns: [f1, f2],
         syscall_ns: [y1, y2],
+        l2_bytes,
+        l2_ways,
+        copy_l2_ns,
     })
+}
+
+/// 4 KiB copies into one hot page from a set of half the L2, `reps` and
+/// `2·reps` of them, the set walked in turn after a pass that loads it.
+fn copy_from_l2(l2_bytes: u64, reps: u64) -> Result<[u64; 2], String> {
+    let pages = (l2_bytes as usize / 2 / PAGE).max(1);
+    let src = pool(pages)?;
+    let mut dst = vec![0u8; PAGE];
+    let mut copy = |k: u64| {
+        timed(k as usize, |i| {
+            let i = i % pages;
+            dst.copy_from_slice(&src[i * PAGE..(i + 1) * PAGE]);
+            black_box(&dst);
+        })
+    };
+    copy(pages as u64);
+    Ok([copy(reps), copy(2 * reps)])
 }

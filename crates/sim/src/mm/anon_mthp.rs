@@ -206,6 +206,7 @@ impl Kernel {
         let nr = 1usize << order;
         // folio_zero_user.
         self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * nr as u64);
+        self.l2_write(head, nr as u32);
         self.folios.version[head as usize..head as usize + nr].fill(0);
         // map_anon_folio_pte_pf.
         self.map_anon_folio_pte_nopf(vma, first, head, Fn::DoAnonymousPage);
@@ -431,6 +432,7 @@ impl Kernel {
             self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
             for i in 0..nr {
                 let version = self.zram_read_page(ty, off + i);
+                self.l2_write(head + i, 1);
                 self.folios.version[(head + i) as usize] = version;
             }
             self.vm.add(Vm::Pswpin, nr as i64);

@@ -708,8 +708,9 @@ impl Kernel {
         if ra.prev_pos <= 0 || (ra.prev_pos - 1) >> shift != ((index << 12) >> shift) as i64 {
             self.folio_mark_accessed(pfn);
         }
-        self.charge_cost(Fn::User, self.costs.copy_page);
         let page = self.folios.folio_page(pfn, index);
+        let copy = self.copy_page_cost(page);
+        self.charge_cost(Fn::User, copy);
         // copy_page_to_iter reads the page (the user buffer's frames are
         // not modelled).
         self.guest_frame(page, false);
@@ -760,6 +761,7 @@ impl Kernel {
         self.charge_cost(Fn::User, self.costs.copy_page);
         // copy_page_from_iter writes the page.
         self.guest_frame(self.folios.folio_page(pfn, index), true);
+        self.l2_write(self.folios.folio_page(pfn, index), 1);
         let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)
             .max(1);

@@ -205,6 +205,7 @@ impl Kernel {
         };
         // clear_huge_page.
         self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * HPAGE_PMD_NR);
+        self.l2_write(head, HPAGE_PMD_NR as u32);
         let nr = HPAGE_PMD_NR as usize;
         self.folios.version[head as usize..head as usize + nr].fill(0);
         self.folios
@@ -283,6 +284,7 @@ impl Kernel {
                 return false;
             };
             self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * HPAGE_PMD_NR);
+            self.l2_write(p, HPAGE_PMD_NR as u32);
             self.folios.get_mut(p).set(PG_KERNEL);
             self.vm.inc(Vm::ThpZeroPageAlloc);
             self.huge.huge_zero_pfn = p;

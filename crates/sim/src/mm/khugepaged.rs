@@ -815,13 +815,16 @@ impl Kernel {
             let dst = hpage + n as Pfn;
             if pte_none(pte) || pte & PTE_ZERO != 0 {
                 self.charge_cost(Fn::CollapseHugePage, self.costs.clear_page);
+                self.l2_write(dst, 1);
                 self.folios.version[dst as usize] = 0;
                 self.mms[mm].rss_anon += 1;
                 self.vmas[vma as usize].ptes[i] = 0;
                 continue;
             }
             let src = pte_pfn(pte);
-            self.charge_cost(Fn::CollapseHugePage, self.costs.copy_page);
+            let copy = self.copy_page_cost(src);
+            self.charge_cost(Fn::CollapseHugePage, copy);
+            self.l2_write(dst, 1);
             // copy_user_highpage reads the source (the THP was written
             // when allocated).
             self.guest_frame(src, false);

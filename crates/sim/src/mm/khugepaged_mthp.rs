@@ -443,6 +443,7 @@ impl Kernel {
             let dst = folio + i as Pfn;
             if pte_none(pte) || pte & PTE_ZERO != 0 {
                 self.charge_cost(Fn::CollapseHugePage, self.costs.clear_page);
+                self.l2_write(dst, 1);
                 self.folios.version[dst as usize] = 0;
                 self.mms[mm as usize].rss_anon += 1;
                 self.vmas[vma as usize].ptes[idx] = 0;
@@ -470,7 +471,9 @@ impl Kernel {
             let mut last = 0;
             for b in 0..batch {
                 let (s, d) = (src + b as Pfn, dst + b as Pfn);
-                self.charge_cost(Fn::CollapseHugePage, self.costs.copy_page);
+                let copy = self.copy_page_cost(s);
+                self.charge_cost(Fn::CollapseHugePage, copy);
+                self.l2_write(d, 1);
                 self.guest_frame(s, false);
                 self.folios.version[d as usize] = self.folios.version[s as usize];
                 self.vmas[vma as usize].ptes[idx + b] = 0;

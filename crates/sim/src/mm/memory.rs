@@ -223,6 +223,7 @@ impl Kernel {
         }
         // n charges of costs.touch, summed: the same u64 additions.
         self.charge_user(self.costs.touch * n as u64);
+        self.l2_user_lines(n as u64);
         n
     }
 
@@ -248,6 +249,7 @@ impl Kernel {
             }
         }
         self.charge_user(self.costs.touch * n as u64);
+        self.l2_user_lines(n as u64);
         n
     }
 
@@ -295,6 +297,7 @@ impl Kernel {
         self.guest_user_frame(vma, idx, pte, write);
         self.hit_present(vma, idx, pte, write);
         self.charge_user(self.costs.touch);
+        self.l2_user_lines(1);
     }
 
     /// An access the MMU lets through: the PTE's young and dirty bits, and
@@ -599,9 +602,11 @@ impl Kernel {
                 return Err(e);
             }
         };
-        self.charge_cost(Fn::DoFault, self.costs.copy_page + self.costs.pte);
         let index = self.vmas[vma as usize].pgoff + idx as u64;
         let page = self.folios.folio_page(file_pfn, index);
+        let copy = self.copy_page_cost(page);
+        self.charge_cost(Fn::DoFault, copy + self.costs.pte);
+        self.l2_write(new, 1);
         self.folios.version[new as usize] = self.folios.version[page as usize];
         self.vmas[vma as usize].anon_used = true;
         self.page_add_anon_rmap(new, vma, idx, true);
@@ -701,6 +706,7 @@ impl Kernel {
         let memcg = self.vma_memcg(vma);
         let pfn = self.alloc_anon_folio(memcg)?;
         self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page + self.costs.pte);
+        self.l2_write(pfn, 1);
         self.folios.version[pfn as usize] = 0;
         self.page_add_anon_rmap(pfn, vma, idx, true);
         self.folio_add_lru(pfn);
@@ -938,6 +944,7 @@ impl Kernel {
         self.zswap_folio_swapin(pfn);
         self.charge_cost(Fn::SwapReadpage, self.costs.swap_read);
         let version = self.zram_read_page(ty, off as u32);
+        self.l2_write(pfn, 1);
         self.folios.version[pfn as usize] = version;
         self.vm.inc(Vm::Pswpin);
         let memcg = self.folios.get(pfn).memcg;
@@ -1090,8 +1097,9 @@ impl Kernel {
         }
         let (work, version) = match old {
             None => (self.costs.clear_page, 0),
-            Some(o) => (self.costs.copy_page, self.folios.version[o as usize]),
+            Some(o) => (self.copy_page_cost(o), self.folios.version[o as usize]),
         };
+        self.l2_write(new, 1);
         self.charge_cost(Fn::DoWpPage, work + self.costs.pte + self.costs.tlb_flush);
         self.mmu_notifier_invalidate_range(vma, idx, 1);
         // ptep_clear_flush_notify of the old PTE.

@@ -346,6 +346,7 @@ impl Kernel {
             return Err(crate::SimError::Oom);
         }
         self.charge_cost(cost_model::Fn::PageAlloc, self.costs.clear_page);
+        self.l2_write(pfn, 1);
         let f = self.folios.get_mut(pfn);
         f.flags = PG_PGTABLE | PG_PMD_YOUNG;
         f.memcg = memcg;

@@ -194,7 +194,16 @@ impl Kernel {
     /// versions for a read, the inode's disk versions for a write), as for
     /// the other devices.
     fn brd_submit_bio(&mut self, pfn: Pfn, nr: u64, write: bool) {
-        self.charge_cost(Fn::BrdSubmitBio, self.costs.copy_page * nr);
+        let copy = match write {
+            // copy_to_brd reads the folio's pages.
+            true => (pfn..pfn + nr as Pfn).map(|p| self.copy_page_cost(p)).sum(),
+            // copy_from_brd writes them (brd's own pages are not frames).
+            false => {
+                self.l2_write(pfn, nr as u32);
+                self.costs.copy_page * nr
+            }
+        };
+        self.charge_cost(Fn::BrdSubmitBio, copy);
         if write {
             self.end_swap_bio_write(pfn);
         } else {
@@ -280,6 +289,7 @@ impl Kernel {
                 // zram reads a page at a time.
                 for i in 0..f.nr_pages() {
                     let version = self.zram_read_page(ty, off + i);
+                    self.l2_write(pfn + i, 1);
                     self.folios.version[(pfn + i) as usize] = version;
                 }
                 let f = self.folios.get_mut(pfn);
@@ -291,6 +301,8 @@ impl Kernel {
                 // The slot cannot change while the cache holds it, so the
                 // contents are those at submission.
                 self.folios.version[pfn as usize] = dev.version[off as usize];
+                // The device writes the frame by DMA.
+                self.l2_dma(pfn, 1);
                 self.submit_swap_bio(entry, pfn, false);
             }
         }

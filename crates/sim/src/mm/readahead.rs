@@ -141,6 +141,8 @@ impl Kernel {
                 self.folios.version[(pfn + p) as usize] =
                     i.disk_version[(index + p as u64) as usize];
             }
+            // The disk writes the folio by DMA.
+            self.l2_dma(pfn, f.nr_pages());
             self.submit_bio(super::page_io::BioDev::Disk(disk), block, pfn, false);
         }
         self.psi_memstall_leave(psi);

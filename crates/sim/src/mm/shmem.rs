@@ -260,6 +260,7 @@ impl Kernel {
             return Err(FaultError::Oom);
         }
         self.charge_cost(Fn::ShmemFault, self.costs.clear_page);
+        self.l2_write(pfn, 1);
         self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
         self.folios.version[pfn as usize] = 0;
         self.shmem_add_to_page_cache(pfn, inode, index);
@@ -399,6 +400,7 @@ impl Kernel {
                 return None;
             }
             self.charge_cost(Fn::ShmemFault, self.costs.clear_page * nr);
+            self.l2_write(pfn, nr as u32);
             self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
             self.folios.version[pfn as usize..(pfn as u64 + nr) as usize].fill(0);
             self.shmem_add_to_page_cache(pfn, inode, index & !(nr - 1));
@@ -956,8 +958,9 @@ impl Kernel {
             return Ok(());
         };
         self.folio_mark_accessed(pfn);
-        self.charge_cost(Fn::User, self.costs.copy_page);
         let page = self.folios.folio_page(pfn, index);
+        let copy = self.copy_page_cost(page);
+        self.charge_cost(Fn::User, copy);
         self.guest_frame(page, false);
         let found = self.folios.version[page as usize];
         self.check_read(
@@ -993,6 +996,7 @@ impl Kernel {
         self.inodes[inode as usize].user_version[index as usize] = next;
         let page = self.folios.folio_page(pfn, index);
         self.guest_frame(page, true);
+        self.l2_write(page, 1);
         self.folios.version[page as usize] = next;
         self.folios.get_mut(pfn).set(PG_DIRTY);
         self.folio_put(pfn);

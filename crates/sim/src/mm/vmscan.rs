@@ -1227,8 +1227,9 @@ impl Kernel {
             // bio counts in pgpgout (kB), as order-0 rw_page writes do not.
             self.vm.add(Vm::Pgpgout, 4 * nr as i64);
         }
-        // zram's rw_page takes one page at a time.
+        // zram's rw_page takes one page at a time; compression reads it.
         for i in 0..nr {
+            self.l2_read(pfn + i, 1);
             if !self.zram_write_page(ty, off + i, self.folios.version[(pfn + i) as usize]) {
                 // zram's rw_page failed (no pool page): __swap_writepage
                 // falls back to a bio, which zram fails too; the write

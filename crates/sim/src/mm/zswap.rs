@@ -376,6 +376,8 @@ impl Kernel {
         let version = self.folios.version[pfn as usize];
         let kind = self.contents.kind_of(version);
         let cost = self.zswap.kind_costs[kind];
+        // The same-filled scan or the compression reads the page.
+        self.l2_read(pfn, 1);
         // A token page (kind 0) is a 4-byte token and zeros: not same-filled.
         let same = self.contents.is_zero_page(version)
             || (kind != 0 && self.contents.kinds[kind].same_filled());
@@ -714,6 +716,7 @@ impl Kernel {
             Fn::ZswapWriteback,
             self.zswap.kind_costs[kind].decompress_ns,
         );
+        self.l2_write(pfn, 1);
         self.folios.version[pfn as usize] = e.version;
         self.zswap.stats.written_back_pages += 1;
         if self.release.zswap_lru {
@@ -763,6 +766,7 @@ impl Kernel {
         let e = self.zswap.entries[i as usize];
         let kind = self.zswap_decompress_kind(e);
         self.charge_cost(Fn::ZswapLoad, self.zswap.kind_costs[kind].decompress_ns);
+        self.l2_write(pfn, 1);
         self.folios.version[pfn as usize] = e.version;
         self.vm.inc(Vm::Zswpin);
         if e.memcg != ROOT_MEMCG {
@@ -893,6 +897,7 @@ impl Kernel {
         }
         let cost = self.zswap.kind_costs[kind];
         self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+        self.l2_read(pfn, 1);
         let incompressible = cost.comp_len >= PAGE_SIZE;
         // 6.12's compressor writes into one page and fails past it (the
         // QEMU oracle's 6.12 counts reject_compress_fail, not zsmalloc's
