@@ -21,9 +21,11 @@
 //!   MESI does); a device's DMA into a frame invalidates it everywhere.
 //!   A read leaves other CPUs' copies (shared).
 //! - A user access (`touch`) brings one line, not the page: every 64 of
-//!   a CPU's accesses age one set of its L2 by one way (the oldest page
-//!   of the next set in turn goes), as 64 lines of random addresses
-//!   spread over 64 line sets would. Accesses are counted as misses, as
+//!   a CPU's accesses take one way of the next set in turn (its last way,
+//!   a free one if it has one, else its oldest page, goes), as 64 lines
+//!   of random addresses spread over 64 line sets would.
+//! - SMT threads of a core share its L2; guests have no model (their
+//!   frames are the host's pages, whose caches the host's model keeps). Accesses are counted as misses, as
 //!   their cost (`touch`) is; accesses that hit in the real caches evict
 //!   nothing, so the model errs towards copies from memory, today's price.
 //! - The cache is physically tagged: freeing a frame evicts nothing, and
@@ -46,9 +48,12 @@ const LINES_PER_PAGE: u32 = 64;
 pub struct L2Cache {
     sets: usize,
     ways: usize,
-    /// [cpu][set][way] frames, most recently used first (EMPTY: none).
+    /// SMT threads per core: a core's threads share its L2 (they are
+    /// consecutive CPUs, `Topology::siblings`).
+    threads_per_core: usize,
+    /// [core][set][way] frames, most recently used first (EMPTY: none).
     tags: Vec<u32>,
-    /// Per CPU: user accesses since its last aging, and the next set to
+    /// Per core: user accesses since its last aging, and the next set to
     /// age.
     lines: Vec<u32>,
     next_set: Vec<u32>,
@@ -65,28 +70,37 @@ pub struct L2Model {
 }
 
 impl L2Cache {
-    /// The L2s of `cpus` CPUs as `m` describes them. None if the
-    /// geometry holds less than a page set (refused when a profile loads).
-    pub fn new(m: L2Model, cpus: usize) -> Option<L2Cache> {
+    /// The L2s of `cpus` CPUs, `threads_per_core` to a core, as `m`
+    /// describes them. None if the geometry holds less than a page set or
+    /// more than `MAX_L2_BYTES` (both refused when a profile loads).
+    pub fn new(m: L2Model, cpus: usize, threads_per_core: usize) -> Option<L2Cache> {
         let ways = m.ways as usize;
         let sets = (m.bytes / 4096).checked_div(m.ways as u64)? as usize;
-        if sets == 0 || ways == 0 {
+        if sets == 0 || ways == 0 || m.bytes > crate::machine_profile::MAX_L2_BYTES {
             return None;
         }
+        let threads_per_core = threads_per_core.max(1);
+        let cores = cpus.div_ceil(threads_per_core);
         Some(L2Cache {
             sets,
             ways,
-            tags: vec![EMPTY; cpus * sets * ways],
-            lines: vec![0; cpus],
-            next_set: vec![0; cpus],
+            threads_per_core,
+            tags: vec![EMPTY; cores * sets * ways],
+            lines: vec![0; cores],
+            next_set: vec![0; cores],
             copy_ns: m.copy_page_l2,
         })
     }
 
-    /// The index of `pfn`'s set in `cpu`'s cache.
+    /// The index of `pfn`'s set in the cache of `cpu`'s core.
     #[inline]
     fn set_of(&self, cpu: usize, pfn: Pfn) -> usize {
-        (cpu * self.sets + pfn as usize % self.sets) * self.ways
+        self.core_set(cpu / self.threads_per_core, pfn)
+    }
+
+    #[inline]
+    fn core_set(&self, core: usize, pfn: Pfn) -> usize {
+        (core * self.sets + pfn as usize % self.sets) * self.ways
     }
 
     /// Is `pfn` in `cpu`'s L2?
@@ -115,15 +129,16 @@ impl L2Cache {
     }
 
     /// `pfn` is written by `cpu` (or, with None, by a device): every
-    /// other CPU's copy is invalidated.
+    /// other core's copy is invalidated.
     #[inline]
     pub fn invalidate_others(&mut self, cpu: Option<usize>, pfn: Pfn) {
-        let cpus = self.lines.len();
-        if cpus == 1 && cpu.is_some() {
+        let cores = self.lines.len();
+        if cores == 1 && cpu.is_some() {
             return;
         }
-        for c in (0..cpus).filter(|&c| Some(c) != cpu) {
-            let s = self.set_of(c, pfn);
+        let own = cpu.map(|c| c / self.threads_per_core);
+        for c in (0..cores).filter(|&c| Some(c) != own) {
+            let s = self.core_set(c, pfn);
             let set = &mut self.tags[s..s + self.ways];
             if let Some(i) = set.iter().position(|&t| t == pfn) {
                 // The invalid way becomes the set's least recently used.
@@ -136,24 +151,27 @@ impl L2Cache {
     /// `n` user accesses by `cpu`: one line each.
     #[inline]
     pub fn user_lines(&mut self, cpu: usize, n: u64) {
-        let total = self.lines[cpu] as u64 + n;
+        let core = cpu / self.threads_per_core;
+        let total = self.lines[core] as u64 + n;
         if total < LINES_PER_PAGE as u64 {
-            self.lines[cpu] = total as u32;
+            self.lines[core] = total as u32;
             return;
         }
-        self.age(cpu, total);
+        self.age(core, total);
     }
 
-    /// `user_lines`' aging of `cpu`'s cache by `total` / 64 ways.
+    /// `user_lines`' aging of `cpu`'s core's cache by `total` / 64 ways,
+    /// a set at a time in turn: a way taken by the lines goes to the
+    /// set's front, its last way (a free one first) drops out.
     #[cold]
-    fn age(&mut self, cpu: usize, total: u64) {
+    fn age(&mut self, core: usize, total: u64) {
         let pages = total / LINES_PER_PAGE as u64;
-        self.lines[cpu] = (total % LINES_PER_PAGE as u64) as u32;
+        self.lines[core] = (total % LINES_PER_PAGE as u64) as u32;
         // Past a whole cache's worth, the cache holds none of its pages.
         for _ in 0..pages.min((self.sets * self.ways) as u64) {
-            let set = self.next_set[cpu] as usize;
-            self.next_set[cpu] = ((set + 1) % self.sets) as u32;
-            let s = (cpu * self.sets + set) * self.ways;
+            let set = self.next_set[core] as usize;
+            self.next_set[core] = ((set + 1) % self.sets) as u32;
+            let s = (core * self.sets + set) * self.ways;
             let set = &mut self.tags[s..s + self.ways];
             set.rotate_right(1);
             set[0] = EMPTY;
@@ -172,7 +190,7 @@ mod tests {
             ways: 16,
             copy_page_l2: 70,
         };
-        L2Cache::new(m, 2).expect("geometry")
+        L2Cache::new(m, 2, 1).expect("geometry")
     }
 
     #[test]
@@ -250,12 +268,29 @@ mod tests {
     }
 
     #[test]
+    fn smt_siblings_share_their_cores_l2() {
+        let m = L2Model {
+            bytes: 2 << 20,
+            ways: 16,
+            copy_page_l2: 70,
+        };
+        let mut c = L2Cache::new(m, 4, 2).expect("geometry");
+        c.fill(0, 9);
+        assert!(c.resident(1, 9), "the sibling's");
+        assert!(!c.resident(2, 9), "another core's");
+        c.fill(2, 9);
+        c.invalidate_others(Some(1), 9);
+        assert!(c.resident(0, 9), "a sibling's write keeps the core's copy");
+        assert!(!c.resident(3, 9));
+    }
+
+    #[test]
     fn a_geometry_under_one_set_is_refused() {
         let m = L2Model {
             bytes: 4096,
             ways: 16,
             copy_page_l2: 1,
         };
-        assert!(L2Cache::new(m, 1).is_none());
+        assert!(L2Cache::new(m, 1, 1).is_none());
     }
 }

@@ -346,9 +346,13 @@ pub(crate) fn boot<'s>(
     let mut kernel = Box::new(Kernel::new(spec, costs.costs)?);
     kernel.setup_page_contents(spec, &costs.compress)?;
     kernel.setup_zswap(&costs.compress)?;
-    kernel.l2 = costs
-        .l2
-        .and_then(|m| l2cache::L2Cache::new(m, spec.machine.cpus as usize))
+    // A guest's frames are host pages: the host's model keeps their
+    // caches, not the guest's.
+    let threads = spec.machine.topology.threads_per_core as usize;
+    kernel.l2 = (!guest)
+        .then_some(costs.l2)
+        .flatten()
+        .and_then(|m| l2cache::L2Cache::new(m, spec.machine.cpus as usize, threads))
         .map(Box::new);
     let machine = machine_info(&kernel, spec);
     if guest {

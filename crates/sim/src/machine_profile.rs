@@ -419,6 +419,11 @@ impl MachineProfile {
                     e.value, e.spread[0], e.spread[1]
                 ));
             }
+            if e.basis == Basis::Reference && Costs::REFERENCE.get(name).is_none() {
+                return Err(format!(
+                    "key cost.{name}.basis: found \"reference\", expected \"measured\" (cost_model.rs has no value for it; leave it out instead)"
+                ));
+            }
             let reference = Costs::REFERENCE.get(name).unwrap_or_default();
             if e.basis == Basis::Reference && e.value != reference {
                 return Err(format!(
@@ -445,8 +450,11 @@ impl MachineProfile {
         let copy = self.cost.contains_key("copy_page_l2");
         match (copy, m.l2_bytes, m.l2_ways) {
             (false, None, None) => Ok(()),
+            (true, Some(_), Some(0)) => {
+                Err("key machine.l2_ways: found 0, expected at least 1".into())
+            }
             (true, Some(bytes), Some(ways))
-                if ways > 0 && bytes >= 4096 * ways as u64 && bytes <= MAX_L2_BYTES =>
+                if bytes >= 4096 * ways as u64 && bytes <= MAX_L2_BYTES =>
             {
                 Ok(())
             }
@@ -720,7 +728,17 @@ mod tests {
             e.contains("machine.l2_bytes") && e.contains("per way"),
             "{e}"
         );
+        q.machine.l2_ways = Some(0);
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(
+            e.contains("machine.l2_ways") && e.contains("found 0"),
+            "{e}"
+        );
         q.machine.l2_ways = Some(16);
+        q.cost.get_mut("copy_page_l2").unwrap().basis = Basis::Reference;
+        let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
+        assert!(e.contains("cost.copy_page_l2.basis"), "{e}");
+        q.cost.get_mut("copy_page_l2").unwrap().basis = Basis::Measured;
         q.machine.l2_bytes = Some(1 << 40);
         let e = MachineProfile::parse(&q.to_toml()).unwrap_err();
         assert!(

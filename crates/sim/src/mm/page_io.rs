@@ -321,6 +321,8 @@ impl Kernel {
         let nr = f.nr_pages() as usize;
         debug_assert!(self.swap[ty].zeromap[off..off + nr].iter().all(|&z| z));
         self.folios.version[pfn as usize..pfn as usize + nr].fill(0);
+        // folio_zero_range writes the folio.
+        self.l2_write(pfn, nr as u32);
         self.vm.add(Vm::SwpinZero, nr as i64);
         self.memcg_stat(f.memcg, crate::vmstat::Mc::SwpinZero, nr as i64);
         true

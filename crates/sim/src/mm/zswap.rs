@@ -376,8 +376,6 @@ impl Kernel {
         let version = self.folios.version[pfn as usize];
         let kind = self.contents.kind_of(version);
         let cost = self.zswap.kind_costs[kind];
-        // The same-filled scan or the compression reads the page.
-        self.l2_read(pfn, 1);
         // A token page (kind 0) is a 4-byte token and zeros: not same-filled.
         let same = self.contents.is_zero_page(version)
             || (kind != 0 && self.contents.kinds[kind].same_filled());
@@ -386,6 +384,8 @@ impl Kernel {
                 // zswap_is_page_same_filled: zram's same-page path is the
                 // same scan.
                 self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+                // The scan read the whole page.
+                self.l2_read(pfn, 1);
                 self.zswap.stats.same_filled_pages += 1;
                 (Handle::Same, 0)
             }
@@ -399,6 +399,9 @@ impl Kernel {
                 // them, uncompressed.
                 let cost = if same { self.zswap.kind_costs[0] } else { cost };
                 self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+                // The compression reads the page (the same-filled scan
+                // above stops at its first differing word).
+                self.l2_read(pfn, 1);
                 let dlen = match cost.comp_len >= PAGE_SIZE {
                     true => INCOMPRESSIBLE,
                     false => cost.comp_len,
