@@ -23,11 +23,12 @@
 //! - A user access (`touch`) brings one line, not the page: every 64 of
 //!   a CPU's accesses take one way of the next set in turn (its last way,
 //!   a free one if it has one, else its oldest page, goes), as 64 lines
-//!   of random addresses spread over 64 line sets would.
+//!   of random addresses spread over 64 line sets would. Accesses are
+//!   counted as misses, as their cost (`touch`) is; accesses that hit in
+//!   the real caches evict nothing, so the model errs towards copies from
+//!   memory, today's price.
 //! - SMT threads of a core share its L2; guests have no model (their
-//!   frames are the host's pages, whose caches the host's model keeps). Accesses are counted as misses, as
-//!   their cost (`touch`) is; accesses that hit in the real caches evict
-//!   nothing, so the model errs towards copies from memory, today's price.
+//!   frames are the host's pages, whose caches the host's model keeps).
 //! - The cache is physically tagged: freeing a frame evicts nothing, and
 //!   a frame reused and filled again is resident, as in the hardware.
 //!
@@ -43,7 +44,7 @@ const EMPTY: u32 = u32::MAX;
 /// Lines in a 4 KiB page.
 const LINES_PER_PAGE: u32 = 64;
 
-/// One machine's L2 caches, one per CPU.
+/// One machine's L2 caches, one per core.
 #[derive(Clone, Debug)]
 pub struct L2Cache {
     sets: usize,
