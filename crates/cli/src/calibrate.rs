@@ -862,10 +862,7 @@ fn copy_page_l2(runs: &[RunData]) -> Option<(CostEntry, u64, u32)> {
     let measured: Vec<&ubench::UserBench> = runs
         .iter()
         .map(|r| &r.user)
-        .filter(|u| {
-            let geometry = u.l2_ways > 0 && u.l2_bytes >= 4096 * u.l2_ways;
-            geometry && u.l2_bytes <= mmsim_sim::machine_profile::MAX_L2_BYTES
-        })
+        .filter(|u| mmsim_sim::machine_profile::l2_geometry_ok(u.l2_bytes, u.l2_ways))
         .filter(|u| u.copy_l2_ns.is_some())
         .collect();
     let first = measured.first()?;

@@ -75,11 +75,10 @@ impl L2Cache {
     /// describes them. None if the geometry holds less than a page set or
     /// more than `MAX_L2_BYTES` (both refused when a profile loads).
     pub fn new(m: L2Model, cpus: usize, threads_per_core: usize) -> Option<L2Cache> {
-        let ways = m.ways as usize;
-        let sets = (m.bytes / 4096).checked_div(m.ways as u64)? as usize;
-        if sets == 0 || ways == 0 || m.bytes > crate::machine_profile::MAX_L2_BYTES {
+        if !crate::machine_profile::l2_geometry_ok(m.bytes, m.ways.into()) {
             return None;
         }
+        let (ways, sets) = (m.ways as usize, (m.bytes / 4096 / m.ways as u64) as usize);
         let threads_per_core = threads_per_core.max(1);
         let cores = cpus.div_ceil(threads_per_core);
         Some(L2Cache {
@@ -101,7 +100,13 @@ impl L2Cache {
 
     #[inline]
     fn core_set(&self, core: usize, pfn: Pfn) -> usize {
-        (core * self.sets + pfn as usize % self.sets) * self.ways
+        self.set_index(core, pfn as usize % self.sets)
+    }
+
+    /// The index in `tags` of set `set` of `core`'s cache.
+    #[inline]
+    fn set_index(&self, core: usize, set: usize) -> usize {
+        (core * self.sets + set) * self.ways
     }
 
     /// Is `pfn` in `cpu`'s L2?
@@ -172,7 +177,7 @@ impl L2Cache {
         for _ in 0..pages.min((self.sets * self.ways) as u64) {
             let set = self.next_set[core] as usize;
             self.next_set[core] = ((set + 1) % self.sets) as u32;
-            let s = (core * self.sets + set) * self.ways;
+            let s = self.set_index(core, set);
             let set = &mut self.tags[s..s + self.ways];
             set.rotate_right(1);
             set[0] = EMPTY;

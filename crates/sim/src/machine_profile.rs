@@ -160,6 +160,14 @@ pub const OPTIONAL: &[(&str, &str)] = &[("copy_page_l2", "ns")];
 /// are 0.25-4 MiB today).
 pub const MAX_L2_BYTES: u64 = 64 << 20;
 
+/// Whether an L2 of `bytes` in `ways` ways can be modelled: at least one
+/// 4 KiB page per way (a set of pages) and at most `MAX_L2_BYTES`, so
+/// its state is bounded before it is allocated (l2cache.rs).
+pub fn l2_geometry_ok(bytes: u64, ways: u64) -> bool {
+    let min = 4096u64.checked_mul(ways);
+    ways > 0 && min.is_some_and(|min| bytes >= min) && bytes <= MAX_L2_BYTES
+}
+
 /// The machine a profile was measured on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -453,11 +461,7 @@ impl MachineProfile {
             (true, Some(_), Some(0)) => {
                 Err("key machine.l2_ways: found 0, expected at least 1".into())
             }
-            (true, Some(bytes), Some(ways))
-                if bytes >= 4096 * ways as u64 && bytes <= MAX_L2_BYTES =>
-            {
-                Ok(())
-            }
+            (true, Some(bytes), Some(ways)) if l2_geometry_ok(bytes, ways.into()) => Ok(()),
             (true, Some(bytes), Some(ways)) => Err(format!(
                 "key machine.l2_bytes: found {bytes} with l2_ways {ways}, expected at least one 4 KiB page per way and at most {MAX_L2_BYTES} bytes (a CPU's private L2)"
             )),
