@@ -16,12 +16,23 @@
 //! waits until that hold's end (and any hold that follows on from it).
 //! A hold that another CPU took inside this one's while its slice ran
 //! first, not seeing this one's hold yet, owed a wait until this hold's
-//! end: this CPU pays it at its release instead. Simplification: the
-//! wait lands on the CPU whose slice runs second whichever came first,
-//! so at two CPUs the pair's total wait is the kernel's but which of the
-//! two pays it may not be; with more than two waiters the queue's order
-//! (MCS: first come, first served) is not kept, each waits for the holds
-//! it meets.
+//! end: this CPU pays it at its release instead.
+//!
+//! Waiters are served in the order they came (the MCS queue: first come,
+//! first served). Each hold keeps when its CPU queued, so a CPU whose
+//! slice runs later waits only for the holds of CPUs that queued before
+//! it; a hold granted to a CPU that queued after it (its slice ran
+//! first, not seeing this one) is one this CPU goes ahead of: it takes
+//! the lock where that hold began, and the delay it causes that hold is
+//! owed and paid at its release, as above. At two CPUs this never
+//! happens (a CPU that waited could only have waited for the other's
+//! earlier hold), so two CPUs' times do not depend on it.
+//!
+//! Simplifications: an owed wait lands on the CPU whose slice runs
+//! second, whichever came first, so which CPU pays may not be the
+//! kernel's; and it is owed for the holds this one overlaps, not for
+//! those after them that the kernel's queue would shift as well, so with
+//! many CPUs in a chain of holds the total falls short of the kernel's.
 //!
 //! With one CPU no other CPU can hold a lock, so nothing here runs: one
 //! CPU's outputs do not depend on this file.
@@ -34,6 +45,8 @@ use crate::kernel::Kernel;
 #[derive(Clone, Copy, Debug)]
 pub struct Hold {
     cpu: u32,
+    /// When the CPU queued: its place in the lock's queue.
+    queued: u64,
     start: u64,
     end: u64,
 }
@@ -48,6 +61,8 @@ pub struct Holds {
     /// No hold in `v` ends (starts) later.
     max_end: u64,
     max_start: u64,
+    /// No hold in `v` queued later.
+    max_queued: u64,
     /// The horizon `v` was last retired at.
     retired: u64,
 }
@@ -72,31 +87,35 @@ impl Holds {
         }
     }
 
-    /// The end of the chain of other CPUs' holds covering `t` (`t` if
-    /// none).
-    fn until(&self, cpu: u32, t: u64) -> u64 {
+    /// The end of the chain of holds covering `t` by other CPUs that
+    /// queued by `queued` (`t` if none).
+    fn until(&self, cpu: u32, queued: u64, t: u64) -> u64 {
         match self.max_end <= t {
             true => t,
-            false => held_until(&self.v, cpu, t),
+            false => held_until(&self.v, cpu, queued, t),
         }
     }
 
-    /// The waits other CPUs owed for their holds taken inside `cpu`'s
-    /// from `start` to `end`.
-    fn owed(&self, cpu: u32, start: u64, end: u64) -> u64 {
-        if self.max_start <= start {
+    /// The waits other CPUs owed for `g`'s hold, from its start to `end`:
+    /// for their holds taken inside it, and for those it went ahead of
+    /// (granted by its start to a CPU that queued after it, and not over).
+    fn owed(&self, cpu: u32, g: &SpinGuard, end: u64) -> u64 {
+        let start = g.start;
+        if self.max_start <= start && self.max_queued <= g.queued {
             return 0;
         }
+        let ahead = |h: &Hold| h.queued > g.queued && start < h.end;
         self.v
             .iter()
-            .filter(|h| h.cpu != cpu && start < h.start && h.start < end)
-            .map(|h| end - h.start)
+            .filter(|h| h.cpu != cpu && h.start < end && (start < h.start || ahead(h)))
+            .map(|h| end - h.start.max(start))
             .sum()
     }
 
     fn push(&mut self, h: Hold) {
         self.max_end = self.max_end.max(h.end);
         self.max_start = self.max_start.max(h.start);
+        self.max_queued = self.max_queued.max(h.queued);
         self.v.push(h);
     }
 }
@@ -107,6 +126,8 @@ impl Holds {
 #[derive(Debug)]
 pub struct SpinGuard {
     pub(crate) line: Line,
+    /// When this CPU queued, and when it got the lock.
+    queued: u64,
     start: u64,
     /// Where a wait for another CPU's hold is charged:
     /// `native_queued_spin_lock_slowpath`, `rwsem_down_write_slowpath`.
@@ -164,10 +185,11 @@ impl Kernel {
         self.wait_holds(line, Fn::QueuedSpinLockSlowpath)
     }
 
-    /// Spins through another CPU's holds covering now, charged to `slow`;
-    /// the hold starts at their end.
+    /// Queues now and spins through the holds covering now of CPUs that
+    /// queued before, charged to `slow`; the hold starts at their end.
     pub(crate) fn wait_holds(&mut self, line: Line, slow: Fn) -> SpinGuard {
-        let (now, until) = (self.now(), self.held_by_others_until(line));
+        let now = self.now();
+        let until = self.held_until(line, now);
         if until > now {
             // Spinning until the holder's release: elapsed time, which a
             // busy SMT sibling does not stretch (charge_wall).
@@ -175,19 +197,28 @@ impl Kernel {
         }
         SpinGuard {
             line,
+            queued: now,
             start: self.now(),
             slow,
         }
     }
 
     /// The end of the chain of other CPUs' holds of `line` covering now
-    /// (now if none), the holds no clock can meet any more retired first.
+    /// (now if none), whenever they queued: what a trylock or a reader,
+    /// which keeps no place in the queue here, meets.
     pub(crate) fn held_by_others_until(&mut self, line: Line) -> u64 {
+        self.held_until(line, u64::MAX)
+    }
+
+    /// The end of the chain of holds of `line` covering now by other CPUs
+    /// that queued by `queued`, the holds no clock can meet any more
+    /// retired first.
+    fn held_until(&mut self, line: Line, queued: u64) -> u64 {
         let (cpu, now) = (self.cur_cpu as u32, self.now());
         let horizon = self.lines.horizon;
         let holds = &mut self.lines.get(line).holds;
         holds.retire(horizon);
-        holds.until(cpu, now)
+        holds.until(cpu, queued, now)
     }
 
     /// `spin_unlock(lock)`: the hold ends now. Holds other CPUs took
@@ -209,9 +240,10 @@ impl Kernel {
             return;
         }
         let holds = &mut self.lines.get(g.line).holds;
-        let owed = holds.owed(cpu, g.start, end);
+        let owed = holds.owed(cpu, &g, end);
         holds.push(Hold {
             cpu,
+            queued: g.queued,
             start: g.start,
             end,
         });
@@ -221,11 +253,12 @@ impl Kernel {
     }
 }
 
-/// The end of the chain of other CPUs' holds covering `t` (`t` if none).
-fn held_until(holds: &[Hold], cpu: u32, mut t: u64) -> u64 {
+/// The end of the chain of holds covering `t` by other CPUs that queued
+/// by `queued` (`t` if none).
+fn held_until(holds: &[Hold], cpu: u32, queued: u64, mut t: u64) -> u64 {
     while let Some(h) = holds
         .iter()
-        .find(|h| h.cpu != cpu && h.start <= t && t < h.end)
+        .find(|h| h.cpu != cpu && h.queued <= queued && h.start <= t && t < h.end)
     {
         t = h.end;
     }
@@ -271,6 +304,46 @@ mod tests {
         // owed a wait of 2,000, paid by CPU 1 at its release.
         hold(&mut k, 1, 1_000, 3_000);
         assert_eq!(k.now(), 6_000);
+    }
+
+    #[test]
+    fn waiters_are_served_in_the_order_they_queued() {
+        let mut k = kernel(3, "6.1");
+        k.costs.lock_handoff = 0;
+        hold(&mut k, 0, 1_000, 10_000);
+        // CPU 2 queued at 3,000: it waits for CPU 0 (to 11,000), holds
+        // to 13,000.
+        hold(&mut k, 2, 3_000, 2_000);
+        assert_eq!(k.now(), 13_000);
+        // CPU 1 queued first (2,000) but its slice runs last: it gets
+        // the lock at CPU 0's release, ahead of CPU 2, holds it to 12,000
+        // and pays the 1,000 it delayed CPU 2 by. Without the queue's
+        // order it would wait for CPU 2 too and end at 14,000.
+        hold(&mut k, 1, 2_000, 1_000);
+        assert_eq!(k.now(), 13_000);
+        let h = k.lines.get(LOCK).holds.v.last().copied().unwrap();
+        assert_eq!(
+            (h.cpu, h.queued, h.start, h.end),
+            (1, 2_000, 11_000, 12_000)
+        );
+    }
+
+    #[test]
+    fn a_cpu_that_releases_and_takes_again_queues_behind_a_waiter() {
+        let mut k = kernel(2, "6.1");
+        k.costs.lock_handoff = 0;
+        // CPU 0 holds 1,000..4,000, releases and takes it again at once
+        // to 5,000 (qspinlock: its fast path fails while a waiter queues).
+        hold(&mut k, 0, 1_000, 3_000);
+        hold(&mut k, 0, 4_000, 1_000);
+        // CPU 1, queued at 2,000, gets it at 4,000, and pays the 500 by
+        // which CPU 0's second hold waited for it.
+        hold(&mut k, 1, 2_000, 500);
+        assert_eq!(k.now(), 5_000);
+        // Queued again at 4,500, CPU 1 waits for CPU 0's second hold as
+        // it was kept (to 5,000): the owed wait moved who pays, not it.
+        hold(&mut k, 1, 4_500, 100);
+        assert_eq!(k.now(), 5_100);
     }
 
     #[test]
