@@ -24,9 +24,10 @@
 //! it; a hold granted to a CPU that queued after it (its slice ran
 //! first, not seeing this one) is one this CPU goes ahead of: it takes
 //! the lock where that hold began, and the delay it causes that hold is
-//! owed and paid at its release, as above. At two CPUs this never
-//! happens (a CPU that waited could only have waited for the other's
-//! earlier hold), so two CPUs' times do not depend on it.
+//! owed and paid at its release, as above. At two CPUs it happens when a
+//! CPU releases the lock and takes it again while the other waits: the
+//! waiter goes first (qspinlock's fast path fails while a waiter is
+//! queued or pending).
 //!
 //! Simplifications: an owed wait lands on the CPU whose slice runs
 //! second, whichever came first, so which CPU pays may not be the

@@ -53,10 +53,17 @@
 //!   MEMCG_KMEM of zswap's page charges through the object stock; the
 //!   root's page tables, charged to no memcg, are right) advance no
 //!   threshold here: a flush may come a little later than the kernel's;
-//! - `stats_flush_lock` is taken with a trylock (6.1; 6.8 waits on the
-//!   rstat lock instead): a CPU that finds another flushing skips its
-//!   flush. The scheduler runs one CPU's slice at a time, so a flush is
-//!   never found in progress;
+//! - 6.1's `stats_flush_lock` is a trylock: a CPU that finds another
+//!   flushing skips its flush. No hold is kept for it: a flush here folds
+//!   and resets the threshold at its start, so a CPU whose slice runs
+//!   later at a time inside it finds the threshold reset and skips, as
+//!   the trylock makes it skip (one flush either way; only the skipping
+//!   CPU's reads see the fold a little early). 6.8's flushers wait on
+//!   `cgroup_rstat_lock` instead; the second then finds nothing updated
+//!   and costs nothing here, its wait for the first's remainder not
+//!   charged: that time is missing only where two flushes overlap, which
+//!   from 6.8 only the worker, a reader of memory.stat and reclaim behind
+//!   a late worker make;
 //! - the periodic work starts with the run (the run's counters are
 //!   flushed at its start, as `StatDiffs` are folded): its phase against
 //!   the uptime of a real machine is unknowable; it moves only the
