@@ -9,7 +9,11 @@
 //! `madvise` or `fork` visits, a swap slot `swapoff` scans, a page
 //! `drop_caches` or `fsync` may visit, and each 10 µs of a `compute` (the
 //! simulator's shortest scheduling slice: a computing task beside others
-//! may be run in slices this short; a `sleep` is one event, however long).
+//! may be run in slices this short; a `sleep` is one event). A stretch
+//! of time (`sleep`, `compute`) also counts khugepaged's scans over it: a
+//! wakeup every `scan_sleep_millisecs` (at least 1 ms here) of
+//! `pages_to_scan` PTEs' worth, whatever the THP knobs (a bound: a
+//! years-long sleep beside khugepaged is refused, not run for hours).
 //! Every other step counts one. A
 //! `repeat` counts its body's work `times` over; an empty body (or one of
 //! empty repeats only) counts nothing, and the engines skip it.
@@ -315,6 +319,8 @@ pub(crate) type Sizes = HashMap<String, u64>;
 pub(crate) struct WorkCx {
     /// What a phase mark costs (the invariant check's walk, if checking).
     pub phase: u128,
+    /// khugepaged's period (ns) and the PTEs it scans at each wakeup.
+    pub khugepaged: (u64, u64),
     pub file_pages: Vec<u64>,
     pub all_file_pages: u64,
     pub swap_slots: Vec<u64>,
@@ -327,8 +333,15 @@ impl WorkCx {
             .iter()
             .map(|f| f.size / crate::PAGE_SIZE)
             .collect();
+        let k = &spec.sysfs.khugepaged;
+        // khugepaged_init's values where the spec sets none.
+        let period_ms = k.scan_sleep_millisecs.unwrap_or(10_000).max(1) as u64;
         WorkCx {
             phase: 0,
+            khugepaged: (
+                period_ms * 1_000_000,
+                k.pages_to_scan.unwrap_or(4096) as u64,
+            ),
             all_file_pages: file_pages.iter().sum(),
             file_pages,
             swap_slots: spec
@@ -337,6 +350,12 @@ impl WorkCx {
                 .map(|s| s.size / crate::PAGE_SIZE)
                 .collect(),
         }
+    }
+
+    /// khugepaged's scans over `ns` of time (see the module's comment).
+    pub(crate) fn khugepaged_work(&self, ns: u64) -> u128 {
+        let (period, pages) = self.khugepaged;
+        (ns / period) as u128 * pages as u128
     }
 
     pub(crate) fn steps(&self, steps: &[Step], sizes: &mut Sizes) -> u128 {
@@ -363,6 +382,25 @@ mod tests {
             &[],
         )
         .expect("spec")
+    }
+
+    #[test]
+    fn time_counts_khugepageds_scans_over_it() {
+        let sysfs =
+            "[sysfs]\n\"kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs\" = 100\n";
+        let text = |sleep: &str| {
+            format!(
+                "[machine]\nmemory = \"128M\"\n{sysfs}[task.a]\nsteps = [\n{{ op = \"sleep\", duration = \"{sleep}\" }},\n]\n"
+            )
+        };
+        let w = |sleep: &str| work(&crate::parse_str(&text(sleep), "t.toml", &[]).expect("spec"));
+        // 3 s at a wakeup every 100 ms, 4096 PTEs each.
+        assert_eq!(w("3s").total, 30 * 4096);
+        assert_eq!(w("50ms").total, 1, "no wakeup: one event");
+        // A soak's years-long sleep: past the default limit.
+        let long = w("4294967295s");
+        assert!(long.total > DEFAULT_MAX_WORK as u128, "{}", long.total);
+        assert_eq!(long.largest.expect("the sleep").key, "task.a.steps[0]");
     }
 
     #[test]
@@ -409,7 +447,10 @@ mod tests {
     #[test]
     fn long_computations_count_their_slices() {
         let s = spec("{ op = \"compute\", duration = \"4294967295ms\" },");
-        assert_eq!(work(&s).total, 4_294_967_295_000_000 / NS_PER_OP as u128);
+        // Its slices, and khugepaged's 4096 PTEs every 10 s beside them.
+        let ns: u128 = 4_294_967_295_000_000;
+        let khugepaged = ns / 10_000_000_000 * 4096;
+        assert_eq!(work(&s).total, ns / NS_PER_OP as u128 + khugepaged);
         assert!(work(&s).total > DEFAULT_MAX_WORK as u128);
     }
 

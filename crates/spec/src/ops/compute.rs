@@ -40,10 +40,10 @@ impl StepOp for Compute {
 
     /// One per shortest scheduling slice: a task computing beside others
     /// may run in slices this short.
-    fn work(&self, _cx: &WorkCx, op: &Op, _sizes: &mut Sizes) -> u128 {
+    fn work(&self, cx: &WorkCx, op: &Op, _sizes: &mut Sizes) -> u128 {
         let Op::Compute { ns } = op else {
             unreachable!("not a compute")
         };
-        (*ns / NS_PER_OP) as u128
+        ((*ns / NS_PER_OP) as u128).saturating_add(cx.khugepaged_work(*ns))
     }
 }

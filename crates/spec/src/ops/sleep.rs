@@ -4,6 +4,7 @@ use super::{StepCx, StepOp};
 use crate::error::SpecError;
 use crate::model::Op;
 use crate::parse::fields::{duration, Fields};
+use crate::work::{Sizes, WorkCx};
 
 pub(super) struct Sleep;
 
@@ -37,5 +38,11 @@ impl StepOp for Sleep {
         matches!(op, Op::Sleep { .. })
     }
 
-    // One event, however long: the default count of one.
+    /// One event, and khugepaged's scans over its time (work.rs).
+    fn work(&self, cx: &WorkCx, op: &Op, _sizes: &mut Sizes) -> u128 {
+        let Op::Sleep { ns } = op else {
+            unreachable!("not a sleep")
+        };
+        cx.khugepaged_work(*ns)
+    }
 }
