@@ -631,6 +631,18 @@ pub struct KhugepagedKnobs {
 }
 
 impl KhugepagedKnobs {
+    /// `pages_to_scan` as set, or khugepaged_init's boot value
+    /// (HPAGE_PMD_NR * 8 = 4096). The simulator and the work limit both
+    /// read it here.
+    pub fn pages_to_scan(&self) -> u32 {
+        self.pages_to_scan.unwrap_or(4096)
+    }
+
+    /// `scan_sleep_millisecs` as set, or its boot value (10000).
+    pub fn scan_sleep_millisecs(&self) -> u32 {
+        self.scan_sleep_millisecs.unwrap_or(10_000)
+    }
+
     /// Every knob's file name under khugepaged/ and its value, if set.
     pub fn set(&self) -> Vec<(&'static str, String)> {
         let d = self.defrag.map(|b| (b as u32).to_string());

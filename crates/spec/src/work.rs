@@ -12,8 +12,9 @@
 //! may be run in slices this short; a `sleep` is one event). A stretch
 //! of time (`sleep`, `compute`) also counts khugepaged's scans over it: a
 //! wakeup every `scan_sleep_millisecs` (at least 1 ms here) of
-//! `pages_to_scan` PTEs' worth, whatever the THP knobs (a bound: a
-//! years-long sleep beside khugepaged is refused, not run for hours).
+//! `pages_to_scan` PTEs' worth, whatever the THP knobs, if the machine's
+//! tasks map anything (khugepaged scans only mms with regions; a bound:
+//! a years-long sleep beside khugepaged is refused, not run for hours).
 //! Every other step counts one. A
 //! `repeat` counts its body's work `times` over; an empty body (or one of
 //! empty repeats only) counts nothing, and the engines skip it.
@@ -334,14 +335,18 @@ impl WorkCx {
             .map(|f| f.size / crate::PAGE_SIZE)
             .collect();
         let k = &spec.sysfs.khugepaged;
-        // khugepaged_init's values where the spec sets none.
-        let period_ms = k.scan_sleep_millisecs.unwrap_or(10_000).max(1) as u64;
+        let period_ms = k.scan_sleep_millisecs().max(1) as u64;
+        // khugepaged_enter_vma registers an mm for a region: none, no scan.
+        let mut maps = false;
+        for t in &spec.tasks {
+            crate::model::for_each_op_in(&t.steps, &mut |op| {
+                maps |= matches!(op, Op::Mmap { .. });
+            });
+        }
+        let pages = if maps { k.pages_to_scan() as u64 } else { 0 };
         WorkCx {
             phase: 0,
-            khugepaged: (
-                period_ms * 1_000_000,
-                k.pages_to_scan.unwrap_or(4096) as u64,
-            ),
+            khugepaged: (period_ms * 1_000_000, pages),
             all_file_pages: file_pages.iter().sum(),
             file_pages,
             swap_slots: spec
@@ -390,17 +395,21 @@ mod tests {
             "[sysfs]\n\"kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs\" = 100\n";
         let text = |sleep: &str| {
             format!(
-                "[machine]\nmemory = \"128M\"\n{sysfs}[task.a]\nsteps = [\n{{ op = \"sleep\", duration = \"{sleep}\" }},\n]\n"
+                "[machine]\nmemory = \"128M\"\n{sysfs}[task.a]\nsteps = [\n{{ op = \"sleep\", duration = \"{sleep}\" }},\n]\n\
+                 [task.b]\nsteps = [ {{ op = \"mmap\", name = \"h\", kind = \"anon\", size = \"4M\" }} ]\n"
             )
         };
         let w = |sleep: &str| work(&crate::parse_str(&text(sleep), "t.toml", &[]).expect("spec"));
-        // 3 s at a wakeup every 100 ms, 4096 PTEs each.
-        assert_eq!(w("3s").total, 30 * 4096);
-        assert_eq!(w("50ms").total, 1, "no wakeup: one event");
+        // 3 s at a wakeup every 100 ms, 4096 PTEs each (and b's mmap).
+        assert_eq!(w("3s").total, 30 * 4096 + 1);
+        assert_eq!(w("50ms").total, 2, "no wakeup: one event");
         // A soak's years-long sleep: past the default limit.
         let long = w("4294967295s");
         assert!(long.total > DEFAULT_MAX_WORK as u128, "{}", long.total);
         assert_eq!(long.largest.expect("the sleep").key, "task.a.steps[0]");
+        // With nothing mapped khugepaged has no mm: the sleep is one event.
+        let alone = spec("{ op = \"sleep\", duration = \"18446744073709551615ns\" },");
+        assert_eq!(work(&alone).total, 1);
     }
 
     #[test]
@@ -447,10 +456,9 @@ mod tests {
     #[test]
     fn long_computations_count_their_slices() {
         let s = spec("{ op = \"compute\", duration = \"4294967295ms\" },");
-        // Its slices, and khugepaged's 4096 PTEs every 10 s beside them.
+        // Its slices (nothing mapped: khugepaged has no mm to scan).
         let ns: u128 = 4_294_967_295_000_000;
-        let khugepaged = ns / 10_000_000_000 * 4096;
-        assert_eq!(work(&s).total, ns / NS_PER_OP as u128 + khugepaged);
+        assert_eq!(work(&s).total, ns / NS_PER_OP as u128);
         assert!(work(&s).total > DEFAULT_MAX_WORK as u128);
     }
 

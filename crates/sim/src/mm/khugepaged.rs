@@ -56,8 +56,8 @@ impl KhugepagedCtl {
         let nr = HPAGE_PMD_NR as u32;
         KhugepagedCtl {
             defrag: k.defrag.unwrap_or(big_enough),
-            pages_to_scan: k.pages_to_scan.unwrap_or(nr * 8),
-            scan_sleep_ms: k.scan_sleep_millisecs.unwrap_or(10_000),
+            pages_to_scan: k.pages_to_scan(),
+            scan_sleep_ms: k.scan_sleep_millisecs(),
             alloc_sleep_ms: k.alloc_sleep_millisecs.unwrap_or(60_000),
             max_ptes_none: k.max_ptes_none.unwrap_or(nr - 1),
             max_ptes_swap: k.max_ptes_swap.unwrap_or(nr / 8),
