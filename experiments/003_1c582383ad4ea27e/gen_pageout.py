@@ -10,6 +10,12 @@ scale = f" (reduced scale: {n} instances on {n} CPUs)" if quick else ""
 # Two sockets at full scale (96 CPUs), one at reduced scale.
 sockets = 2 if n >= 96 else 1
 cores = n // (2 * sockets)
+# A socket of the seed's machine: 48 CPUs sharing 145,921 MB/s (below); a
+# reduced-scale socket gets its CPUs' share, so each instance sees the
+# memory a full-scale one does.
+bandwidth = 145921 * (n // sockets) // 48
+quick_bw = ("\n# At reduced scale the socket's 8 CPUs get their share of a full one's 48:"
+            f"\n# {bandwidth} MB/s.") if quick else ""
 out = [f"""# Seed 003{scale}: the seed's micro-benchmark. Each instance maps its own
 # 2 MiB file MAP_PRIVATE|PROT_READ|PROT_WRITE, reads one byte of every page,
 # then MADV_PAGEOUT over the mapping, and counts the loops; {n} instances
@@ -24,6 +30,13 @@ out = [f"""# Seed 003{scale}: the seed's micro-benchmark. Each instance maps its
 # are two sockets of 24 (as a Xeon Gold 6342 or 5318Y pair): the sockets
 # decide where tasks are placed, and a cache line moving between them
 # costs the profile's cross_socket (a documented Ice Lake-SP figure).
+# Each socket's memory delivers 145,921 MB/s, bytes read plus written
+# (memory_bandwidth): Intel MLC's peak injection bandwidth at one read to
+# one write, 291,841 MB/s, measured on a node of two Xeon Platinum 8360Y
+# (Ice Lake-SP, eight DDR4-3200 channels a socket, as the 6342 has),
+# github.com/gjbex/Code-optimization info/icelake_mlc.txt, halved for one
+# socket. The seed names no memory: every channel populated is chosen,
+# as such servers ship; a 5318Y's DDR4-2933 would give about 8% less.{quick_bw}
 # {4 if quick else 16} GiB
 # of memory (the seed's 192 GiB is not needed: the workload holds
 # {2 * n} MiB and reclaims nothing on its own). The files live on XFS (the
@@ -41,6 +54,7 @@ cpus = {n}
 sockets = {sockets}
 cores_per_socket = {cores}
 threads_per_core = 2
+memory_bandwidth = {bandwidth}
 
 [features]
 madv_pageout_split = false

@@ -186,6 +186,7 @@ pub const SMP: &[(&str, &str)] = &[
     ("ipi", "the kernel's IPIs: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which IPIs and waits for every other CPU running the process, with a thread of it spinning on another core minus with none; ns per call, 2n minus n"),
     ("ipi_handler", "the kernel's IPIs: a spin loop's extra time on the receiving core while the other sends membarrier IPIs, per IPI sent"),
     ("mem_bw_pair", "user space: a 4 KiB-page memcpy over pools 4x the LLC by one thread alone, and by two threads on two cores at once; the pair's per-thread bandwidth over the lone thread's, in thousandths (at most 1000)"),
+    ("mem_bw", "user space: two threads on two cores of one socket each copy 4 KiB pages over their own pools 4x the LLC at once; the bytes both read plus wrote (STREAM's count) over the time until both are done, MB/s: the socket's bandwidth as two cores reach it"),
     ("memcg_rstat_flush", "the kernel's memcg rstat flush (mmsim-runner --rstat-bench, calibrate/rstat.toml): a process in a memory cgroup maps, writes and unmaps 512 pages, on one CPU or half on each of two, then reads memory.stat (which flushes) on the first; the median read after both CPUs' updates minus after the first CPU's: one more CPU's fold of the memcg, over 1000 repetitions"),
 ];
 
@@ -1851,7 +1852,10 @@ mod tests {
         let e = smp_entry("mem_bw_pair", "permille", SMP[4].1, &runs);
         assert_eq!(e.value, 900);
         // The rstat bench: runs without it leave the reference value.
-        let e = smp_entry("memcg_rstat_flush", unit, SMP[5].1, &runs);
+        // Two threads x 2 x 1 MiB (read and written) in 1000 ns.
+        let e = smp_entry("mem_bw", "MB/s", SMP[5].1, &runs);
+        assert_eq!(e.value, 4 * (1 << 20) * 1000 / 1000);
+        let e = smp_entry("memcg_rstat_flush", unit, SMP[6].1, &runs);
         assert_eq!(e.basis, Basis::Reference);
         for (r, c) in runs.iter_mut().zip([14_000, 15_500, 15_000]) {
             r.rstat = Some(RstatBench {
@@ -1861,7 +1865,7 @@ mod tests {
                 read_ns: [10_000, 12_500, c],
             });
         }
-        let e = smp_entry("memcg_rstat_flush", unit, SMP[5].1, &runs);
+        let e = smp_entry("memcg_rstat_flush", unit, SMP[6].1, &runs);
         assert_eq!(
             (e.basis, e.value, e.spread),
             (Basis::Measured, 2500, [1500, 3000])

@@ -129,6 +129,10 @@ fn main() -> ExitCode {
         eprintln!("mmsim-runner: {path}: machine.stats_flush_phase: the real kernel's memcg statistics flush worker runs where the machine's boot put it; the spec runs in the simulator only");
         return ExitCode::from(2);
     }
+    if spec.machine.memory_bandwidth.is_some() {
+        eprintln!("mmsim-runner: {path}: machine.memory_bandwidth: the real machine's memory delivers what it delivers; the spec runs in the simulator only");
+        return ExitCode::from(2);
+    }
     // The same work limit as the simulator's default: a spec that would
     // run for days is refused before it touches the machine.
     let work = mmsim_spec::work::work(&spec);

@@ -249,6 +249,11 @@ pub const CROSS_SOCKET_PERMILLE: u64 = 2118;
 /// Each of two cores copying at once gets this share of one core's copy
 /// bandwidth alone, in thousandths: 903, 990, 955.
 pub const MEM_BW_PAIR_PERMILLE: u64 = 955;
+/// What a socket's memory delivers, MB/s, counted as STREAM counts it
+/// (bytes read plus bytes written): two cores of the development machine
+/// each copying 4 KiB pages over pools 4x its LLC at once, 2 x 2 x 128 MiB
+/// in 19.4 ms (calibrate's `mem_bw` bench; membw.rs).
+pub const MEM_BW_MBPS: u64 = 27_600;
 
 /// CFS's `sysctl_sched_latency` (6 ms) and `sysctl_sched_min_granularity`
 /// (0.75 ms) before the kernel scales them by 1 + log2(cpus): runnable

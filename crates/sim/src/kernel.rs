@@ -184,6 +184,8 @@ pub struct Kernel {
     /// Which pages each CPU's L2 holds (l2cache.rs); None where the
     /// profile does not model it.
     pub l2: Option<Box<crate::l2cache::L2Cache>>,
+    /// Each socket's memory bandwidth and what its CPUs draw (membw.rs).
+    pub membw: crate::membw::MemBw,
     pub tasks: Vec<KTask>,
     /// The task on whose behalf the kernel runs now (None: kswapd).
     pub cur_task: Option<usize>,
@@ -380,19 +382,20 @@ const DMA_MANAGED_PAGES: u64 = 3840;
 const DMA32_END_BYTES: u64 = 3 << 30;
 
 impl Kernel {
-    /// The price of copying frame `src` whole on this CPU: `copy_page`,
-    /// or `copy_page_l2` where the profile models the L2 and `src` is in
-    /// this CPU's (l2cache.rs). The source is resident afterwards.
+    /// The price of copying frame `src` whole on this CPU, and the DRAM
+    /// bytes its reading moves (membw.rs): `copy_page`, or `copy_page_l2`
+    /// and none where the profile models the L2 and `src` is in this
+    /// CPU's (l2cache.rs). The source is resident afterwards.
     #[inline]
-    pub(crate) fn copy_page_cost(&mut self, src: Pfn) -> u64 {
+    pub(crate) fn copy_page_cost(&mut self, src: Pfn) -> (u64, u64) {
         let cpu = self.cur_cpu;
         match self
             .l2
             .as_deref_mut()
             .map(|l2| (l2.fill(cpu, src), l2.copy_ns))
         {
-            Some((true, l2_ns)) => l2_ns,
-            _ => self.costs.copy_page,
+            Some((true, l2_ns)) => (l2_ns, 0),
+            _ => (self.costs.copy_page, crate::membw::PAGE_BYTES),
         }
     }
 
@@ -547,6 +550,7 @@ impl Kernel {
                 .collect(),
             cur_cpu: 0,
             l2: None,
+            membw: crate::membw::MemBw::new(0, cpus, 1),
             tasks: Vec::new(),
             cur_task: None,
             pending_ns: 0,
@@ -737,7 +741,7 @@ impl Kernel {
 
     /// A lone thread's `ns` of work on the current CPU.
     #[inline]
-    fn scaled(&self, ns: u64) -> u64 {
+    pub(crate) fn scaled(&self, ns: u64) -> u64 {
         if self.cpu_scale == CPU_SCALE_ALONE {
             return ns;
         }

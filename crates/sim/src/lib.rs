@@ -14,6 +14,7 @@ pub mod kernel;
 pub mod kvm;
 pub mod l2cache;
 pub mod machine_profile;
+pub mod membw;
 pub mod mm;
 pub mod player;
 pub mod release;
@@ -354,6 +355,20 @@ pub(crate) fn boot<'s>(
         .flatten()
         .and_then(|m| l2cache::L2Cache::new(m, spec.machine.cpus as usize, threads))
         .map(Box::new);
+    // A guest's vCPUs draw on the host's sockets, which its kernel does
+    // not see: not modelled there (membw.rs).
+    if !guest {
+        let topo = spec.machine.topology;
+        let per_socket = (topo.cores_per_socket * topo.threads_per_core) as usize;
+        // The profile measures what two cores of a socket reach together:
+        // a larger socket's bandwidth is the spec's to state.
+        let bw = match spec.machine.memory_bandwidth {
+            Some(bw) => bw,
+            None if per_socket <= 2 => costs.costs.mem_bw,
+            None => 0,
+        };
+        kernel.membw = membw::MemBw::new(bw, spec.machine.cpus as usize, per_socket);
+    }
     let machine = machine_info(&kernel, spec);
     if guest {
         kernel.frame_log = Some(kernel::FrameLog::default());

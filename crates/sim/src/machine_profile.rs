@@ -90,6 +90,7 @@ costs! {
     ipi: "ns" = cost_model::IPI_NS;
     ipi_handler: "ns" = cost_model::IPI_HANDLER_NS;
     mem_bw_pair: "permille" = cost_model::MEM_BW_PAIR_PERMILLE;
+    mem_bw: "MB/s" = cost_model::MEM_BW_MBPS;
     memcg_rstat_flush: "ns" = cost_model::MEMCG_RSTAT_FLUSH_NS;
     kvm_exit: "ns" = cost_model::KVM_EXIT_NS;
     kvm_page_fault: "ns" = cost_model::KVM_PAGE_FAULT_NS;
@@ -249,6 +250,15 @@ pub struct KindCost {
     pub comp_len: u32,
     pub compress_ns: u64,
     pub decompress_ns: u64,
+}
+
+impl KindCost {
+    /// DRAM bytes a compression or decompression of the kind moves: the
+    /// page on one side, its compressed form (at most a page) on the
+    /// other (membw.rs).
+    pub fn compressed_bytes(&self) -> u64 {
+        crate::membw::PAGE_BYTES + (self.comp_len as u64).min(crate::membw::PAGE_BYTES)
+    }
 }
 
 /// What `compressor` makes of a page without stated content (the

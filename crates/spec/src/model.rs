@@ -178,6 +178,11 @@ pub struct Machine {
     /// when the workload starts (ns, under 2 s): its first periodic flush
     /// comes 2 s less this after the start.
     pub stats_flush_phase: u64,
+    /// What each socket's memory delivers, MB/s (10^6 bytes), counted as
+    /// STREAM counts it (bytes read plus bytes written); None: the
+    /// machine profile's `mem_bw`, what two of its cores reach together,
+    /// on sockets of at most two CPUs, and not modelled on larger ones.
+    pub memory_bandwidth: Option<u64>,
     /// Line of `memory` in the spec file (0: from `--set`), for errors
     /// found after parsing (what the kernel's reservation leaves).
     pub memory_line: usize,

@@ -22,7 +22,10 @@
 //!   thread takes for a fixed loop while IPIs arrive, per IPI received.
 //! - `mem_bw_pair`: each thread copies its own pools, each 4x the
 //!   last-level cache, first one thread alone, then both at once; the
-//!   per-CPU bandwidth of the pair as a share of the lone one's.
+//!   per-CPU bandwidth of the pair as a share of the lone one's; and
+//!   `mem_bw`, what the pair moved together (bytes read plus written, as
+//!   STREAM counts them) a second: the socket's bandwidth as two of its
+//!   cores reach it (membw.rs).
 
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
@@ -63,7 +66,7 @@ pub struct SmpBench {
 
 impl SmpBench {
     /// Each constant this bench measures, from this run alone.
-    pub fn values(&self) -> [(&'static str, f64); 5] {
+    pub fn values(&self) -> [(&'static str, f64); 6] {
         let slope = |t: [u64; 2], n: u64| (t[1] as f64 - t[0] as f64) / n as f64;
         let victim = self.victim_storm_ns as f64 / self.victim_ipis.max(1) as f64;
         let pair_share = self.copy_alone_ns as f64 / self.copy_pair_ns.max(1) as f64;
@@ -83,6 +86,11 @@ impl SmpBench {
             ),
             ("ipi_handler", victim),
             ("mem_bw_pair", 1000.0 * pair_share.min(1.0)),
+            // Bytes read plus written by both (STREAM's count), MB/s.
+            (
+                "mem_bw",
+                1000.0 * (4 * self.copy_bytes) as f64 / self.copy_pair_ns.max(1) as f64,
+            ),
         ]
     }
 }

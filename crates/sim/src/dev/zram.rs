@@ -21,6 +21,7 @@
 use super::zsmalloc::{ZsConfig, ZsPool};
 use crate::cost_model;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::mm::folio::{Pfn, PG_KERNEL};
 use crate::mm::page_alloc::Gfp;
 
@@ -101,7 +102,9 @@ impl Kernel {
         if self.contents.kind_of(version) != 0 {
             return self.zram_write_content(ty, offset, version);
         }
-        self.charge_cost(cost_model::Fn::ZramWrite, self.costs.zram_compress);
+        // The page read, its compressed form written (membw.rs).
+        let bytes = PAGE_BYTES + self.costs.zram_stored_bytes.min(PAGE_BYTES);
+        self.charge_mem(cost_model::Fn::ZramWrite, self.costs.zram_compress, bytes);
         let stored_bytes = self.costs.zram_stored_bytes;
         let z = &mut self.swap[ty].zram;
         if !z.stored[offset as usize] {
@@ -140,7 +143,11 @@ impl Kernel {
     fn zram_write_content(&mut self, ty: usize, offset: u32, version: u32) -> bool {
         let kind = self.contents.kind_of(version);
         let cost = self.zram_kind_costs[ty][kind];
-        self.charge_cost(cost_model::Fn::ZramWrite, cost.compress_ns);
+        self.charge_mem(
+            cost_model::Fn::ZramWrite,
+            cost.compress_ns,
+            cost.compressed_bytes(),
+        );
         let same = self.contents.kinds[kind].same_filled();
         let cfg = ZsConfig {
             chain: if self.release.zsmalloc_chain_8 { 8 } else { 4 },
@@ -237,11 +244,16 @@ impl Kernel {
         let kind = self
             .contents
             .kind_of(self.swap[ty].zram.version[offset as usize]);
-        let ns = match kind {
-            0 => self.costs.zram_decompress,
-            k => self.zram_kind_costs[ty][k].decompress_ns,
+        let (ns, len) = match kind {
+            0 => (self.costs.zram_decompress, self.costs.zram_stored_bytes),
+            k => (
+                self.zram_kind_costs[ty][k].decompress_ns,
+                self.zram_kind_costs[ty][k].comp_len as u64,
+            ),
         };
-        self.charge_cost(cost_model::Fn::ZramRead, ns);
+        // The compressed form read, the page written (membw.rs).
+        let bytes = len.min(PAGE_BYTES) + PAGE_BYTES;
+        self.charge_mem(cost_model::Fn::ZramRead, ns, bytes);
         self.count_zram_bio(crate::vmstat::Vm::Pgpgin);
         let z = &self.swap[ty].zram;
         debug_assert!(z.stored[offset as usize], "read of an empty zram slot");

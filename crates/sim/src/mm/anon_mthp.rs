@@ -17,6 +17,7 @@ use super::pgtable::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAP_HAS_CACHE};
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::vmstat::{mthp_item, Mc, MthpStat, Vm};
 use mmsim_spec::{MthpAnon, Sysfs, ThpEnabled};
 
@@ -205,7 +206,11 @@ impl Kernel {
     fn map_new_anon_mthp(&mut self, vma: u32, first: usize, head: Pfn, order: u8) {
         let nr = 1usize << order;
         // folio_zero_user.
-        self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * nr as u64);
+        self.charge_mem(
+            Fn::DoAnonymousPage,
+            self.costs.clear_page * nr as u64,
+            PAGE_BYTES * nr as u64,
+        );
         self.l2_write(head, nr as u32);
         self.folios.version[head as usize..head as usize + nr].fill(0);
         // map_anon_folio_pte_pf.

@@ -23,6 +23,7 @@ use super::pgtable::*;
 use super::readahead::FileRa;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::vmstat::{Mc, Vm};
 
 /// An inode's page-cache slot: empty (0), a folio, a swap entry (shmem)
@@ -709,10 +710,11 @@ impl Kernel {
             self.folio_mark_accessed(pfn);
         }
         let page = self.folios.folio_page(pfn, index);
-        let copy = self.copy_page_cost(page);
-        self.charge_cost(Fn::User, copy);
-        // copy_page_to_iter reads the page (the user buffer's frames are
-        // not modelled).
+        // copy_page_to_iter reads the page into the user buffer, which
+        // read(2) reuses (its frames are not modelled, and it stays in
+        // cache: membw.rs).
+        let (copy, bytes) = self.copy_page_cost(page);
+        self.charge_mem(Fn::User, copy, bytes);
         self.guest_frame(page, false);
         let found = self.folios.version[page as usize];
         let expected = self.inodes[inode as usize].user_version[index as usize];
@@ -758,8 +760,8 @@ impl Kernel {
                 p
             }
         };
-        self.charge_cost(Fn::User, self.costs.copy_page);
-        // copy_page_from_iter writes the page.
+        // copy_page_from_iter writes the page from the user buffer.
+        self.charge_mem(Fn::User, self.costs.copy_page, PAGE_BYTES);
         self.guest_frame(self.folios.folio_page(pfn, index), true);
         self.l2_write(self.folios.folio_page(pfn, index), 1);
         let next = self.inodes[inode as usize].user_version[index as usize]

@@ -22,6 +22,7 @@ use super::mmap::{VM_HUGEPAGE, VM_NOHUGEPAGE};
 use super::pgtable::*;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::vmstat::{mthp_item, Mc, MthpStat, Vm};
 use mmsim_spec::{ThpDefrag, ThpEnabled};
 
@@ -204,7 +205,11 @@ impl Kernel {
             }
         };
         // clear_huge_page.
-        self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * HPAGE_PMD_NR);
+        self.charge_mem(
+            Fn::DoAnonymousPage,
+            self.costs.clear_page * HPAGE_PMD_NR,
+            PAGE_BYTES * HPAGE_PMD_NR,
+        );
         self.l2_write(head, HPAGE_PMD_NR as u32);
         let nr = HPAGE_PMD_NR as usize;
         self.folios.version[head as usize..head as usize + nr].fill(0);
@@ -283,7 +288,11 @@ impl Kernel {
                 self.vm.inc(Vm::ThpZeroPageAllocFailed);
                 return false;
             };
-            self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page * HPAGE_PMD_NR);
+            self.charge_mem(
+                Fn::DoAnonymousPage,
+                self.costs.clear_page * HPAGE_PMD_NR,
+                PAGE_BYTES * HPAGE_PMD_NR,
+            );
             self.l2_write(p, HPAGE_PMD_NR as u32);
             self.folios.get_mut(p).set(PG_KERNEL);
             self.vm.inc(Vm::ThpZeroPageAlloc);

@@ -28,6 +28,7 @@ use super::mmap::{VM_EXEC, VM_HUGEPAGE, VM_NOHUGEPAGE, VM_WRITE};
 use super::pgtable::*;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::mm::memory::FaultError;
 use crate::vmstat::{Mc, Vm};
 use mmsim_spec::{KhugepagedKnobs, ThpEnabled};
@@ -814,7 +815,7 @@ impl Kernel {
             let pte = self.vmas[vma as usize].ptes[i];
             let dst = hpage + n as Pfn;
             if pte_none(pte) || pte & PTE_ZERO != 0 {
-                self.charge_cost(Fn::CollapseHugePage, self.costs.clear_page);
+                self.charge_mem(Fn::CollapseHugePage, self.costs.clear_page, PAGE_BYTES);
                 self.l2_write(dst, 1);
                 self.folios.version[dst as usize] = 0;
                 self.mms[mm].rss_anon += 1;
@@ -822,8 +823,8 @@ impl Kernel {
                 continue;
             }
             let src = pte_pfn(pte);
-            let copy = self.copy_page_cost(src);
-            self.charge_cost(Fn::CollapseHugePage, copy);
+            let (copy, bytes) = self.copy_page_cost(src);
+            self.charge_mem(Fn::CollapseHugePage, copy, bytes + PAGE_BYTES);
             self.l2_write(dst, 1);
             // copy_user_highpage reads the source (the THP was written
             // when allocated).

@@ -14,6 +14,7 @@
 use super::Scan;
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::mm::folio::*;
 use crate::mm::pgtable::*;
 use crate::vmstat::{mthp_item, MthpStat, Vm};
@@ -442,7 +443,7 @@ impl Kernel {
             let pte = self.vmas[vma as usize].ptes[idx];
             let dst = folio + i as Pfn;
             if pte_none(pte) || pte & PTE_ZERO != 0 {
-                self.charge_cost(Fn::CollapseHugePage, self.costs.clear_page);
+                self.charge_mem(Fn::CollapseHugePage, self.costs.clear_page, PAGE_BYTES);
                 self.l2_write(dst, 1);
                 self.folios.version[dst as usize] = 0;
                 self.mms[mm as usize].rss_anon += 1;
@@ -471,8 +472,8 @@ impl Kernel {
             let mut last = 0;
             for b in 0..batch {
                 let (s, d) = (src + b as Pfn, dst + b as Pfn);
-                let copy = self.copy_page_cost(s);
-                self.charge_cost(Fn::CollapseHugePage, copy);
+                let (copy, bytes) = self.copy_page_cost(s);
+                self.charge_mem(Fn::CollapseHugePage, copy, bytes + PAGE_BYTES);
                 self.l2_write(d, 1);
                 self.guest_frame(s, false);
                 self.folios.version[d as usize] = self.folios.version[s as usize];

@@ -10,6 +10,7 @@ use super::pgtable::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry, SWAP_HAS_CACHE, SWP_SYNCHRONOUS_IO};
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;
 
@@ -604,8 +605,9 @@ impl Kernel {
         };
         let index = self.vmas[vma as usize].pgoff + idx as u64;
         let page = self.folios.folio_page(file_pfn, index);
-        let copy = self.copy_page_cost(page);
-        self.charge_cost(Fn::DoFault, copy + self.costs.pte);
+        let (copy, bytes) = self.copy_page_cost(page);
+        self.charge_mem(Fn::DoFault, copy, bytes + PAGE_BYTES);
+        self.charge_cost(Fn::DoFault, self.costs.pte);
         self.l2_write(new, 1);
         self.folios.version[new as usize] = self.folios.version[page as usize];
         self.vmas[vma as usize].anon_used = true;
@@ -705,7 +707,8 @@ impl Kernel {
         }
         let memcg = self.vma_memcg(vma);
         let pfn = self.alloc_anon_folio(memcg)?;
-        self.charge_cost(Fn::DoAnonymousPage, self.costs.clear_page + self.costs.pte);
+        self.charge_mem(Fn::DoAnonymousPage, self.costs.clear_page, PAGE_BYTES);
+        self.charge_cost(Fn::DoAnonymousPage, self.costs.pte);
         self.l2_write(pfn, 1);
         self.folios.version[pfn as usize] = 0;
         self.page_add_anon_rmap(pfn, vma, idx, true);
@@ -1095,12 +1098,14 @@ impl Kernel {
             // written by its allocation, page_alloc.rs).
             self.guest_frame(o, false);
         }
-        let (work, version) = match old {
-            None => (self.costs.clear_page, 0),
+        // The new page is written whole (membw.rs); a copy reads the old.
+        let ((work, read), version) = match old {
+            None => ((self.costs.clear_page, 0), 0),
             Some(o) => (self.copy_page_cost(o), self.folios.version[o as usize]),
         };
         self.l2_write(new, 1);
-        self.charge_cost(Fn::DoWpPage, work + self.costs.pte + self.costs.tlb_flush);
+        self.charge_mem(Fn::DoWpPage, work, read + PAGE_BYTES);
+        self.charge_cost(Fn::DoWpPage, self.costs.pte + self.costs.tlb_flush);
         self.mmu_notifier_invalidate_range(vma, idx, 1);
         // ptep_clear_flush_notify of the old PTE.
         self.flush_tlb_mm_range(self.vmas[vma as usize].mm, false);

@@ -345,7 +345,11 @@ impl Kernel {
             self.free_page(pfn);
             return Err(crate::SimError::Oom);
         }
-        self.charge_cost(cost_model::Fn::PageAlloc, self.costs.clear_page);
+        self.charge_mem(
+            cost_model::Fn::PageAlloc,
+            self.costs.clear_page,
+            crate::membw::PAGE_BYTES,
+        );
         self.l2_write(pfn, 1);
         let f = self.folios.get_mut(pfn);
         f.flags = PG_PGTABLE | PG_PMD_YOUNG;

@@ -208,8 +208,11 @@ impl Kernel {
             true => self.contents.first_token(rc, idx as u64),
             false => next_token(expected),
         };
-        let ns = self.content_write_cost(first, next);
-        self.charge_user(ns);
+        // Each write that costs anything writes the page (membw.rs).
+        match self.content_write_cost(first, next) {
+            0 => {}
+            ns => self.charge_user_mem(ns, crate::membw::PAGE_BYTES),
+        }
         next
     }
 

@@ -21,6 +21,7 @@ use super::folio::*;
 use super::swapfile::{swp_offset, swp_type, SwpEntry};
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::vmstat::{Mc, Vm};
 use std::cmp::Reverse;
 
@@ -194,16 +195,21 @@ impl Kernel {
     /// versions for a read, the inode's disk versions for a write), as for
     /// the other devices.
     fn brd_submit_bio(&mut self, pfn: Pfn, nr: u64, write: bool) {
-        let copy = match write {
+        // Each page copy writes its destination: brd's own page, or the
+        // folio's (membw.rs).
+        let (copy, bytes) = match write {
             // copy_to_brd reads the folio's pages.
-            true => (pfn..pfn + nr as Pfn).map(|p| self.copy_page_cost(p)).sum(),
-            // copy_from_brd writes them (brd's own pages are not frames).
+            true => (pfn..pfn + nr as Pfn)
+                .map(|p| self.copy_page_cost(p))
+                .fold((0, 0), |(ns, b), (n, r)| (ns + n, b + r + PAGE_BYTES)),
+            // copy_from_brd writes them (brd's own pages are not frames,
+            // and are read from DRAM).
             false => {
                 self.l2_write(pfn, nr as u32);
-                self.costs.copy_page * nr
+                (self.costs.copy_page * nr, 2 * PAGE_BYTES * nr)
             }
         };
-        self.charge_cost(Fn::BrdSubmitBio, copy);
+        self.charge_mem(Fn::BrdSubmitBio, copy, bytes);
         if write {
             self.end_swap_bio_write(pfn);
         } else {

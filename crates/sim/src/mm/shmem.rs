@@ -16,6 +16,7 @@ use super::swapfile::{
 };
 use crate::cost_model::Fn;
 use crate::kernel::Kernel;
+use crate::membw::PAGE_BYTES;
 use crate::vmstat::{Mc, Vm};
 
 use super::filemap::{Inode, SLOT_FOLIO, SLOT_SWAP};
@@ -259,7 +260,7 @@ impl Kernel {
             self.free_page(pfn);
             return Err(FaultError::Oom);
         }
-        self.charge_cost(Fn::ShmemFault, self.costs.clear_page);
+        self.charge_mem(Fn::ShmemFault, self.costs.clear_page, PAGE_BYTES);
         self.l2_write(pfn, 1);
         self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
         self.folios.version[pfn as usize] = 0;
@@ -399,7 +400,7 @@ impl Kernel {
                 self.free_folio_pages(pfn);
                 return None;
             }
-            self.charge_cost(Fn::ShmemFault, self.costs.clear_page * nr);
+            self.charge_mem(Fn::ShmemFault, self.costs.clear_page * nr, PAGE_BYTES * nr);
             self.l2_write(pfn, nr as u32);
             self.folios.get_mut(pfn).set(PG_SWAPBACKED | PG_UPTODATE);
             self.folios.version[pfn as usize..(pfn as u64 + nr) as usize].fill(0);
@@ -952,15 +953,16 @@ impl Kernel {
         } else if let Some(entry) = self.shmem_swap_at(inode, index) {
             self.shmem_swapin_folio_sgp(inode, index, entry, memcg, false)?
         } else {
-            // A hole: iov_iter_zero.
+            // A hole: iov_iter_zero clears the user buffer, in cache
+            // (membw.rs): no DRAM bytes.
             self.charge_cost(Fn::User, self.costs.clear_page);
             self.check_read(0, self.inodes[inode as usize].user_version[index as usize]);
             return Ok(());
         };
         self.folio_mark_accessed(pfn);
         let page = self.folios.folio_page(pfn, index);
-        let copy = self.copy_page_cost(page);
-        self.charge_cost(Fn::User, copy);
+        let (copy, bytes) = self.copy_page_cost(page);
+        self.charge_mem(Fn::User, copy, bytes);
         self.guest_frame(page, false);
         let found = self.folios.version[page as usize];
         self.check_read(
@@ -988,7 +990,7 @@ impl Kernel {
             self.folios.get_mut(p).set(PG_REFERENCED);
             p
         };
-        self.charge_cost(Fn::User, self.costs.copy_page);
+        self.charge_mem(Fn::User, self.costs.copy_page, PAGE_BYTES);
         self.charge_cost(Fn::FilemapWrite, self.costs.shmem_write);
         let next = self.inodes[inode as usize].user_version[index as usize]
             .wrapping_add(1)

@@ -82,6 +82,7 @@ use crate::dev::zbud::{self, ZbudPool, ZBUD_MAX_SIZE};
 use crate::dev::zsmalloc::{ZsConfig, ZsPool};
 use crate::kernel::Kernel;
 use crate::machine_profile::KindCost;
+use crate::membw::PAGE_BYTES;
 use crate::vmstat::{Mc, Vm};
 use crate::SimError;
 use mmsim_spec::output::ZswapStats;
@@ -383,7 +384,7 @@ impl Kernel {
             true => {
                 // zswap_is_page_same_filled: zram's same-page path is the
                 // same scan.
-                self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+                self.charge_mem(Fn::ZswapStore, cost.compress_ns, PAGE_BYTES);
                 // The scan read the whole page.
                 self.l2_read(pfn, 1);
                 self.zswap.stats.same_filled_pages += 1;
@@ -398,7 +399,7 @@ impl Kernel {
                 // the profile measures same-filled pages only as zram keeps
                 // them, uncompressed.
                 let cost = if same { self.zswap.kind_costs[0] } else { cost };
-                self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+                self.charge_mem(Fn::ZswapStore, cost.compress_ns, cost.compressed_bytes());
                 // The compression reads the page (the same-filled scan
                 // above stops at its first differing word).
                 self.l2_read(pfn, 1);
@@ -715,9 +716,11 @@ impl Kernel {
         debug_assert_eq!(self.zswap.lookup(ty, off), Some(i));
         let e = self.zswap.entries[i as usize];
         let kind = self.zswap_decompress_kind(e);
-        self.charge_cost(
+        let cost = self.zswap.kind_costs[kind];
+        self.charge_mem(
             Fn::ZswapWriteback,
-            self.zswap.kind_costs[kind].decompress_ns,
+            cost.decompress_ns,
+            cost.compressed_bytes(),
         );
         self.l2_write(pfn, 1);
         self.folios.version[pfn as usize] = e.version;
@@ -768,7 +771,8 @@ impl Kernel {
         debug_assert_eq!(self.folios.get(pfn).order, 0, "zswap loads pages");
         let e = self.zswap.entries[i as usize];
         let kind = self.zswap_decompress_kind(e);
-        self.charge_cost(Fn::ZswapLoad, self.zswap.kind_costs[kind].decompress_ns);
+        let cost = self.zswap.kind_costs[kind];
+        self.charge_mem(Fn::ZswapLoad, cost.decompress_ns, cost.compressed_bytes());
         self.l2_write(pfn, 1);
         self.folios.version[pfn as usize] = e.version;
         self.vm.inc(Vm::Zswpin);
@@ -899,7 +903,7 @@ impl Kernel {
             kind = 0;
         }
         let cost = self.zswap.kind_costs[kind];
-        self.charge_cost(Fn::ZswapStore, cost.compress_ns);
+        self.charge_mem(Fn::ZswapStore, cost.compress_ns, cost.compressed_bytes());
         self.l2_read(pfn, 1);
         let incompressible = cost.comp_len >= PAGE_SIZE;
         // 6.12's compressor writes into one page and fails past it (the

@@ -178,6 +178,7 @@ impl<'s> Scheduler<'s> {
             self.rq.start_slice(entity, cpu, start);
             k.cur_cpu = cpu;
             k.set_sibling_busy(self.rq.sibling_busy_until(cpu, start).is_some());
+            k.membw.begin_slice(cpu, self.rq.busy_in_socket(cpu, start));
             k.call_paths.reset_to_root();
             // No clock is before this slice's start any more.
             k.uncharge_list.retire(start);
@@ -215,6 +216,7 @@ impl<'s> Scheduler<'s> {
             self.rq.update_min_vruntime();
             // A task sleeping (memory.high throttle, sleep op) frees its CPU.
             self.rq.cpu_free_at[cpu] = k.now().max(start);
+            k.membw.end_slice(cpu, k.now().saturating_sub(start));
             self.last_end = self.last_end.max(end);
             if let Some(cb) = self.on_progress.as_mut() {
                 cb(crate::Progress {

@@ -1043,6 +1043,20 @@ impl RunQueue {
     /// whose slice ended by then but has an entity queued and ready (its
     /// runner holding it, say) is busy from `start` on, for a length not
     /// known yet.
+    /// The other CPUs of `cpu`'s socket busy at `start` (membw.rs): as
+    /// `sibling_busy_until` finds a busy sibling.
+    pub(super) fn busy_in_socket(
+        &self,
+        cpu: usize,
+        start: u64,
+    ) -> impl Iterator<Item = usize> + '_ {
+        let (me, topo) = (self.cur_entity, self.topology);
+        let socket = topo.socket_of(cpu);
+        (0..self.cpu_free_at.len()).filter(move |&c| {
+            c != cpu && topo.socket_of(c) == socket && !self.idle_at(c, start, me)
+        })
+    }
+
     pub(super) fn sibling_busy_until(&self, cpu: usize, start: u64) -> Option<u64> {
         let me = self.cur_entity;
         self.topology

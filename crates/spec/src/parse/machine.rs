@@ -18,6 +18,7 @@ pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, Spec
             "kernel",
             "hw_pte_young",
             "stats_flush_phase",
+            "memory_bandwidth",
         ],
         "[machine]",
     )?;
@@ -67,6 +68,20 @@ pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, Spec
             t
         }
     };
+    let memory_bandwidth = m
+        .get("memory_bandwidth")
+        .map(|n| {
+            integer(
+                rep,
+                n,
+                "machine.memory_bandwidth",
+                1,
+                MAX_MEMORY_BANDWIDTH,
+                "a whole number of MB/s from 1 to 100000000 (a socket's memory bandwidth, as STREAM counts it)",
+            )
+            .map(|v| v as u64)
+        })
+        .transpose()?;
     Ok(Machine {
         memory,
         cpus,
@@ -74,9 +89,14 @@ pub(super) fn build_machine(rep: &Reporter, node: &Node) -> Result<Machine, Spec
         kernel,
         hw_pte_young,
         stats_flush_phase,
+        memory_bandwidth,
         memory_line: rep.line(mem.at),
     })
 }
+
+/// The largest `machine.memory_bandwidth`, MB/s: 100 TB/s a socket, far
+/// above any machine's.
+const MAX_MEMORY_BANDWIDTH: i64 = 100_000_000;
 
 /// The memcg statistics flush worker's period (`FLUSH_TIME`, 2 s).
 const STATS_FLUSH_PERIOD_NS: u64 = 2_000_000_000;

@@ -299,3 +299,27 @@ stats_flush_phase = "2s"
     .unwrap();
     assert_eq!(s.machine.stats_flush_phase, 1_500_000_000);
 }
+
+#[test]
+fn the_memory_bandwidth_is_a_whole_number_of_mb_per_s() {
+    for (v, found) in [
+        ("0", "0"),
+        ("\"146GB/s\"", "\"146GB/s\""),
+        ("100000001", "100000001"),
+    ] {
+        let e = rejected(&with_task(&format!(
+            "[machine]\nmemory = \"512M\"\nmemory_bandwidth = {v}\n"
+        )));
+        check(
+            &e,
+            3,
+            "machine.memory_bandwidth",
+            &[found, "whole number of MB/s from 1 to 100000000"],
+        );
+    }
+    let s = parse(&with_task(
+        "[machine]\nmemory = \"512M\"\nmemory_bandwidth = 145921\n",
+    ))
+    .unwrap();
+    assert_eq!(s.machine.memory_bandwidth, Some(145_921));
+}
