@@ -1037,12 +1037,6 @@ impl RunQueue {
         }
     }
 
-    /// Until when an SMT sibling of `cpu` is known to be busy after
-    /// `start` (None: all idle then). The simulator has run the sibling's
-    /// last slice up to its end, so it is busy up to there at least; one
-    /// whose slice ended by then but has an entity queued and ready (its
-    /// runner holding it, say) is busy from `start` on, for a length not
-    /// known yet.
     /// The other CPUs of `cpu`'s socket busy at `start` (membw.rs): as
     /// `sibling_busy_until` finds a busy sibling.
     pub(super) fn busy_in_socket(
@@ -1057,6 +1051,12 @@ impl RunQueue {
         })
     }
 
+    /// Until when an SMT sibling of `cpu` is known to be busy after
+    /// `start` (None: all idle then). The simulator has run the sibling's
+    /// last slice up to its end, so it is busy up to there at least; one
+    /// whose slice ended by then but has an entity queued and ready (its
+    /// runner holding it, say) is busy from `start` on, for a length not
+    /// known yet.
     pub(super) fn sibling_busy_until(&self, cpu: usize, start: u64) -> Option<u64> {
         let me = self.cur_entity;
         self.topology
